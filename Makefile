@@ -1,0 +1,57 @@
+# lammer: two commands on a fresh Debian machine with Python 3.11.
+#   make demo   venv + dependencies (Mosquitto included), then a simulated casino floor
+#   make test   the same setup, then ruff, mypy (strict) and the whole test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.lammer-installed
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: test demo lint typecheck bench setup system-deps clean
+
+setup: system-deps $(STAMP)
+
+# Debian packages the project needs on the machine: Mosquitto (tests start their own
+# broker, never a shared one) and venv support. Installed only when missing.
+system-deps:
+	@if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then \
+	  echo "installing mosquitto from Debian's packages"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null; \
+	fi
+	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
+	  echo "installing python3-venv from Debian's packages"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+	fi
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Reinstalls only when pyproject.toml changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/pytest -q
+
+demo: setup
+	$(BIN)/lammer demo
+
+bench: setup
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

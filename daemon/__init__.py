@@ -1,0 +1,1 @@
+"""lammer daemon."""

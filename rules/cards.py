@@ -1,0 +1,97 @@
+"""Cards as the shuffler writes them (shuffler-icd.md, "Cards and positions").
+
+A card is two characters: rank ``2 3 4 5 6 7 8 9 T J Q K A`` then suit ``c d h s``.
+A list of cards is written without separators: ``AsKsQsJsTs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rules.errors import CardError
+
+RANKS = "23456789TJQKA"
+SUITS = "cdhs"
+RANK_VALUES: dict[str, int] = {r: i + 2 for i, r in enumerate(RANKS)}  # '2' -> 2 ... 'A' -> 14
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One playing card. ``rank`` is 2..14 (ace high), ``suit`` one of ``c d h s``."""
+
+    rank: int
+    suit: str
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.rank <= 14 or self.suit not in SUITS or len(self.suit) != 1:
+            raise CardError(f"not a card: rank {self.rank!r}, suit {self.suit!r}", text=str(self))
+
+    @property
+    def code(self) -> str:
+        """The card's two-character code, e.g. ``As``."""
+        return RANKS[self.rank - 2] + self.suit
+
+    @property
+    def index(self) -> int:
+        """0..51, rank-major: 2c=0, 2d=1, ..., As=51."""
+        return (self.rank - 2) * 4 + SUITS.index(self.suit)
+
+    def __str__(self) -> str:
+        return self.code
+
+    def __repr__(self) -> str:
+        return f"Card({self.code!r})"
+
+
+def _build_deck() -> tuple[Card, ...]:
+    return tuple(Card(rank, suit) for rank in range(2, 15) for suit in SUITS)
+
+
+DECK: tuple[Card, ...] = _build_deck()
+"""The 52 cards of one deck, in ``Card.index`` order."""
+
+_BY_CODE: dict[str, Card] = {card.code: card for card in DECK}
+
+
+def parse_card(text: str, *, index: int | None = None) -> Card:
+    """Parse one card code such as ``Td``. Raises ``CardError`` naming the bad text."""
+    card = _BY_CODE.get(text)
+    if card is None:
+        where = f" at card {index + 1}" if index is not None else ""
+        raise CardError(
+            f"bad card code {text!r}{where}: expected a rank of {RANKS} then a suit of {SUITS}",
+            text=text,
+            index=index,
+        )
+    return card
+
+
+def parse_cards(text: str) -> tuple[Card, ...]:
+    """Parse a list written without separators (``AsKsQsJsTs``).
+
+    Raises ``CardError`` for an odd length or a bad code, naming the text and its place.
+    """
+    if len(text) % 2:
+        raise CardError(
+            f"card list {text!r} has {len(text)} characters: every card is 2", text=text
+        )
+    return tuple(parse_card(text[i : i + 2], index=i // 2) for i in range(0, len(text), 2))
+
+
+def as_cards(cards: Iterable[str | Card]) -> tuple[Card, ...]:
+    """Cards from codes or ``Card`` values (a code may also be a whole list, ``AsKs``)."""
+    out: list[Card] = []
+    for item in cards:
+        if isinstance(item, Card):
+            out.append(item)
+        elif len(item) == 2:
+            out.append(parse_card(item, index=len(out)))
+        else:
+            out.extend(parse_cards(item))
+    return tuple(out)
+
+
+def format_cards(cards: Iterable[Card]) -> str:
+    """Write cards as the shuffler does, without separators."""
+    return "".join(card.code for card in cards)

@@ -1,0 +1,327 @@
+"""The one event model: device facts, stickperson decisions, and outcomes.
+
+Every value here is a frozen, slotted, keyword-only dataclass. Consumers ``match`` on the
+unions at the bottom and finish with ``typing.assert_never`` so a new event type is a type
+error wherever it is not handled.
+
+* **Facts** (``DeviceFact``) are what a device said, already validated by the codec.
+  Card data is kept as the shuffler's codes (``"As"``) so facts serialise to the journal
+  as they came.
+* **Decisions** (``Decision``) are what the stickperson decided through the request
+  interface; each carries who decided and when. Rules never read a clock: the caller
+  passes ``at``.
+* **Outcomes** (``Outcome``) are what the rules concluded; the daemon publishes them.
+  Odds are exact ``Decimal`` values, read "to 1".
+
+The daemon wraps every fact, decision and outcome with its ``seq`` and time; nothing here
+knows about either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+# ---------------------------------------------------------------------------------------
+# Vocabulary (spec names)
+
+Device = Literal["shuffler", "dice_reader"]
+Game = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"]
+Position = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL", "CM"]
+DeckResult = Literal["OK", "SHORT", "EXTRA", "DUPLICATE", "FOREIGN"]
+NoRollReason = Literal["OFF_TABLE", "EXTRA_DICE"]  # 68 IAC 10-4-4(b)(1), (b)(2)
+CheckReason = Literal[  # 68 IAC 10-4-4(c): (1) (4) (5) (7) (8) (9) (10) (11)
+    "STACKED", "BOWL", "RAIL", "WRONG_DIRECTION", "SLID", "ON_CHIPS", "SHORT_THROW", "UNREADABLE"
+]
+VoidClause = Literal[2, 3, 6]  # 68 IAC 10-4-4(c)(2), (3), (6): what the reader cannot see
+CrapsBet = Literal["all_small", "all_tall", "make_em_all"]
+
+POSITIONS: tuple[Position, ...] = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL", "CM")
+
+# ---------------------------------------------------------------------------------------
+# Device facts: both devices
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceHello:
+    """``HELLO``: power-up or reconnect; the device's sequence starts again."""
+
+    device: Device
+    model: str
+    firmware: str
+    serial: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceStatus:
+    """``STATUS``: ``READY`` clears every earlier fault of the device; any other code is a tilt."""
+
+    device: Device
+    code: str
+    text: str
+
+
+# Shuffler (and the card-reading shoe in BJ mode)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModeReported:
+    """``MODE``: the game the shuffler is set to."""
+
+    game: Game
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeckChecked:
+    """``DECK``: the deck check after a shuffle; anything but ``OK`` is a tilt until ``OK``."""
+
+    result: DeckResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandDealt:
+    """``HAND``: the cards of one position (secret until ``SETTLE``)."""
+
+    round_id: int
+    position: Position
+    cards: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundDealt:
+    """``ROUND``: the green button; ``hands`` hands are in play."""
+
+    round_id: int
+    hands: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundSettled:
+    """``SETTLE``: every player bet is reconciled and the cards are face up."""
+
+    round_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardDrawn:
+    """``CARD`` (BJ only): one card in draw order; the dealer's first is the up card."""
+
+    round_id: int
+    position: Position
+    card: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DealerDone:
+    """``END`` (BJ only): the dealer's hand is complete and face up."""
+
+    round_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoundVoided:
+    """``VOID``: the dealer cancelled the round; nothing of it pays."""
+
+    round_id: int
+
+
+# Dice reader
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiceRolled:
+    """``ROLL``: a proper roll; counts at once."""
+
+    roll_id: int
+    dice: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoRoll:
+    """``NOROLL``: an invalid roll under 4-4(b); never counts."""
+
+    roll_id: int
+    reason: NoRollReason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollCheck:
+    """``CHECK``: pending until the stickperson decides; a die is 0 where unreadable."""
+
+    roll_id: int
+    dice: tuple[int, int]
+    reason: CheckReason
+
+
+ShufflerFact = (
+    ModeReported
+    | DeckChecked
+    | HandDealt
+    | RoundDealt
+    | RoundSettled
+    | CardDrawn
+    | DealerDone
+    | RoundVoided
+)
+DiceFact = DiceRolled | NoRoll | RollCheck
+DeviceFact = DeviceHello | DeviceStatus | ShufflerFact | DiceFact
+
+# ---------------------------------------------------------------------------------------
+# Stickperson decisions (request interface, mqtt-api.md "Requests")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollDecided:
+    """``roll_decision``: a pending ``CHECK`` declared valid (counts) or invalid (does not)."""
+
+    roll_id: int
+    valid: bool
+    operator: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollVoided:
+    """``void_roll``: the latest counted roll declared invalid under 4-4(c)(2), (3) or (6)."""
+
+    roll_id: int
+    clause: VoidClause
+    operator: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VoidOverturned:
+    """``overturn``: a declaration of invalid overturned (4-4(c), last sentence)."""
+
+    roll_id: int
+    operator: str
+    at: datetime
+
+
+Decision = RollDecided | RollVoided | VoidOverturned
+
+# ---------------------------------------------------------------------------------------
+# Outcomes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PayRow:
+    """One row of a pay table for a number of hands: hand name as the seed writes it."""
+
+    hand: str
+    pays: Decimal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoverAllPayouts:
+    """At ``ROUND``: the Cover All pay table for that many hands (``cover_all/payouts``)."""
+
+    round_id: int
+    game: Game
+    hands: int
+    paytable: tuple[PayRow, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HighestHand:
+    """The highest qualifying hand at the table."""
+
+    hand: str
+    position: Position
+    cards: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoverAllResult:
+    """At ``SETTLE``/``VOID``, or a flagged round as soon as found (``cover_all/result``).
+
+    A flagged result carries no cards (they may still be face down).
+    """
+
+    round_id: int
+    game: Game
+    hands: int | None
+    outcome: Literal["win", "no_qualifier", "void", "flagged"]
+    highest: HighestHand | None
+    pays: Decimal | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollRecorded:
+    """Every roll event and decision on a roll (``craps/roll``)."""
+
+    roll_id: int
+    dice: tuple[int, int]
+    total: int | None
+    status: Literal["counted", "noroll", "pending", "declared_invalid", "reinstated"]
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrapsBetSettled:
+    """A Bonus Craps bet won or lost (``craps/result``)."""
+
+    roll_id: int
+    bet: CrapsBet
+    outcome: Literal["win", "lose"]
+    pays: Decimal | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrapsBetReversed:
+    """A settlement taken back because the roll that settled it was declared invalid.
+
+    ``outcome`` is the settlement being reversed; the bet is live again.
+    """
+
+    roll_id: int
+    bet: CrapsBet
+    outcome: Literal["win", "lose"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BustBonusResult:
+    """At ``END`` or ``VOID`` (``bust_bonus/result``); ``flagged`` carries the reason."""
+
+    round_id: int
+    outcome: Literal["win", "lose", "void", "flagged"]
+    up_card: str | None
+    dealer_cards: tuple[str, ...]
+    total: int | None
+    suited: bool
+    three_eights: bool
+    pays: Decimal | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlarmRaised:
+    """A check of the specs failed; stays active until cleared."""
+
+    code: str
+    device: Device | None
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlarmCleared:
+    """An alarm no longer applies."""
+
+    code: str
+    device: Device | None
+
+
+Outcome = (
+    CoverAllPayouts
+    | CoverAllResult
+    | RollRecorded
+    | CrapsBetSettled
+    | CrapsBetReversed
+    | BustBonusResult
+    | AlarmRaised
+    | AlarmCleared
+)

@@ -1,0 +1,45 @@
+"""Card codes as in shuffler-icd.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from rules.cards import DECK, Card, as_cards, format_cards, parse_card, parse_cards
+from rules.errors import CardError
+
+
+def test_deck_has_52_distinct_cards_with_codes_of_the_spec() -> None:
+    codes = {card.code for card in DECK}
+    assert len(DECK) == 52
+    assert len(codes) == 52
+    assert {c[0] for c in codes} == set("23456789TJQKA")
+    assert {c[1] for c in codes} == set("cdhs")
+    assert [card.index for card in DECK] == list(range(52))
+
+
+def test_list_without_separators_round_trips() -> None:
+    cards = parse_cards("AsKsQsJsTs")
+    assert [c.rank for c in cards] == [14, 13, 12, 11, 10]
+    assert {c.suit for c in cards} == {"s"}
+    assert format_cards(cards) == "AsKsQsJsTs"
+
+
+@pytest.mark.parametrize(
+    ("text", "bad", "index"),
+    [("AsKx", "Kx", 1), ("1s", "1s", 0), ("asKs", "as", 0), ("AsKsQ", "AsKsQ", None)],
+)
+def test_bad_code_names_the_text_and_where(text: str, bad: str, index: int | None) -> None:
+    with pytest.raises(CardError) as info:
+        parse_cards(text)
+    assert info.value.text == bad
+    assert info.value.index == index
+    assert repr(bad) in str(info.value)
+
+
+def test_card_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="bad card code"):
+        parse_card("ZZ")
+
+
+def test_as_cards_accepts_codes_lists_and_cards() -> None:
+    assert as_cards(["As", "KdQh", Card(2, "c")]) == parse_cards("AsKdQh2c")
