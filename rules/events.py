@@ -63,6 +63,21 @@ class DeviceStatus:
     text: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceConnected:
+    """The host opened the device's port (reported by the driver, journaled like a frame)."""
+
+    device: Device
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceDisconnected:
+    """The device's port went away or fell silent; the driver is reconnecting."""
+
+    device: Device
+    reason: str
+
+
 # Shuffler (and the card-reading shoe in BJ mode)
 
 
@@ -166,7 +181,9 @@ ShufflerFact = (
     | RoundVoided
 )
 DiceFact = DiceRolled | NoRoll | RollCheck
-DeviceFact = DeviceHello | DeviceStatus | ShufflerFact | DiceFact
+DeviceFact = (
+    DeviceHello | DeviceStatus | DeviceConnected | DeviceDisconnected | ShufflerFact | DiceFact
+)
 
 # ---------------------------------------------------------------------------------------
 # Stickperson decisions (request interface, mqtt-api.md "Requests")
