@@ -1,0 +1,450 @@
+"""One table: the pure state machine the daemon drives, and the checks that span games.
+
+``apply(state, event, at=...) -> (state, outcomes)`` is the only way the table changes.
+It routes each fact or decision to the game's own machine (``poker_round``,
+``bust_bonus``, ``craps``) and adds the checks that are not any one game's:
+
+* **Mode** (shuffler-icd.md, "What the host must check"; Cover All Bonus rule (1), "the
+  i-Deal Shuffler must be set to the appropriate game being played"): while the
+  shuffler's ``MODE`` differs from the table's game, or before the shuffler has reported
+  one, an alarm ``MODE_MISMATCH`` is active and no payout is published: a round with any
+  frame in that time is flagged, without cards.
+* **Deck check** (``DECK`` other than ``OK``): alarm ``DECK_FAULT`` until the next
+  ``OK``; a round dealt from that deck is flagged.
+* **Device status** (link-layer.md, "Device status"): every code but ``READY`` is a tilt,
+  alarm ``DEVICE_FAULT`` (one per device and code) until ``READY``. A tilt alone flags no
+  round: the shuffler's own checks (cards, counts, deck) decide that.
+* **Link**: alarm ``DISCONNECTED`` while a configured device's port is down.
+* **Frames for another game** (a ``ROLL`` at a poker table, a ``CARD`` outside ``BJ``):
+  alarm ``UNEXPECTED_FRAME`` until the device says ``HELLO`` again; the frame changes
+  nothing.
+
+The time of each event is passed in (``at``); nothing here reads a clock, so replaying
+the journal with its recorded times rebuilds the table exactly, alarms' ``since``
+included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal, assert_never, get_args
+
+from rules import bust_bonus, craps, poker_round
+from rules.errors import ConfigError, DecisionError
+from rules.events import (
+    AlarmCleared,
+    AlarmRaised,
+    BustBonusResult,
+    CardDrawn,
+    CoverAllResult,
+    DealerDone,
+    Decision,
+    DeckChecked,
+    Device,
+    DeviceConnected,
+    DeviceDisconnected,
+    DeviceFact,
+    DeviceHello,
+    DeviceStatus,
+    DiceRolled,
+    Game,
+    HandDealt,
+    ModeReported,
+    NoRoll,
+    Outcome,
+    RollCheck,
+    RollDecided,
+    RollVoided,
+    RoundDealt,
+    RoundSettled,
+    RoundVoided,
+    VoidOverturned,
+)
+
+TableGame = Game | Literal["CRAPS"]
+TABLE_GAMES: tuple[str, ...] = (*get_args(Game), "CRAPS")
+POKER_GAMES: tuple[Game, ...] = ("CSP", "FCP", "LIR", "MSP", "TCP", "UTH")
+
+TableEvent = DeviceFact | Decision
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alarm:
+    """An active alarm, as ``alarms`` publishes it (``since`` is when it was raised)."""
+
+    code: str
+    device: Device | None
+    message: str
+    since: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceState:
+    """What the table knows of one device."""
+
+    connected: bool = False
+    faults: tuple[tuple[str, str], ...] = ()  # active STATUS codes with their text
+    mode: Game | None = None  # shuffler only
+    deck: str | None = None  # shuffler only: last DECK result
+    hello: DeviceHello | None = None
+
+    @property
+    def status(self) -> str:
+        """``READY``, or the first active fault code."""
+        return self.faults[0][0] if self.faults else "READY"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableState:
+    """The whole table: configuration, devices, alarms and the game's own state."""
+
+    game: TableGame
+    devices: tuple[tuple[Device, DeviceState], ...]
+    alarms: tuple[Alarm, ...] = ()
+    poker: poker_round.PokerRoundState | None = None
+    bust: bust_bonus.BustBonusState | None = None
+    craps: craps.CrapsState | None = None
+    # The round (id) the table itself flagged for mode or deck, and whose outcomes from the
+    # game's machine are therefore withheld: at most one round is open at a time.
+    withheld_round: int | None = None
+
+    def device(self, name: Device) -> DeviceState:
+        """The state of a configured device (``KeyError`` for one the table does not use)."""
+        for key, value in self.devices:
+            if key == name:
+                return value
+        raise KeyError(name)
+
+
+def devices_for(game: TableGame) -> tuple[Device, ...]:
+    """The devices a table of ``game`` uses."""
+    return ("dice_reader",) if game == "CRAPS" else ("shuffler",)
+
+
+def initial_state(
+    game: str,
+    *,
+    at: datetime,
+    craps_paytable: int = 1,
+    decks: int = 6,
+    dealer_hits_soft_17: bool = False,
+) -> TableState:
+    """A table that has just started: devices not yet connected (alarmed), nothing dealt."""
+    if game not in TABLE_GAMES:
+        raise ConfigError(f"unknown table game {game!r}: expected one of {', '.join(TABLE_GAMES)}")
+    table_game: TableGame = game  # type: ignore[assignment]  # checked just above
+    devices = devices_for(table_game)
+    state = TableState(
+        game=table_game,
+        devices=tuple((d, DeviceState()) for d in devices),
+        poker=poker_round.initial_state(table_game) if table_game in POKER_GAMES else None,  # type: ignore[arg-type]
+        bust=bust_bonus.initial_state(decks, dealer_hits_soft_17) if table_game == "BJ" else None,
+        craps=craps.initial_state(craps_paytable) if table_game == "CRAPS" else None,
+    )
+    alarms = [
+        Alarm(
+            code="DISCONNECTED",
+            device=d,
+            message=f"{_label(d)} is not connected",
+            since=at,
+        )
+        for d in devices
+    ]
+    if table_game != "CRAPS":
+        alarms.append(_mode_alarm(table_game, None, at))
+    return replace(state, alarms=tuple(alarms))
+
+
+def apply(
+    state: TableState, event: TableEvent, *, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """The table after ``event`` at time ``at``, and what it concluded.
+
+    Raises ``rules.errors.DecisionError`` for an illegal decision; the state is then
+    unchanged (every state here is immutable).
+    """
+    match event:
+        case DeviceConnected(device=device):
+            return _link(state, device, connected=True, reason="", at=at)
+        case DeviceDisconnected(device=device, reason=reason):
+            return _link(state, device, connected=False, reason=reason, at=at)
+        case DeviceHello():
+            return _hello(state, event, at)
+        case DeviceStatus():
+            return _status(state, event, at)
+        case ModeReported(game=mode):
+            return _mode(state, mode, at)
+        case DeckChecked(result=result):
+            return _deck(state, result, at)
+        case HandDealt() | RoundDealt() | RoundSettled():
+            if state.poker is None:
+                return _unexpected(state, "shuffler", event, at)
+            return _poker(state, event, at)
+        case CardDrawn() | DealerDone():
+            if state.bust is None:
+                return _unexpected(state, "shuffler", event, at)
+            return _bust(state, event, at)
+        case RoundVoided():
+            if state.poker is not None:
+                return _poker(state, event, at)
+            if state.bust is not None:
+                return _bust(state, event, at)
+            return _unexpected(state, "shuffler", event, at)
+        case DiceRolled() | NoRoll() | RollCheck():
+            if state.craps is None:
+                return _unexpected(state, "dice_reader", event, at)
+            new_craps, outcomes = craps.apply(state.craps, event)
+            return replace(state, craps=new_craps), outcomes
+        case RollDecided() | RollVoided() | VoidOverturned():
+            if state.craps is None:
+                raise _not_craps(event.roll_id)
+            new_craps, outcomes = craps.apply(state.craps, event)
+            return replace(state, craps=new_craps), outcomes
+        case _:
+            assert_never(event)
+
+
+# ---------------------------------------------------------------------------------------
+# Views for the daemon
+
+
+def alarms(state: TableState) -> tuple[Alarm, ...]:
+    """Active alarms, oldest first."""
+    return state.alarms
+
+
+def open_round_id(state: TableState) -> int | None:
+    """The card round in progress, for log context."""
+    if state.poker is not None:
+        return poker_round.open_round_id(state.poker)
+    if state.bust is not None:
+        return bust_bonus.open_round_id(state.bust)
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Devices and alarms
+
+
+def _label(device: Device) -> str:
+    return "the shuffler" if device == "shuffler" else "the dice reader"
+
+
+def _set_device(state: TableState, device: Device, new: DeviceState) -> TableState:
+    return replace(state, devices=tuple((d, new if d == device else s) for d, s in state.devices))
+
+
+def _raise(
+    state: TableState, code: str, device: Device | None, message: str, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """Raise an alarm, or update the message of the same active one."""
+    for alarm in state.alarms:
+        if alarm.code == code and alarm.device == device:
+            if alarm.message == message:
+                return state, ()
+            kept = tuple(replace(a, message=message) if a is alarm else a for a in state.alarms)
+            return replace(state, alarms=kept), (
+                AlarmRaised(code=code, device=device, message=message),
+            )
+    new = Alarm(code=code, device=device, message=message, since=at)
+    return replace(state, alarms=(*state.alarms, new)), (
+        AlarmRaised(code=code, device=device, message=message),
+    )
+
+
+def _clear(
+    state: TableState, code: str, device: Device | None
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    kept = tuple(a for a in state.alarms if not (a.code == code and a.device == device))
+    if len(kept) == len(state.alarms):
+        return state, ()
+    return replace(state, alarms=kept), (AlarmCleared(code=code, device=device),)
+
+
+def _fault_code(code: str) -> str:
+    return f"DEVICE_FAULT_{code}"
+
+
+def _link(
+    state: TableState, device: Device, *, connected: bool, reason: str, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    if device not in dict(state.devices):
+        return _unexpected(state, device, None, at)
+    state = _set_device(state, device, replace(state.device(device), connected=connected))
+    if connected:
+        return _clear(state, "DISCONNECTED", device)
+    why = f": {reason}" if reason else ""
+    return _raise(state, "DISCONNECTED", device, f"{_label(device)} is not connected{why}", at)
+
+
+def _hello(
+    state: TableState, hello: DeviceHello, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    if hello.device not in dict(state.devices):
+        return _unexpected(state, hello.device, None, at)
+    state = _set_device(state, hello.device, replace(state.device(hello.device), hello=hello))
+    # A HELLO starts the device afresh: a frame for another game was the old session's.
+    return _clear(state, "UNEXPECTED_FRAME", hello.device)
+
+
+def _status(
+    state: TableState, status: DeviceStatus, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    device = status.device
+    if device not in dict(state.devices):
+        return _unexpected(state, device, None, at)
+    current = state.device(device)
+    outcomes: list[Outcome] = []
+    if status.code == "READY":
+        # link-layer.md: READY clears every earlier fault code of that device.
+        for code, _text in current.faults:
+            state, out = _clear(state, _fault_code(code), device)
+            outcomes.extend(out)
+        return _set_device(state, device, replace(current, faults=())), tuple(outcomes)
+    faults = tuple((c, t) for c, t in current.faults if c != status.code)
+    state = _set_device(
+        state, device, replace(current, faults=(*faults, (status.code, status.text)))
+    )
+    text = f": {status.text}" if status.text else ""
+    message = f"{_label(device)} reports {status.code}{text}"
+    return _raise(state, _fault_code(status.code), device, message, at)
+
+
+def _mode_alarm(game: Game, mode: Game | None, at: datetime) -> Alarm:
+    return Alarm(
+        code="MODE_MISMATCH", device="shuffler", message=_mode_message(game, mode), since=at
+    )
+
+
+def _mode_message(game: TableGame, mode: Game | None) -> str:
+    if mode is None:
+        return f"the shuffler has not reported its mode; the table plays {game}: no payouts"
+    return (
+        f"the shuffler is set to {mode} but the table plays {game}: "
+        f"no payouts until it is set to {game}"
+    )
+
+
+def _mode(state: TableState, mode: Game, at: datetime) -> tuple[TableState, tuple[Outcome, ...]]:
+    if "shuffler" not in dict(state.devices):
+        return _unexpected(state, "shuffler", None, at)
+    state = _set_device(state, "shuffler", replace(state.device("shuffler"), mode=mode))
+    if mode == state.game:
+        return _clear(state, "MODE_MISMATCH", "shuffler")
+    state, outcomes = _raise(
+        state, "MODE_MISMATCH", "shuffler", _mode_message(state.game, mode), at
+    )
+    state, flagged = _withhold_open_round(state, _mode_message(state.game, mode))
+    return state, outcomes + flagged
+
+
+def _deck(state: TableState, result: str, at: datetime) -> tuple[TableState, tuple[Outcome, ...]]:
+    if "shuffler" not in dict(state.devices):
+        return _unexpected(state, "shuffler", None, at)
+    state = _set_device(state, "shuffler", replace(state.device("shuffler"), deck=result))
+    if result == "OK":
+        return _clear(state, "DECK_FAULT", "shuffler")
+    message = f"the shuffler's deck check failed: {result}; no payouts from this deck"
+    state, outcomes = _raise(state, "DECK_FAULT", "shuffler", message, at)
+    state, flagged = _withhold_open_round(state, message)
+    return state, outcomes + flagged
+
+
+def _unexpected(
+    state: TableState, device: Device, event: TableEvent | None, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    what = type(event).__name__ if event is not None else "a frame"
+    message = f"{_label(device)} sent {what}, which a {state.game} table does not use"
+    if device not in dict(state.devices):
+        message = f"{_label(device)} is not configured for a {state.game} table but sent {what}"
+    return _raise(state, "UNEXPECTED_FRAME", device, message, at)
+
+
+def _not_craps(roll_id: int) -> DecisionError:
+    return DecisionError("this table does not play craps: no roll to decide", roll_id=roll_id)
+
+
+# ---------------------------------------------------------------------------------------
+# Card rounds: the game's machine, with mode and deck checks on top
+
+
+def _shuffler_fault(state: TableState) -> str | None:
+    """Why no round may pay right now, or None."""
+    shuffler = state.device("shuffler")
+    if shuffler.mode != state.game:
+        return _mode_message(state.game, shuffler.mode)
+    if shuffler.deck is not None and shuffler.deck != "OK":
+        return f"the shuffler's deck check failed: {shuffler.deck}; no payouts from this deck"
+    return None
+
+
+def _flag(state: TableState, round_id: int, reason: str) -> Outcome:
+    if state.poker is not None:
+        return CoverAllResult(
+            round_id=round_id,
+            game=state.poker.game,
+            hands=None,
+            outcome="flagged",
+            highest=None,
+            pays=None,
+            reason=reason,
+        )
+    return BustBonusResult(
+        round_id=round_id,
+        outcome="flagged",
+        up_card=None,
+        dealer_cards=(),
+        total=None,
+        suited=False,
+        three_eights=False,
+        pays=None,
+        reason=reason,
+    )
+
+
+def _withhold_open_round(state: TableState, reason: str) -> tuple[TableState, tuple[Outcome, ...]]:
+    """Flag the round in progress (if any, and not already withheld) for ``reason``."""
+    round_id = open_round_id(state)
+    if round_id is None or state.withheld_round == round_id:
+        return state, ()
+    return replace(state, withheld_round=round_id), (_flag(state, round_id, reason),)
+
+
+def _round_of(outcome: Outcome) -> int | None:
+    return getattr(outcome, "round_id", None)
+
+
+def _filter(
+    state: TableState, round_id: int, outcomes: tuple[Outcome, ...]
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """Flag ``round_id`` now if the shuffler is at fault, and withhold the game's outcomes
+    for the round the table flagged (a pay table or a result would invite payment)."""
+    flagged: tuple[Outcome, ...] = ()
+    fault = _shuffler_fault(state)
+    if fault is not None and state.withheld_round != round_id:
+        state = replace(state, withheld_round=round_id)
+        flagged = (_flag(state, round_id, fault),)
+    withheld = state.withheld_round
+    kept = tuple(o for o in outcomes if withheld is None or _round_of(o) != withheld)
+    return state, flagged + kept
+
+
+def _poker(
+    state: TableState, fact: HandDealt | RoundDealt | RoundSettled | RoundVoided, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    assert state.poker is not None
+    del at
+    new_poker, outcomes = poker_round.apply(state.poker, fact)
+    state = replace(state, poker=new_poker)
+    return _filter(state, fact.round_id, outcomes)
+
+
+def _bust(
+    state: TableState, fact: CardDrawn | DealerDone | RoundVoided, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    assert state.bust is not None
+    del at
+    new_bust, outcomes = bust_bonus.apply(state.bust, fact)
+    state = replace(state, bust=new_bust)
+    return _filter(state, fact.round_id, outcomes)
