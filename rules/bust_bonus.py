@@ -1,0 +1,427 @@
+"""Bust Bonus (SDAR 20:18:15:30.16): the round state machine and its settlement.
+
+The player bets that the dealer busts. The card-reading shoe reports every card as it is
+drawn (shuffler-icd.md ``CARD``); the dealer's cards are the ``CARD`` frames at ``DL`` in
+draw order, the first being the up card and the second the hole card. ``END`` says the
+dealer's hand is complete and face up; ``VOID`` cancels the round.
+
+``apply(state, fact) -> (state, outcomes)`` is the only way the state changes:
+
+* The first ``CARD`` of a new round id opens the round. Betting is open until the up card
+  is exposed, i.e. the first ``DL`` card (rule (4): "a wager made after that is ... no
+  bet").
+* At ``END`` the round settles (``BustBonusResult``): a bust (over 21, soft aces counted
+  properly) wins at the up card's row (rule (6): "determined by the dealer's original up
+  card"; the ``10`` row for every ten-value card), at the "Suited" odds when every card of
+  the busted hand has one suit; a bust with exactly three cards, all eights, pays the
+  "Bust with three 8s" row instead. Any other hand, blackjack included, loses (rule (9)).
+* A hand that breaks the dealer's rule (a card drawn on a standing total, a hand that
+  ends where the rule draws), or a card seen more times than the shoe has decks
+  (shuffler-icd.md, "What the host must check"), is not settled: it is ``flagged`` at
+  ``END`` with the reasons, and kept in full for review.
+* ``VOID`` gives the outcome ``void``: nothing of the round pays.
+* Out of order (shuffler-icd.md, "What the host must check"): anything for a round that
+  is already closed (a card after ``END``, a second ``END``), or an ``END``/``VOID`` for a
+  round that is not open, is flagged at once for that round id and changes nothing else.
+  A ``CARD`` of a new round id while another round is open means the shoe moved on: the
+  open round is flagged as interrupted (it can never settle) and the new round opens.
+
+Card secrecy (shuffler-icd.md, "Card data is secret until it is face up"): before ``END``
+only the up card is face up, so ``view`` shows only it, and a result published before or
+without ``END`` (void, interrupted, out of order) carries at most the up card and never a
+reason that names another card.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
+from importlib import resources
+from typing import Literal, assert_never
+
+from rules.blackjack import card_value, dealer_stands, hand_total
+from rules.cards import Card, parse_card
+from rules.errors import CardError, ConfigError, PaytableError
+from rules.events import BustBonusResult, CardDrawn, DealerDone, Outcome, RoundVoided
+
+# ---------------------------------------------------------------------------------------
+# The pay table (rule (12)), as data in rules/data/bust_bonus.json
+
+UP_CARD_ROWS: tuple[str, ...] = ("Ace", "2", "3", "4", "5", "6", "7", "8", "9", "10")
+"""The up-card rows as the seed writes them; index ``value - 1`` for blackjack value 1..10."""
+
+THREE_EIGHTS_ROW = "Bust with three 8s"
+"""The row that pays "instead of" the up card's row for exactly three eights."""
+
+EIGHT = 8
+THREE_EIGHTS_CARDS = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BustPayRow:
+    """One row of the Bust Bonus pay table: its name as the seed writes it, odds to 1."""
+
+    row: str
+    off_suit: Decimal
+    suited: Decimal
+
+    def pays(self, *, suited: bool) -> Decimal:
+        """The odds of this row for a suited or off-suit bust."""
+        return self.suited if suited else self.off_suit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BustPaytable:
+    """The pay table: one row per up card (Ace, 2..9, 10), then "Bust with three 8s"."""
+
+    rows: tuple[BustPayRow, ...]
+
+    def up_card_row(self, up_card: Card) -> BustPayRow:
+        """The row of ``up_card``: ``Ace``, ``2``..``9``, or ``10`` for any ten-value card."""
+        return self.rows[card_value(up_card) - 1]
+
+    @property
+    def three_eights(self) -> BustPayRow:
+        """The "Bust with three 8s" row."""
+        return self.rows[len(UP_CARD_ROWS)]
+
+
+def load_paytable(text: str) -> BustPaytable:
+    """Parse and validate pay-table JSON; ``PaytableError`` says exactly what is wrong.
+
+    Odds are strings holding exact decimals (never JSON numbers: no float ever touches
+    money), every row of the seed appears once in the seed's order, and every odds is
+    a positive decimal.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PaytableError(f"Bust Bonus pay table is not JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise PaytableError('Bust Bonus pay table: expected an object with a "rows" list')
+    expected = (*UP_CARD_ROWS, THREE_EIGHTS_ROW)
+    rows = data["rows"]
+    names = [row.get("row") if isinstance(row, dict) else None for row in rows]
+    if tuple(names) != expected:
+        raise PaytableError(
+            f"Bust Bonus pay table rows are {names}: expected exactly {list(expected)}"
+        )
+    return BustPaytable(
+        rows=tuple(
+            BustPayRow(
+                row=row["row"],
+                off_suit=_odds(row, "off_suit"),
+                suited=_odds(row, "suited"),
+            )
+            for row in rows
+        )
+    )
+
+
+def _odds(row: dict[str, object], column: str) -> Decimal:
+    value = row.get(column)
+    where = f"Bust Bonus pay table, row {row['row']!r}, column {column!r}"
+    if not isinstance(value, str):
+        raise PaytableError(f'{where}: odds must be a decimal string such as "25", not {value!r}')
+    try:
+        odds = Decimal(value)
+    except InvalidOperation as exc:
+        raise PaytableError(f"{where}: {value!r} is not a decimal") from exc
+    if not odds.is_finite() or odds <= 0:
+        raise PaytableError(f"{where}: odds must be positive, not {value!r}")
+    return odds
+
+
+def _load_packaged_paytable() -> BustPaytable:
+    # Package data, read once at import: the pay table is configuration, not I/O at play.
+    text = resources.files("rules").joinpath("data/bust_bonus.json").read_text(encoding="utf-8")
+    return load_paytable(text)
+
+
+PAYTABLE: BustPaytable = _load_packaged_paytable()
+"""The pay table of SDAR 20:18:15:30.16(12)."""
+
+
+def is_suited(cards: Sequence[Card]) -> bool:
+    """Every card has the same suit (the "Bust, Suited" column)."""
+    return len({card.suit for card in cards}) == 1
+
+
+def is_three_eights(cards: Sequence[Card]) -> bool:
+    """Exactly three cards, all eights ("Bust with three 8s")."""
+    return len(cards) == THREE_EIGHTS_CARDS and all(card.rank == EIGHT for card in cards)
+
+
+def bust_pays(cards: Sequence[Card], paytable: BustPaytable = PAYTABLE) -> Decimal | None:
+    """What a Bust Bonus wager pays (to 1) on the dealer's complete hand, or None if it loses.
+
+    The up card is ``cards[0]``. A hand that does not bust loses (rule (9)), blackjack
+    included; three eights pay their own row instead of the up card's (rule (12)).
+    """
+    if not cards or not hand_total(cards).bust:
+        return None
+    row = paytable.three_eights if is_three_eights(cards) else paytable.up_card_row(cards[0])
+    return row.pays(suited=is_suited(cards))
+
+
+def up_card_row_name(card: Card) -> str:
+    """The pay-table row of an up card: ``Ace``, ``2``..``9``, or ``10`` for ``T J Q K``."""
+    return UP_CARD_ROWS[card_value(card) - 1]
+
+
+# ---------------------------------------------------------------------------------------
+# The round state machine
+
+Phase = Literal["idle", "open", "ended", "void", "interrupted"]
+
+CLOSED_MEMORY = 64
+"""How many recently closed round ids are remembered to flag late frames for them.
+
+Round ids are the shoe's own counter (shuffler-icd.md): it wraps after 999999 and a
+replaced shoe may start again at 1, so an id closed long ago is taken as a new round.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BustBonusState:
+    """The Bust Bonus table: configuration, and the current (or last) round.
+
+    Cards are kept as the shoe's codes in draw order, including any bad code, so a
+    flagged round is kept in full for review. ``problems`` are the reasons found so far
+    to flag the round; they may name cards, so they are published only at ``END``.
+    """
+
+    decks: int
+    hits_soft_17: bool
+    round_id: int | None = None
+    phase: Phase = "idle"
+    dealer_cards: tuple[str, ...] = ()
+    round_cards: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    closed: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BustBonusView:
+    """Exactly what ``bust_bonus/state`` publishes (mqtt-api.md): face-up cards only.
+
+    ``betting_open`` is true until the up card of the current round is exposed, and again
+    once the round is over (wagers then are for the next round). ``dealer_cards`` is the
+    up card alone before ``END``, every dealer card after it.
+    """
+
+    round_id: int | None
+    betting_open: bool
+    up_card: str | None
+    dealer_cards: tuple[str, ...]
+
+
+def initial_state(decks: int, hits_soft_17: bool) -> BustBonusState:
+    """A table before its first round; ``ConfigError`` for fewer than one deck."""
+    if isinstance(decks, bool) or not isinstance(decks, int) or decks < 1:
+        raise ConfigError(f"a Bust Bonus shoe holds a whole number of decks >= 1, not {decks!r}")
+    return BustBonusState(decks=decks, hits_soft_17=hits_soft_17)
+
+
+def open_round_id(state: BustBonusState) -> int | None:
+    """The round in progress (``CARD`` seen, no ``END`` or ``VOID`` yet), or None."""
+    return state.round_id if state.phase == "open" else None
+
+
+def view(state: BustBonusState) -> BustBonusView:
+    """What the displays may see now (shuffler-icd.md: nothing before it is face up)."""
+    up_card = state.dealer_cards[0] if state.dealer_cards else None
+    # END: the dealer's hand is complete and face up; before it the hole card and the
+    # draws stay secret (shuffler-icd.md).
+    face_up = state.dealer_cards if state.phase == "ended" else state.dealer_cards[:1]
+    return BustBonusView(
+        round_id=state.round_id,
+        betting_open=state.phase != "open" or not state.dealer_cards,
+        up_card=up_card,
+        dealer_cards=face_up,
+    )
+
+
+def apply(
+    state: BustBonusState, fact: CardDrawn | DealerDone | RoundVoided
+) -> tuple[BustBonusState, tuple[Outcome, ...]]:
+    """The state after ``fact`` and what it concluded. Never raises on device input."""
+    if fact.round_id in state.closed:
+        return state, (_out_of_order(fact, f"round {fact.round_id} is already closed"),)
+    match fact:
+        case CardDrawn():
+            return _card(state, fact)
+        case DealerDone() | RoundVoided():
+            if open_round_id(state) != fact.round_id:
+                opened = open_round_id(state)
+                now = f"round {opened} is open" if opened is not None else "no round is open"
+                return state, (_out_of_order(fact, f"round {fact.round_id} is not open ({now})"),)
+            if isinstance(fact, DealerDone):
+                return _close(state, "ended"), (_settle(state),)
+            return _close(state, "void"), (_void(state),)
+        case _:
+            assert_never(fact)
+
+
+def _card(state: BustBonusState, fact: CardDrawn) -> tuple[BustBonusState, tuple[Outcome, ...]]:
+    outcomes: tuple[Outcome, ...] = ()
+    if open_round_id(state) != fact.round_id:
+        if state.phase == "open" and state.round_id is not None:
+            # The shoe has moved on: the open round can never see its END.
+            outcomes = (_interrupted(state, fact.round_id),)
+            state = _close(state, "interrupted")
+        state = replace(
+            state,
+            round_id=fact.round_id,
+            phase="open",
+            dealer_cards=(),
+            round_cards=(),
+            problems=(),
+        )
+    problems = list(state.problems)
+    card = _parse(fact.card)
+    if card is None:
+        problems.append(f"CARD at {fact.position}: bad card code {fact.card!r}")
+    if fact.position == "CM":
+        problems.append("CARD at CM: blackjack has no community cards")
+    round_cards = state.round_cards
+    if card is not None:
+        round_cards += (fact.card,)
+        seen = round_cards.count(fact.card)
+        if seen == state.decks + 1:
+            # shuffler-icd.md: "a card may appear up to that many times in a round".
+            problems.append(
+                f"{fact.card} appears more than {state.decks} time(s) in the round: "
+                f"the shoe holds {_decks(state.decks)}"
+            )
+    dealer_cards = state.dealer_cards
+    if fact.position == "DL":
+        hand = _parse_all(dealer_cards)
+        if hand is not None and len(hand) >= 2:
+            total = hand_total(hand)
+            if dealer_stands(total, hits_soft_17=state.hits_soft_17):
+                problems.append(
+                    f"the dealer drew {fact.card} on {_describe(total.total, total.soft)}, "
+                    f"where the rule ({_rule(state)}) stands"
+                )
+        dealer_cards += (fact.card,)
+    new = replace(
+        state, dealer_cards=dealer_cards, round_cards=round_cards, problems=tuple(problems)
+    )
+    return new, outcomes
+
+
+def _settle(state: BustBonusState) -> BustBonusResult:
+    """The result at ``END``: every card is face up, so the result carries them all."""
+    assert state.round_id is not None
+    problems = list(state.problems)
+    hand = _parse_all(state.dealer_cards)
+    if not state.dealer_cards:
+        problems.append("END with no dealer card")
+    elif hand is not None and not dealer_stands(hand_total(hand), hits_soft_17=state.hits_soft_17):
+        end = hand_total(hand)
+        problems.append(
+            f"the dealer's hand ends on {_describe(end.total, end.soft)}"
+            + (" with one card" if len(hand) == 1 else "")
+            + f", where the rule ({_rule(state)}) draws"
+        )
+    total = hand_total(hand).total if hand else None
+    bust = hand is not None and hand_total(hand).bust
+    pays = bust_pays(hand) if hand is not None and not problems else None
+    return BustBonusResult(
+        round_id=state.round_id,
+        outcome="flagged" if problems else "win" if pays is not None else "lose",
+        up_card=state.dealer_cards[0] if state.dealer_cards else None,
+        dealer_cards=state.dealer_cards,
+        total=total,
+        # Facts about the busted hand, reported for a flagged hand too (for review).
+        suited=bust and hand is not None and is_suited(hand),
+        three_eights=bust and hand is not None and is_three_eights(hand),
+        pays=pays,
+        reason="; ".join(problems) if problems else None,
+    )
+
+
+def _void(state: BustBonusState) -> BustBonusResult:
+    assert state.round_id is not None
+    up = state.dealer_cards[:1]
+    return BustBonusResult(
+        round_id=state.round_id,
+        outcome="void",
+        up_card=up[0] if up else None,
+        dealer_cards=up,
+        total=None,
+        suited=False,
+        three_eights=False,
+        pays=None,
+        reason=None,
+    )
+
+
+def _interrupted(state: BustBonusState, new_round: int) -> BustBonusResult:
+    assert state.round_id is not None
+    up = state.dealer_cards[:1]
+    reason = f"round {state.round_id} never ended: a CARD for round {new_round} arrived first"
+    if state.problems:
+        # The details may name cards still face down; the journal keeps every frame.
+        reason += f" ({len(state.problems)} more problem(s) found; see the journal)"
+    return BustBonusResult(
+        round_id=state.round_id,
+        outcome="flagged",
+        up_card=up[0] if up else None,
+        dealer_cards=up,
+        total=None,
+        suited=False,
+        three_eights=False,
+        pays=None,
+        reason=reason,
+    )
+
+
+def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
+    frame = {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
+    return BustBonusResult(
+        round_id=fact.round_id,
+        outcome="flagged",
+        up_card=None,
+        dealer_cards=(),
+        total=None,
+        suited=False,
+        three_eights=False,
+        pays=None,
+        reason=f"{frame} out of order: {why}",
+    )
+
+
+def _close(state: BustBonusState, phase: Phase) -> BustBonusState:
+    assert state.round_id is not None
+    closed = (*state.closed, state.round_id)[-CLOSED_MEMORY:]
+    return replace(state, phase=phase, closed=closed)
+
+
+def _parse(code: str) -> Card | None:
+    try:
+        return parse_card(code)
+    except CardError:
+        return None
+
+
+def _parse_all(codes: Sequence[str]) -> tuple[Card, ...] | None:
+    cards = tuple(_parse(code) for code in codes)
+    if any(card is None for card in cards):
+        return None
+    return tuple(card for card in cards if card is not None)
+
+
+def _describe(total: int, soft: bool) -> str:
+    return f"{'soft' if soft else 'hard'} {total}"
+
+
+def _rule(state: BustBonusState) -> str:
+    return "H17" if state.hits_soft_17 else "S17"
+
+
+def _decks(decks: int) -> str:
+    return f"{decks} deck" + ("" if decks == 1 else "s")
