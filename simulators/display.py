@@ -1,0 +1,990 @@
+"""``lammer display``: a terminal table display, the stand-in for a real one.
+
+It subscribes to ``<prefix>/<table>/#`` for one or more tables and draws what
+``mqtt-api.md`` publishes: availability, game, devices and alarms; the dynamic Cover All
+pay table and the last result; the Bonus Craps board, rolls and bet results; the Bust Bonus
+round and result. It reads only the published topics, so it shows exactly what a real
+display would be given (and never a card before the daemon reveals it).
+
+Three layers, so that everything but the socket is tested without a broker:
+
+* payload models (pydantic, at the edge): each topic's JSON validated, with a message that
+  names the field when it is wrong;
+* ``TableView``, a pure model of one table, changed only by ``apply(topic, payload)``;
+  a bad payload or an unknown topic becomes a warning line, never an exception;
+* ``render(views)``, a pure function from views to a rich renderable.
+
+The async shell (``follow``) only subscribes, feeds ``apply`` and reconnects with jittered,
+capped backoff; ``run`` puts it under a ``rich.live.Live`` (or prints one frame with
+``--once``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import socket
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Literal
+
+import aiomqtt
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+)
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from rules.cards import parse_card
+
+# ---------------------------------------------------------------------------------------
+# Payload models (mqtt-api.md "Published"). Extra fields are ignored: the spec lets the
+# daemon add fields freely, and a display must keep working when it does.
+
+
+def _odds(value: object) -> Decimal:
+    # mqtt-api.md "Conventions": odds are strings holding an exact decimal, never a float.
+    if not isinstance(value, str):
+        raise ValueError(
+            f"odds must be a string holding an exact decimal, not {type(value).__name__} "
+            f"{value!r} (mqtt-api.md)"
+        )
+    try:
+        odds = Decimal(value)
+    except InvalidOperation:
+        raise ValueError(f"odds {value!r} is not a decimal number") from None
+    if not odds.is_finite() or odds < 0:
+        raise ValueError(f"odds {value!r} is not a finite, non-negative number")
+    return odds
+
+
+def _card(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"a card is a 2-character code such as 'As', not {value!r}")
+    return parse_card(value).code
+
+
+def _cards(value: object) -> tuple[str, ...]:
+    # shuffler-icd.md writes a list of cards without separators ("AsKsQsJsTs"); a JSON
+    # list of codes is accepted too, since mqtt-api.md only says "cards as in" that spec.
+    if isinstance(value, str):
+        if len(value) % 2:
+            raise ValueError(f"card list {value!r} has an odd number of characters")
+        return tuple(_card(value[i : i + 2]) for i in range(0, len(value), 2))
+    if isinstance(value, list | tuple):
+        return tuple(_card(item) for item in value)
+    raise ValueError(f"cards must be a list of codes or a string such as 'AsKs', not {value!r}")
+
+
+Odds = Annotated[Decimal, PlainValidator(_odds)]
+CardCode = Annotated[str, PlainValidator(_card)]
+Cards = Annotated[tuple[str, ...], PlainValidator(_cards)]
+Die = Annotated[int, Field(ge=0, le=6)]  # 0 where unreadable (dice-reader-icd.md, CHECK)
+Number = Annotated[int, Field(ge=2, le=12)]
+BetName = Literal["all_small", "all_tall", "make_em_all"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Payload(_Model):
+    """What every JSON payload holds (mqtt-api.md "Conventions")."""
+
+    table: str
+    seq: int = Field(ge=0)
+    ts: str
+
+
+def _alarm_item(value: object) -> object:
+    # ``state.alarms`` may list bare codes; ``alarms.alarms`` lists objects.
+    return {"code": value} if isinstance(value, str) else value
+
+
+class Alarm(_Model):
+    """One active alarm: ``{code, device, message, since}``."""
+
+    code: str
+    device: str | None = None
+    message: str = ""
+    since: str | None = None
+
+
+AlarmList = list[Annotated[Alarm, BeforeValidator(_alarm_item)]]
+
+
+class DeviceInfo(_Model):
+    """One device in ``state.devices``."""
+
+    connected: bool
+    status: str | None = None
+    mode: str | None = None
+
+
+def _device_map(value: object) -> object:
+    # "per device" reads as an object keyed by device name; a list of objects naming
+    # their device is accepted too.
+    if isinstance(value, list):
+        out: dict[object, object] = {}
+        for item in value:
+            if not isinstance(item, dict) or not isinstance(
+                item.get("device", item.get("name")), str
+            ):
+                raise ValueError("a device in a list must be an object with a 'device' name")
+            out[item.get("device", item.get("name"))] = item
+        return out
+    return value
+
+
+class StatePayload(Payload):
+    """``state`` (retained)."""
+
+    game: str | None = None
+    devices: Annotated[dict[str, DeviceInfo], BeforeValidator(_device_map)] = Field(
+        default_factory=dict
+    )
+    alarms: AlarmList = Field(default_factory=list)
+
+
+class AlarmsPayload(Payload):
+    """``alarms`` (retained)."""
+
+    alarms: AlarmList
+
+
+class PayRow(_Model):
+    """One row of a Cover All pay table."""
+
+    hand: str
+    pays: Odds
+
+
+class PayoutsPayload(Payload):
+    """``cover_all/payouts`` (retained), published at ``ROUND``."""
+
+    round_id: int
+    game: str
+    hands: int
+    paytable: list[PayRow]
+
+
+class HighestHand(_Model):
+    """``highest`` of a Cover All result."""
+
+    hand: str
+    position: str
+    cards: Cards = ()
+
+
+class CoverAllResultPayload(Payload):
+    """``cover_all/result`` (retained)."""
+
+    round_id: int
+    game: str
+    hands: int | None = None
+    outcome: Literal["win", "no_qualifier", "void", "flagged"]
+    highest: HighestHand | None = None
+    pays: Odds | None = None
+    reason: str | None = None
+
+
+class BetState(_Model):
+    """One Bonus Craps bet on ``craps/board``."""
+
+    pays: Odds
+    hit: list[Number] = Field(default_factory=list)
+    remaining: list[Number]
+    complete: bool
+
+
+class CrapsBoardPayload(Payload):
+    """``craps/board`` (retained)."""
+
+    paytable: int
+    betting_open: bool
+    numbers_hit: list[Number]
+    all_small: BetState
+    all_tall: BetState
+    make_em_all: BetState
+    pending_roll: int | dict[str, object] | None = None
+
+
+class RollPayload(Payload):
+    """``craps/roll``: every roll event."""
+
+    roll_id: int
+    dice: tuple[Die, Die]
+    total: int | None = None
+    status: Literal["counted", "noroll", "pending", "declared_invalid", "reinstated"]
+    reason: str | None = None
+
+
+class CrapsResultPayload(Payload):
+    """``craps/result``: a side bet settles."""
+
+    roll_id: int
+    bet: BetName
+    outcome: Literal["win", "lose"]
+    pays: Odds | None = None
+
+
+class ReversalPayload(Payload):
+    """``craps/reversal`` (added to the spec): a settlement taken back, the bet live again."""
+
+    roll_id: int
+    bet: BetName
+    outcome: Literal["win", "lose"] | None = None
+
+
+class BustStatePayload(Payload):
+    """``bust_bonus/state`` (retained)."""
+
+    round_id: int | None = None
+    betting_open: bool
+    up_card: CardCode | None = None
+    dealer_cards: Cards = ()
+
+
+class BustResultPayload(Payload):
+    """``bust_bonus/result`` (retained)."""
+
+    round_id: int
+    outcome: Literal["win", "lose", "void", "flagged"]
+    up_card: CardCode | None = None
+    dealer_cards: Cards = ()
+    total: int | None = None
+    suited: bool | None = None
+    three_eights: bool | None = None
+    pays: Odds | None = None
+    reason: str | None = None
+
+
+# topic under the base -> (model, retained)
+TOPICS: dict[str, tuple[type[Payload], bool]] = {
+    "state": (StatePayload, True),
+    "alarms": (AlarmsPayload, True),
+    "cover_all/payouts": (PayoutsPayload, True),
+    "cover_all/result": (CoverAllResultPayload, True),
+    "craps/board": (CrapsBoardPayload, True),
+    "craps/roll": (RollPayload, False),
+    "craps/result": (CrapsResultPayload, False),
+    "craps/reversal": (ReversalPayload, False),
+    "bust_bonus/state": (BustStatePayload, True),
+    "bust_bonus/result": (BustResultPayload, True),
+}
+"""Every JSON topic the display draws, relative to the table's base topic."""
+
+# ---------------------------------------------------------------------------------------
+# The pure model of one table
+
+MAX_ROLLS = 8
+MAX_RESULTS = 8
+MAX_WARNINGS = 5
+_SEEN_LIMIT = 10_000  # seqs remembered; retained topics are also guarded by their own seq
+
+
+@dataclass
+class CrapsResultLine:
+    """A settled bet as shown, and whether the settlement was taken back."""
+
+    roll_id: int
+    bet: BetName
+    outcome: Literal["win", "lose"] | None
+    pays: Decimal | None
+    reversed: bool = False
+
+
+@dataclass
+class TableView:
+    """What one table's display knows, built only from the messages it was given."""
+
+    table: str
+    prefix: str = "lammer"
+    availability: str | None = None
+    state: StatePayload | None = None
+    alarms: tuple[Alarm, ...] = ()
+    payouts: PayoutsPayload | None = None
+    cover_all_result: CoverAllResultPayload | None = None
+    board: CrapsBoardPayload | None = None
+    rolls: dict[int, RollPayload] = field(default_factory=dict)
+    craps_results: deque[CrapsResultLine] = field(default_factory=lambda: deque(maxlen=MAX_RESULTS))
+    bust_state: BustStatePayload | None = None
+    bust_result: BustResultPayload | None = None
+    warnings: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_WARNINGS))
+    last_seq: int | None = None
+    _seen: set[int] = field(default_factory=set, repr=False)
+    _topic_seq: dict[str, int] = field(default_factory=dict, repr=False)
+    _alarms_seq: int = field(default=-1, repr=False)
+
+    @property
+    def base(self) -> str:
+        """The table's base topic, ``<prefix>/<table>`` (mqtt-api.md "Conventions")."""
+        return f"{self.prefix}/{self.table}"
+
+    @property
+    def game(self) -> str | None:
+        """The table's game as the daemon last said (``state.game``)."""
+        return self.state.game if self.state else None
+
+    def apply(self, topic: str, payload: bytes) -> bool:
+        """Take one received message; True when what is drawn may have changed.
+
+        Never raises: a topic outside the table, an unknown topic or a malformed payload
+        becomes a warning line; a ``seq`` already seen is ignored (mqtt-api.md
+        "Conventions": retained state republished after a reconnect keeps its ``seq``).
+        """
+        prefix = self.base + "/"
+        if not topic.startswith(prefix):
+            return self._warn(f"{topic}: not a topic of table {self.table}; ignored")
+        sub = topic[len(prefix) :]
+        if sub == "availability":
+            return self._apply_availability(payload)
+        if sub.startswith(("request/", "response/")):
+            return False  # the pit terminals' conversation with the daemon, not drawn
+        known = TOPICS.get(sub)
+        if known is None:
+            return self._warn(f"{sub}: unknown topic; ignored")
+        model, retained = known
+        if retained and not payload:
+            # A zero-length retained message deletes the retained state (MQTT 3.1.1, 3.3.1.3).
+            return self._clear(sub)
+        try:
+            data = json.loads(payload)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return self._warn(f"{sub}: payload is not UTF-8 JSON ({exc}); ignored")
+        if not isinstance(data, dict):
+            return self._warn(f"{sub}: payload is not a JSON object; ignored")
+        try:
+            message = model.model_validate(data)
+        except ValidationError as exc:
+            return self._warn(f"{sub}: malformed payload: {_describe(exc)}; ignored")
+        if message.table != self.table:
+            return self._warn(f"{sub}: payload names table {message.table!r}; ignored")
+        if message.seq in self._seen:
+            return False
+        if retained and message.seq <= self._topic_seq.get(sub, -1):
+            return False  # older than the state already drawn for this topic
+        self._remember(sub, message.seq)
+        self._update(message)
+        return True
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _warn(self, text: str) -> bool:
+        self.warnings.append(text)
+        return True
+
+    def _remember(self, sub: str, seq: int) -> None:
+        self._seen.add(seq)
+        self._topic_seq[sub] = seq
+        self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
+        if len(self._seen) > _SEEN_LIMIT:
+            # Keep the newest half; a retained topic stays guarded by _topic_seq.
+            self._seen = set(sorted(self._seen)[_SEEN_LIMIT // 2 :])
+
+    def _apply_availability(self, payload: bytes) -> bool:
+        text = payload.decode("utf-8", errors="replace").strip()
+        if text in ("online", "offline"):
+            self.availability = text
+            return True
+        if not text:
+            self.availability = None
+            return True
+        return self._warn(f"availability: {text[:40]!r} is neither 'online' nor 'offline'")
+
+    def _clear(self, sub: str) -> bool:
+        match sub:
+            case "state":
+                self.state = None
+            case "alarms":
+                self.alarms = ()
+            case "cover_all/payouts":
+                self.payouts = None
+            case "cover_all/result":
+                self.cover_all_result = None
+            case "craps/board":
+                self.board = None
+            case "bust_bonus/state":
+                self.bust_state = None
+            case "bust_bonus/result":
+                self.bust_result = None
+        return True
+
+    def _set_alarms(self, alarms: list[Alarm], seq: int) -> None:
+        # Alarms come on ``alarms`` and inside ``state``; the newer of the two wins.
+        if seq > self._alarms_seq:
+            self._alarms_seq = seq
+            self.alarms = tuple(alarms)
+
+    def _update(self, message: Payload) -> None:
+        match message:
+            case StatePayload():
+                self.state = message
+                self._set_alarms(message.alarms, message.seq)
+            case AlarmsPayload():
+                self._set_alarms(message.alarms, message.seq)
+            case PayoutsPayload():
+                self.payouts = message
+            case CoverAllResultPayload():
+                self.cover_all_result = message
+            case CrapsBoardPayload():
+                self.board = message
+            case RollPayload():
+                # One row per roll, showing its latest status (pending -> counted, ...).
+                self.rolls.pop(message.roll_id, None)
+                self.rolls[message.roll_id] = message
+                while len(self.rolls) > MAX_ROLLS:
+                    del self.rolls[next(iter(self.rolls))]
+            case CrapsResultPayload():
+                self.craps_results.append(
+                    CrapsResultLine(
+                        roll_id=message.roll_id,
+                        bet=message.bet,
+                        outcome=message.outcome,
+                        pays=message.pays,
+                    )
+                )
+            case ReversalPayload():
+                self._reverse(message)
+            case BustStatePayload():
+                self.bust_state = message
+            case BustResultPayload():
+                self.bust_result = message
+            case _:  # pragma: no cover - every model in TOPICS is matched above
+                raise AssertionError(f"unhandled payload {type(message).__name__}")
+
+    def _reverse(self, message: ReversalPayload) -> None:
+        for line in reversed(self.craps_results):
+            if line.roll_id == message.roll_id and line.bet == message.bet:
+                line.reversed = True
+                return
+        self.craps_results.append(
+            CrapsResultLine(
+                roll_id=message.roll_id,
+                bet=message.bet,
+                outcome=message.outcome,
+                pays=None,
+                reversed=True,
+            )
+        )
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error["loc"]) or "payload"
+        text = error["msg"].removeprefix("Value error, ")
+        parts.append(f"{where}: {text}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+
+
+def route(views: Sequence[TableView], topic: str) -> TableView | None:
+    """The view whose base topic holds ``topic``, if any."""
+    for view in views:
+        if topic.startswith(view.base + "/"):
+            return view
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Rendering (pure)
+
+GAME_NAMES: dict[str, str] = {
+    "CSP": "Caribbean Stud Poker",
+    "FCP": "Four Card Poker",
+    "LIR": "Let It Ride",
+    "MSP": "Mississippi Stud",
+    "TCP": "Three Card Poker",
+    "UTH": "Ultimate Texas Hold'em",
+    "BJ": "Blackjack",
+    "CRAPS": "Craps",
+}
+POKER_GAMES = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH"})
+BET_NAMES: dict[str, str] = {  # as the seed names them (sd-bonus-craps.txt)
+    "all_small": "All Small",
+    "all_tall": "All Tall",
+    "make_em_all": "Make 'Em All",
+}
+LAMMER_NUMBERS = (2, 3, 4, 5, 6, 8, 9, 10, 11, 12)  # 7 is never lammered: it loses the bets
+
+_SUIT_SYMBOLS = {"s": "♠", "h": "♥", "d": "♦", "c": "♣"}
+_RED = Style(color="red", bgcolor="white", bold=True)
+_BLACK = Style(color="black", bgcolor="white", bold=True)
+_ROLL_STYLES = {
+    "counted": "green",
+    "noroll": "dim",
+    "pending": "bold yellow",
+    "declared_invalid": "red",
+    "reinstated": "cyan",
+}
+_WIN_ROW = Style(color="black", bgcolor="green", bold=True)
+
+
+def card_text(code: str) -> Text:
+    """One card as a person reads it: ``Qh`` -> ``Q♥`` in red, ``Ts`` -> ``10♠`` in black."""
+    rank, suit = code[0], code[1]
+    face = ("10" if rank == "T" else rank) + _SUIT_SYMBOLS.get(suit, suit)
+    return Text(face, style=_RED if suit in "hd" else _BLACK)
+
+
+def cards_text(codes: Sequence[str]) -> Text:
+    """Cards side by side, one space apart."""
+    return Text(" ").join(card_text(code) for code in codes)
+
+
+def _odds_text(pays: Decimal | None) -> str:
+    return "-" if pays is None else f"{pays:f} to 1"
+
+
+def _header(view: TableView) -> Text:
+    text = Text()
+    match view.availability:
+        case "online":
+            text.append("● online", style="bold green")
+        case "offline":
+            text.append("● offline", style="bold red")
+        case _:
+            text.append("○ availability unknown", style="dim")
+    game = view.game
+    if game is not None:
+        text.append(f"   {GAME_NAMES.get(game, game)} ({game})", style="bold")
+    if view.last_seq is not None:
+        text.append(f"   seq {view.last_seq}", style="dim")
+    return text
+
+
+def _devices(view: TableView) -> RenderableType:
+    if view.state is None or not view.state.devices:
+        return Text("devices: no state received yet", style="dim")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    for column in ("Device", "Link", "Status", "Mode"):
+        table.add_column(column)
+    for name, info in view.state.devices.items():
+        link = Text("connected", "green") if info.connected else Text("disconnected", "bold red")
+        status = Text(info.status or "-", "green" if info.status == "READY" else "yellow")
+        mode = Text(info.mode or "")
+        if info.mode and view.game and info.mode != view.game:
+            # Cover All Bonus rule (1): the i-Deal must be set to the game being played.
+            mode = Text(f"{info.mode} ≠ {view.game}", "bold red")
+        table.add_row(name, link, status, mode)
+    return table
+
+
+def _alarms(view: TableView) -> RenderableType:
+    if not view.alarms:
+        return Text("no alarms", style="dim green")
+    lines = []
+    for alarm in view.alarms:
+        where = f" [{alarm.device}]" if alarm.device else ""
+        since = f" since {alarm.since}" if alarm.since else ""
+        lines.append(Text(f"⚠ ALARM {alarm.code}{where}: {alarm.message}{since}", "bold red"))
+    return Group(*lines)
+
+
+def _cover_all(view: TableView) -> RenderableType:
+    parts: list[RenderableType] = []
+    payouts, result = view.payouts, view.cover_all_result
+    if payouts is None:
+        parts.append(Text("Cover All Bonus: waiting for the green button", style="dim"))
+    else:
+        won = (
+            result.highest.hand
+            if result is not None
+            and result.round_id == payouts.round_id
+            and result.outcome == "win"
+            and result.highest is not None
+            else None
+        )
+        parts.append(
+            Text(
+                f"Cover All Bonus · round {payouts.round_id} · pays for {payouts.hands} hands",
+                style="bold",
+            )
+        )
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("", width=1)
+        table.add_column("Highest hand")
+        table.add_column("Pays", justify="right")
+        for row in payouts.paytable:
+            hit = row.hand == won
+            table.add_row(
+                "▶" if hit else "",
+                row.hand,
+                _odds_text(row.pays),
+                style=_WIN_ROW if hit else None,
+            )
+        parts.append(table)
+    if result is not None:
+        parts.append(_cover_all_result(result))
+    return Group(*parts)
+
+
+def _cover_all_result(result: CoverAllResultPayload) -> Text:
+    text = Text(f"Round {result.round_id}: ", style="bold")
+    match result.outcome:
+        case "win":
+            text.append("WIN ", style="bold green")
+            if result.highest is not None:
+                text.append(f"{result.highest.hand} at {result.highest.position}  ")
+                text.append_text(cards_text(result.highest.cards))
+            text.append(f"  pays {_odds_text(result.pays)}", style="bold green")
+        case "no_qualifier":
+            text.append("no qualifying hand", style="yellow")
+            text.append(": Cover All Bonus wagers lose")
+        case "void":
+            text.append("VOID", style="bold yellow")
+            text.append(": the round was cancelled, nothing pays")
+        case "flagged":
+            text.append("FLAGGED", style="bold red")
+            text.append(f" for review, nothing pays automatically: {result.reason or '?'}")
+    return text
+
+
+def _pending(pending: int | dict[str, object] | None) -> str:
+    if pending is None:
+        return "none"
+    if isinstance(pending, int):
+        return f"roll {pending}"
+    reason = f" ({pending['reason']})" if pending.get("reason") else ""
+    return f"roll {pending.get('roll_id', '?')}{reason}"
+
+
+def _craps(view: TableView) -> RenderableType:
+    parts: list[RenderableType] = []
+    board = view.board
+    if board is None:
+        parts.append(Text("Bonus Craps: no board received yet", style="dim"))
+    else:
+        head = Text(f"Bonus Craps · pay table {board.paytable} · betting ", style="bold")
+        if board.betting_open:
+            head.append("OPEN", style="bold green")
+        else:
+            head.append("CLOSED", style="bold red")
+        head.append(f" · pending {_pending(board.pending_roll)}")
+        parts.append(head)
+        lammers = Table(box=box.SQUARE)
+        hit = set(board.numbers_hit)
+        for number in LAMMER_NUMBERS:
+            lammers.add_column(str(number), justify="center")
+        # Bonus Craps rule (1)(e): the dealer marks a rolled number with a lammer.
+        lammers.add_row(
+            *(Text("●", "bold yellow") if n in hit else Text("·", "dim") for n in LAMMER_NUMBERS)
+        )
+        parts.append(lammers)
+        bets = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in ("Bet", "Pays", "Remaining", "State"):
+            bets.add_column(column)
+        for key in ("all_small", "all_tall", "make_em_all"):
+            bet: BetState = getattr(board, key)
+            state = Text("COMPLETE", "bold green") if bet.complete else Text("live")
+            needs = " ".join(str(n) for n in sorted(bet.remaining)) or "-"
+            bets.add_row(BET_NAMES[key], _odds_text(bet.pays), needs, state)
+        parts.append(bets)
+    if view.rolls:
+        parts.append(Text("Last rolls", style="bold"))
+        rolls = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for column in ("Roll", "Dice", "Total", "Status", "Reason"):
+            rolls.add_column(column)
+        for roll in reversed(view.rolls.values()):
+            dice = " ".join(str(d) if d else "?" for d in roll.dice)
+            rolls.add_row(
+                str(roll.roll_id),
+                dice,
+                "?" if roll.total is None else str(roll.total),
+                Text(roll.status, _ROLL_STYLES[roll.status]),
+                roll.reason or "",
+            )
+        parts.append(rolls)
+    for line in reversed(view.craps_results):
+        text = Text(f"roll {line.roll_id}  {BET_NAMES[line.bet]}  ")
+        if line.outcome == "win":
+            text.append(f"WIN {_odds_text(line.pays)}", style="bold green")
+        elif line.outcome == "lose":
+            text.append("LOSE", style="red")
+        if line.reversed:
+            text.stylize("strike")
+            text.append("  reversed: the roll was declared invalid", style="bold yellow")
+        parts.append(text)
+    return Group(*parts)
+
+
+def _bust_bonus(view: TableView) -> RenderableType:
+    parts: list[RenderableType] = []
+    state, result = view.bust_state, view.bust_result
+    if state is None:
+        parts.append(Text("Bust Bonus: no round received yet", style="dim"))
+    else:
+        head = Text(f"Bust Bonus · round {state.round_id or '-'} · betting ", style="bold")
+        if state.betting_open:
+            head.append("OPEN", style="bold green")
+        else:
+            head.append("CLOSED", style="bold red")
+        parts.append(head)
+        cards = Text("Up card: ")
+        cards.append_text(card_text(state.up_card) if state.up_card else Text("-"))
+        cards.append("   Dealer: ")
+        cards.append_text(cards_text(state.dealer_cards) if state.dealer_cards else Text("-"))
+        parts.append(cards)
+    if result is not None:
+        text = Text(f"Round {result.round_id}: ", style="bold")
+        match result.outcome:
+            case "win":
+                text.append("WIN ", style="bold green")
+                text.append(f"dealer busts with {result.total}")
+            case "lose":
+                text.append("LOSE ", style="red")
+                text.append(f"dealer stands on {result.total}")
+            case "void":
+                text.append("VOID", style="bold yellow")
+                text.append(": the round was cancelled, nothing pays")
+            case "flagged":
+                text.append("FLAGGED", style="bold red")
+                text.append(f" for review, nothing pays automatically: {result.reason or '?'}")
+        if result.outcome in ("win", "lose"):
+            text.append(", suited" if result.suited else ", off-suit")
+            if result.three_eights:
+                text.append(", three 8s")
+        if result.outcome == "win":
+            text.append(f"  pays {_odds_text(result.pays)}", style="bold green")
+        parts.append(text)
+        if result.dealer_cards:
+            cards = Text("  up card ")
+            cards.append_text(card_text(result.up_card) if result.up_card else Text("-"))
+            cards.append("  dealer ")
+            cards.append_text(cards_text(result.dealer_cards))
+            parts.append(cards)
+    return Group(*parts)
+
+
+def render_table(view: TableView) -> RenderableType:
+    """One table's panel: header, devices, alarms, its game's side bets, warnings."""
+    parts: list[RenderableType] = [_header(view), _devices(view), _alarms(view)]
+    game = view.game
+    # A section shows for the table's game, and for any game it has data of (a display
+    # that has not yet received ``state`` still draws what it has).
+    if game in POKER_GAMES or view.payouts or view.cover_all_result:
+        parts += [Text(""), _cover_all(view)]
+    if game == "CRAPS" or view.board or view.rolls or view.craps_results:
+        parts += [Text(""), _craps(view)]
+    if game == "BJ" or view.bust_state or view.bust_result:
+        parts += [Text(""), _bust_bonus(view)]
+    if view.warnings:
+        parts.append(Text(""))
+    parts.extend(Text(f"! {warning}", style="yellow") for warning in view.warnings)
+    return Panel(Group(*parts), title=f"[b]Table {view.table}[/b]", border_style="blue")
+
+
+def render(
+    views: Sequence[TableView], *, side_by_side: bool = False, link: str | None = None
+) -> RenderableType:
+    """Every table, side by side or stacked, with the broker link's state on top."""
+    panels = [render_table(view) for view in views]
+    body: RenderableType
+    if side_by_side and len(panels) > 1:
+        grid = Table.grid(expand=True, padding=(0, 1))
+        for _ in panels:
+            grid.add_column(ratio=1)
+        grid.add_row(*panels)
+        body = grid
+    else:
+        body = Group(*panels)
+    if link is None:
+        return body
+    return Group(Text(link, style="dim"), body)
+
+
+# ---------------------------------------------------------------------------------------
+# The async shell
+
+
+@dataclass
+class Link:
+    """The display's own connection to the broker, drawn above the tables."""
+
+    host: str
+    port: int
+    connected: bool = False
+    ever_connected: bool = False
+    error: str | None = None
+
+    def describe(self) -> str:
+        """One line for the screen."""
+        where = f"broker {self.host}:{self.port}"
+        if self.connected:
+            return f"{where}: connected"
+        if self.error is not None:
+            return f"{where}: unreachable ({self.error}); retrying"
+        return f"{where}: connecting"
+
+
+def _payload_bytes(payload: object) -> bytes:
+    if isinstance(payload, bytes | bytearray):
+        return bytes(payload)
+    if payload is None:
+        return b""
+    return str(payload).encode()
+
+
+async def follow(
+    views: Sequence[TableView],
+    link: Link,
+    *,
+    on_change: Callable[[], None],
+    rng: random.Random,
+    synced: asyncio.Event | None = None,
+    first_backoff: float = 0.5,
+    max_backoff: float = 10.0,
+) -> None:
+    """Subscribe to every table and feed ``apply`` until cancelled, reconnecting forever.
+
+    ``synced`` is set once the retained state of every table has been delivered after a
+    connect: the display publishes to a topic of its own after subscribing, and the broker
+    delivers that message after the retained ones it queued for the subscriptions.
+    """
+    identifier = f"lammer-display-{os.getpid()}-{rng.getrandbits(32):08x}"
+    sync_topic = f"lammer-display/{identifier}/sync"
+    backoff = first_backoff
+    while True:
+        try:
+            async with aiomqtt.Client(
+                link.host,
+                link.port,
+                identifier=identifier,
+                timeout=10,
+                # Nagle off, as everywhere in lammer (issue 5: 40 ms stalls otherwise).
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+            ) as client:
+                for view in views:
+                    await client.subscribe(f"{view.base}/#", qos=1)
+                await client.subscribe(sync_topic, qos=1)
+                await client.publish(sync_topic, b"sync", qos=1)
+                link.connected, link.ever_connected, link.error = True, True, None
+                backoff = first_backoff
+                on_change()
+                async for message in client.messages:
+                    topic = message.topic.value
+                    if topic == sync_topic:
+                        if synced is not None:
+                            synced.set()
+                        continue
+                    target = route(views, topic)
+                    if target is not None and target.apply(topic, _payload_bytes(message.payload)):
+                        on_change()
+        except aiomqtt.MqttError as exc:
+            link.connected, link.error = False, str(exc) or type(exc).__name__
+            on_change()
+        # Jittered, capped backoff, so many displays do not reconnect in step.
+        await asyncio.sleep(rng.uniform(backoff / 2, backoff))
+        backoff = min(backoff * 2, max_backoff)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``lammer display``."""
+    parser.add_argument("--host", default="127.0.0.1", help="MQTT broker host")
+    parser.add_argument("--port", type=int, default=1883, help="MQTT broker port")
+    parser.add_argument("--prefix", default="lammer", help="topic prefix (mqtt-api.md)")
+    parser.add_argument(
+        "--table",
+        action="append",
+        required=True,
+        metavar="ID",
+        help="a table id to draw; repeat for several tables",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("auto", "columns", "stack"),
+        default="auto",
+        help="tables side by side (columns), one under the other (stack), or by width",
+    )
+    parser.add_argument(
+        "--once",
+        action="store_true",
+        help="print one frame once the retained state has arrived, then exit",
+    )
+    parser.add_argument(
+        "--exit-after",
+        type=float,
+        metavar="SECONDS",
+        help="exit after this long (with --once: the longest wait for the state; default 5)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``lammer display``; 0, or 1 when the broker was never reached."""
+    try:
+        return asyncio.run(_display(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+def _side_by_side(layout: str, console: Console, tables: int) -> bool:
+    if layout == "auto":
+        return console.width >= 64 * tables
+    return layout == "columns"
+
+
+async def _display(args: argparse.Namespace) -> int:
+    views = [TableView(table=table, prefix=args.prefix) for table in dict.fromkeys(args.table)]
+    link = Link(host=args.host, port=args.port)
+    console = Console()
+    side_by_side = _side_by_side(args.layout, console, len(views))
+    rng = random.Random()
+    changed = asyncio.Event()
+    synced = asyncio.Event()
+    follower = asyncio.create_task(
+        follow(views, link, on_change=changed.set, rng=rng, synced=synced)
+    )
+    try:
+        if args.once:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(synced.wait(), args.exit_after or 5.0)
+            console.print(render(views, side_by_side=side_by_side, link=link.describe()))
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(args.exit_after):
+                    await _paint(views, link, console, changed, side_by_side=side_by_side)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+    return 0 if link.ever_connected else 1
+
+
+async def _paint(
+    views: Sequence[TableView],
+    link: Link,
+    console: Console,
+    changed: asyncio.Event,
+    *,
+    side_by_side: bool,
+) -> None:
+    with Live(
+        render(views, side_by_side=side_by_side, link=link.describe()),
+        console=console,
+        auto_refresh=False,  # refreshed from this task, so no thread reads the views
+        vertical_overflow="visible",
+    ) as live:
+        while True:
+            await changed.wait()
+            changed.clear()
+            live.update(
+                render(views, side_by_side=side_by_side, link=link.describe()), refresh=True
+            )
+            await asyncio.sleep(0.1)  # at most ten frames a second under a burst
