@@ -1,0 +1,765 @@
+"""Bonus Craps with proper and invalid rolls: one pure state machine.
+
+The side bets are SD 20:18:33:12 (``seeds/sd-bonus-craps.txt``); which rolls count is
+68 IAC 10-4-4 (``seeds/in-craps-invalid-rolls.txt``) as the host must apply it
+(``spec/dice-reader-icd.md``, "What the host must do"). The pay tables are data
+(``rules/data/bonus_craps.json``).
+
+Everything goes through ``apply(state, event) -> (state, outcomes)``. The bet state is
+never patched: it is derived from the ledger of counted rolls (each counted roll carries the
+lammers after it), so voiding a roll pops it and the board is exactly what it was before the
+roll counted, and overturning the void pushes it again. Illegal decisions raise
+``DecisionError`` and, the state being immutable, change nothing.
+
+Choices where the specs are silent (documented for the README):
+
+* **Series.** A series begins at start and after every counted seven, come-out sevens
+  included. Betting is open while the current series has no counted roll and no roll is
+  pending (a pending ``CHECK`` may yet count as the series' first roll).
+* **"Until the next roll arrives"** means: until the reader reports any later roll event,
+  ``ROLL``, ``NOROLL`` or ``CHECK``, including one that arrived while the roll was pending.
+  So only the latest roll event can be voided (if it counted) or reinstated (if it stands
+  declared invalid). Counted rolls therefore always count in the order they arrived.
+* **Pending rolls are decided in order.** Only the first pending ``CHECK`` can be decided;
+  a ``CHECK`` that arrived behind it waits with the ``ROLL``s and becomes pending in turn.
+* **Roll ids.** A roll event equal to the latest one (same type, id and fields) is a repeat
+  of it, kept in the ledger and otherwise ignored. Any other event is a new roll even if its
+  id was seen before (the reader's counter wraps at 999999 and restarts after a power-up):
+  decisions can only address the first pending roll or the latest roll, so an id is never
+  ambiguous. A decision naming an id the ledger has never seen is an "unknown roll".
+* A ``NOROLL`` never counts and never waits: it is recorded at once, with dice ``(0, 0)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from decimal import Decimal, InvalidOperation
+from importlib import resources
+from types import MappingProxyType
+from typing import Final, Literal, assert_never, get_args
+
+from rules.errors import ConfigError, DecisionError, PaytableError, RulesError
+from rules.events import (
+    CheckReason,
+    CrapsBet,
+    CrapsBetReversed,
+    CrapsBetSettled,
+    Decision,
+    DiceFact,
+    DiceRolled,
+    NoRoll,
+    NoRollReason,
+    Outcome,
+    RollCheck,
+    RollDecided,
+    RollRecorded,
+    RollVoided,
+    VoidClause,
+    VoidOverturned,
+)
+
+SEVEN: Final = 7
+"""The total that loses every incomplete bet and begins a new series (20:18:33:12(1)(b))."""
+
+ROLL_ID_MAX: Final = 999_999
+"""Roll ids are the reader's own counter, 1 to 999999 (dice-reader-icd.md)."""
+
+BETS: Final[tuple[CrapsBet, ...]] = get_args(CrapsBet)
+"""The three side bets in the seed's order: All Small, All Tall, Make 'Em All."""
+
+NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
+    {"OFF_TABLE": "68 IAC 10-4-4(b)(1)", "EXTRA_DICE": "68 IAC 10-4-4(b)(2)"}
+)
+"""The clause each ``NOROLL`` reason stands for (dice-reader-icd.md)."""
+
+CHECK_CLAUSES: Final[Mapping[CheckReason, str]] = MappingProxyType(
+    {
+        "STACKED": "68 IAC 10-4-4(c)(1)",
+        "BOWL": "68 IAC 10-4-4(c)(4)",
+        "RAIL": "68 IAC 10-4-4(c)(5)",
+        "WRONG_DIRECTION": "68 IAC 10-4-4(c)(7)",
+        "SLID": "68 IAC 10-4-4(c)(8)",
+        "ON_CHIPS": "68 IAC 10-4-4(c)(9)",
+        "SHORT_THROW": "68 IAC 10-4-4(c)(10)",
+        "UNREADABLE": "68 IAC 10-4-4(c)(11)",
+    }
+)
+"""The clause each ``CHECK`` reason stands for (dice-reader-icd.md)."""
+
+VOID_CLAUSES: Final[Mapping[VoidClause, str]] = MappingProxyType(
+    {
+        2: "68 IAC 10-4-4(c)(2): a patron other than the shooter threw the dice",
+        3: "68 IAC 10-4-4(c)(3): the dice did not leave the shooter's hand simultaneously",
+        6: "68 IAC 10-4-4(c)(6): the shooter had not placed a pass or don't pass bet",
+    }
+)
+"""What the stickperson declares through the command interface; the reader cannot see these."""
+
+_OVERTURN_CLAUSE: Final = "68 IAC 10-4-4(c), last sentence"
+
+
+class RollError(RulesError, ValueError):
+    """A dice fact that cannot be: a die or roll id out of range, an unknown reason.
+
+    The codec refuses these before they reach the rules; this guards the rules' own
+    contract. ``roll_id`` is the id the fact carried.
+    """
+
+    def __init__(self, message: str, *, roll_id: int | None = None) -> None:
+        super().__init__(message)
+        self.roll_id = roll_id
+
+
+# ---------------------------------------------------------------------------------------
+# Pay tables (data)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BetRule:
+    """One side bet as the seed defines it: the numbers to roll before a seven."""
+
+    bet: CrapsBet
+    name: str
+    clause: str
+    numbers: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BonusCrapsData:
+    """The validated contents of ``bonus_craps.json``: bet rules and the pay tables."""
+
+    rules: tuple[BetRule, ...]
+    paytables: Mapping[int, Mapping[CrapsBet, Decimal]]
+
+
+def _fail(message: str) -> PaytableError:
+    return PaytableError(f"bonus_craps.json: {message}")
+
+
+def _numbers(bet: str, value: object) -> frozenset[int]:
+    if not isinstance(value, list) or not value:
+        raise _fail(f"bets.{bet}.numbers must be a non-empty list of totals")
+    out: set[int] = set()
+    for item in value:
+        # bool is an int to Python; a total of true is a data error all the same.
+        if type(item) is not int or not 2 <= item <= 12 or item == SEVEN:
+            raise _fail(f"bets.{bet}.numbers: {item!r} is not a total of 2 to 12 other than 7")
+        if item in out:
+            raise _fail(f"bets.{bet}.numbers: {item} is listed twice")
+        out.add(item)
+    return frozenset(out)
+
+
+def _odds(where: str, value: object) -> Decimal:
+    # Odds are strings holding an exact decimal (mqtt-api.md "Conventions"): a JSON number
+    # would pass through float on the way in.
+    if not isinstance(value, str):
+        raise _fail(f"{where} must be a string holding an exact decimal, not {value!r}")
+    try:
+        odds = Decimal(value)
+    except InvalidOperation:
+        raise _fail(f"{where}: {value!r} is not a decimal") from None
+    if not odds.is_finite() or odds <= 0:
+        raise _fail(f"{where}: {value!r} is not a positive amount to 1")
+    return odds
+
+
+def parse_data(text: str) -> BonusCrapsData:
+    """Validate the text of ``bonus_craps.json``; ``PaytableError`` names the bad field."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(f"not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise _fail("the top level must be an object")
+    bets, tables = raw.get("bets"), raw.get("paytables")
+    if not isinstance(bets, dict) or set(bets) != set(BETS):
+        raise _fail(f"bets must be an object with exactly {', '.join(BETS)}")
+    rules: list[BetRule] = []
+    for bet in BETS:
+        spec = bets[bet]
+        if not isinstance(spec, dict):
+            raise _fail(f"bets.{bet} must be an object")
+        name, clause = spec.get("name"), spec.get("clause")
+        if not isinstance(name, str) or not name or not isinstance(clause, str):
+            raise _fail(f"bets.{bet} needs a name and a clause (strings)")
+        rules.append(
+            BetRule(bet=bet, name=name, clause=clause, numbers=_numbers(bet, spec.get("numbers")))
+        )
+    if not isinstance(tables, dict) or not tables:
+        raise _fail("paytables must be a non-empty object")
+    paytables: dict[int, Mapping[CrapsBet, Decimal]] = {}
+    for key, row in tables.items():
+        if not key.isdigit():
+            raise _fail(f"paytables: {key!r} is not a pay table number")
+        if not isinstance(row, dict) or set(row) != set(BETS):
+            raise _fail(f"paytables.{key} must give the odds of exactly {', '.join(BETS)}")
+        paytables[int(key)] = MappingProxyType(
+            {bet: _odds(f"paytables.{key}.{bet}", row[bet]) for bet in BETS}
+        )
+    return BonusCrapsData(rules=tuple(rules), paytables=MappingProxyType(paytables))
+
+
+DATA: Final = parse_data(
+    resources.files("rules").joinpath("data", "bonus_craps.json").read_text(encoding="utf-8")
+)
+"""The pay tables and bet rules lammer runs, loaded and validated once at import."""
+
+RULES: Final[Mapping[CrapsBet, BetRule]] = MappingProxyType({r.bet: r for r in DATA.rules})
+"""Each bet's rule, by bet."""
+
+
+def paytable_odds(paytable: int) -> Mapping[CrapsBet, Decimal]:
+    """The odds (to 1) of each bet under a pay table; ``ConfigError`` for an unknown one."""
+    # bool is an int; "paytable: true" in a configuration is a mistake, not pay table 1.
+    if type(paytable) is not int or paytable not in DATA.paytables:
+        known = " or ".join(str(k) for k in sorted(DATA.paytables))
+        raise ConfigError(f"Bonus Craps pay table {paytable!r} does not exist: choose {known}")
+    return DATA.paytables[paytable]
+
+
+# ---------------------------------------------------------------------------------------
+# State
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arrival:
+    """A roll event as it arrived. ``n`` numbers arrivals (roll ids may repeat)."""
+
+    n: int
+    fact: DiceFact
+
+    @property
+    def roll_id(self) -> int:
+        """The reader's roll id."""
+        return self.fact.roll_id
+
+    @property
+    def dice(self) -> tuple[int, int]:
+        """The dice as reported; ``(0, 0)`` for a ``NOROLL``, 0 where unreadable."""
+        return (0, 0) if isinstance(self.fact, NoRoll) else self.fact.dice
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CountedRoll:
+    """A roll that counts, in counting order, with the lammers of its series after it."""
+
+    n: int
+    roll_id: int
+    dice: tuple[int, int]
+    total: int
+    hit: frozenset[int]
+    """Numbers hit in the series after this roll; empty after a seven (a new series)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry:
+    """One line of the table's roll record: what came in and what it changed.
+
+    Decisions carry who decided (``operator``) and when (``at``); reversals are among the
+    outcomes of the decision that caused them.
+    """
+
+    event: DiceFact | Decision
+    outcomes: tuple[Outcome, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrapsState:
+    """Bonus Craps at one table. Immutable; change it only through ``apply``.
+
+    ``counted`` is every counted roll in order (the bets are derived from it), ``queue`` the
+    pending ``CHECK`` (first) and the rolls waiting behind it, ``latest`` the latest roll
+    event, ``latest_invalid`` whether it stands declared invalid, ``ledger`` the record.
+    """
+
+    paytable: int
+    counted: tuple[CountedRoll, ...] = ()
+    queue: tuple[Arrival, ...] = ()
+    latest: Arrival | None = None
+    latest_invalid: bool = False
+    ledger: tuple[LedgerEntry, ...] = ()
+
+
+def initial_state(paytable: int) -> CrapsState:
+    """A table before its first roll: a series begins, betting is open.
+
+    ``ConfigError`` for a pay table the data does not hold (1 and 2).
+    """
+    paytable_odds(paytable)
+    return CrapsState(paytable=paytable)
+
+
+RollStatus = Literal["noroll", "pending", "counted", "declared_invalid"]
+
+
+def latest_status(state: CrapsState) -> RollStatus | None:
+    """Where the latest roll event stands, or ``None`` before the first roll."""
+    latest = state.latest
+    if latest is None:
+        return None
+    if isinstance(latest.fact, NoRoll):
+        return "noroll"
+    if state.queue and state.queue[-1].n == latest.n:
+        return "pending"
+    return "declared_invalid" if state.latest_invalid else "counted"
+
+
+def latest_roll_id(state: CrapsState) -> int | None:
+    """The id of the latest roll event (for log context), or ``None`` before the first."""
+    return None if state.latest is None else state.latest.roll_id
+
+
+def _series_hit(counted: tuple[CountedRoll, ...]) -> frozenset[int]:
+    return counted[-1].hit if counted else frozenset()
+
+
+def _series_empty(counted: tuple[CountedRoll, ...]) -> bool:
+    # Every total but 7 is a number of some bet, so an empty series is "nothing counted
+    # yet" or "the last counted roll was a seven" (20:18:33:12(1)(b): a new series).
+    return not counted or counted[-1].total == SEVEN
+
+
+# ---------------------------------------------------------------------------------------
+# Board
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BetBoard:
+    """One bet on the board: its odds, its numbers hit and still needed, complete or not."""
+
+    pays: Decimal
+    hit: tuple[int, ...]
+    remaining: tuple[int, ...]
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingRoll:
+    """The roll waiting for the stickperson's decision."""
+
+    roll_id: int
+    dice: tuple[int, int]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrapsBoard:
+    """Exactly what ``craps/board`` shows (mqtt-api.md)."""
+
+    paytable: int
+    betting_open: bool
+    numbers_hit: tuple[int, ...]
+    all_small: BetBoard
+    all_tall: BetBoard
+    make_em_all: BetBoard
+    pending_roll: PendingRoll | None
+
+    def bet(self, bet: CrapsBet) -> BetBoard:
+        """The board of one bet by its name."""
+        match bet:
+            case "all_small":
+                return self.all_small
+            case "all_tall":
+                return self.all_tall
+            case "make_em_all":
+                return self.make_em_all
+            case _:
+                assert_never(bet)
+
+
+def _bet_board(rule: BetRule, pays: Decimal, hit: frozenset[int]) -> BetBoard:
+    return BetBoard(
+        pays=pays,
+        hit=tuple(sorted(rule.numbers & hit)),
+        remaining=tuple(sorted(rule.numbers - hit)),
+        complete=rule.numbers <= hit,
+    )
+
+
+def board(state: CrapsState) -> CrapsBoard:
+    """The board of the current series: lammers, per bet progress, betting, pending roll."""
+    hit = _series_hit(state.counted)
+    odds = paytable_odds(state.paytable)
+    pending = None
+    if state.queue:
+        front = state.queue[0]
+        pending = PendingRoll(roll_id=front.roll_id, dice=front.dice, reason=_front_reason(front))
+    return CrapsBoard(
+        paytable=state.paytable,
+        # 20:18:33:12(1)(d), (2)(e): "at the beginning of the roll only"; a pending roll
+        # may yet be the series' first, so betting waits for the decision.
+        betting_open=_series_empty(state.counted) and not state.queue,
+        numbers_hit=tuple(sorted(hit)),
+        all_small=_bet_board(RULES["all_small"], odds["all_small"], hit),
+        all_tall=_bet_board(RULES["all_tall"], odds["all_tall"], hit),
+        make_em_all=_bet_board(RULES["make_em_all"], odds["make_em_all"], hit),
+        pending_roll=pending,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Counting a roll
+
+
+def _settlements(
+    odds: Mapping[CrapsBet, Decimal], before: frozenset[int], roll_id: int, total: int
+) -> tuple[CrapsBetSettled, ...]:
+    """What one counted roll settles, given the lammers before it (pure, so undo is exact)."""
+    out: list[CrapsBetSettled] = []
+    for rule in DATA.rules:
+        if rule.numbers <= before:
+            continue  # won earlier in the series and taken down: 20:18:33:12(1)(c), (1)(f)
+        if total == SEVEN:
+            # 20:18:33:12(1)(b), (2)(c), (3)(b): a seven loses, come-out sevens included.
+            out.append(CrapsBetSettled(roll_id=roll_id, bet=rule.bet, outcome="lose", pays=None))
+        elif rule.numbers <= before | {total}:
+            # Complete the moment the last number is rolled; the others go on.
+            out.append(
+                CrapsBetSettled(roll_id=roll_id, bet=rule.bet, outcome="win", pays=odds[rule.bet])
+            )
+    return tuple(out)
+
+
+def _count(
+    state: CrapsState,
+    arrival: Arrival,
+    status: Literal["counted", "reinstated"],
+    reason: str | None,
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    die1, die2 = arrival.dice
+    total = die1 + die2
+    before = _series_hit(state.counted)
+    hit = frozenset() if total == SEVEN else before | {total}
+    roll = CountedRoll(
+        n=arrival.n, roll_id=arrival.roll_id, dice=arrival.dice, total=total, hit=hit
+    )
+    recorded = RollRecorded(
+        roll_id=arrival.roll_id, dice=arrival.dice, total=total, status=status, reason=reason
+    )
+    settled = _settlements(paytable_odds(state.paytable), before, arrival.roll_id, total)
+    return replace(state, counted=(*state.counted, roll)), (recorded, *settled)
+
+
+# ---------------------------------------------------------------------------------------
+# Reasons people read
+
+
+def _check_text(fact: RollCheck) -> str:
+    return f"{fact.reason} ({CHECK_CLAUSES[fact.reason]})"
+
+
+def _front_reason(front: Arrival) -> str:
+    assert isinstance(front.fact, RollCheck)  # only a CHECK heads the queue
+    return f"{_check_text(front.fact)}: waits for the stickperson's decision"
+
+
+def _waiting_reason(arrival: Arrival, front: Arrival) -> str:
+    waits = f"waits for the decision on roll {front.roll_id}"
+    if isinstance(arrival.fact, RollCheck):
+        return f"{_check_text(arrival.fact)}: {waits}"
+    return waits
+
+
+def _total(dice: tuple[int, int]) -> int | None:
+    return None if 0 in dice else dice[0] + dice[1]
+
+
+def _pending(arrival: Arrival, reason: str) -> RollRecorded:
+    return RollRecorded(
+        roll_id=arrival.roll_id,
+        dice=arrival.dice,
+        total=_total(arrival.dice),
+        status="pending",
+        reason=reason,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Roll events
+
+
+def _validate_fact(fact: DiceFact) -> None:
+    if type(fact.roll_id) is not int or not 1 <= fact.roll_id <= ROLL_ID_MAX:
+        raise RollError(
+            f"roll id {fact.roll_id!r} is out of range 1 to {ROLL_ID_MAX}", roll_id=fact.roll_id
+        )
+    match fact:
+        case DiceRolled(dice=dice):
+            low = 1  # a proper roll has both dice read
+        case RollCheck(dice=dice, reason=reason):
+            low = 0  # 0 where unreadable
+            if reason not in CHECK_CLAUSES:
+                raise RollError(
+                    f"roll {fact.roll_id}: unknown CHECK reason {reason!r}", roll_id=fact.roll_id
+                )
+        case NoRoll(reason=reason):
+            if reason not in NOROLL_CLAUSES:
+                raise RollError(
+                    f"roll {fact.roll_id}: unknown NOROLL reason {reason!r}", roll_id=fact.roll_id
+                )
+            return
+        case _:
+            assert_never(fact)
+    if (
+        not isinstance(dice, tuple)
+        or len(dice) != 2
+        or any(type(d) is not int or not low <= d <= 6 for d in dice)
+    ):
+        raise RollError(
+            f"roll {fact.roll_id}: dice {dice!r} are not two dice of {low} to 6",
+            roll_id=fact.roll_id,
+        )
+
+
+def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    _validate_fact(fact)
+    latest = state.latest
+    if latest is not None and latest.fact == fact:
+        # The same roll reported twice (same id and fields): record it, count it once.
+        note = f"repeat of roll {fact.roll_id}: already recorded, ignored"
+        entry = LedgerEntry(event=fact, outcomes=(), note=note)
+        return replace(state, ledger=(*state.ledger, entry)), ()
+    arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact)
+    # A new roll closes the void and overturn windows of the one before (module docstring).
+    new = replace(state, latest=arrival, latest_invalid=False)
+    outcomes: tuple[Outcome, ...]
+    match fact:
+        case NoRoll(reason=reason):
+            # dice-reader-icd.md: "A NOROLL never counts."
+            outcomes = (
+                RollRecorded(
+                    roll_id=fact.roll_id,
+                    dice=(0, 0),
+                    total=None,
+                    status="noroll",
+                    reason=f"{reason} ({NOROLL_CLAUSES[reason]})",
+                ),
+            )
+        case DiceRolled() | RollCheck() if new.queue:
+            # "Nothing after a pending roll counts until it is decided": it waits, in order.
+            new = replace(new, queue=(*new.queue, arrival))
+            outcomes = (_pending(arrival, _waiting_reason(arrival, new.queue[0])),)
+        case RollCheck():
+            new = replace(new, queue=(arrival,))
+            outcomes = (_pending(arrival, _front_reason(arrival)),)
+        case DiceRolled():
+            new, outcomes = _count(new, arrival, "counted", None)  # "A ROLL counts at once."
+        case _:
+            assert_never(fact)
+    return replace(new, ledger=(*new.ledger, LedgerEntry(event=fact, outcomes=outcomes))), outcomes
+
+
+def _drain(
+    state: CrapsState, decided: Arrival, waiting: tuple[Arrival, ...]
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    """Count the rolls that waited behind a decided ``CHECK``, up to the next ``CHECK``."""
+    outcomes: list[Outcome] = []
+    for i, arrival in enumerate(waiting):
+        if isinstance(arrival.fact, RollCheck):
+            # A CHECK behind a CHECK becomes pending in turn, with the rest behind it.
+            state = replace(state, queue=waiting[i:])
+            outcomes.append(_pending(arrival, _front_reason(arrival)))
+            return state, tuple(outcomes)
+        waited = f"waited for the decision on roll {decided.roll_id}"
+        state, counted = _count(state, arrival, "counted", waited)
+        outcomes.extend(counted)
+    return replace(state, queue=()), tuple(outcomes)
+
+
+# ---------------------------------------------------------------------------------------
+# Decisions
+
+
+def _validate_decision(state: CrapsState, decision: Decision) -> None:
+    if not isinstance(decision.operator, str) or not decision.operator.strip():
+        raise DecisionError("a decision needs the operator who made it", roll_id=decision.roll_id)
+    if decision.at.tzinfo is None:
+        raise DecisionError(
+            f"decision on roll {decision.roll_id}: the time {decision.at.isoformat()} has no "
+            "time zone; the record needs an unambiguous time",
+            roll_id=decision.roll_id,
+        )
+
+
+def _refuse(state: CrapsState, roll_id: int, message: str) -> DecisionError:
+    """The error for an illegal decision; "unknown roll" first if the reader never sent it."""
+    # Scanning the ledger is linear, so it is done only on the way to an error.
+    if not any(
+        not isinstance(entry.event, RollDecided | RollVoided | VoidOverturned)
+        and entry.event.roll_id == roll_id
+        for entry in state.ledger
+    ):
+        message = f"unknown roll {roll_id}: the dice reader has reported no such roll"
+    return DecisionError(message, roll_id=roll_id)
+
+
+def _not_latest(state: CrapsState, roll_id: int, what: str) -> DecisionError:
+    latest = "no roll" if state.latest is None else f"roll {state.latest.roll_id}"
+    return _refuse(
+        state,
+        roll_id,
+        f"roll {roll_id} cannot be {what}: {latest} has arrived since, and the window "
+        "closes when the next roll arrives (68 IAC 10-4-4(c))",
+    )
+
+
+def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    roll_id = decision.roll_id
+    if not state.queue:
+        raise _refuse(
+            state, roll_id, f"roll {roll_id} is not pending: no roll waits for a decision"
+        )
+    front = state.queue[0]
+    if front.roll_id != roll_id:
+        behind = any(a.roll_id == roll_id for a in state.queue)
+        where = "waits behind it" if behind else "is not pending"
+        raise _refuse(state, roll_id, f"roll {roll_id} {where}: decide roll {front.roll_id} first")
+    assert isinstance(front.fact, RollCheck)
+    verdict = "valid" if decision.valid else "invalid"
+    reason = f"{_check_text(front.fact)}: declared {verdict} by {decision.operator}"
+    rest = replace(state, queue=())
+    outcomes: tuple[Outcome, ...]
+    if decision.valid:
+        if 0 in front.dice:
+            raise DecisionError(
+                f"roll {roll_id} cannot be declared valid: a die was unreadable "
+                f"(dice {front.dice[0]}, {front.dice[1]}); declare it invalid "
+                f"({CHECK_CLAUSES['UNREADABLE']})",
+                roll_id=roll_id,
+            )
+        rest, outcomes = _count(rest, front, "counted", reason)
+    else:
+        outcomes = (
+            RollRecorded(
+                roll_id=roll_id,
+                dice=front.dice,
+                total=_total(front.dice),
+                status="declared_invalid",
+                reason=reason,
+            ),
+        )
+        if state.latest is not None and state.latest.n == front.n:
+            rest = replace(rest, latest_invalid=True)
+    rest, drained = _drain(rest, front, state.queue[1:])
+    outcomes = (*outcomes, *drained)
+    return _record(rest, decision, outcomes)
+
+
+def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    roll_id = decision.roll_id
+    if decision.clause not in VOID_CLAUSES:
+        raise DecisionError(
+            f"roll {roll_id}: clause {decision.clause!r} is not one the stickperson declares "
+            "here; choose 2, 3 or 6 of 68 IAC 10-4-4(c)",
+            roll_id=roll_id,
+        )
+    latest = state.latest
+    if latest is None or latest.roll_id != roll_id:
+        raise _not_latest(state, roll_id, "declared invalid")
+    status = latest_status(state)
+    if status != "counted":
+        why = {
+            "noroll": "it is a no-roll under 68 IAC 10-4-4(b) and never counted",
+            "pending": "it has not counted yet: it waits for a decision",
+            "declared_invalid": "it is already declared invalid",
+            None: "",
+        }[status]
+        raise DecisionError(f"roll {roll_id} cannot be declared invalid: {why}", roll_id=roll_id)
+    voided = state.counted[-1]
+    assert voided.n == latest.n  # the latest roll, having counted, is the last counted
+    before = state.counted[:-1]
+    # Undo by construction: the lammers are those of the roll before; what the roll settled
+    # is recomputed from them and taken back (dice-reader-icd.md: "undone exactly").
+    taken_back = _settlements(
+        paytable_odds(state.paytable), _series_hit(before), roll_id, voided.total
+    )
+    outcomes: tuple[Outcome, ...] = (
+        RollRecorded(
+            roll_id=roll_id,
+            dice=voided.dice,
+            total=voided.total,
+            status="declared_invalid",
+            reason=f"{VOID_CLAUSES[decision.clause]}; declared invalid by {decision.operator}",
+        ),
+        *(CrapsBetReversed(roll_id=roll_id, bet=s.bet, outcome=s.outcome) for s in taken_back),
+    )
+    return _record(replace(state, counted=before, latest_invalid=True), decision, outcomes)
+
+
+def _overturn(
+    state: CrapsState, decision: VoidOverturned
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    roll_id = decision.roll_id
+    latest = state.latest
+    if latest is None or latest.roll_id != roll_id:
+        raise _not_latest(state, roll_id, "reinstated")
+    status = latest_status(state)
+    if status != "declared_invalid":
+        why = {
+            "noroll": "a no-roll under 68 IAC 10-4-4(b) is invalid by rule, not by declaration",
+            "pending": "it has not been decided yet",
+            "counted": "it counts; there is no declaration of invalid to overturn",
+            None: "",
+        }[status]
+        raise DecisionError(f"roll {roll_id} cannot be reinstated: {why}", roll_id=roll_id)
+    if 0 in latest.dice:
+        raise DecisionError(
+            f"roll {roll_id} cannot be reinstated: a die was unreadable "
+            f"(dice {latest.dice[0]}, {latest.dice[1]}), so it has nothing to count",
+            roll_id=roll_id,
+        )
+    reason = f"declaration of invalid overturned by {decision.operator} ({_OVERTURN_CLAUSE})"
+    new, outcomes = _count(replace(state, latest_invalid=False), latest, "reinstated", reason)
+    return _record(new, decision, outcomes)
+
+
+def _record(
+    state: CrapsState, decision: Decision, outcomes: tuple[Outcome, ...]
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    entry = LedgerEntry(event=decision, outcomes=outcomes)
+    return replace(state, ledger=(*state.ledger, entry)), outcomes
+
+
+# ---------------------------------------------------------------------------------------
+# The transition
+
+
+def apply(state: CrapsState, event: DiceFact | Decision) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    """Apply a roll event or a stickperson decision; return the new state and its outcomes.
+
+    Outcomes, in order: ``RollRecorded`` for the roll the event is about, then what it
+    settled (``CrapsBetSettled``) or took back (``CrapsBetReversed``), then the same for
+    every roll that waited behind a decided ``CHECK``.
+
+    Raises ``DecisionError`` (with ``roll_id``) for an illegal decision and ``RollError``
+    for a dice fact that cannot be; either way nothing changes.
+    """
+    match event:
+        case DiceRolled() | NoRoll() | RollCheck():
+            return _arrive(state, event)
+        case RollDecided():
+            _validate_decision(state, event)
+            return _decide(state, event)
+        case RollVoided():
+            _validate_decision(state, event)
+            return _void(state, event)
+        case VoidOverturned():
+            _validate_decision(state, event)
+            return _overturn(state, event)
+        case _:
+            assert_never(event)
+
+
+def apply_all(
+    state: CrapsState, events: Iterable[DiceFact | Decision]
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
+    """Apply events in order (a journal replay); the outcomes of all of them, in order."""
+    outcomes: list[Outcome] = []
+    for event in events:
+        state, out = apply(state, event)
+        outcomes.extend(out)
+    return state, tuple(outcomes)
