@@ -1,0 +1,817 @@
+"""The JSON payloads of mqtt-api.md, version 1: one pydantic model per published topic.
+
+The contract is ``shared/spec/mqtt-api.md``; field names and meanings here are the spec's
+and must not change without a new version of it ("add topics and fields freely, but never
+rename, remove or change the meaning of one listed here").
+
+Two layers per topic:
+
+* a ``...Body`` model: ``table`` and the topic's own fields. The builders below turn the
+  rules' outcomes (``rules.events``) and the daemon's plain state values into bodies,
+  validated by these models, as ``Publication(topic, retained, body)``;
+* a ``...Message`` model: the body plus ``seq`` and ``ts``, exactly what goes on the wire.
+  The journal inserts ``seq`` and ``ts`` (``Journal.append_publish``), because ``seq`` is
+  the journal's and a republished retained state must keep its original pair
+  (mqtt-api.md, "Conventions").
+
+Exactness: odds are strings holding a normalised ``Decimal`` (``"34"``, ``"1.5"``; never a
+float, never an exponent) read "to 1"; cards are shuffler-icd.md codes (``"As"``).
+
+Added to the spec (allowed: "add topics and fields freely"), each a documented choice:
+
+* ``craps/reversal`` (not retained): a Bonus Craps settlement taken back because the roll
+  that settled it was declared invalid (``rules.events.CrapsBetReversed``). ``outcome`` is
+  the settlement being taken back, with the same meaning as in ``craps/result``.
+* ``bust_bonus/result``: ``outcome`` may also be ``void`` (the spec publishes a result at
+  ``VOID``, so it needs a value for it), and a ``reason`` field (for ``flagged``, like
+  ``cover_all/result``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Annotated, Any, Final, Literal, NamedTuple, Protocol, assert_never
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rules.events import (
+    AlarmCleared,
+    AlarmRaised,
+    BustBonusResult,
+    CoverAllPayouts,
+    CoverAllResult,
+    CrapsBet,
+    CrapsBetReversed,
+    CrapsBetSettled,
+    Device,
+    Outcome,
+    RollRecorded,
+)
+
+# ---------------------------------------------------------------------------------------
+# Value types
+
+TS_PATTERN: Final = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
+ODDS_PATTERN: Final = r"^(0|[1-9][0-9]*)(\.[0-9]*[1-9])?$"
+CARD_PATTERN: Final = r"^[2-9TJQKA][cdhs]$"
+
+Timestamp = Annotated[
+    str,
+    Field(
+        pattern=TS_PATTERN,
+        description="UTC, ISO 8601 with milliseconds and Z (mqtt-api.md, Conventions)",
+        examples=["2026-11-29T14:03:07.123Z"],
+    ),
+]
+Odds = Annotated[
+    str,
+    Field(
+        pattern=ODDS_PATTERN,
+        description='an exact decimal read "to 1" (mqtt-api.md, Conventions); never a float',
+        examples=["34", "1.5"],
+    ),
+]
+CardCode = Annotated[
+    str, Field(pattern=CARD_PATTERN, description="a card as in shuffler-icd.md", examples=["As"])
+]
+Seq = Annotated[
+    int,
+    Field(ge=1, description="the daemon's event number: strictly increasing, never reused"),
+]
+TableId = Annotated[str, Field(min_length=1, description="the table id")]
+RoundId = Annotated[int, Field(ge=1, le=999999, description="the shuffler's round id")]
+RollId = Annotated[int, Field(ge=1, le=999999, description="the dice reader's roll id")]
+Die = Annotated[int, Field(ge=0, le=6, description="1-6; 0 where the reader could not read it")]
+Total = Annotated[int, Field(ge=2, le=12)]
+HandPosition = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL"]
+TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
+CardGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"]
+DeviceName = Literal["shuffler", "dice_reader"]
+Text = Annotated[str, Field(min_length=1)]
+
+
+def format_odds(value: Decimal) -> str:
+    """Odds as the exact decimal string of mqtt-api.md: ``Decimal("34.0")`` -> ``"34"``,
+    ``Decimal("1.50")`` -> ``"1.5"``, ``Decimal("3.4E+1")`` -> ``"34"``; never an exponent.
+
+    Raises ``ValueError`` for a negative, NaN or infinite value (no pay table has one).
+    """
+    if not value.is_finite() or value < 0:
+        raise ValueError(f"odds must be a finite, non-negative decimal, got {value!r}")
+    # normalize() strips trailing zeros but may produce an exponent ("3.4E+2");
+    # format "f" writes it back out in plain digits.
+    text = format(value.normalize(), "f")
+    return "0" if text in ("-0", "0") else text
+
+
+def format_ts(at: datetime) -> str:
+    """A time as mqtt-api.md writes it: UTC, milliseconds, ``Z`` (``2026-11-29T14:03:07.123Z``).
+
+    Raises ``ValueError`` for a naive datetime (its zone would be a guess).
+    """
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ValueError(f"a time for a payload must be timezone-aware, got {at!r}")
+    utc = at.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+# ---------------------------------------------------------------------------------------
+# Models
+
+
+class _Model(BaseModel):
+    # forbid: a builder that writes a field the spec does not have is a bug caught here.
+    # schemas() drops the additionalProperties it produces, since the spec lets us add.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Envelope(_Model):
+    """``seq`` and ``ts``, which every JSON payload has (mqtt-api.md, Conventions)."""
+
+    seq: Seq
+    ts: Timestamp
+
+
+class DeviceState(_Model):
+    """One device in ``state``: ``connected``, ``status``, and ``mode`` for the shuffler."""
+
+    connected: bool
+    status: Text = Field(description="the device's last STATUS code (READY, JAM, ...)")
+    mode: CardGame | None = Field(
+        default=None, description="shuffler only: the game it reported in MODE (null until then)"
+    )
+
+
+class Alarm(_Model):
+    """An active alarm: a check of the specs that failed."""
+
+    code: Text
+    device: DeviceName | None
+    message: Text
+    since: Timestamp
+
+
+class StateBody(_Model):
+    """``state`` (retained): the game, the devices and the active alarms."""
+
+    table: TableId
+    game: TableGame
+    devices: dict[DeviceName, DeviceState]
+    alarms: list[Alarm]
+
+
+class AlarmsBody(_Model):
+    """``alarms`` (retained): every active alarm, empty when none."""
+
+    table: TableId
+    alarms: list[Alarm]
+
+
+class PayRowModel(_Model):
+    """One pay-table row: hand name as the seed writes it, odds "to 1"."""
+
+    hand: Text
+    pays: Odds
+
+
+class CoverAllPayoutsBody(_Model):
+    """``cover_all/payouts`` (retained): the pay table for this round's number of hands."""
+
+    table: TableId
+    round_id: RoundId
+    game: CardGame
+    hands: Annotated[int, Field(ge=1, le=9)]
+    paytable: list[PayRowModel] = Field(description="highest first")
+
+
+class HighestModel(_Model):
+    """The highest qualifying hand: its name, position and (face-up) cards."""
+
+    hand: Text
+    position: HandPosition
+    cards: list[CardCode]
+
+
+class CoverAllResultBody(_Model):
+    """``cover_all/result`` (retained): the round's outcome; a flagged round has no cards."""
+
+    table: TableId
+    round_id: RoundId
+    game: CardGame
+    hands: Annotated[int, Field(ge=1, le=9)] | None
+    outcome: Literal["win", "no_qualifier", "void", "flagged"]
+    highest: HighestModel | None
+    pays: Odds | None
+    reason: Text | None = Field(description="for flagged: why the round pays nothing automatically")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CoverAllResultBody:
+        if self.outcome == "win":
+            if self.highest is None or self.pays is None:
+                raise ValueError("a win names its highest hand and its pays")
+        elif self.highest is not None or self.pays is not None:
+            # shuffler-icd.md "Card data is secret": a flagged round may still be face down.
+            raise ValueError(f"a {self.outcome} result has no highest hand and no pays")
+        if (self.outcome == "flagged") != (self.reason is not None):
+            raise ValueError("a reason is given for a flagged result, and only for it")
+        return self
+
+
+class BetProgressModel(_Model):
+    """One Bonus Craps bet on the board: its odds and its lammers."""
+
+    pays: Odds
+    hit: list[Total] = Field(description="its numbers rolled this series, sorted")
+    remaining: list[Total] = Field(description="its numbers still needed, sorted")
+    complete: bool
+
+
+class PendingRollModel(_Model):
+    """A ``CHECK`` roll waiting for the stickperson."""
+
+    roll_id: RollId
+    dice: Annotated[list[Die], Field(min_length=2, max_length=2)]
+    reason: Text
+
+
+class CrapsBoardBody(_Model):
+    """``craps/board`` (retained): the lammers, the three bets and a pending roll."""
+
+    table: TableId
+    paytable: Literal[1, 2]
+    betting_open: bool
+    numbers_hit: list[Total] = Field(description="totals rolled this series, sorted")
+    all_small: BetProgressModel
+    all_tall: BetProgressModel
+    make_em_all: BetProgressModel
+    pending_roll: PendingRollModel | None
+
+
+class CrapsRollBody(_Model):
+    """``craps/roll`` (not retained): every roll event and every decision on a roll."""
+
+    table: TableId
+    roll_id: RollId
+    dice: Annotated[list[Die], Field(min_length=2, max_length=2)]
+    total: Total | None = Field(description="null when a die is unknown")
+    status: Literal["counted", "noroll", "pending", "declared_invalid", "reinstated"]
+    reason: Text | None
+
+
+class CrapsResultBody(_Model):
+    """``craps/result`` (not retained): a side bet settled."""
+
+    table: TableId
+    roll_id: RollId
+    bet: CrapsBet
+    outcome: Literal["win", "lose"]
+    pays: Odds | None = Field(description="for win; null for lose")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CrapsResultBody:
+        if (self.outcome == "win") != (self.pays is not None):
+            raise ValueError("pays is given for a win, and only for it")
+        return self
+
+
+class CrapsReversalBody(_Model):
+    """``craps/reversal`` (not retained; added to the spec): a settlement taken back because
+    the roll that settled it was declared invalid; the bet is live again."""
+
+    table: TableId
+    roll_id: RollId
+    bet: CrapsBet
+    outcome: Literal["win", "lose"] = Field(description="the settlement being taken back")
+
+
+class BustBonusStateBody(_Model):
+    """``bust_bonus/state`` (retained): the round, betting, and the face-up dealer cards."""
+
+    table: TableId
+    round_id: RoundId | None
+    betting_open: bool
+    up_card: CardCode | None
+    dealer_cards: list[CardCode] = Field(description="face-up cards only (shuffler-icd.md)")
+
+
+class BustBonusResultBody(_Model):
+    """``bust_bonus/result`` (retained): the round's outcome (``void`` and ``reason`` added)."""
+
+    table: TableId
+    round_id: RoundId
+    outcome: Literal["win", "lose", "flagged", "void"]
+    up_card: CardCode | None
+    dealer_cards: list[CardCode]
+    total: Annotated[int, Field(ge=2)] | None
+    suited: bool
+    three_eights: bool
+    pays: Odds | None = Field(description="for win; null otherwise")
+    reason: Text | None = Field(default=None, description="for flagged: why it was not settled")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BustBonusResultBody:
+        if (self.outcome == "win") != (self.pays is not None):
+            raise ValueError("pays is given for a win, and only for it")
+        if (self.outcome == "flagged") != (self.reason is not None):
+            raise ValueError("a reason is given for a flagged result, and only for it")
+        return self
+
+
+class ResponseBody(_Model):
+    """``response/<name>`` (not retained): the answer to a request."""
+
+    table: TableId
+    request_id: str | int | None = Field(description="the request's own, echoed; null if none")
+    status: Literal["ok", "error"]
+    error: Text | None = Field(description="for error: a sentence a person understands")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResponseBody:
+        if (self.status == "error") != (self.error is not None):
+            raise ValueError("an error response says why, and an ok response has no error")
+        return self
+
+
+class StateMessage(StateBody, _Envelope):
+    """``state`` as published."""
+
+
+class AlarmsMessage(AlarmsBody, _Envelope):
+    """``alarms`` as published."""
+
+
+class CoverAllPayoutsMessage(CoverAllPayoutsBody, _Envelope):
+    """``cover_all/payouts`` as published."""
+
+
+class CoverAllResultMessage(CoverAllResultBody, _Envelope):
+    """``cover_all/result`` as published."""
+
+
+class CrapsBoardMessage(CrapsBoardBody, _Envelope):
+    """``craps/board`` as published."""
+
+
+class CrapsRollMessage(CrapsRollBody, _Envelope):
+    """``craps/roll`` as published."""
+
+
+class CrapsResultMessage(CrapsResultBody, _Envelope):
+    """``craps/result`` as published."""
+
+
+class CrapsReversalMessage(CrapsReversalBody, _Envelope):
+    """``craps/reversal`` as published (added topic)."""
+
+
+class BustBonusStateMessage(BustBonusStateBody, _Envelope):
+    """``bust_bonus/state`` as published."""
+
+
+class BustBonusResultMessage(BustBonusResultBody, _Envelope):
+    """``bust_bonus/result`` as published."""
+
+
+class ResponseMessage(ResponseBody, _Envelope):
+    """``response/<name>`` as published."""
+
+
+REQUEST_NAMES: Final = ("roll_decision", "void_roll", "overturn")
+
+# topic (relative to the base topic) -> (model of the published message, retained)
+TOPICS: Final[dict[str, tuple[type[_Model], bool]]] = {
+    "state": (StateMessage, True),
+    "alarms": (AlarmsMessage, True),
+    "cover_all/payouts": (CoverAllPayoutsMessage, True),
+    "cover_all/result": (CoverAllResultMessage, True),
+    "craps/board": (CrapsBoardMessage, True),
+    "craps/roll": (CrapsRollMessage, False),
+    "craps/result": (CrapsResultMessage, False),
+    "craps/reversal": (CrapsReversalMessage, False),
+    "bust_bonus/state": (BustBonusStateMessage, True),
+    "bust_bonus/result": (BustBonusResultMessage, True),
+    **{f"response/{name}": (ResponseMessage, False) for name in REQUEST_NAMES},
+}
+"""Every JSON topic the daemon publishes, with its model and whether it is retained."""
+
+
+def model_for(topic: str) -> tuple[type[_Model], bool]:
+    """The message model and the retained flag of a topic relative to the base topic.
+
+    ``response/<name>`` for any name (an unknown request name is answered there too).
+    Raises ``KeyError`` naming the topic when it is not one the daemon publishes.
+    """
+    if topic.startswith("response/") and topic.count("/") == 1 and len(topic) > 9:
+        return ResponseMessage, False
+    try:
+        return TOPICS[topic]
+    except KeyError:
+        raise KeyError(f"not a topic of mqtt-api.md: {topic!r}") from None
+
+
+def parse_message(topic: str, payload: bytes) -> _Model:
+    """Validate a published payload against its topic's model (for tests and tools).
+
+    Raises ``KeyError`` for an unknown topic, ``pydantic.ValidationError`` for a bad payload.
+    """
+    model, _ = model_for(topic)
+    return model.model_validate_json(payload)
+
+
+# ---------------------------------------------------------------------------------------
+# Builders: outcomes and state values -> (topic, retained, body without seq/ts)
+
+
+class Publication(NamedTuple):
+    """What to hand to ``Journal.append_publish``: the topic relative to the base topic,
+    whether it is retained, and the JSON body (``seq`` and ``ts`` are the journal's)."""
+
+    topic: str
+    retained: bool
+    body: dict[str, Any]
+
+
+def _publication(topic: str, body: _Model) -> Publication:
+    _, retained = model_for(topic)
+    return Publication(topic, retained, body.model_dump(mode="json"))
+
+
+def _odds_or_none(value: Decimal | None) -> str | None:
+    return None if value is None else format_odds(value)
+
+
+def build_outcome(outcome: Outcome, *, table: str) -> Publication | None:
+    """The publication for one rules outcome, or ``None`` for the alarm outcomes.
+
+    Alarms are not published one by one: ``AlarmRaised``/``AlarmCleared`` change the
+    active set (``apply_alarm``), and the whole set goes out on ``alarms`` and ``state``
+    (``build_alarms``, ``build_state``).
+    """
+    match outcome:
+        case CoverAllPayouts():
+            return build_cover_all_payouts(outcome, table=table)
+        case CoverAllResult():
+            return build_cover_all_result(outcome, table=table)
+        case RollRecorded():
+            return build_craps_roll(outcome, table=table)
+        case CrapsBetSettled():
+            return build_craps_result(outcome, table=table)
+        case CrapsBetReversed():
+            return build_craps_reversal(outcome, table=table)
+        case BustBonusResult():
+            return build_bust_bonus_result(outcome, table=table)
+        case AlarmRaised() | AlarmCleared():
+            return None
+        case _:
+            assert_never(outcome)
+
+
+def build_cover_all_payouts(outcome: CoverAllPayouts, *, table: str) -> Publication:
+    """``cover_all/payouts`` at ``ROUND``: the pay table for that many hands, highest first."""
+    body = CoverAllPayoutsBody(
+        table=table,
+        round_id=outcome.round_id,
+        game=outcome.game,
+        hands=outcome.hands,
+        paytable=[PayRowModel(hand=r.hand, pays=format_odds(r.pays)) for r in outcome.paytable],
+    )
+    return _publication("cover_all/payouts", body)
+
+
+def build_cover_all_result(outcome: CoverAllResult, *, table: str) -> Publication:
+    """``cover_all/result`` at ``SETTLE``/``VOID``, or a flagged round (no cards: the model
+    refuses a flagged result with a highest hand, shuffler-icd.md "Card data is secret")."""
+    highest = outcome.highest
+    body = CoverAllResultBody(
+        table=table,
+        round_id=outcome.round_id,
+        game=outcome.game,
+        hands=outcome.hands,
+        outcome=outcome.outcome,
+        highest=None
+        if highest is None
+        else HighestModel(
+            hand=highest.hand,
+            position=highest.position,  # type: ignore[arg-type]  # CM is never a hand
+            cards=list(highest.cards),
+        ),
+        pays=_odds_or_none(outcome.pays),
+        reason=outcome.reason,
+    )
+    return _publication("cover_all/result", body)
+
+
+def build_craps_roll(outcome: RollRecorded, *, table: str) -> Publication:
+    """``craps/roll`` for every roll event and every decision on a roll."""
+    body = CrapsRollBody(
+        table=table,
+        roll_id=outcome.roll_id,
+        dice=list(outcome.dice),
+        total=outcome.total,
+        status=outcome.status,
+        reason=outcome.reason,
+    )
+    return _publication("craps/roll", body)
+
+
+def build_craps_result(outcome: CrapsBetSettled, *, table: str) -> Publication:
+    """``craps/result`` when a side bet settles (``pays`` for a win, null for a loss)."""
+    body = CrapsResultBody(
+        table=table,
+        roll_id=outcome.roll_id,
+        bet=outcome.bet,
+        outcome=outcome.outcome,
+        pays=_odds_or_none(outcome.pays),
+    )
+    return _publication("craps/result", body)
+
+
+def build_craps_reversal(outcome: CrapsBetReversed, *, table: str) -> Publication:
+    """``craps/reversal`` (added topic): a settlement taken back by a void."""
+    body = CrapsReversalBody(
+        table=table, roll_id=outcome.roll_id, bet=outcome.bet, outcome=outcome.outcome
+    )
+    return _publication("craps/reversal", body)
+
+
+def build_bust_bonus_result(outcome: BustBonusResult, *, table: str) -> Publication:
+    """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason)."""
+    body = BustBonusResultBody(
+        table=table,
+        round_id=outcome.round_id,
+        outcome=outcome.outcome,
+        up_card=outcome.up_card,
+        dealer_cards=list(outcome.dealer_cards),
+        total=outcome.total,
+        suited=outcome.suited,
+        three_eights=outcome.three_eights,
+        pays=_odds_or_none(outcome.pays),
+        reason=outcome.reason,
+    )
+    return _publication("bust_bonus/result", body)
+
+
+# State topics, from plain values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceView:
+    """What ``state`` shows of one device. ``mode`` is published for the shuffler only."""
+
+    connected: bool
+    status: str
+    mode: CardGame | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActiveAlarm:
+    """An alarm that is raised and not yet cleared, with the time it was raised."""
+
+    code: str
+    device: Device | None
+    message: str
+    since: datetime
+
+
+def apply_alarm(
+    active: tuple[ActiveAlarm, ...], outcome: AlarmRaised | AlarmCleared, *, at: datetime
+) -> tuple[ActiveAlarm, ...]:
+    """The active alarms after one raise or clear, oldest first.
+
+    An alarm is keyed by ``(code, device)``: raising it again keeps its ``since`` (it never
+    stopped) but takes the newer message; clearing one that is not active changes nothing.
+    """
+    key = (outcome.code, outcome.device)
+    match outcome:
+        case AlarmRaised():
+            for i, alarm in enumerate(active):
+                if (alarm.code, alarm.device) == key:
+                    kept = ActiveAlarm(
+                        code=alarm.code,
+                        device=alarm.device,
+                        message=outcome.message,
+                        since=alarm.since,
+                    )
+                    return (*active[:i], kept, *active[i + 1 :])
+            new = ActiveAlarm(
+                code=outcome.code, device=outcome.device, message=outcome.message, since=at
+            )
+            return (*active, new)
+        case AlarmCleared():
+            return tuple(a for a in active if (a.code, a.device) != key)
+        case _:
+            assert_never(outcome)
+
+
+def _alarm_models(alarms: Iterable[ActiveAlarm]) -> list[Alarm]:
+    return [
+        Alarm(code=a.code, device=a.device, message=a.message, since=format_ts(a.since))
+        for a in alarms
+    ]
+
+
+def build_state(
+    *,
+    table: str,
+    game: TableGame,
+    devices: Mapping[DeviceName, DeviceView],
+    alarms: Iterable[ActiveAlarm],
+) -> Publication:
+    """``state``: the table's game, each device (``mode`` only for the shuffler, as the spec
+    lists it), and the active alarms."""
+    body = StateBody(
+        table=table,
+        game=game,
+        devices={
+            name: DeviceState(
+                connected=view.connected,
+                status=view.status,
+                **({"mode": view.mode} if name == "shuffler" else {}),
+            )
+            for name, view in devices.items()
+        },
+        alarms=_alarm_models(alarms),
+    )
+    # The spec lists mode "for the shuffler": leave the key out for the dice reader.
+    publication = _publication("state", body)
+    for name, device in publication.body["devices"].items():
+        if name != "shuffler":
+            device.pop("mode", None)
+    return publication
+
+
+def build_alarms(*, table: str, alarms: Iterable[ActiveAlarm]) -> Publication:
+    """``alarms``: every active alarm, oldest first; an empty list when none."""
+    return _publication("alarms", AlarmsBody(table=table, alarms=_alarm_models(alarms)))
+
+
+class BetProgress(Protocol):
+    """One bet's progress as ``rules.craps.board`` reports it (any object with these)."""
+
+    @property
+    def pays(self) -> Decimal: ...
+    @property
+    def hit(self) -> Sequence[int]: ...
+    @property
+    def remaining(self) -> Sequence[int]: ...
+    @property
+    def complete(self) -> bool: ...
+
+
+class PendingRoll(Protocol):
+    """A pending ``CHECK`` roll as ``rules.craps.board`` reports it (any object with these)."""
+
+    @property
+    def roll_id(self) -> int: ...
+    @property
+    def dice(self) -> Sequence[int]: ...
+    @property
+    def reason(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BetView:
+    """A plain ``BetProgress``."""
+
+    pays: Decimal
+    hit: tuple[int, ...]
+    remaining: tuple[int, ...]
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingView:
+    """A plain ``PendingRoll``."""
+
+    roll_id: int
+    dice: tuple[int, int]
+    reason: str
+
+
+def _bet(progress: BetProgress) -> BetProgressModel:
+    return BetProgressModel(
+        pays=format_odds(progress.pays),
+        hit=sorted(progress.hit),
+        remaining=sorted(progress.remaining),
+        complete=progress.complete,
+    )
+
+
+def build_craps_board(
+    *,
+    table: str,
+    paytable: int,
+    betting_open: bool,
+    numbers_hit: Iterable[int],
+    bets: Mapping[CrapsBet, BetProgress],
+    pending_roll: PendingRoll | None,
+) -> Publication:
+    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll.
+
+    Raises ``KeyError`` if ``bets`` lacks one of the three bets.
+    """
+    pending = (
+        None
+        if pending_roll is None
+        else PendingRollModel(
+            roll_id=pending_roll.roll_id, dice=list(pending_roll.dice), reason=pending_roll.reason
+        )
+    )
+    body = CrapsBoardBody(
+        table=table,
+        paytable=paytable,  # type: ignore[arg-type]  # validated: 1 or 2
+        betting_open=betting_open,
+        numbers_hit=sorted(numbers_hit),
+        all_small=_bet(bets["all_small"]),
+        all_tall=_bet(bets["all_tall"]),
+        make_em_all=_bet(bets["make_em_all"]),
+        pending_roll=pending,
+    )
+    return _publication("craps/board", body)
+
+
+def build_bust_bonus_state(
+    *,
+    table: str,
+    round_id: int | None,
+    betting_open: bool,
+    up_card: str | None,
+    dealer_cards: Sequence[str],
+) -> Publication:
+    """``bust_bonus/state``: ``dealer_cards`` must hold the face-up cards only (before
+    ``END`` just the up card; shuffler-icd.md "Card data is secret until it is face up")."""
+    body = BustBonusStateBody(
+        table=table,
+        round_id=round_id,
+        betting_open=betting_open,
+        up_card=up_card,
+        dealer_cards=list(dealer_cards),
+    )
+    return _publication("bust_bonus/state", body)
+
+
+def build_response(
+    name: str, *, table: str, request_id: str | int | None, error: str | None
+) -> Publication:
+    """``response/<name>``: ``status`` ok when ``error`` is None, else error with the sentence."""
+    body = ResponseBody(
+        table=table,
+        request_id=request_id,
+        status="ok" if error is None else "error",
+        error=error,
+    )
+    return Publication(f"response/{name}", False, body.model_dump(mode="json"))
+
+
+# ---------------------------------------------------------------------------------------
+# JSON Schema for the display teams
+
+
+def _open_for_additions(node: Any) -> Any:
+    # The spec lets the daemon add fields ("add topics and fields freely"), so a display
+    # must not reject a payload for an unknown key: drop additionalProperties: false.
+    if isinstance(node, dict):
+        return {
+            k: _open_for_additions(v)
+            for k, v in node.items()
+            if not (k == "additionalProperties" and v is False)
+        }
+    if isinstance(node, list):
+        return [_open_for_additions(v) for v in node]
+    return node
+
+
+def schemas() -> dict[str, dict[str, Any]]:
+    """JSON Schema (draft 2020-12) of every payload, keyed by topic relative to the base
+    topic: the published topics (``availability`` included, plain text), and the requests
+    (``request/<name>``). Plain JSON, needing nothing of lammer to use."""
+    from daemon.requests import REQUEST_MODELS  # requests imports this module
+
+    result: dict[str, dict[str, Any]] = {
+        "availability": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "availability",
+            "description": "plain text, not JSON: online, or offline (also the will message)",
+            "type": "string",
+            "enum": ["online", "offline"],
+        }
+    }
+    for topic, (model, retained) in TOPICS.items():
+        schema = _open_for_additions(model.model_json_schema(mode="serialization"))
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["title"] = topic
+        schema["description"] = f"mqtt-api.md topic <base>/{topic}" + (
+            " (retained)" if retained else ""
+        )
+        schema["x-retained"] = retained
+        result[topic] = schema
+    for name, request_model in REQUEST_MODELS.items():
+        schema = request_model.model_json_schema(mode="validation")
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["title"] = f"request/{name}"
+        schema["description"] = f"mqtt-api.md request <base>/request/{name}"
+        result[f"request/{name}"] = schema
+    return result

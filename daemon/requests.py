@@ -1,0 +1,231 @@
+"""The requests of mqtt-api.md ("Requests"): parse, validate, answer.
+
+A request arrives on ``<base>/request/<name>`` as a JSON object with ``operator`` (who
+decides; required) and optionally ``request_id``; the answer goes to
+``<base>/response/<name>``. ``parse_request`` checks the form of a request and turns it
+into a ``rules.events.Decision``; whether the decision is legal now (is the roll pending?
+is it still the latest?) is the rules' check (``rules.errors.DecisionError``), which the
+daemon answers with an error response in the same way. A bad request changes nothing.
+
+Choices where the spec is silent (documented in the README):
+
+* ``request_id`` may be a string or an integer; it is echoed as it came, null if absent.
+* ``roll_id`` is the dice reader's id, 1 to 999999 (dice-reader-icd.md), as a JSON integer
+  or a string of digits; ``clause`` is 2, 3 or 6 as a number or a string ("2").
+* Unknown fields are an error (a misspelt field must not be silently ignored).
+* ``operator`` is trimmed, 1 to 100 characters, no control characters (it is kept in the
+  table's record with the decision).
+* A request payload is at most 4096 bytes of UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from daemon.payloads import build_response
+from rules.events import Decision, RollDecided, RollVoided, VoidOverturned
+
+MAX_PAYLOAD: Final = 4096
+MAX_OPERATOR: Final = 100
+
+
+class RequestError(ValueError):
+    """A request that is not well formed. ``message`` is a sentence for a person (it goes in
+    the error response); ``request_id`` is the request's own id when it could be read."""
+
+    def __init__(self, message: str, request_id: str | int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request_id = request_id
+
+
+def _shown(value: object) -> str:
+    """A received value as JSON writes it (``true``, ``"x"``), shortened for a sentence."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _roll_id(value: object) -> int:
+    if isinstance(value, bool):  # bool is an int in Python, never a roll id
+        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if not isinstance(value, int) or not 1 <= value <= 999999:
+        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
+    return value
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    operator: str = Field(
+        min_length=1, max_length=MAX_OPERATOR, description="who decides (kept in the record)"
+    )
+    request_id: str | int | None = Field(
+        default=None, description="echoed in the response; string or integer"
+    )
+    roll_id: int = Field(ge=1, le=999999, description="the dice reader's roll id")
+
+    @field_validator("operator", mode="before")
+    @classmethod
+    def _operator(cls, value: object) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"operator must be text naming who decides, got {_shown(value)}")
+        value = value.strip()
+        if not value:
+            raise ValueError("operator is empty: say who decides")
+        if len(value) > MAX_OPERATOR:
+            raise ValueError(f"operator is longer than {MAX_OPERATOR} characters")
+        if any(not ch.isprintable() for ch in value):
+            raise ValueError("operator contains control characters")
+        return value
+
+    @field_validator("request_id", mode="before")
+    @classmethod
+    def _request_id(cls, value: object) -> str | int | None:
+        if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
+            return value
+        raise ValueError(f"request_id must be a string or an integer, got {_shown(value)}")
+
+    @field_validator("roll_id", mode="before")
+    @classmethod
+    def _roll(cls, value: object) -> int:
+        return _roll_id(value)
+
+
+class RollDecisionRequest(_Request):
+    """``request/roll_decision``: decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
+
+    decision: Literal["valid", "invalid"]
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _decision(cls, value: object) -> str:
+        if value not in ("valid", "invalid"):
+            raise ValueError(f'decision must be "valid" or "invalid", got {_shown(value)}')
+        assert isinstance(value, str)
+        return value
+
+
+class VoidRollRequest(_Request):
+    """``request/void_roll``: declare the latest counted roll invalid under 68 IAC
+    10-4-4(c)(2), (3) or (6), the clauses the reader cannot see (dice-reader-icd.md)."""
+
+    clause: Annotated[int, Field(description="2, 3 or 6 (a number or a string)")]
+
+    @field_validator("clause", mode="before")
+    @classmethod
+    def _clause(cls, value: object) -> int:
+        # 68 IAC 10-4-4(c)(2), (3), (6): the only clauses a stickperson declares by hand.
+        if type(value) is int and value in (2, 3, 6):
+            return value
+        if isinstance(value, str) and value in ("2", "3", "6"):
+            return int(value)
+        raise ValueError(
+            "clause must be 2, 3 or 6 (68 IAC 10-4-4(c)(2) another patron threw, "
+            f"(3) dice not released together, (6) no pass or don't pass bet), got {_shown(value)}"
+        )
+
+
+class OverturnRequest(_Request):
+    """``request/overturn``: reinstate the latest roll declared invalid (4-4(c), last
+    sentence)."""
+
+
+REQUEST_MODELS: Final[dict[str, type[_Request]]] = {
+    "roll_decision": RollDecisionRequest,
+    "void_roll": VoidRollRequest,
+    "overturn": OverturnRequest,
+}
+"""Every request of mqtt-api.md by name."""
+
+_NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
+
+
+def _describe(exc: ValidationError, name: str, model: type[_Request]) -> str:
+    problems: list[str] = []
+    for error in exc.errors():
+        field = ".".join(str(part) for part in error["loc"]) or "the request"
+        kind = error["type"]
+        if kind == "missing":
+            if field == "operator":
+                problems.append("operator is missing: say who decides")
+            else:
+                problems.append(f"{field} is missing")
+        elif kind == "extra_forbidden":
+            known = ", ".join(model.model_fields)
+            problems.append(f"unknown field {field!r} in {name} (its fields: {known})")
+        elif kind == "value_error":
+            problems.append(str(error["ctx"]["error"]))
+        else:  # a pydantic check the before-validators did not already word
+            problems.append(f"{field}: {error['msg']}")
+    return "; ".join(problems)
+
+
+def _constant(text: str) -> object:
+    raise ValueError(f"{text} is not a number JSON allows")
+
+
+def parse_request(name: str, payload: bytes, *, at: datetime) -> Decision:
+    """The decision a request asks for. ``at`` is when it was received (the rules never read
+    a clock). Raises ``RequestError`` with a sentence saying what is wrong, and the request's
+    ``request_id`` when it could be read, for the error response."""
+    if len(payload) > MAX_PAYLOAD:
+        raise RequestError(f"the request is {len(payload)} bytes; at most {MAX_PAYLOAD} allowed")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"the request is not UTF-8 text: {exc.reason}") from exc
+    try:
+        data: Any = json.loads(text, parse_constant=_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise RequestError(f"the request is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        kind = {list: "a list", str: "a string", type(None): "null", bool: "true or false"}.get(
+            type(data), "a number"
+        )
+        raise RequestError(f"the request must be a JSON object, got {kind}")
+    raw_id = data.get("request_id")
+    request_id = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
+    model = REQUEST_MODELS.get(name)
+    if model is None:
+        raise RequestError(f"unknown request {name!r}: the requests are {_NAMES_TEXT}", request_id)
+    try:
+        request = model.model_validate(data)
+    except ValidationError as exc:
+        raise RequestError(
+            f"bad {name} request: {_describe(exc, name, model)}", request_id
+        ) from exc
+    match request:
+        case RollDecisionRequest():
+            return RollDecided(
+                roll_id=request.roll_id,
+                valid=request.decision == "valid",
+                operator=request.operator,
+                at=at,
+            )
+        case VoidRollRequest():
+            return RollVoided(
+                roll_id=request.roll_id,
+                clause=request.clause,  # type: ignore[arg-type]  # validated: 2, 3 or 6
+                operator=request.operator,
+                at=at,
+            )
+        case OverturnRequest():
+            return VoidOverturned(roll_id=request.roll_id, operator=request.operator, at=at)
+    raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
+
+
+def response_body(
+    name: str, request_id: str | int | None, error: str | None, *, table: str
+) -> dict[str, Any]:
+    """The body of ``response/<name>`` (``seq`` and ``ts`` are the journal's to add):
+    ``request_id``, ``status`` ``ok`` (``error`` null) or ``error`` with the sentence."""
+    return build_response(name, table=table, request_id=request_id, error=error).body
