@@ -1,0 +1,524 @@
+"""The table configuration: one TOML file per table, validated by pydantic.
+
+``load_config(path)`` reads and validates a file and raises ``ConfigFileError`` listing
+*every* problem as ``key.path: what is wrong`` (``bust_bonus.decks: must be between 1 and
+8, got 0``). Unknown keys are errors: a typo must not be silently ignored. Relative paths
+(journal, password file, TLS files) are taken relative to the configuration file's
+directory, so a config and its files can move together.
+
+The keys of the issue ("Configuration") are the interface operators rely on; the rest have
+defaults. ``TableConfig.model_json_schema()`` gives the JSON Schema for tooling.
+
+Sections and who needs them:
+
+* ``[table]`` always: ``id`` (usable as one MQTT topic level) and ``game``.
+* ``[shuffler]`` for the card games, BJ included (the card-reading shoe speaks the
+  shuffler protocol, shuffler-icd.md); ``[dice_reader]`` for CRAPS. A device section for a
+  game that does not use the device is an error, as are ``[bonus_craps]`` outside CRAPS
+  and ``[bust_bonus]`` outside BJ: a section that would be ignored is a mistake.
+* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from daemon.errors import ConfigFileError
+
+TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
+CARD_GAMES: frozenset[str] = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"})
+POKER_GAMES: frozenset[str] = CARD_GAMES - {"BJ"}
+
+DEFAULT_STATE_DIR = Path("/var/lib/lammer")  # systemd StateDirectory=lammer
+
+# MQTT topic wildcards and separator (MQTT 3.1.1 section 4.7): a table id is one level.
+_TOPIC_FORBIDDEN = frozenset("/+#\0")
+
+
+def _between(lo: float, hi: float) -> AfterValidator:
+    def check(value: float) -> float:
+        if not lo <= value <= hi:
+            raise ValueError(f"must be between {lo} and {hi}, got {value}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"must be greater than 0, got {value}")
+    return value
+
+
+def _stopbits(value: float) -> float:
+    if value not in (1, 1.5, 2):
+        raise ValueError(f"must be 1, 1.5 or 2, got {value}")
+    return value
+
+
+def _range(lo: float, hi: float) -> Any:
+    """Schema bounds (for tooling) plus our own message (for operators)."""
+    return Field(json_schema_extra={"minimum": lo, "maximum": hi})
+
+
+Seconds = Annotated[
+    StrictFloat, AfterValidator(_positive), Field(json_schema_extra={"exclusiveMinimum": 0})
+]
+Port = Annotated[StrictInt, _range(1, 65535), _between(1, 65535)]
+
+
+def _resolve(value: Path, info: ValidationInfo) -> Path:
+    """A relative path is relative to the configuration file's directory."""
+    value = value.expanduser()
+    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
+    if not value.is_absolute() and isinstance(base, Path):
+        value = base / value
+    return value
+
+
+def _existing_file(value: Path, info: ValidationInfo) -> Path:
+    value = _resolve(value, info)
+    if not value.exists():
+        raise ValueError(f"no such file: {value}")
+    if not value.is_file():
+        raise ValueError(f"not a regular file: {value}")
+    return value
+
+
+class _Section(BaseModel):
+    """Common settings: frozen, unknown keys forbidden."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TableSection(_Section):
+    """``[table]``: who the table is and what it plays."""
+
+    id: str = Field(description="Table id: one MQTT topic level, also the systemd instance")
+    game: TableGame = Field(description="CSP FCP LIR MSP TCP UTH BJ CRAPS")
+
+    @field_validator("id")
+    @classmethod
+    def _topic_level(cls, value: str) -> str:
+        # mqtt-api.md: the base topic is <prefix>/<table_id>; the id must be one level.
+        if not value:
+            raise ValueError("must not be empty")
+        bad = sorted({c for c in value if c in _TOPIC_FORBIDDEN or not c.isprintable()})
+        if bad or value != value.strip():
+            shown = ", ".join(repr(c) for c in bad) or "leading/trailing space"
+            raise ValueError(f"must be usable as one MQTT topic level, got {value!r} ({shown})")
+        if len(value) > 64:
+            raise ValueError(f"must be at most 64 characters, got {len(value)}")
+        return value
+
+
+class DeviceSection(_Section):
+    """``[shuffler]`` or ``[dice_reader]``: the serial port and the driver's timings.
+
+    Port settings default to link-layer.md "Physical" (115200 8N1, no flow control);
+    every one is configurable per device as that clause allows.
+    """
+
+    port: str = Field(description="Any pyserial URL: device path, pty, socket://host:port")
+    baudrate: Annotated[StrictInt, AfterValidator(_positive)] = 115200
+    bytesize: Literal[5, 6, 7, 8] = 8
+    parity: Literal["N", "E", "O", "M", "S"] = "N"
+    stopbits: Annotated[
+        StrictFloat, AfterValidator(_stopbits), Field(json_schema_extra={"enum": [1, 1.5, 2]})
+    ] = 1
+    rtscts: StrictBool = False
+    xonxoff: StrictBool = False
+    ack_deadline: Seconds = Field(
+        default=0.25,
+        description="link-layer.md: the host ACKs every good frame within 250 ms",
+    )
+    silence_timeout: Seconds = Field(
+        default=30.0,
+        description="Seconds without a byte before the driver sends QUERY to check the link",
+    )
+    reconnect_initial: Seconds = Field(
+        default=0.5, description="First delay before reopening a lost port (jittered)"
+    )
+    reconnect_max: Seconds = Field(default=10.0, description="Cap of the reopen backoff")
+
+    @field_validator("port")
+    @classmethod
+    def _port_given(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name a serial port or pyserial URL, got an empty string")
+        return value
+
+
+class TlsSection(_Section):
+    """``[mqtt.tls]``: TLS to the broker. Files must exist; ``cert_file`` needs ``key_file``."""
+
+    ca_file: Annotated[Path | None, Field(description="CA bundle; None: system store")] = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _existing_file(value, info)
+
+
+class MqttSection(_Section):
+    """``[mqtt]``: the broker and the topic prefix (mqtt-api.md "Conventions")."""
+
+    host: str = "127.0.0.1"
+    port: Port = 1883
+    prefix: str = Field(default="lammer", description="Base topic is <prefix>/<table id>")
+    client_id: str | None = Field(
+        default=None, description="One stable client id per table; default lammer-<table id>"
+    )
+    keepalive: Annotated[StrictInt, _range(5, 65535), _between(5, 65535)] = 30
+    username: str | None = None
+    password_file: Path | None = Field(
+        default=None, description="File holding the password (never the password itself)"
+    )
+    tls: TlsSection | None = None
+    reconnect_initial: Seconds = Field(default=0.5, description="First reconnect delay")
+    reconnect_max: Seconds = Field(default=30.0, description="Cap of the jittered backoff")
+
+    @field_validator("host")
+    @classmethod
+    def _host_given(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the broker, got an empty string")
+        return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix_topic(cls, value: str) -> str:
+        levels = value.split("/")
+        if not value or any(not level for level in levels):
+            raise ValueError(f"must be topic levels separated by single '/', got {value!r}")
+        if any(c in "+#\0" for c in value) or value.startswith("$"):
+            raise ValueError(f"must not hold '+', '#' or start with '$', got {value!r}")
+        return value
+
+    @field_validator("client_id")
+    @classmethod
+    def _client_id(cls, value: str | None) -> str | None:
+        if value is not None and not 1 <= len(value.encode()) <= 128:
+            raise ValueError(f"must be 1 to 128 bytes, got {len(value.encode())}")
+        return value
+
+    @field_validator("password_file")
+    @classmethod
+    def _password_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _existing_file(value, info)
+
+    def read_password(self) -> str | None:
+        """The password from ``password_file`` (first line, without its newline), or None."""
+        if self.password_file is None:
+            return None
+        text = self.password_file.read_text(encoding="utf-8")
+        return text.splitlines()[0] if text else ""
+
+
+class JournalSection(_Section):
+    """``[journal]``: where the SQLite journal lives."""
+
+    path: Path | None = Field(
+        default=None, description="SQLite journal; default /var/lib/lammer/<table id>.db"
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _usable(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _resolve(value, info)
+        if value.is_dir():
+            raise ValueError(f"is a directory, expected a file path: {value}")
+        # The journal creates missing directories; an ancestor that is a file cannot work.
+        for parent in value.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise ValueError(f"{parent} is not a directory")
+                break
+        return value
+
+
+class LoggingSection(_Section):
+    """``[logging]``: structlog output."""
+
+    format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="auto: JSON lines unless the log stream is a terminal"
+    )
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+
+class WatchdogSection(_Section):
+    """``[watchdog]``: feeding systemd's watchdog (WatchdogSec= in the unit sets the period).
+
+    The watchdog is fed only while every loop of the pipeline has shown progress within
+    ``stall_timeout`` seconds; otherwise systemd restarts the service.
+    """
+
+    enabled: StrictBool = True
+    stall_timeout: Seconds = 10.0
+
+
+class BonusCrapsSection(_Section):
+    """``[bonus_craps]``: which of the two pay tables of the Bonus Craps rules is in use."""
+
+    paytable: Literal[1, 2] = Field(default=1, description="Bonus Craps pay table 1 or 2")
+
+
+class BustBonusSection(_Section):
+    """``[bust_bonus]``: the blackjack shoe."""
+
+    decks: Annotated[StrictInt, _range(1, 8), _between(1, 8)] = Field(
+        default=6, description="Decks in the shoe: a card may appear that many times a round"
+    )
+    dealer_hits_soft_17: StrictBool = Field(
+        default=False, description="House rule for playing out the dealer's hand (rule (11))"
+    )
+
+
+class TableConfig(_Section):
+    """One table's whole configuration."""
+
+    table: TableSection
+    shuffler: DeviceSection | None = None
+    dice_reader: DeviceSection | None = None
+    mqtt: MqttSection = MqttSection()
+    journal: JournalSection = JournalSection()
+    logging: LoggingSection = LoggingSection()
+    watchdog: WatchdogSection = WatchdogSection()
+    bonus_craps: BonusCrapsSection = BonusCrapsSection()
+    bust_bonus: BustBonusSection = BustBonusSection()
+
+    @property
+    def client_id(self) -> str:
+        """The MQTT client id: ``[mqtt] client_id`` or ``lammer-<table id>``."""
+        return self.mqtt.client_id or f"lammer-{self.table.id}"
+
+    @property
+    def journal_path(self) -> Path:
+        """The journal file: ``[journal] path`` or ``/var/lib/lammer/<table id>.db``."""
+        return self.journal.path or DEFAULT_STATE_DIR / f"{self.table.id}.db"
+
+    @property
+    def base_topic(self) -> str:
+        """``<prefix>/<table id>`` (mqtt-api.md "Conventions")."""
+        return f"{self.mqtt.prefix}/{self.table.id}"
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _cross_checks(cls, data: Any, handler: Any) -> Any:
+        # Cross-field checks run on the raw data so they are reported together with the
+        # field errors (an after-validator would run only once every field is valid).
+        extra = _cross_problems(data)
+        try:
+            model = handler(data)
+        except ValidationError as exc:
+            if not extra:
+                raise
+            errors: list[Any] = [*exc.errors(), *extra]
+            raise ValidationError.from_exception_data(exc.title, errors) from None
+        if extra:
+            raise ValidationError.from_exception_data(cls.__name__, extra)
+        return model
+
+
+def _cross(loc: tuple[str, ...], message: str, data: object) -> InitErrorDetails:
+    return InitErrorDetails(
+        type=PydanticCustomError("cross_field", "{message}", {"message": message}),
+        loc=loc,
+        input=data,
+    )
+
+
+def _cross_problems(data: object) -> list[InitErrorDetails]:
+    """Problems that need more than one key; silent about keys the fields reject anyway."""
+    if not isinstance(data, dict):
+        return []
+    out: list[InitErrorDetails] = []
+    table = data.get("table")
+    game = table.get("game") if isinstance(table, dict) else None
+    if game in CARD_GAMES:
+        if "shuffler" not in data:
+            why = "the card-reading shoe speaks the shuffler protocol" if game == "BJ" else ""
+            out.append(_cross(("shuffler",), _needed(str(game), why), data))
+        if "dice_reader" in data:
+            out.append(_cross(("dice_reader",), _unused("dice_reader", str(game)), data))
+        if "bonus_craps" in data:
+            out.append(_cross(("bonus_craps",), _unused("bonus_craps", str(game)), data))
+    if game == "CRAPS":
+        if "dice_reader" not in data:
+            out.append(_cross(("dice_reader",), _needed("CRAPS", ""), data))
+        if "shuffler" in data:
+            out.append(_cross(("shuffler",), _unused("shuffler", "CRAPS"), data))
+    if game in POKER_GAMES | {"CRAPS"} and "bust_bonus" in data:
+        out.append(_cross(("bust_bonus",), _unused("bust_bonus", str(game)), data))
+
+    mqtt = data.get("mqtt")
+    if isinstance(mqtt, dict):
+        if mqtt.get("password_file") is not None and mqtt.get("username") is None:
+            out.append(
+                _cross(("mqtt", "username"), "required when mqtt.password_file is set", data)
+            )
+        tls = mqtt.get("tls")
+        if isinstance(tls, dict) and (tls.get("cert_file") is None) != (
+            tls.get("key_file") is None
+        ):
+            given, missing = (
+                ("cert_file", "key_file")
+                if tls.get("key_file") is None
+                else ("key_file", "cert_file")
+            )
+            out.append(_cross(("mqtt", "tls", missing), f"required with mqtt.tls.{given}", data))
+        out.extend(_backoff_problems(mqtt, ("mqtt",), data))
+    for device in ("shuffler", "dice_reader"):
+        section = data.get(device)
+        if isinstance(section, dict):
+            out.extend(_backoff_problems(section, (device,), data))
+    return out
+
+
+def _backoff_problems(
+    section: dict[str, Any], loc: tuple[str, ...], data: object
+) -> list[InitErrorDetails]:
+    initial, cap = section.get("reconnect_initial"), section.get("reconnect_max")
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (initial, cap))
+    if numbers and initial > cap:  # type: ignore[operator]
+        message = f"must not be less than reconnect_initial ({initial}), got {cap}"
+        return [_cross((*loc, "reconnect_max"), message, data)]
+    return []
+
+
+def _needed(game: str, why: str) -> str:
+    return f"required for a {game} table" + (f" ({why})" if why else "")
+
+
+def _unused(section: str, game: str) -> str:
+    return f"not used by a {game} table: remove [{section}] or change table.game"
+
+
+# ---------------------------------------------------------------------------------------
+# Error messages for operators
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(file)"
+
+
+def _field_names(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed beside ``loc``'s last part (for "did you mean")."""
+    current: Any = model
+    for part in loc[:-1]:
+        field = current.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return []
+        annotation = field.annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        current = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
+        if current is None:
+            return []
+    return list(current.model_fields)
+
+
+def _describe(error: Any) -> str:
+    """One pydantic error as ``what is wrong``, in words an operator understands."""
+    kind = error["type"]
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    got = f", got {value!r}"
+    if kind == "extra_forbidden":
+        names = _field_names(TableConfig, tuple(error["loc"]))
+        close = difflib.get_close_matches(str(error["loc"][-1]), names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown key{hint}" + (
+            f" (known: {', '.join(names)})" if names and not hint else ""
+        )
+    if kind == "missing":
+        return "required, missing"
+    if kind in {"value_error", "cross_field"}:
+        return str(ctx.get("error") or ctx.get("message") or error["msg"]).removeprefix(
+            "Value error, "
+        )
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}{got}"
+    if kind in {"model_type", "model_attributes_type", "dict_type"}:
+        return f"must be a table ([section] or {{...}}){got}"
+    simple = {
+        "int_type": "an integer",
+        "bool_type": "true or false",
+        "float_type": "a number",
+        "string_type": "a string",
+        "path_type": "a path string",
+    }
+    if kind in simple:
+        return f"must be {simple[kind]}{got}"
+    return f"{error['msg']}{got}"
+
+
+def problems_of(exc: ValidationError) -> list[str]:
+    """Every error of a validation as ``key.path: what is wrong``."""
+    return [f"{_format_loc(tuple(e['loc']))}: {_describe(e)}" for e in exc.errors()]
+
+
+def validate_config(data: dict[str, Any], *, base_dir: Path | None = None) -> TableConfig:
+    """Validate parsed TOML data. Raises ``ConfigFileError`` listing every problem."""
+    try:
+        return TableConfig.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as exc:
+        raise ConfigFileError(None, problems_of(exc)) from exc
+
+
+def load_config(path: str | Path) -> TableConfig:
+    """Read and validate a table's TOML file.
+
+    Raises ``ConfigFileError`` (with ``path`` and every problem) for a missing or
+    unreadable file, TOML that does not parse, or settings that do not validate.
+    """
+    path = Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigFileError(path, ["(file): no such file"]) from None
+    except IsADirectoryError:
+        raise ConfigFileError(path, ["(file): is a directory"]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(path, [f"(file): not UTF-8 text ({exc.reason})"]) from exc
+    except OSError as exc:
+        raise ConfigFileError(path, [f"(file): cannot read: {exc.strerror}"]) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigFileError(path, [f"(file): not valid TOML: {exc}"]) from exc
+    try:
+        return validate_config(data, base_dir=path.resolve().parent)
+    except ConfigFileError as exc:
+        raise ConfigFileError(path, exc.problems) from exc.__cause__

@@ -1,0 +1,70 @@
+"""Errors of the daemon layer.
+
+One base for the layer; builtins mixed in where they fit, so callers may catch either::
+
+    DaemonError(Exception)
+    ├── ConfigFileError(DaemonError, ValueError)    a table configuration that cannot be used:
+    │                                               ``problems`` lists every one as
+    │                                               ``key.path: what is wrong``
+    ├── JournalError(DaemonError)                   the journal refused an operation
+    │   ├── JournalFileError(JournalError, OSError)     missing, unreadable or not a journal
+    │   └── JournalValueError(JournalError, ValueError) a bad kind, a naive time, a value that
+    │                                                   is not JSON, an unknown ``seq``
+    └── RecordError(DaemonError, ValueError)        an event that cannot be turned into a
+                                                    journal record or back (``path`` says where)
+
+Each carries structured attributes besides its message, so callers can report without
+parsing text. Other daemon modules add their errors under ``DaemonError`` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class DaemonError(Exception):
+    """Base of every error raised by the daemon layer."""
+
+
+class ConfigFileError(DaemonError, ValueError):
+    """A configuration file that cannot be used.
+
+    ``path`` is the file (``None`` when validated from data), ``problems`` every problem
+    found, each ``key.path: what is wrong`` (a file-level problem names no key).
+    """
+
+    def __init__(self, path: Path | None, problems: Sequence[str]) -> None:
+        self.path = path
+        self.problems: tuple[str, ...] = tuple(problems)
+        where = str(path) if path is not None else "configuration"
+        count = len(self.problems)
+        header = f"{where}: {count} problem{'s' if count != 1 else ''}"
+        super().__init__("\n  ".join([header, *self.problems]))
+
+
+class JournalError(DaemonError):
+    """Base of the journal's errors; ``path`` is the journal file when known."""
+
+    def __init__(self, message: str, *, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class JournalFileError(JournalError, OSError):
+    """The journal file is missing (read-only open), unreadable, or not a lammer journal."""
+
+
+class JournalValueError(JournalError, ValueError):
+    """A call the journal refuses: unknown kind, naive time, non-JSON value, unknown seq."""
+
+
+class RecordError(DaemonError, ValueError):
+    """An object that is not a registered event, or a record that does not decode.
+
+    ``path`` says where in the record (``HandDealt.cards[2]``).
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
