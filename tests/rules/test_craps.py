@@ -1,0 +1,477 @@
+"""Bonus Craps and proper/invalid rolls: worked cases of every rule and every refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from rules.craps import (
+    CrapsState,
+    RollError,
+    apply,
+    apply_all,
+    board,
+    initial_state,
+    latest_roll_id,
+    latest_status,
+)
+from rules.errors import DecisionError
+from rules.events import (
+    CheckReason,
+    CrapsBet,
+    CrapsBetReversed,
+    CrapsBetSettled,
+    Decision,
+    DiceFact,
+    DiceRolled,
+    NoRoll,
+    Outcome,
+    RollCheck,
+    RollDecided,
+    RollRecorded,
+    RollVoided,
+    VoidOverturned,
+)
+
+AT = datetime(2024, 3, 20, 21, 15, tzinfo=UTC)
+# The seed's pay tables, written out here by hand (test_craps_paytable compares the data
+# with the seed text itself).
+SEED_PAYS: dict[int, dict[CrapsBet, Decimal]] = {
+    1: {"all_small": Decimal(34), "all_tall": Decimal(34), "make_em_all": Decimal(175)},
+    2: {"all_small": Decimal(30), "all_tall": Decimal(30), "make_em_all": Decimal(150)},
+}
+SMALL = (2, 3, 4, 5, 6)
+TALL = (8, 9, 10, 11, 12)
+DICE = {2: (1, 1), 3: (1, 2), 4: (2, 2), 5: (2, 3), 6: (3, 3), 7: (3, 4), 8: (4, 4)}
+DICE |= {9: (4, 5), 10: (5, 5), 11: (5, 6), 12: (6, 6)}
+
+
+class Table:
+    """A test driver: numbers roll ids itself and keeps every outcome."""
+
+    def __init__(self, paytable: int = 1) -> None:
+        self.state = initial_state(paytable)
+        self.next_id = 5001
+        self.outcomes: list[Outcome] = []
+
+    def do(self, event: DiceFact | Decision) -> tuple[Outcome, ...]:
+        self.state, out = apply(self.state, event)
+        self.outcomes.extend(out)
+        return out
+
+    def roll(self, *totals: int) -> tuple[Outcome, ...]:
+        out: list[Outcome] = []
+        for total in totals:
+            out.extend(self.do(DiceRolled(roll_id=self.take_id(), dice=DICE[total])))
+        return tuple(out)
+
+    def check(self, dice: tuple[int, int], reason: CheckReason = "ON_CHIPS") -> int:
+        roll_id = self.take_id()
+        self.do(RollCheck(roll_id=roll_id, dice=dice, reason=reason))
+        return roll_id
+
+    def noroll(self) -> int:
+        roll_id = self.take_id()
+        self.do(NoRoll(roll_id=roll_id, reason="OFF_TABLE"))
+        return roll_id
+
+    def take_id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+    def refused(self, decision: Decision, match: str) -> None:
+        """The decision raises, names the roll, and the state is the same state."""
+        before = self.state
+        with pytest.raises(DecisionError, match=match) as info:
+            apply(self.state, decision)
+        assert info.value.roll_id == decision.roll_id
+        assert self.state == before
+
+
+def decide(roll_id: int, *, valid: bool, operator: str = "stick-ann") -> RollDecided:
+    return RollDecided(roll_id=roll_id, valid=valid, operator=operator, at=AT)
+
+
+def void(roll_id: int, clause: int = 2, operator: str = "stick-ann") -> RollVoided:
+    return RollVoided(roll_id=roll_id, clause=clause, operator=operator, at=AT)  # type: ignore[arg-type]
+
+
+def overturn(roll_id: int, operator: str = "floor-bob") -> VoidOverturned:
+    return VoidOverturned(roll_id=roll_id, operator=operator, at=AT)
+
+
+def settled(outcomes: Iterable[Outcome]) -> list[tuple[int, str, str, Decimal | None]]:
+    return [
+        (o.roll_id, o.bet, o.outcome, o.pays) for o in outcomes if isinstance(o, CrapsBetSettled)
+    ]
+
+
+def reversed_(outcomes: Iterable[Outcome]) -> list[tuple[int, str, str]]:
+    return [(o.roll_id, o.bet, o.outcome) for o in outcomes if isinstance(o, CrapsBetReversed)]
+
+
+def statuses(outcomes: Iterable[Outcome]) -> list[tuple[int, str]]:
+    return [(o.roll_id, o.status) for o in outcomes if isinstance(o, RollRecorded)]
+
+
+# ---------------------------------------------------------------------------------------
+# The side bets (20:18:33:12)
+
+
+@pytest.mark.parametrize("paytable", [1, 2])
+def test_fresh_table_has_betting_open_and_the_pay_table_odds(paytable: int) -> None:
+    view = board(initial_state(paytable))
+    assert view.paytable == paytable
+    assert view.betting_open
+    assert view.numbers_hit == ()
+    assert view.pending_roll is None
+    assert view.all_small.remaining == SMALL
+    assert view.all_tall.remaining == TALL
+    assert view.make_em_all.remaining == SMALL + TALL
+    for bet, pays in SEED_PAYS[paytable].items():
+        assert view.bet(bet).pays == pays
+        assert not view.bet(bet).complete
+    assert latest_roll_id(initial_state(paytable)) is None
+
+
+# Every row of both pay tables: rolled in this order (with repeats and off-bet numbers on
+# the way), the bet completes on the last roll and wins at the row's odds, exactly once.
+ROWS = [
+    ("all_small", (6, 5, 5, 11, 4, 3, 8, 2)),
+    ("all_tall", (12, 2, 11, 10, 10, 9, 8)),
+    ("make_em_all", (8, 2, 9, 3, 10, 4, 11, 5, 12, 6)),
+]
+
+
+@pytest.mark.parametrize("paytable", [1, 2])
+@pytest.mark.parametrize(("bet", "totals"), ROWS)
+def test_each_bet_wins_at_its_pay_table_odds_on_its_last_number(
+    paytable: int, bet: CrapsBet, totals: tuple[int, ...]
+) -> None:
+    table = Table(paytable)
+    table.roll(*totals[:-1])
+    assert not board(table.state).bet(bet).complete
+    last = table.roll(totals[-1])
+    wins = [s for s in settled(last) if s[1] == bet]
+    assert wins == [(table.next_id - 1, bet, "win", SEED_PAYS[paytable][bet])]
+    assert board(table.state).bet(bet).complete
+    assert board(table.state).bet(bet).remaining == ()
+    # Taken down (rule (1)(c)): more numbers and then a seven settle it no more.
+    after = table.roll(*totals, 7)
+    assert bet not in {s[1] for s in settled(after)}
+    assert [s for s in settled(table.outcomes) if s[1] == bet] == wins
+
+
+def test_make_em_all_completes_small_and_tall_on_the_way_each_once() -> None:
+    table = Table(1)
+    table.roll(2, 3, 4, 5, 6, 8, 9, 10, 11, 12)
+    assert settled(table.outcomes) == [
+        (5005, "all_small", "win", Decimal(34)),
+        (5010, "all_tall", "win", Decimal(34)),
+        (5010, "make_em_all", "win", Decimal(175)),
+    ]
+
+
+def test_come_out_seven_loses_every_bet_and_a_new_series_begins() -> None:
+    table = Table()
+    out = table.roll(7)
+    assert settled(out) == [
+        (5001, "all_small", "lose", None),
+        (5001, "all_tall", "lose", None),
+        (5001, "make_em_all", "lose", None),
+    ]
+    assert board(table.state).betting_open
+    assert board(table.state).numbers_hit == ()
+
+
+def test_seven_loses_only_the_bets_still_up_and_clears_the_lammers() -> None:
+    table = Table()
+    table.roll(2, 3, 4, 5, 6, 9)
+    assert board(table.state).numbers_hit == (2, 3, 4, 5, 6, 9)
+    assert board(table.state).all_tall.hit == (9,)
+    out = table.roll(7)
+    assert settled(out) == [(5007, "all_tall", "lose", None), (5007, "make_em_all", "lose", None)]
+    view = board(table.state)
+    assert view.numbers_hit == ()
+    assert not view.all_small.complete
+    assert view.all_small.remaining == SMALL
+
+
+def test_betting_is_open_only_before_the_first_counted_roll_of_a_series() -> None:
+    table = Table()
+    table.noroll()  # a no-roll never counts, so the series has not begun
+    assert board(table.state).betting_open
+    table.roll(11)
+    assert not board(table.state).betting_open
+    table.roll(7)
+    assert board(table.state).betting_open
+    roll_id = table.check((2, 2))  # may yet be the first roll: betting waits
+    assert not board(table.state).betting_open
+    table.do(decide(roll_id, valid=False))
+    assert board(table.state).betting_open
+
+
+# ---------------------------------------------------------------------------------------
+# Pending rolls (dice-reader-icd.md, "What the host must do")
+
+
+def test_rolls_behind_a_pending_check_wait_in_order_and_count_once_it_is_decided() -> None:
+    table = Table()
+    table.roll(2, 3, 4)
+    check = table.check((2, 3), "SLID")
+    waiting = table.roll(6)
+    assert statuses(waiting) == [(5005, "pending")]
+    assert isinstance(waiting[0], RollRecorded)
+    assert waiting[0].reason == "waits for the decision on roll 5004"
+    pending = board(table.state).pending_roll
+    assert pending is not None
+    assert (pending.roll_id, pending.dice) == (5004, (2, 3))
+    assert "SLID (68 IAC 10-4-4(c)(8))" in pending.reason
+    assert board(table.state).numbers_hit == (2, 3, 4)  # nothing behind it counted
+    out = table.do(decide(check, valid=True))
+    # The CHECK counts with its dice (5), then the waiting six completes All Small.
+    assert statuses(out) == [(5004, "counted"), (5005, "counted")]
+    assert settled(out) == [(5005, "all_small", "win", Decimal(34))]
+    assert board(table.state).pending_roll is None
+
+
+def test_a_check_declared_invalid_does_not_count_and_the_rolls_behind_it_do() -> None:
+    table = Table()
+    check = table.check((3, 4), "RAIL")  # a seven on the rail
+    table.roll(8)
+    out = table.do(decide(check, valid=False))
+    assert statuses(out) == [(check, "declared_invalid"), (check + 1, "counted")]
+    assert settled(out) == []
+    assert board(table.state).numbers_hit == (8,)
+
+
+def test_a_check_behind_a_check_becomes_pending_in_turn() -> None:
+    table = Table()
+    first = table.check((1, 1))
+    table.roll(3)
+    second = table.check((2, 2), "BOWL")
+    table.roll(5)
+    table.refused(decide(second, valid=True), f"roll {second} waits behind it: decide roll {first}")
+    out = table.do(decide(first, valid=True))
+    assert statuses(out) == [(first, "counted"), (first + 1, "counted"), (second, "pending")]
+    pending = board(table.state).pending_roll
+    assert pending is not None
+    assert pending.roll_id == second
+    assert board(table.state).numbers_hit == (2, 3)
+    out = table.do(decide(second, valid=True))
+    assert statuses(out) == [(second, "counted"), (second + 1, "counted")]
+    assert board(table.state).numbers_hit == (2, 3, 4, 5)
+
+
+def test_a_check_with_an_unreadable_die_cannot_be_declared_valid() -> None:
+    table = Table()
+    check = table.check((0, 5), "UNREADABLE")
+    table.refused(decide(check, valid=True), r"unreadable \(dice 0, 5\).*10-4-4\(c\)\(11\)")
+    out = table.do(decide(check, valid=False))
+    assert statuses(out) == [(check, "declared_invalid")]
+    assert isinstance(out[0], RollRecorded)
+    assert out[0].total is None
+    table.refused(overturn(check), "a die was unreadable")
+
+
+def test_a_no_roll_never_counts_and_does_not_wait() -> None:
+    table = Table()
+    table.check((1, 1))
+    out = table.do(NoRoll(roll_id=table.take_id(), reason="EXTRA_DICE"))
+    assert out == (
+        RollRecorded(
+            roll_id=5002,
+            dice=(0, 0),
+            total=None,
+            status="noroll",
+            reason="EXTRA_DICE (68 IAC 10-4-4(b)(2))",
+        ),
+    )
+    assert latest_status(table.state) == "noroll"
+
+
+# ---------------------------------------------------------------------------------------
+# Voids and overturns
+
+
+def test_voiding_a_seven_restores_lammers_and_bets_and_closes_betting_again() -> None:
+    table = Table()
+    table.roll(2, 3, 4, 5, 6, 9)
+    before = board(table.state)
+    table.roll(7)
+    out = table.do(void(5007, clause=3))
+    assert statuses(out) == [(5007, "declared_invalid")]
+    assert reversed_(out) == [(5007, "all_tall", "lose"), (5007, "make_em_all", "lose")]
+    assert board(table.state) == before
+    assert not board(table.state).betting_open
+    # The series goes on as if the seven had not been rolled: 9 is still lammered.
+    out = table.roll(8, 10, 11, 12)
+    assert settled(out) == [
+        (5011, "all_tall", "win", Decimal(34)),
+        (5011, "make_em_all", "win", Decimal(175)),
+    ]
+
+
+def test_voiding_the_roll_that_completed_all_small_takes_the_win_back() -> None:
+    table = Table(2)
+    table.roll(2, 3, 4, 5)
+    before = board(table.state)
+    table.roll(6)
+    out = table.do(void(5005, clause=6))
+    assert reversed_(out) == [(5005, "all_small", "win")]
+    assert board(table.state) == before
+    out = table.do(overturn(5005))
+    assert statuses(out) == [(5005, "reinstated")]
+    assert settled(out) == [(5005, "all_small", "win", Decimal(30))]
+    assert board(table.state).all_small.complete
+
+
+def test_overturning_a_check_declared_invalid_counts_it_with_its_dice() -> None:
+    table = Table()
+    check = table.check((3, 3), "STACKED")
+    table.do(decide(check, valid=False))
+    out = table.do(overturn(check))
+    assert statuses(out) == [(check, "reinstated")]
+    assert board(table.state).numbers_hit == (6,)
+    assert not board(table.state).betting_open
+
+
+def test_a_void_of_the_first_roll_of_a_series_reopens_betting() -> None:
+    table = Table()
+    table.roll(7, 4)
+    table.do(void(5002))
+    assert board(table.state).betting_open
+
+
+@pytest.mark.parametrize("next_event", ["ROLL", "NOROLL", "CHECK"])
+def test_any_later_roll_event_closes_the_void_and_overturn_windows(next_event: str) -> None:
+    table = Table()
+    table.roll(4)
+    table.roll(6)
+    table.do(void(5002))
+    match next_event:
+        case "ROLL":
+            table.roll(8)
+        case "NOROLL":
+            table.noroll()
+        case _:
+            table.check((4, 4))
+    table.refused(overturn(5002), "roll 5002 cannot be reinstated: roll 5003 has arrived since")
+    table.refused(void(5001), "roll 5001 cannot be declared invalid: roll 5003 has arrived")
+
+
+def test_a_roll_waiting_behind_a_check_closes_the_windows_of_that_check() -> None:
+    # "Until the next roll arrives": roll 5002 arrived while 5001 was pending.
+    table = Table()
+    check = table.check((2, 2))
+    table.roll(8)
+    table.do(decide(check, valid=False))
+    table.refused(overturn(check), "roll 5002 has arrived since")
+    table.do(void(5002))  # the latest counted roll can still be voided
+
+
+def test_void_refusals_name_the_reason() -> None:
+    table = Table()
+    table.refused(void(1), "unknown roll 1: the dice reader has reported no such roll")
+    table.noroll()
+    table.refused(void(5001), "no-roll under 68 IAC 10-4-4\\(b\\) and never counted")
+    table.check((1, 2))
+    table.refused(void(5002), "has not counted yet")
+    table.do(decide(5002, valid=False))
+    table.refused(void(5002), "already declared invalid")
+    table.roll(5)
+    table.refused(void(5003, clause=5), "clause 5 is not one the stickperson declares")
+    table.refused(void(5003, operator=" "), "needs the operator")
+    naive = RollVoided(roll_id=5003, clause=2, operator="a", at=datetime(2024, 1, 1))
+    table.refused(naive, "has no time zone")
+
+
+def test_decision_and_overturn_refusals_name_the_reason() -> None:
+    table = Table()
+    table.refused(decide(5001, valid=True), "unknown roll 5001")
+    table.roll(4)
+    table.refused(decide(5001, valid=True), "roll 5001 is not pending: no roll waits")
+    table.refused(overturn(5001), "it counts; there is no declaration of invalid to overturn")
+    table.refused(overturn(77), "unknown roll 77")
+    check = table.check((1, 2))
+    table.refused(decide(5001, valid=False), f"roll 5001 is not pending: decide roll {check}")
+    table.refused(overturn(check), "has not been decided yet")
+    table.noroll()
+    table.refused(overturn(5003), "invalid by rule, not by declaration")
+
+
+# ---------------------------------------------------------------------------------------
+# Roll ids, bad facts and the ledger
+
+
+def test_a_repeat_of_the_latest_roll_is_recorded_and_counted_once() -> None:
+    table = Table()
+    fact = DiceRolled(roll_id=42, dice=(1, 1))
+    table.do(fact)
+    assert table.do(fact) == ()
+    assert board(table.state).numbers_hit == (2,)
+    assert table.state.ledger[-1].event == fact
+    assert table.state.ledger[-1].note == "repeat of roll 42: already recorded, ignored"
+    # The same id with other dice is another roll (the reader's counter restarted).
+    table.do(DiceRolled(roll_id=42, dice=(1, 2)))
+    assert board(table.state).numbers_hit == (2, 3)
+    table.do(void(42))
+    assert board(table.state).numbers_hit == (2,)
+
+
+@pytest.mark.parametrize(
+    ("fact", "message"),
+    [
+        (DiceRolled(roll_id=0, dice=(1, 1)), "roll id 0 is out of range 1 to 999999"),
+        (DiceRolled(roll_id=1_000_000, dice=(1, 1)), "out of range"),
+        (DiceRolled(roll_id=1, dice=(0, 1)), r"dice \(0, 1\) are not two dice of 1 to 6"),
+        (DiceRolled(roll_id=1, dice=(7, 1)), "not two dice of 1 to 6"),
+        (DiceRolled(roll_id=1, dice=(1, 2, 3)), "not two dice"),  # type: ignore[arg-type]
+        (RollCheck(roll_id=1, dice=(-1, 1), reason="SLID"), "not two dice of 0 to 6"),
+        (RollCheck(roll_id=1, dice=(1, 1), reason="LOUD"), "unknown CHECK reason 'LOUD'"),  # type: ignore[arg-type]
+        (NoRoll(roll_id=1, reason="LOST"), "unknown NOROLL reason 'LOST'"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_fact_that_cannot_be_is_refused_and_changes_nothing(fact: DiceFact, message: str) -> None:
+    state = initial_state(1)
+    with pytest.raises(RollError, match=message) as info:
+        apply(state, fact)
+    assert info.value.roll_id == fact.roll_id
+    assert isinstance(info.value, ValueError)
+
+
+def test_the_ledger_keeps_every_roll_decision_and_reversal_with_who_and_when() -> None:
+    table = Table()
+    table.roll(7)
+    table.do(void(5001, operator="stick-cy"))
+    table.refused(void(5001), "already declared invalid")  # refused: not in the ledger
+    table.do(overturn(5001, operator="floor-di"))
+    ledger = table.state.ledger
+    assert [type(e.event).__name__ for e in ledger] == [
+        "DiceRolled",
+        "RollVoided",
+        "VoidOverturned",
+    ]
+    voided, reinstated = ledger[1].event, ledger[2].event
+    assert isinstance(voided, RollVoided)
+    assert isinstance(reinstated, VoidOverturned)
+    assert (voided.operator, voided.at, voided.clause) == ("stick-cy", AT, 2)
+    assert (reinstated.operator, reinstated.at) == ("floor-di", AT)
+    assert len(reversed_(ledger[1].outcomes)) == 3
+    assert len(settled(ledger[2].outcomes)) == 3
+    assert isinstance(ledger[1].outcomes[0], RollRecorded)
+    assert ledger[1].outcomes[0].reason is not None
+    assert "declared invalid by stick-cy" in ledger[1].outcomes[0].reason
+    # The ledger is the journal: replaying its events rebuilds the same state.
+    replayed, outcomes = apply_all(initial_state(1), [e.event for e in ledger])
+    assert replayed == table.state
+    assert list(outcomes) == table.outcomes
+
+
+def test_state_is_immutable() -> None:
+    state: CrapsState = initial_state(1)
+    with pytest.raises(AttributeError):
+        state.paytable = 2  # type: ignore[misc]
