@@ -1,0 +1,245 @@
+"""The link-layer codec (link-layer.md "Frames"): CRC, framing, resync, bad frames."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from drivers.errors import FrameError
+from drivers.link import (
+    MAX_LINE,
+    BadFrame,
+    Frame,
+    FrameDecoder,
+    crc16,
+    encode_frame,
+    read_header,
+)
+
+# link-layer.md "Frames": the test vectors, each followed by CR LF on the wire.
+VECTORS = [
+    "$HELLO,1,IDEAL-SIM,2.1.0,SN0001*F9E4",
+    "$ACK,1*D7D0",
+    "$HAND,7,101,P2,JhTh*E09E",
+    "$ROLL,12,345,3,4*DDC9",
+    "$QUERY,0*8F46",
+    "$NAK,0*4F60",
+]
+
+
+def test_crc_check_value() -> None:
+    assert crc16(b"123456789") == 0x29B1
+
+
+@pytest.mark.parametrize("vector", VECTORS)
+def test_spec_vectors_encode(vector: str) -> None:
+    body = vector[1 : vector.index("*")]
+    assert encode_frame(body) == vector.encode() + b"\r\n"
+
+
+@pytest.mark.parametrize("vector", VECTORS)
+def test_spec_vectors_decode(vector: str) -> None:
+    raw = vector.encode() + b"\r\n"
+    (frame,) = FrameDecoder().feed(raw)
+    assert isinstance(frame, Frame)
+    assert frame.raw == raw
+    assert frame.body == vector[1 : vector.index("*")]
+    assert (frame.kind, frame.seq) == read_header(frame.body)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("ROLL,1,2$", "reserved for framing"),
+        ("ROLL,1*", "reserved for framing"),
+        ("ROLL,1,\x07", "not printable ASCII"),
+        ("ROLL,1,é", "not printable ASCII"),
+        ("STATUS,1,X," + "x" * 240, "more than 240"),
+    ],
+)
+def test_encode_frame_refuses_bodies_that_cannot_be_framed(body: str, fragment: str) -> None:
+    with pytest.raises(FrameError, match=fragment):
+        encode_frame(body)
+
+
+def test_longest_body_frames_and_decodes() -> None:
+    body = "STATUS,1,X," + "x" * (240 - len("STATUS,1,X,"))
+    raw = encode_frame(body)
+    assert len(raw) == 1 + 240 + 1 + 4 + 2
+    (frame,) = FrameDecoder().feed(raw)
+    assert isinstance(frame, Frame)
+    assert frame.body == body
+
+
+def _one_bad(raw: bytes) -> BadFrame:
+    items = FrameDecoder().feed(raw)
+    assert len(items) == 1, items
+    item = items[0]
+    assert isinstance(item, BadFrame)
+    return item
+
+
+def test_bad_crc_is_a_bad_frame_without_trusted_seq() -> None:
+    bad = _one_bad(b"$ACK,1*D7D1\r\n")
+    assert "bad CRC" in bad.reason
+    assert "D7D1" in bad.reason
+    assert bad.seq is None
+    assert bad.raw == b"$ACK,1*D7D1\r\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b"$ACK,1D7D0\r\n", "missing '*'"),
+        (b"$ACK,1*d7d0\r\n", "not 4 upper-case hex"),
+        (b"$ACK,1*D7D\r\n", "not 4 upper-case hex"),
+        (b"$ACK,1*D7D0\n", "without CR"),
+        (b"$ACK,1*D7D0 \r\n", "not 4 upper-case hex"),
+    ],
+)
+def test_malformed_frames(raw: bytes, fragment: str) -> None:
+    bad = _one_bad(raw)
+    assert fragment in bad.reason
+    assert bad.seq is None
+
+
+def _with_crc(body: bytes) -> bytes:
+    return b"$%s*%04X\r\n" % (body, crc16(body))
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment", "seq"),
+    [
+        (b"ROLL,5,1\x00,2", "not printable", 5),
+        (b"ack,5", "upper-case letters", None),
+        (b"ACK", "no sequence number", None),
+        (b"ACK,05", "not a decimal number", None),
+        (b"ACK,+5", "not a decimal number", None),
+        (b"ACK,10000", "out of range 0..9999", None),
+        (b"STATUS,7,X," + b"x" * 235, "more than 240", 7),
+    ],
+)
+def test_bodies_that_do_not_parse_keep_a_readable_seq(
+    body: bytes, fragment: str, seq: int | None
+) -> None:
+    bad = _one_bad(_with_crc(body))
+    assert fragment in bad.reason
+    assert bad.seq == seq
+
+
+def test_oversize_line_is_one_bad_frame_then_resync() -> None:
+    decoder = FrameDecoder()
+    items = decoder.feed(b"$" + b"A" * 1000 + b"\r\n" + b"$ACK,1*D7D0\r\n")
+    assert len(items) == 2
+    bad, good = items
+    assert isinstance(bad, BadFrame)
+    assert f"longer than {MAX_LINE}" in bad.reason
+    assert len(bad.raw) == MAX_LINE + 1
+    assert isinstance(good, Frame)
+    assert good.body == "ACK,1"
+
+
+def test_endless_line_keeps_memory_bounded() -> None:
+    decoder = FrameDecoder()
+    items: list[Frame | BadFrame] = []
+    for _ in range(1000):
+        items += decoder.feed(b"$" + b"B" * 4096)
+        assert len(decoder._buf) <= MAX_LINE + 1
+    # each '$' starts a line that is too long: one bad frame per chunk, nothing else kept
+    assert len(items) == 1000
+    assert all(isinstance(i, BadFrame) and "longer than" in i.reason for i in items)
+    assert decoder.feed(b"\r\n$ACK,1*D7D0\r\n")[-1] == Frame(
+        raw=b"$ACK,1*D7D0\r\n", body="ACK,1", kind="ACK", seq=1
+    )
+
+
+def test_line_of_exactly_256_bytes_is_not_oversize() -> None:
+    # 256 bytes is allowed by the length rule; its body (248 bytes) breaks the 240 rule.
+    body = b"STATUS,3,X," + b"y" * (MAX_LINE - 8 - 11)
+    raw = _with_crc(body)
+    assert len(raw) == MAX_LINE
+    bad = _one_bad(raw)
+    assert "more than 240" in bad.reason
+    assert bad.seq == 3
+
+
+def test_dollar_inside_a_frame_resyncs() -> None:
+    items = FrameDecoder().feed(b"$HAND,7,101$ACK,1*D7D0\r\n")
+    assert len(items) == 2
+    cut, good = items
+    assert isinstance(cut, BadFrame)
+    assert cut.raw == b"$HAND,7,101"
+    assert "cut short" in cut.reason
+    assert isinstance(good, Frame)
+    assert good.seq == 1
+
+
+def test_garbage_outside_frames_is_discarded_and_counted() -> None:
+    decoder = FrameDecoder()
+    items = decoder.feed(b"\x00\xffnoise\r\n$ACK,1*D7D0\r\nmore\n$QUERY,0*8F46\r\ntail")
+    assert [i.body for i in items if isinstance(i, Frame)] == ["ACK,1", "QUERY,0"]
+    assert len(items) == 2
+    assert decoder.discarded == len(b"\x00\xffnoise\r\n") + len(b"more\n") + len(b"tail")
+
+
+def test_reset_drops_a_partial_frame() -> None:
+    decoder = FrameDecoder()
+    assert decoder.feed(b"$ACK,1*D7") == []
+    decoder.reset()
+    assert decoder.feed(b"D0\r\n$ACK,1*D7D0\r\n") == [
+        Frame(raw=b"$ACK,1*D7D0\r\n", body="ACK,1", kind="ACK", seq=1)
+    ]
+
+
+# A stream of good vectors, bad frames and garbage: whatever the chunking, the decoder
+# returns the same items as one feed of the whole stream.
+STREAM = (
+    b"garbage\x00\r\n"
+    + b"".join(v.encode() + b"\r\n" for v in VECTORS)
+    + b"$ACK,1*0000\r\n$HAND,1$ROLL,12,345,3,4*DDC9\r\n"
+    + b"$"
+    + b"Z" * 300
+    + b"\r\n"
+    + b"$NAK,0*4F60\r\n"
+    + b"trailing"
+)
+
+
+@given(st.lists(st.integers(1, len(STREAM)), max_size=40))
+def test_any_chunking_gives_the_same_items(cuts: list[int]) -> None:
+    expected = FrameDecoder().feed(STREAM)
+    decoder = FrameDecoder()
+    got: list[Frame | BadFrame] = []
+    bounds = [0, *sorted(cuts), len(STREAM)]
+    for start, stop in itertools.pairwise(bounds):
+        got += decoder.feed(STREAM[start:stop])
+    assert got == expected
+    assert [i.body for i in got if isinstance(i, Frame)] == [
+        *(v[1 : v.index("*")] for v in VECTORS),
+        "ROLL,12,345,3,4",
+        "NAK,0",
+    ]
+    assert len([i for i in got if isinstance(i, BadFrame)]) == 3
+
+
+def test_byte_by_byte() -> None:
+    decoder = FrameDecoder()
+    got: list[Frame | BadFrame] = []
+    for byte in STREAM:
+        got += decoder.feed(bytes([byte]))
+    assert got == FrameDecoder().feed(STREAM)
+
+
+@given(st.binary(max_size=2000))
+def test_never_raises_and_stays_bounded(data: bytes) -> None:
+    decoder = FrameDecoder()
+    items = decoder.feed(data)
+    assert len(decoder._buf) <= MAX_LINE + 1
+    for item in items:
+        assert len(item.raw) <= MAX_LINE + 1
+    # after any garbage, a CR LF and a good frame decode
+    tail = decoder.feed(b"\r\n$ACK,1*D7D0\r\n")
+    assert isinstance(tail[-1], Frame)
