@@ -1,0 +1,338 @@
+"""Serving a simulated device: a pty (and optionally a TCP port) and the steps it plays.
+
+``PtyPort`` opens a pseudo-terminal, puts it in raw mode and keeps its own handle on the
+slave side, so the host may open and close the path as often as it likes (a real serial
+line does not notice either). With ``link`` it keeps a symlink at that path pointing at the
+current pty, as udev keeps a stable name: an unplug removes the symlink and closes the
+pty (the host's reads fail, as when a USB adapter is pulled), a replug opens a new pty, at
+a new ``/dev/pts/N``, and points the symlink at it.
+
+``TcpPort`` serves the same device on ``127.0.0.1:PORT`` for ``socket://`` URLs, like a
+serial device server: one client at a time, a new client replaces the old one. The device
+writes to the pty and to the TCP client alike and listens to both; use one host at a time.
+
+``SimulatedDevice`` joins the ports and the ``DeviceLink`` and plays steps: frames go out
+stop-and-wait, sleeps pause, ``Unplug`` (or the ``disconnect`` fault, drawn after each
+acknowledged frame) unplugs the line for ``Faults.unplug_pause`` seconds, drops any TCP
+client, then plugs it in again and says ``HELLO`` (and ``MODE``) again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import tty
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from pathlib import Path
+
+import structlog
+
+from drivers.messages import DeviceMessage
+from simulators.device_link import DeviceLink, LinkTimings
+from simulators.faults import Faults, hit
+from simulators.scripts import DeviceKind, Send, Sleep, Step, Unplug
+
+DataCallback = Callable[[bytes], None]
+
+
+class PtyPort:
+    """A pseudo-terminal the host opens as its serial port; see the module docstring."""
+
+    def __init__(self, *, on_data: DataCallback, link: Path | None = None) -> None:
+        self.on_data = on_data
+        self.link = link
+        self.path: str | None = None
+        """The slave side's path (``/dev/pts/N``) while plugged in."""
+        self.opened = 0
+        """How many ptys this port has opened (1 + the replugs)."""
+        self._master: int | None = None
+        self._slave: int | None = None
+        self._writable: asyncio.Future[None] | None = None
+        self.log = structlog.get_logger("lammer.sim.pty")
+
+    def open(self) -> str:
+        """Plug in: a new pty in raw mode, the symlink pointed at it. Returns its path."""
+        if self._master is not None:
+            raise RuntimeError("pty already open")
+        master, slave = os.openpty()
+        # Raw before anyone opens it: a fresh pty echoes and edits lines, and the device's
+        # first frames would come straight back to it.
+        tty.setraw(slave)
+        os.set_blocking(master, False)
+        self._master, self._slave = master, slave
+        self.path = os.ttyname(slave)
+        self.opened += 1
+        if self.link is not None:
+            temporary = self.link.with_name(f".{self.link.name}.{os.getpid()}.tmp")
+            with contextlib.suppress(FileNotFoundError):
+                temporary.unlink()
+            temporary.symlink_to(self.path)
+            temporary.replace(self.link)  # atomic: the name never points nowhere mid-swap
+        asyncio.get_running_loop().add_reader(master, self._readable)
+        self.log.info("pty open", path=self.path, link=str(self.link) if self.link else None)
+        return self.path
+
+    def close(self) -> None:
+        """Unplug: remove the symlink (if it still points at this pty), close the pty."""
+        master, slave, self._master, self._slave = self._master, self._slave, None, None
+        if self.link is not None and self.path is not None:
+            with contextlib.suppress(OSError):
+                if os.readlink(self.link) == self.path:
+                    self.link.unlink()
+        if master is not None:
+            asyncio.get_running_loop().remove_reader(master)
+            asyncio.get_running_loop().remove_writer(master)
+            os.close(master)
+        if slave is not None:
+            os.close(slave)
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        if master is not None:
+            self.log.info("pty closed", path=self.path)
+
+    @property
+    def is_open(self) -> bool:
+        """Plugged in."""
+        return self._master is not None
+
+    def _readable(self) -> None:
+        if self._master is None:
+            return
+        try:
+            data = os.read(self._master, 4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # EIO: nothing on the other side; wait for it
+            self.log.debug("pty read failed", error=str(exc))
+            return
+        if data:
+            self.on_data(data)
+
+    def _on_writable(self) -> None:
+        if self._master is not None:
+            asyncio.get_running_loop().remove_writer(self._master)
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    async def write(self, data: bytes) -> None:
+        """Write everything, waiting while the pty's buffer is full; dropped while unplugged."""
+        view = memoryview(data)
+        while view and self._master is not None:
+            try:
+                written = os.write(self._master, view)
+            except (BlockingIOError, InterruptedError):
+                written = 0
+            except OSError as exc:
+                self.log.debug("pty write failed", error=str(exc))
+                return
+            view = view[written:]
+            if view and self._master is not None:
+                self._writable = asyncio.get_running_loop().create_future()
+                asyncio.get_running_loop().add_writer(self._master, self._on_writable)
+                await self._writable
+
+
+class TcpPort:
+    """The device on ``127.0.0.1:port`` for ``socket://`` URLs; one client at a time."""
+
+    def __init__(self, *, on_data: DataCallback, port: int, host: str = "127.0.0.1") -> None:
+        self.on_data = on_data
+        self.host = host
+        self.port = port
+        self.clients = 0
+        """How many clients have connected."""
+        self._server: asyncio.Server | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.log = structlog.get_logger("lammer.sim.tcp")
+
+    async def start(self) -> int:
+        """Listen; returns the port (useful with port 0)."""
+        self._server = await asyncio.start_server(self._client, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.log.info("tcp listening", host=self.host, port=self.port)
+        return self.port
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.drop()  # a device server serves one host: the newest
+        self._writer = writer
+        self.clients += 1
+        self.log.info("tcp client connected", peer=str(writer.get_extra_info("peername")))
+        try:
+            while data := await reader.read(4096):
+                self.on_data(data)
+        except ConnectionError:
+            pass
+        finally:
+            if self._writer is writer:
+                self._writer = None
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+            self._tasks.discard(task)
+
+    def drop(self) -> None:
+        """Drop the current client, if any (a simulated network cut)."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
+    async def write(self, data: bytes) -> None:
+        """Send to the current client; dropped when none is connected."""
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            writer.write(data)
+            await writer.drain()
+        except ConnectionError as exc:
+            self.log.debug("tcp write failed", error=str(exc))
+
+    async def close(self) -> None:
+        """Stop listening and drop the client."""
+        self.drop()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class SimulatedDevice:
+    """A device on a pty (and optionally TCP): ``async with`` it, then ``play`` steps.
+
+    ``rng`` draws the link's faults (the games draw theirs from their own RNG, so a deal
+    does not depend on timing).
+    """
+
+    def __init__(
+        self,
+        *,
+        device: DeviceKind,
+        hello: Send,
+        config: Sequence[Send] = (),
+        faults: Faults | None = None,
+        rng: random.Random | None = None,
+        timings: LinkTimings | None = None,
+        link: Path | None = None,
+        tcp_port: int | None = None,
+        on_plug: Callable[[str], None] | None = None,
+    ) -> None:
+        self.device: DeviceKind = device
+        self.faults = faults or Faults()
+        self.rng = rng or random.Random()
+        self.on_plug = on_plug
+        self.pty = PtyPort(on_data=self._on_data, link=link)
+        self.tcp = TcpPort(on_data=self._on_data, port=tcp_port) if tcp_port is not None else None
+        self.link = DeviceLink(
+            device=device,
+            hello=hello,
+            config=config,
+            write=self._write,
+            faults=self.faults,
+            rng=self.rng,
+            timings=timings,
+        )
+        self.unplugs = 0
+        """How many times the line was unplugged and plugged in again."""
+        self.log = structlog.get_logger("lammer.sim").bind(device=device)
+
+    @property
+    def path(self) -> str:
+        """The current pty's path."""
+        assert self.pty.path is not None, "device not started"
+        return self.pty.path
+
+    @property
+    def sent(self) -> list[DeviceMessage]:
+        """Every frame the host acknowledged, in order, each once."""
+        return self.link.sent
+
+    async def __aenter__(self) -> SimulatedDevice:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Plug in, start listening, power up (``HELLO`` and ``MODE`` queued)."""
+        path = self.pty.open()
+        try:
+            if self.tcp is not None:
+                await self.tcp.start()
+        except BaseException:
+            self.pty.close()
+            raise
+        self.link.start()
+        self.link.power_up()
+        if self.on_plug is not None:
+            self.on_plug(path)
+
+    async def close(self) -> None:
+        """Stop the link, close the ports, remove the symlink."""
+        await self.link.stop()
+        if self.tcp is not None:
+            await self.tcp.close()
+        self.pty.close()
+
+    def _on_data(self, data: bytes) -> None:
+        self.link.feed(data)
+
+    async def _write(self, data: bytes) -> None:
+        await self.pty.write(data)
+        if self.tcp is not None:
+            await self.tcp.write(data)
+
+    async def unplug(self, pause: float | None = None) -> None:
+        """Unplug the line (pty closed, TCP client dropped), wait, plug it in, say HELLO.
+
+        Waits for the link to be idle first, so no frame is in doubt across the reset.
+        """
+        await self.link.wait_idle()
+        self.unplugs += 1
+        self.log.info("unplugged", unplugs=self.unplugs)
+        self.pty.close()
+        if self.tcp is not None:
+            self.tcp.drop()
+        await asyncio.sleep(self.faults.unplug_pause if pause is None else pause)
+        path = self.pty.open()
+        self.link.power_up()
+        if self.on_plug is not None:
+            self.on_plug(path)
+
+    async def play(self, steps: Iterable[Step] | AsyncIterable[Step]) -> int:
+        """Play steps in order; returns how many frames were acknowledged."""
+        frames = 0
+        if isinstance(steps, AsyncIterable):
+            async for step in steps:
+                frames += await self._play_one(step)
+        else:
+            for step in steps:
+                frames += await self._play_one(step)
+        return frames
+
+    async def _play_one(self, step: Step) -> int:
+        match step:
+            case Send():
+                await self.link.send(step)
+                if hit(self.faults.disconnect, self.rng):
+                    await self.unplug()
+                return 1
+            case Sleep(seconds):
+                await asyncio.sleep(seconds)
+            case Unplug():
+                await self.unplug()
+        return 0
+
+    async def finish(self) -> None:
+        """Wait until everything queued (``QUERY`` answers too) is acknowledged."""
+        await self.link.wait_idle()
