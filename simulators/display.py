@@ -662,8 +662,10 @@ def _pending(pending: int | dict[str, object] | None) -> str:
         return "none"
     if isinstance(pending, int):
         return f"roll {pending}"
+    dice = pending.get("dice")
+    shown = " " + " ".join(str(d) if d else "?" for d in dice) if isinstance(dice, list) else ""
     reason = f" ({pending['reason']})" if pending.get("reason") else ""
-    return f"roll {pending.get('roll_id', '?')}{reason}"
+    return f"roll {pending.get('roll_id', '?')}{shown}{reason}"
 
 
 def _craps(view: TableView) -> RenderableType:
