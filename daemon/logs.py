@@ -1,0 +1,155 @@
+"""Logging: structlog, JSON lines for machines, readable lines for people.
+
+``configure_logging(fmt=..., level=...)`` once at start:
+
+* ``fmt="auto"`` writes JSON lines unless the log stream is a terminal, where it writes
+  readable console lines; ``"json"`` and ``"console"`` force one.
+* Logs go to stderr, so a command's own output on stdout (``lammer journal``) stays clean;
+  under systemd both streams go to the journal.
+* No timestamps when the stream is connected to journald (``JOURNAL_STREAM`` names its
+  device and inode; systemd.exec(5)): journald stamps every line itself.
+* Context bound with ``bound_context(table=..., device=..., round=..., roll=...)`` (or
+  ``structlog.contextvars.bind_contextvars``) appears on every line logged inside it.
+* The standard library's ``logging`` (aiomqtt, asyncio) goes through the same renderer.
+
+Card secrecy (shuffler-icd.md, "Card data is secret until it is face up"): at info and
+above, the values of keys that may hold cards or raw frames (``SECRET_KEYS``) are
+replaced by ``"<hidden>"``; only debug shows them, and tracebacks never show local
+variables. This is a safety net: callers still must not put hidden cards in the event
+text itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final, Literal, TextIO
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+LogFormat = Literal["auto", "json", "console"]
+
+LEVELS: Final[dict[str, int]] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
+
+SECRET_KEYS: Final[frozenset[str]] = frozenset(
+    {"card", "cards", "hand", "hands_cards", "hole_card", "dealer_cards", "frame", "raw", "body"}
+)
+"""Keys whose values are hidden at info and above (they may hold a card face down)."""
+
+HIDDEN: Final = "<hidden>"
+
+
+def hide_secrets(_logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+    """structlog processor: hide ``SECRET_KEYS`` values unless logged at debug."""
+    if method != "debug":
+        for key in SECRET_KEYS & event.keys():
+            event[key] = HIDDEN
+    return event
+
+
+def under_journald(stream: TextIO) -> bool:
+    """True when ``stream`` is the journald stream systemd named in ``JOURNAL_STREAM``."""
+    value = os.environ.get("JOURNAL_STREAM", "")
+    device, _, inode = value.partition(":")
+    if not device.isdigit() or not inode.isdigit():
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return st.st_dev == int(device) and st.st_ino == int(inode)
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, AttributeError):
+        return False
+
+
+def configure_logging(
+    *, fmt: LogFormat, level: str, stream: TextIO | None = None
+) -> Literal["json", "console"]:
+    """Set up structlog and the standard library's logging; returns the format chosen.
+
+    ``level`` is ``debug``, ``info``, ``warning``, ``error`` or ``critical`` (any case).
+    ``stream`` defaults to ``sys.stderr``. Raises ``ValueError`` for an unknown level or
+    format. Safe to call again (tests, reconfiguration).
+    """
+    number = LEVELS.get(level.lower())
+    if number is None:
+        raise ValueError(f"unknown log level {level!r}: expected one of {', '.join(LEVELS)}")
+    if fmt not in ("auto", "json", "console"):
+        raise ValueError(f"unknown log format {fmt!r}: expected auto, json or console")
+    out = stream if stream is not None else sys.stderr
+    chosen: Literal["json", "console"] = (
+        fmt if fmt != "auto" else ("console" if _is_terminal(out) else "json")
+    )
+
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        hide_secrets,
+    ]
+    if not under_journald(out):
+        shared.append(structlog.processors.TimeStamper(fmt="iso", utc=True))
+    # The structlog chain is the same for every format, so a logger bound before a
+    # reconfiguration still renders; the format lives only in the handler's formatter.
+    final: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
+    # Tracebacks never show local variables: a local may hold a card still face down.
+    if chosen == "json":
+        tracebacks = structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+        final += [
+            structlog.processors.ExceptionRenderer(tracebacks),
+            structlog.processors.JSONRenderer(),
+        ]
+    else:
+        console = structlog.dev.ConsoleRenderer(
+            colors=_is_terminal(out),
+            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False),
+        )
+        final.append(console)
+
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        wrapper_class=structlog.make_filtering_bound_logger(number),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        cache_logger_on_first_use=False,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *shared], processors=final
+    )
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, "_lammer", False):
+            root.removeHandler(old)
+    handler._lammer = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(number)
+    return chosen
+
+
+def get_logger(name: str | None = None, **context: Any) -> Any:
+    """A lazy logger with ``context`` bound (``device="shuffler"``); it follows the
+    configuration in force when it logs, so module-level loggers are fine."""
+    return structlog.get_logger(name, **context)
+
+
+@contextmanager
+def bound_context(**context: Any) -> Iterator[None]:
+    """Bind ``table``, ``device``, ``round``, ``roll``, ... to every line logged inside
+    (contextvars: follows asyncio tasks started inside)."""
+    with structlog.contextvars.bound_contextvars(**context):
+        yield
