@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
+import signal
 import socket
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -573,7 +573,7 @@ def _header(view: TableView) -> Text:
 def _devices(view: TableView) -> RenderableType:
     if view.state is None or not view.state.devices:
         return Text("devices: no state received yet", style="dim")
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, expand=False)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for column in ("Device", "Link", "Status", "Mode"):
         table.add_column(column)
     for name, info in view.state.devices.items():
@@ -618,7 +618,7 @@ def _cover_all(view: TableView) -> RenderableType:
                 style="bold",
             )
         )
-        table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         table.add_column("", width=1)
         table.add_column("Highest hand")
         table.add_column("Pays", justify="right")
@@ -690,7 +690,7 @@ def _craps(view: TableView) -> RenderableType:
             *(Text("●", "bold yellow") if n in hit else Text("·", "dim") for n in LAMMER_NUMBERS)
         )
         parts.append(lammers)
-        bets = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        bets = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for column in ("Bet", "Pays", "Remaining", "State"):
             bets.add_column(column)
         for key in ("all_small", "all_tall", "make_em_all"):
@@ -701,7 +701,7 @@ def _craps(view: TableView) -> RenderableType:
         parts.append(bets)
     if view.rolls:
         parts.append(Text("Last rolls", style="bold"))
-        rolls = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        rolls = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         for column in ("Roll", "Dice", "Total", "Status", "Reason"):
             rolls.add_column(column)
         for roll in reversed(view.rolls.values()):
@@ -745,26 +745,26 @@ def _bust_bonus(view: TableView) -> RenderableType:
         cards.append_text(cards_text(state.dealer_cards) if state.dealer_cards else Text("-"))
         parts.append(cards)
     if result is not None:
+        total = "?" if result.total is None else result.total
         text = Text(f"Round {result.round_id}: ", style="bold")
         match result.outcome:
             case "win":
                 text.append("WIN ", style="bold green")
-                text.append(f"dealer busts with {result.total}")
+                text.append(f"dealer busts with {total}")
+                # sd-bust-bonus.txt rule (12): the pays depend on suited and three 8s.
+                text.append(", suited" if result.suited else ", off-suit")
+                if result.three_eights:
+                    text.append(", three 8s")
+                text.append(f"  pays {_odds_text(result.pays)}", style="bold green")
             case "lose":
                 text.append("LOSE ", style="red")
-                text.append(f"dealer stands on {result.total}")
+                text.append(f"dealer stands on {total}")
             case "void":
                 text.append("VOID", style="bold yellow")
                 text.append(": the round was cancelled, nothing pays")
             case "flagged":
                 text.append("FLAGGED", style="bold red")
                 text.append(f" for review, nothing pays automatically: {result.reason or '?'}")
-        if result.outcome in ("win", "lose"):
-            text.append(", suited" if result.suited else ", off-suit")
-            if result.three_eights:
-                text.append(", three 8s")
-        if result.outcome == "win":
-            text.append(f"  pays {_odds_text(result.pays)}", style="bold green")
         parts.append(text)
         if result.dealer_cards:
             cards = Text("  up card ")
@@ -938,7 +938,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _side_by_side(layout: str, console: Console, tables: int) -> bool:
     if layout == "auto":
-        return console.width >= 64 * tables
+        return console.width >= 50 * tables  # narrower panels wrap too much
     return layout == "columns"
 
 
@@ -947,25 +947,33 @@ async def _display(args: argparse.Namespace) -> int:
     link = Link(host=args.host, port=args.port)
     console = Console()
     side_by_side = _side_by_side(args.layout, console, len(views))
-    rng = random.Random()
-    changed = asyncio.Event()
-    synced = asyncio.Event()
+    changed, synced, stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    # SIGTERM (from ``lammer demo`` or a service manager) ends the display like Ctrl-C,
+    # leaving Live to restore the terminal's cursor.
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
     follower = asyncio.create_task(
-        follow(views, link, on_change=changed.set, rng=rng, synced=synced)
+        follow(views, link, on_change=changed.set, rng=random.Random(), synced=synced)
     )
+    main: asyncio.Task[object]
+    if args.once:
+        main = asyncio.create_task(synced.wait())
+        timeout = args.exit_after if args.exit_after is not None else 5.0
+    else:
+        main = asyncio.create_task(_paint(views, link, console, changed, side_by_side=side_by_side))
+        timeout = args.exit_after
+    stopper = asyncio.create_task(stop.wait())
     try:
-        if args.once:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(synced.wait(), args.exit_after or 5.0)
-            console.print(render(views, side_by_side=side_by_side, link=link.describe()))
-        else:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(args.exit_after):
-                    await _paint(views, link, console, changed, side_by_side=side_by_side)
+        await asyncio.wait({main, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if main.done():
+            main.result()  # surfaces a failure of the painter instead of hiding it
     finally:
-        follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follower
+        loop.remove_signal_handler(signal.SIGTERM)
+        for task in (follower, main, stopper):
+            task.cancel()
+        await asyncio.gather(follower, main, stopper, return_exceptions=True)
+    if args.once:
+        console.print(render(views, side_by_side=side_by_side, link=link.describe()))
     return 0 if link.ever_connected else 1
 
 
@@ -981,7 +989,6 @@ async def _paint(
         render(views, side_by_side=side_by_side, link=link.describe()),
         console=console,
         auto_refresh=False,  # refreshed from this task, so no thread reads the views
-        vertical_overflow="visible",
     ) as live:
         while True:
             await changed.wait()
