@@ -15,10 +15,12 @@ What the link layer says, and how it is done here:
   that every 2 s until acknowledged (a ``NAK`` then does not hurry it). ``LinkTimings``
   holds the three figures so tests inject short ones.
 * ``QUERY``: answered with ``HELLO`` then the configuration (the last ``MODE`` the
-  shuffler sent; nothing for the dice reader), queued ahead of every frame not yet sent.
-  A frame already in flight is finished first (stop-and-wait), but resent at once with
-  fresh retries: a ``QUERY`` says a host has just (re)opened the line, so there is no
-  point waiting out a 2 s slow retry.
+  shuffler sent; nothing for the dice reader), queued ahead of every frame not yet sent
+  (an earlier answer still queued is dropped: this one supersedes it). A frame already in
+  flight is finished first (stop-and-wait), but resent at once with fresh retries: a
+  ``QUERY`` says a host has just (re)opened the line, so there is no point waiting out a
+  2 s slow retry. If that frame is a ``HELLO``, it is the answer, and only the
+  configuration follows it.
 
 ``sent`` is the link's own record of every frame acknowledged, in order, each once: the
 end-to-end tests compare it with what the driver delivered. ``ACK`` of another sequence
@@ -137,6 +139,7 @@ class DeviceLink:
         self._idle.set()
         self._signals: asyncio.Queue[str] = asyncio.Queue()
         self._in_flight: int | None = None
+        self._in_flight_kind: str | None = None
         self._decoder = MessageDecoder(sender="host")
         self._task: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("lammer.sim.link").bind(device=device)
@@ -223,11 +226,20 @@ class DeviceLink:
             case Query():
                 self.queries += 1
                 self.log.debug("QUERY: answering HELLO and configuration")
-                self._push_front([self.hello, *self.config])
-                if self._in_flight is not None:
-                    self._signals.put_nowait("query")
+                self._answer_query()
             case _:
                 self.log.debug("host frame ignored", raw=item.raw)
+
+    def _answer_query(self) -> None:
+        # An earlier answer (or power-up) not yet sent is superseded by this one.
+        self._queue = collections.deque(e for e in self._queue if e.done is not None)
+        if self._in_flight_kind == "HELLO":
+            # The HELLO in flight is the answer: resend it at once, then the configuration.
+            self._push_front(self.config)
+        else:
+            self._push_front([self.hello, *self.config])
+        if self._in_flight is not None:
+            self._signals.put_nowait("query")
 
     # The worker -----------------------------------------------------------------------
 
@@ -273,7 +285,7 @@ class DeviceLink:
         t = self.timings
         while not self._signals.empty():  # leftovers of the previous frame
             self._signals.get_nowait()
-        self._in_flight = message.seq
+        self._in_flight, self._in_flight_kind = message.seq, message.TYPE
         retries = 0
         try:
             await self._transmit(body)
@@ -297,7 +309,7 @@ class DeviceLink:
                 wait = t.ack_timeout if retries < t.fast_retries else t.slow_interval
                 deadline = loop.time() + wait
         finally:
-            self._in_flight = None
+            self._in_flight = self._in_flight_kind = None
 
     async def _transmit(self, body: str) -> None:
         plan = plan_transmission(body, device=self.device, faults=self.faults, rng=self.rng)
