@@ -1,0 +1,223 @@
+"""The Cover All Bonus pay tables: the package data equals the regulation, cell by cell.
+
+The regulation's text (tests/rules/fixtures/sd-cover-all-bonus.txt, a verbatim copy of the
+seed) is parsed here on its own, without the package's code, and every cell compared.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rules.errors import HandError, PaytableError
+from rules.paytables import (
+    COVER_ALL_ROWS,
+    ColumnError,
+    cover_all_columns,
+    cover_all_paytable,
+    parse_paytables,
+    paytable,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "sd-cover-all-bonus.txt"
+TITLES = {
+    "Caribbean Stud Poker": "CSP",
+    "Four Card Poker": "FCP",
+    "Let It Ride (Dealer's Hand included)": "LIR",
+    "Mississippi Stud Poker (Dealer's Hand included)": "MSP",
+    "Three Card Poker": "TCP",
+    "Ultimate Texas Hold'em": "UTH",
+}
+
+Regulation = dict[str, tuple[list[int], list[tuple[str, list[str]]]]]
+
+
+def parse_regulation(text: str) -> Regulation:
+    """game -> (columns as printed, [(row, cells)]) from the seed's one-line tables."""
+    tables: Regulation = {}
+    for chunk in text.split("Cover All Bonus for use with ")[1:]:
+        title, rest = chunk.split(" Highest Hand Rank ", 1)
+        body = rest.split(" All pays are TO 1", 1)[0]
+        columns = [int(n) for n in re.findall(r"(\d+) Total Hands?\b", body)]
+        cells = re.split(r"\d+ Total Hands? ", body)[-1]
+        rows = re.findall(r"([A-Z][A-Za-z ()]*?) ((?:\d+(?:\.\d+)? ?)+)", cells)
+        tables[TITLES[title]] = (columns, [(name, nums.split()) for name, nums in rows])
+    return tables
+
+
+REGULATION = parse_regulation(FIXTURE.read_text("utf-8"))
+CELLS = [
+    (game, row, hands, cell)
+    for game, (columns, rows) in REGULATION.items()
+    for row, cells in rows
+    for hands, cell in zip(columns, cells, strict=True)
+]
+
+
+def test_fixture_is_the_seed_and_parses_to_six_whole_tables() -> None:
+    seed = Path(__file__).parents[3] / "shared" / "seeds" / "sd-cover-all-bonus.txt"
+    if seed.exists():  # beside the repo on a developer's machine and in CI
+        assert FIXTURE.read_bytes() == seed.read_bytes()
+    assert sorted(REGULATION) == ["CSP", "FCP", "LIR", "MSP", "TCP", "UTH"]
+    for columns, rows in REGULATION.values():
+        assert rows
+        assert all(len(cells) == len(columns) for _, cells in rows)
+    assert len(CELLS) == 222
+
+
+@pytest.mark.parametrize(("game", "row", "hands", "cell"), CELLS)
+def test_every_cell_equals_the_regulation(game: str, row: str, hands: int, cell: str) -> None:
+    pays = {r.hand: r.pays for r in cover_all_paytable(game, hands)}
+    assert pays[row] == Decimal(cell)
+    assert str(pays[row]) == cell  # written exactly as the regulation writes it ("1.5")
+
+
+@pytest.mark.parametrize("game", sorted(REGULATION))
+def test_rows_and_columns_are_the_regulation_s(game: str) -> None:
+    columns, rows = REGULATION[game]
+    table = paytable(game)
+    assert list(table.columns) == columns
+    assert [name for name, _ in rows] == list(table.rows) == list(COVER_ALL_ROWS[game])  # type: ignore[index]
+    assert cover_all_columns(game) == tuple(sorted(columns))
+    assert [r.hand for r in cover_all_paytable(game, columns[0])] == list(table.rows)
+
+
+def test_three_card_straight_for_five_hands_stays_exactly_one_and_a_half() -> None:
+    [straight] = [r for r in cover_all_paytable("TCP", 5) if r.hand == "Straight"]
+    assert straight.pays == Decimal("1.5")
+    assert straight.pays.as_tuple() == Decimal("1.5").as_tuple()
+
+
+def test_spec_example_column_for_three_caribbean_stud_hands() -> None:
+    # shuffler-icd.md, "Example: one Caribbean Stud round"
+    assert [(r.hand, str(r.pays)) for r in cover_all_paytable("CSP", 3)] == [
+        ("Royal Flush", "300"),
+        ("Straight Flush", "125"),
+        ("Four of a Kind", "40"),
+        ("Full House", "30"),
+        ("Flush", "20"),
+        ("Straight", "17"),
+        ("Three of a Kind", "6"),
+    ]
+
+
+@pytest.mark.parametrize(("game", "hands"), [("CSP", 1), ("CSP", 9), ("UTH", 8), ("MSP", 7)])
+def test_hands_that_are_not_a_column_raise_a_clear_error(game: str, hands: int) -> None:
+    with pytest.raises(ColumnError, match=f"no pay-table column for {hands} total hands") as info:
+        cover_all_paytable(game, hands)
+    assert isinstance(info.value, HandError)
+    assert isinstance(info.value, PaytableError)
+    assert info.value.columns == cover_all_columns(game)
+    assert info.value.hands == hands
+
+
+@pytest.mark.parametrize("game", ["BJ", "csp", "", "Craps"])
+def test_unknown_game_raises(game: str) -> None:
+    with pytest.raises(HandError, match="no Cover All Bonus for game"):
+        cover_all_paytable(game, 3)
+
+
+# ---------------------------------------------------------------------------------------
+# Validation on load: a bad edit of the data fails with a message naming the cell
+
+
+def shipped() -> Any:
+    text = (resources.files("rules") / "data" / "cover_all.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def row_of(data: Any, game: str, hand: str) -> Any:
+    return next(r for r in data["games"][game]["rows"] if r["hand"] == hand)
+
+
+def set_cell(value: object) -> Any:
+    data = shipped()
+    row_of(data, "TCP", "Straight")["pays"][3] = value
+    return data
+
+
+def swap_rows() -> Any:
+    data = shipped()
+    rows = data["games"]["UTH"]["rows"]
+    rows[2], rows[3] = rows[3], rows[2]
+    return data
+
+
+def rename_row() -> Any:
+    data = shipped()
+    row_of(data, "FCP", "Four of A Kind (Other)")["hand"] = "Four of a Kind (Other)"
+    return data
+
+
+def drop_cell() -> Any:
+    data = shipped()
+    row_of(data, "CSP", "Flush")["pays"].pop()
+    return data
+
+
+def raise_lower_row() -> Any:
+    data = shipped()
+    row_of(data, "MSP", "Straight")["pays"][0] = "11"
+    return data
+
+
+def duplicate_column() -> Any:
+    data = shipped()
+    data["games"]["LIR"]["columns"][1] = 7
+    return data
+
+
+def ascending_columns() -> Any:
+    data = shipped()
+    game = data["games"]["UTH"]
+    game["columns"].reverse()
+    for row in game["rows"]:
+        row["pays"].reverse()
+    return data
+
+
+def drop_game() -> Any:
+    data = shipped()
+    del data["games"]["MSP"]
+    return data
+
+
+def other_odds() -> Any:
+    data = shipped()
+    data["odds"] = "for 1"
+    return data
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        (set_cell(1.5), r"TCP, Straight, 5 hands: pays 1\.5 is not a positive exact decimal"),
+        (set_cell("1.50"), r"TCP, Straight, 5 hands: pays '1\.50'"),
+        (set_cell("0"), r"pays '0' is not a positive"),
+        (set_cell("-1"), r"pays '-1'"),
+        (set_cell("NaN"), r"pays 'NaN'"),
+        (swap_rows(), r"game UTH: rows must be .* in that \(rank\) order"),
+        (rename_row(), r"game FCP: rows must be"),
+        (drop_cell(), r"game CSP, Flush: expected 7 pays"),
+        (raise_lower_row(), r"game MSP, 6 hands: a higher hand pays less than a lower one"),
+        (duplicate_column(), r"game LIR: columns must be distinct, most hands first"),
+        (ascending_columns(), r"game UTH: columns must be distinct, most hands first"),
+        (drop_game(), r"games: expected exactly"),
+        (other_odds(), r'odds must be "to 1"'),
+    ],
+)
+def test_bad_data_is_rejected_naming_the_cell(broken: Any, message: str) -> None:
+    with pytest.raises(PaytableError, match=message):
+        parse_paytables(json.dumps(broken))
+
+
+def test_shipped_data_validates_and_not_json_is_rejected() -> None:
+    assert parse_paytables(json.dumps(shipped())) == {g: paytable(g) for g in REGULATION}
+    with pytest.raises(PaytableError, match="is not JSON"):
+        parse_paytables("{")
