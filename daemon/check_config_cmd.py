@@ -67,4 +67,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.file}: OK")
     for line in summary(config):
         print(f"  {line}")
+    for note in config.notes():
+        print(f"note: {note}")
     return EXIT_OK

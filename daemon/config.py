@@ -13,9 +13,10 @@ Sections and who needs them:
 
 * ``[table]`` always: ``id`` (usable as one MQTT topic level) and ``game``.
 * ``[shuffler]`` for the card games, BJ included (the card-reading shoe speaks the
-  shuffler protocol, shuffler-icd.md); ``[dice_reader]`` for CRAPS. A device section for a
-  game that does not use the device is an error, as are ``[bonus_craps]`` outside CRAPS
-  and ``[bust_bonus]`` outside BJ: a section that would be ignored is a mistake.
+  shuffler protocol, shuffler-icd.md); ``[dice_reader]`` for CRAPS; ``[bonus_craps]``
+  (CRAPS) and ``[bust_bonus]`` (BJ) have defaults. A section the game does not use is
+  accepted (one file may list every key, as issue 5's example does) and reported by
+  ``TableConfig.notes()``, which ``lammer check-config`` prints.
 * ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults.
 """
 
@@ -53,10 +54,15 @@ DEFAULT_STATE_DIR = Path("/var/lib/lammer")  # systemd StateDirectory=lammer
 _TOPIC_FORBIDDEN = frozenset("/+#\0")
 
 
+def _num(value: float) -> str:
+    """A number as the operator wrote it: ``0``, not ``0.0``."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def _between(lo: float, hi: float) -> AfterValidator:
     def check(value: float) -> float:
         if not lo <= value <= hi:
-            raise ValueError(f"must be between {lo} and {hi}, got {value}")
+            raise ValueError(f"must be between {_num(lo)} and {_num(hi)}, got {_num(value)}")
         return value
 
     return AfterValidator(check)
@@ -64,13 +70,13 @@ def _between(lo: float, hi: float) -> AfterValidator:
 
 def _positive(value: float) -> float:
     if value <= 0:
-        raise ValueError(f"must be greater than 0, got {value}")
+        raise ValueError(f"must be greater than 0, got {_num(value)}")
     return value
 
 
 def _stopbits(value: float) -> float:
     if value not in (1, 1.5, 2):
-        raise ValueError(f"must be 1, 1.5 or 2, got {value}")
+        raise ValueError(f"must be 1, 1.5 or 2, got {_num(value)}")
     return value
 
 
@@ -329,6 +335,21 @@ class TableConfig(_Section):
         """``<prefix>/<table id>`` (mqtt-api.md "Conventions")."""
         return f"{self.mqtt.prefix}/{self.table.id}"
 
+    def notes(self) -> list[str]:
+        """Sections given but not used by this table's game (shown by check-config)."""
+        game = self.table.game
+        used = {
+            "shuffler": game in CARD_GAMES,
+            "dice_reader": game == "CRAPS",
+            "bonus_craps": game == "CRAPS",
+            "bust_bonus": game == "BJ",
+        }
+        return [
+            f"{section}: not used by a {game} table (ignored)"
+            for section, needed in used.items()
+            if section in self.model_fields_set and not needed
+        ]
+
     @model_validator(mode="wrap")
     @classmethod
     def _cross_checks(cls, data: Any, handler: Any) -> Any:
@@ -362,21 +383,11 @@ def _cross_problems(data: object) -> list[InitErrorDetails]:
     out: list[InitErrorDetails] = []
     table = data.get("table")
     game = table.get("game") if isinstance(table, dict) else None
-    if game in CARD_GAMES:
-        if "shuffler" not in data:
-            why = "the card-reading shoe speaks the shuffler protocol" if game == "BJ" else ""
-            out.append(_cross(("shuffler",), _needed(str(game), why), data))
-        if "dice_reader" in data:
-            out.append(_cross(("dice_reader",), _unused("dice_reader", str(game)), data))
-        if "bonus_craps" in data:
-            out.append(_cross(("bonus_craps",), _unused("bonus_craps", str(game)), data))
-    if game == "CRAPS":
-        if "dice_reader" not in data:
-            out.append(_cross(("dice_reader",), _needed("CRAPS", ""), data))
-        if "shuffler" in data:
-            out.append(_cross(("shuffler",), _unused("shuffler", "CRAPS"), data))
-    if game in POKER_GAMES | {"CRAPS"} and "bust_bonus" in data:
-        out.append(_cross(("bust_bonus",), _unused("bust_bonus", str(game)), data))
+    if game in CARD_GAMES and "shuffler" not in data:
+        why = "the card-reading shoe speaks the shuffler protocol" if game == "BJ" else ""
+        out.append(_cross(("shuffler",), _needed(str(game), why), data))
+    if game == "CRAPS" and "dice_reader" not in data:
+        out.append(_cross(("dice_reader",), _needed("CRAPS", ""), data))
 
     mqtt = data.get("mqtt")
     if isinstance(mqtt, dict):
@@ -415,10 +426,6 @@ def _backoff_problems(
 
 def _needed(game: str, why: str) -> str:
     return f"required for a {game} table" + (f" ({why})" if why else "")
-
-
-def _unused(section: str, game: str) -> str:
-    return f"not used by a {game} table: remove [{section}] or change table.game"
 
 
 # ---------------------------------------------------------------------------------------
