@@ -446,8 +446,8 @@ class TableView:
             case CrapsBoardPayload():
                 self.board = message
             case RollPayload():
-                # One row per roll, showing its latest status (pending -> counted, ...).
-                self.rolls.pop(message.roll_id, None)
+                # One row per roll, in the order the rolls came, showing its latest status
+                # (pending -> counted, counted -> declared_invalid -> reinstated).
                 self.rolls[message.roll_id] = message
                 while len(self.rolls) > MAX_ROLLS:
                     del self.rolls[next(iter(self.rolls))]

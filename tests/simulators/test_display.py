@@ -308,22 +308,26 @@ def test_rolls_show_their_latest_status_and_results_their_reversal() -> None:
     text = frame([view])
     assert re.search(r"5003\s+1 6\s+7\s+pending\s+ON_CHIPS", text)
     assert re.search(r"5001\s+6 5\s+11\s+counted", text)
-    # Declared valid: the seven counts and the bets lose; one row for the roll.
-    assert view.apply(roll, roll_payload(43, 5003, (1, 6), "counted"))
+    # A later throw waits behind the pending one (dice-reader-icd.md, "What the host must
+    # do"); deciding 5003 then updates its row in place, rows staying in throw order.
+    assert view.apply(roll, roll_payload(43, 5004, (3, 3), "pending", "SLID"))
+    assert view.apply(roll, roll_payload(44, 5003, (1, 6), "counted"))
+    rows = [line for line in frame([view]).splitlines() if re.search(r"│ 500\d ", line)]
+    assert [row.split()[1] for row in rows] == ["5004", "5003", "5002", "5001"]
     for n, bet_name in enumerate(("all_small", "all_tall", "make_em_all")):
         assert view.apply(
             "lammer/t2/craps/result",
-            payload(44 + n, "t2", roll_id=5003, bet=bet_name, outcome="lose", pays=None),
+            payload(45 + n, "t2", roll_id=5003, bet=bet_name, outcome="lose", pays=None),
         )
     text = frame([view])
     assert len(lines_with(text, "5003  ")) == 1 + 3  # the roll row and three results
     assert re.search(r"5003\s+1 6\s+7\s+counted", text)
-    assert "pending" not in text
+    assert "ON_CHIPS" not in text
     assert "roll 5003  Make 'Em All  LOSE" in text
     # The stickperson voids it under 4-4(c)(6): the settlements are taken back.
     assert view.apply(
         "lammer/t2/craps/reversal",
-        payload(47, "t2", roll_id=5003, bet="all_small", outcome="lose"),
+        payload(48, "t2", roll_id=5003, bet="all_small", outcome="lose"),
     )
     reversed_lines = lines_with(frame([view]), "reversed")
     assert len(reversed_lines) == 1
