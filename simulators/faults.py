@@ -177,9 +177,10 @@ def garble_body(body: str, device: DeviceKind) -> str:
     """A body that the codec rejects although its sequence number can still be read.
 
     The last field gains an ``x`` (dice-reader-icd.md's ``2x``); where that still parses
-    (free text such as a serial number), the type is written in lower case instead.
+    (free text such as a serial number), the last field is left out; failing that, the
+    type is written in lower case (then the sequence number cannot be read either).
     """
-    candidates = (body + "x", body.lower(), "X" + body)
+    candidates = (body + "x", body.rsplit(",", 1)[0], body.lower())
     for candidate in candidates:
         try:
             parse_body(candidate, device=device)
