@@ -553,6 +553,21 @@ def _odds_text(pays: Decimal | None) -> str:
     return "-" if pays is None else f"{pays:f} to 1"
 
 
+def _betting(is_open: bool) -> Text:
+    if is_open:
+        return Text.assemble(("betting ", "bold"), ("OPEN", "bold green"))
+    return Text.assemble(("betting ", "bold"), ("CLOSED", "bold red"))
+
+
+def _unpaid(outcome: Literal["void", "flagged"], reason: str | None) -> Text:
+    # shuffler-icd.md "What the host must check": a wrong round pays nothing automatically.
+    if outcome == "void":
+        return Text.assemble(("VOID", "bold yellow"), ": the round was cancelled, nothing pays")
+    return Text.assemble(
+        ("FLAGGED", "bold red"), f" for review, nothing pays automatically: {reason or '?'}"
+    )
+
+
 def _header(view: TableView) -> Text:
     text = Text()
     match view.availability:
@@ -648,12 +663,8 @@ def _cover_all_result(result: CoverAllResultPayload) -> Text:
         case "no_qualifier":
             text.append("no qualifying hand", style="yellow")
             text.append(": Cover All Bonus wagers lose")
-        case "void":
-            text.append("VOID", style="bold yellow")
-            text.append(": the round was cancelled, nothing pays")
-        case "flagged":
-            text.append("FLAGGED", style="bold red")
-            text.append(f" for review, nothing pays automatically: {result.reason or '?'}")
+        case "void" | "flagged":
+            text.append_text(_unpaid(result.outcome, result.reason))
     return text
 
 
@@ -674,11 +685,8 @@ def _craps(view: TableView) -> RenderableType:
     if board is None:
         parts.append(Text("Bonus Craps: no board received yet", style="dim"))
     else:
-        head = Text(f"Bonus Craps · pay table {board.paytable} · betting ", style="bold")
-        if board.betting_open:
-            head.append("OPEN", style="bold green")
-        else:
-            head.append("CLOSED", style="bold red")
+        head = Text(f"Bonus Craps · pay table {board.paytable} · ", style="bold")
+        head.append_text(_betting(board.betting_open))
         head.append(f" · pending {_pending(board.pending_roll)}")
         parts.append(head)
         lammers = Table(box=box.SQUARE)
@@ -733,11 +741,8 @@ def _bust_bonus(view: TableView) -> RenderableType:
     if state is None:
         parts.append(Text("Bust Bonus: no round received yet", style="dim"))
     else:
-        head = Text(f"Bust Bonus · round {state.round_id or '-'} · betting ", style="bold")
-        if state.betting_open:
-            head.append("OPEN", style="bold green")
-        else:
-            head.append("CLOSED", style="bold red")
+        head = Text(f"Bust Bonus · round {state.round_id or '-'} · ", style="bold")
+        head.append_text(_betting(state.betting_open))
         parts.append(head)
         cards = Text("Up card: ")
         cards.append_text(card_text(state.up_card) if state.up_card else Text("-"))
@@ -759,12 +764,8 @@ def _bust_bonus(view: TableView) -> RenderableType:
             case "lose":
                 text.append("LOSE ", style="red")
                 text.append(f"dealer stands on {total}")
-            case "void":
-                text.append("VOID", style="bold yellow")
-                text.append(": the round was cancelled, nothing pays")
-            case "flagged":
-                text.append("FLAGGED", style="bold red")
-                text.append(f" for review, nothing pays automatically: {result.reason or '?'}")
+            case "void" | "flagged":
+                text.append_text(_unpaid(result.outcome, result.reason))
         parts.append(text)
         if result.dealer_cards:
             cards = Text("  up card ")
@@ -973,7 +974,8 @@ async def _display(args: argparse.Namespace) -> int:
             task.cancel()
         await asyncio.gather(follower, main, stopper, return_exceptions=True)
     if args.once:
-        console.print(render(views, side_by_side=side_by_side, link=link.describe()))
+        status = link.describe().removesuffix("; retrying")  # it is not: it exits now
+        console.print(render(views, side_by_side=side_by_side, link=status))
     return 0 if link.ever_connected else 1
 
 
