@@ -161,7 +161,7 @@ class Journal:
             return cls._open_readonly(path)
         lock_fd: int | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _make_dirs(path.parent)
             lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             _restrict_mode(path)
@@ -428,6 +428,18 @@ class Journal:
 def _message(row: tuple[int, str, bytes, int]) -> OutboxMessage:
     seq, topic, payload, retained = row
     return OutboxMessage(seq=seq, topic=topic, payload=bytes(payload), retained=bool(retained))
+
+
+def _make_dirs(directory: Path) -> None:
+    """Create ``directory`` and its missing parents, each 0700 (mkdir's ``parents=True``
+    would give the parents the default mode)."""
+    missing: list[Path] = []
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    for candidate in reversed(missing):
+        candidate.mkdir(mode=0o700, exist_ok=True)
 
 
 def _restrict_mode(path: Path) -> None:

@@ -1,0 +1,319 @@
+"""The journal: durable, ordered, never reusing a seq; the outbox of the MQTT link."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from daemon.errors import JournalError, JournalFileError, JournalValueError
+from daemon.journal import KINDS, Journal, format_ts
+from daemon.outbox import Outbox, OutboxMessage
+
+T0 = datetime(2026, 11, 29, 14, 3, 7, 123456, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[Journal]:
+    with Journal.open(tmp_path / "t1.db") as j:
+        yield j
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_format_ts_is_utc_milliseconds_z() -> None:
+    # mqtt-api.md: UTC, ISO 8601 with milliseconds and Z, e.g. 2026-11-29T14:03:07.123Z.
+    cet = timezone(timedelta(hours=1))
+    assert (
+        format_ts(datetime(2026, 11, 29, 15, 3, 7, 123999, tzinfo=cet))
+        == "2026-11-29T14:03:07.123Z"
+    )
+    assert format_ts(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000Z"
+    with pytest.raises(JournalValueError, match="no time zone"):
+        format_ts(datetime(2026, 1, 2, 3, 4, 5))
+
+
+def test_new_journal_is_private_wal_full(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "sub" / "t1.db"
+    with Journal.open(path) as journal:
+        journal.append("device", {"type": "DeviceHello"}, ts=T0)
+        assert mode(path) == 0o600
+        assert mode(path.with_name("t1.db-wal")) == 0o600
+        assert mode(path.with_name("t1.db-shm")) == 0o600
+        # synchronous=FULL (2): every commit is fsynced, so an ACK survives power loss.
+        assert journal._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    assert mode(tmp_path / "state") == 0o700
+    assert mode(tmp_path / "state" / "sub") == 0o700
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_an_existing_looser_file_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    Journal.open(path).close()
+    path.chmod(0o644)
+    with Journal.open(path):
+        assert mode(path) == 0o600
+
+
+def test_seq_increases_and_continues_after_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        assert journal.last_seq == 0
+        seqs = [journal.append(kind, {"n": i}, ts=at(i)) for i, kind in enumerate(KINDS[:5])]
+        assert seqs == [1, 2, 3, 4, 5]
+        assert journal.last_seq == 5
+    with Journal.open(path) as journal:
+        assert journal.last_seq == 5
+        assert journal.append("alarm", {"n": 5}, ts=at(5)) == 6
+        records = list(journal.records())
+    assert [r.seq for r in records] == [1, 2, 3, 4, 5, 6]
+    assert [r.kind for r in records] == [*KINDS[:5], "alarm"]
+    assert [r.record for r in records] == [{"n": i} for i in range(6)]
+    assert records[1].ts == datetime(2026, 11, 29, 14, 3, 8, 123000, tzinfo=UTC)
+
+
+def test_seq_is_never_reused_even_after_rows_are_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        for i in range(3):
+            journal.append("device", {"n": i}, ts=T0)
+    with sqlite3.connect(path) as conn:
+        conn.execute("DELETE FROM records WHERE seq > 1")
+    conn.close()
+    with Journal.open(path) as journal:
+        assert journal.append("device", {"n": 9}, ts=T0) == 4
+
+
+def test_records_after_and_by_kind(journal: Journal) -> None:
+    with journal.batch():
+        for i in range(600):  # more than one page
+            journal.append("device" if i % 3 else "outcome", {"i": i}, ts=T0)
+    assert [r.seq for r in journal.records(590)] == list(range(591, 601))
+    outcomes = list(journal.records(kind="outcome"))
+    assert [r.record["i"] for r in outcomes] == list(range(0, 600, 3))
+    assert list(journal.records(600)) == []
+
+
+def test_append_publish_adds_seq_and_ts_and_queues(journal: Journal) -> None:
+    journal.append("device", {"x": 1}, ts=T0)
+    body: dict[str, object] = {"table": "t1", "round_id": 812, "pays": "34"}
+    message = journal.append_publish("cover_all/result", body, retained=True, ts=T0)
+    assert message == OutboxMessage(
+        seq=2, topic="cover_all/result", payload=message.payload, retained=True
+    )
+    assert json.loads(message.payload) == {
+        "table": "t1",
+        "round_id": 812,
+        "pays": "34",
+        "seq": 2,
+        "ts": "2026-11-29T14:03:07.123Z",
+    }
+    assert body == {"table": "t1", "round_id": 812, "pays": "34"}  # caller's dict untouched
+    assert journal.pending() == [message]
+    (record,) = journal.records(kind="publish")
+    assert record.record == {
+        "topic": "cover_all/result",
+        "retained": True,
+        "payload": json.loads(message.payload),
+        "published": False,
+    }
+
+
+def test_outbox_pending_mark_published_and_retained(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        outbox: Outbox = journal
+        board1 = journal.append_publish("craps/board", {"n": 1}, retained=True, ts=T0)
+        roll = journal.append_publish("craps/roll", {"n": 2}, retained=False, ts=T0)
+        state = journal.append_publish("state", {"n": 3}, retained=True, ts=T0)
+        board2 = journal.append_publish("craps/board", {"n": 4}, retained=True, ts=T0)
+        assert outbox.pending() == [board1, roll, state, board2]
+        assert outbox.pending(limit=2) == [board1, roll]
+        assert outbox.retained() == []  # nothing has reached the broker yet
+        for message in (board1, roll, state):
+            outbox.mark_published(message.seq)
+        outbox.mark_published(roll.seq)  # idempotent
+        assert outbox.pending() == [board2]
+        # board2 is not published yet: a reconnect republishes board1, then sends board2.
+        assert outbox.retained() == [board1, state]
+        outbox.mark_published(board2.seq)
+        assert outbox.retained() == [state, board2]
+        with pytest.raises(JournalValueError, match="seq 99"):
+            outbox.mark_published(99)
+    with Journal.open(path) as journal:
+        assert journal.pending() == []
+        assert journal.retained() == [state, board2]
+
+
+def test_batch_is_one_transaction(journal: Journal) -> None:
+    with journal.batch():
+        first = journal.append("device", {"n": 1}, ts=T0)
+        with journal.batch():
+            message = journal.append_publish("state", {"n": 2}, retained=True, ts=T0)
+    assert (first, message.seq) == (1, 2)
+
+    def failing_batch() -> None:
+        with journal.batch():
+            journal.append("device", {"n": 3}, ts=T0)
+            journal.append_publish("state", {"n": 4}, retained=True, ts=T0)
+            raise RuntimeError("driver failed")
+
+    with pytest.raises(RuntimeError):
+        failing_batch()
+    assert journal.last_seq == 2
+    assert [r.seq for r in journal.records()] == [1, 2]
+    assert journal.pending() == [message]
+    assert journal.append("device", {"n": 5}, ts=T0) == 3
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda j: j.append("publish", {}, ts=T0), "use append_publish"),
+        (lambda j: j.append("devices", {}, ts=T0), "bad record kind 'devices'"),
+        (
+            lambda j: j.append("device", {"pays": __import__("decimal").Decimal("1.5")}, ts=T0),
+            "not JSON",
+        ),
+        (lambda j: j.append("device", {"x": float("nan")}, ts=T0), "not JSON"),
+        (lambda j: j.append("device", {}, ts=datetime(2026, 1, 1)), "no time zone"),
+        (
+            lambda j: j.append_publish("state", {"seq": 1}, retained=True, ts=T0),
+            "must not hold seq",
+        ),
+        (lambda j: j.append_publish("a/+/b", {}, retained=True, ts=T0), "wildcards"),
+        (lambda j: j.append_publish("/state", {}, retained=True, ts=T0), "bad topic"),
+        (lambda j: j.append_publish("state", {"x": object()}, retained=True, ts=T0), "not JSON"),
+    ],
+)
+def test_bad_calls_are_refused_and_change_nothing(
+    journal: Journal, call: object, match: str
+) -> None:
+    journal.append("device", {"n": 0}, ts=T0)
+    with pytest.raises(JournalValueError, match=match):
+        call(journal)  # type: ignore[operator]
+    assert journal.last_seq == 1
+    assert [r.seq for r in journal.records()] == [1]
+    assert journal.pending() == []
+    assert journal.append("device", {"n": 1}, ts=T0) == 2
+
+
+def test_one_writer_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path), pytest.raises(JournalFileError, match="in use by another process"):
+        Journal.open(path)
+    Journal.open(path).close()  # free again once closed
+
+
+def test_readonly_reads_while_the_writer_runs_and_cannot_write(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as writer:
+        writer.append("device", {"n": 1}, ts=T0)
+        with Journal.open(path, readonly=True) as reader:
+            assert [r.record for r in reader.records()] == [{"n": 1}]
+            writer.append("device", {"n": 2}, ts=T0)
+            assert [r.record for r in reader.records()] == [{"n": 1}, {"n": 2}]
+            with pytest.raises(JournalValueError, match="read-only"):
+                reader.append("device", {}, ts=T0)
+
+
+def test_readonly_creates_no_file(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with pytest.raises(JournalFileError, match="no such file"):
+        Journal.open(path, readonly=True)
+    assert list(tmp_path.iterdir()) == []
+    with Journal.open(path) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+    before = sorted(tmp_path.iterdir())
+    with Journal.open(path, readonly=True) as reader:
+        assert reader.last_seq == 1
+        assert len(list(reader.records())) == 1
+    assert sorted(tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+def test_not_a_journal(tmp_path: Path, readonly: bool) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all, just some words to fill a page " * 40)
+    with pytest.raises(JournalFileError, match="not a lammer journal"):
+        Journal.open(text, readonly=readonly)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    with pytest.raises(JournalFileError, match="not a lammer journal"):
+        Journal.open(other, readonly=readonly)
+    assert isinstance(JournalFileError("x"), JournalError | OSError)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime
+    from daemon.journal import Journal
+
+    journal = Journal.open(sys.argv[1])
+    n = 0
+    while True:
+        n += 1
+        now = datetime.now(UTC)
+        if n % 3:
+            seq = journal.append("device", {"n": n, "pad": "x" * (n % 700)}, ts=now)
+        else:
+            seq = journal.append_publish("state", {"n": n}, retained=True, ts=now).seq
+            if n % 2:
+                journal.mark_published(seq)
+        sys.stdout.write(f"{seq}\\n")
+        sys.stdout.flush()
+    """
+)
+
+
+def test_survives_sigkill_mid_write(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    acknowledged = 0
+    for _ in range(3):  # kill, reopen, kill again: seq goes on, nothing lost
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None
+        target = acknowledged + 150
+        for line in proc.stdout:
+            acknowledged = int(line)  # durable once printed: append returned
+            if acknowledged >= target:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+        with Journal.open(path) as journal:
+            seqs = [r.seq for r in journal.records()]
+            # Every appended record is there, in order, with no gap and no repeat.
+            assert seqs == list(range(1, len(seqs) + 1))
+            assert len(seqs) >= acknowledged
+            assert journal.last_seq == len(seqs)
+            pending = {m.seq for m in journal.pending()}
+            published = {r.seq for r in journal.records(kind="publish")} - pending
+            assert {m.seq for m in journal.retained()} <= published
+            acknowledged = journal.append("daemon", {"event": "restarted"}, ts=T0)
+            assert acknowledged == len(seqs) + 1
