@@ -1,0 +1,324 @@
+"""The asyncio driver: the host side of link-layer.md over a serial port or a TCP device server.
+
+``DeviceDriver`` owns only I/O: it opens the port from a URL, answers every frame (ACK, NAK),
+suppresses duplicates, reconnects with jittered exponential backoff, and turns frames into
+``drivers.events`` values. Framing and messages are the sans-IO codec (``drivers.link``,
+``drivers.messages``); the device's rules are the daemon's business.
+
+Use it as an async iterator, closed deterministically on exit::
+
+    driver = DeviceDriver(device="shuffler", url="/dev/ttyUSB0")
+    async with contextlib.aclosing(driver.events()) as events:
+        async for event in events:
+            journal(event)  # the ACK goes out when the loop asks for the next event
+
+Policies, each from link-layer.md unless said otherwise:
+
+* ACK contract (issue 5): a good new frame is ACKed when the consumer asks for the next event,
+  so an ACK means the consumer's loop body ran (journaled it). A consumer slower than
+  ``ack_deadline`` (link-layer.md: 250 ms) is logged; the device then retransmits, and the
+  retransmission is ACKed as a duplicate.
+* A repeated sequence number (the ACK was lost) is ACKed again at once and not delivered,
+  across reconnects too (the ACK may have died with the port). The same number with other
+  content is ACKed (so the device moves on) and delivered as ``BadFrameReceived``.
+  ``HELLO`` resets the expected sequence.
+* Bad frames are NAKed at once (``NAK,<seq>`` or ``NAK,0``) and delivered as
+  ``BadFrameReceived``: nothing received is lost.
+* ``QUERY`` is sent after every connect. With ``silence_timeout``, a ``QUERY`` probes a device
+  quiet for half of it; no byte by the end of it is a disconnect (``DeviceTimeout``).
+* The port's loss (USB unplugged, pty closed, socket dropped, I/O error) gives
+  ``Disconnected``; reopening waits ``reconnect_initial * 2**n`` capped at ``reconnect_max``,
+  jittered to 50-100 % of that, and starts again from ``reconnect_initial`` once a good frame
+  arrives. Only cancellation (or closing the iterator) stops the driver; the port is closed
+  and waited for (pyserial-asyncio closes it in a background task: we await it).
+* Memory is bounded: the stream reader pauses the port beyond its limit, the decoder holds one
+  line, and answers to a device that does not read are dropped beyond a small buffer.
+* Logging: structlog bound with device and url; frames in hex at debug only, never a card at
+  info (shuffler-icd.md "Card data is secret until it is face up").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import urllib.parse
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Final
+
+import serial
+import serial_asyncio_fast
+import structlog
+
+from drivers.errors import DeviceTimeout, DriverConfigError, LinkLost
+from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
+from drivers.link import MAX_SEQ, BadFrame
+from drivers.messages import (
+    Ack,
+    Decoded,
+    Hello,
+    MessageDecoder,
+    Nak,
+    Query,
+    encode_message,
+    to_fact,
+)
+from rules import events as ev
+
+READ_SIZE: Final = 4096
+READ_LIMIT: Final = 16 * 1024  # the stream reader pauses the port beyond twice this
+WRITE_LIMIT: Final = 4096  # answers queued for a device that does not read: drop beyond
+CLOSE_TIMEOUT: Final = 5.0
+CONNECT_TIMEOUT: Final = 5.0
+_QUERY: Final = encode_message(Query())
+
+
+@dataclass(slots=True)
+class _Link:
+    """One open port: the stream pair and a fresh decoder."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    decoder: MessageDecoder
+
+
+def next_seq(seq: int) -> int:
+    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md)."""
+    return 1 if seq >= MAX_SEQ else seq + 1
+
+
+class DeviceDriver:
+    """The host side of one device's link (see the module docstring for every policy).
+
+    ``url`` is a device path, a pty path (or a symlink to one) or ``socket://host:port``.
+    Settings that cannot work raise ``DriverConfigError`` here, not later.
+    """
+
+    def __init__(
+        self,
+        *,
+        device: ev.Device,
+        url: str,
+        baudrate: int = 115200,
+        ack_deadline: float = 0.25,
+        silence_timeout: float | None = None,
+        reconnect_initial: float = 0.5,
+        reconnect_max: float = 30.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if device not in ("shuffler", "dice_reader"):
+            raise DriverConfigError(f"device {device!r} is not 'shuffler' or 'dice_reader'")
+        self._socket = _check_url(url)
+        if baudrate <= 0:
+            raise DriverConfigError(f"baud rate {baudrate} is not positive")
+        if ack_deadline <= 0:
+            raise DriverConfigError(f"ack_deadline {ack_deadline} s is not positive")
+        if silence_timeout is not None and silence_timeout <= 0:
+            raise DriverConfigError(f"silence_timeout {silence_timeout} s is not positive")
+        if not 0 < reconnect_initial <= reconnect_max:
+            raise DriverConfigError(
+                f"reconnect delays must be 0 < initial ({reconnect_initial} s)"
+                f" <= max ({reconnect_max} s)"
+            )
+        self.device: ev.Device = device
+        self.url = url
+        self.baudrate = baudrate
+        self.ack_deadline = ack_deadline
+        self.silence_timeout = silence_timeout
+        self.reconnect_initial = reconnect_initial
+        self.reconnect_max = reconnect_max
+        self._rng = rng if rng is not None else random.Random()
+        self._log = structlog.get_logger("lammer.driver").bind(device=device, url=url)
+        # The last delivered frame (seq, raw). Kept across reconnects: a retransmission of a
+        # frame whose ACK died with the port must not be delivered twice (link-layer.md).
+        self._last: tuple[int, bytes] | None = None
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait before reopening after ``attempt`` failures in a row (0 first):
+        ``reconnect_initial * 2**attempt`` capped at ``reconnect_max``, jittered to 50-100 %."""
+        cap = min(self.reconnect_max, self.reconnect_initial * 2.0 ** min(attempt, 64))
+        return cap / 2 + self._rng.uniform(0, cap / 2)
+
+    async def events(self) -> AsyncIterator[DriverEvent]:
+        """Run the link until cancelled or closed, yielding every event in order.
+
+        Close it with ``contextlib.aclosing`` (or cancel the task that iterates) to close the
+        port deterministically.
+        """
+        attempt = 0
+        while True:
+            try:
+                link = await self._open()
+            except OSError as exc:  # includes serial.SerialException and connect timeouts
+                delay = self.backoff(attempt)
+                attempt += 1
+                self._log.warning("open failed", error=str(exc), retry_in=round(delay, 3))
+                await asyncio.sleep(delay)
+                continue
+            reason = "closed"
+            try:
+                self._send(link, _QUERY)  # link-layer.md: QUERY -> HELLO, then MODE
+                self._log.info("connected")
+                yield Connected(device=self.device, url=self.url)
+                while True:
+                    data = await self._read(link)
+                    for item in link.decoder.feed(data):
+                        event = self._judge(link, item)
+                        if event is None:
+                            continue
+                        arrived = time.monotonic()
+                        yield event
+                        if isinstance(event, Received):
+                            # The consumer asked for the next event: this one is durable.
+                            self._acknowledge(link, event, arrived)
+                            attempt = 0  # a device that talks: back off from the start
+            except (LinkLost, DeviceTimeout) as exc:
+                reason = str(exc)
+            finally:
+                await self._close(link)
+            self._log.warning("disconnected", reason=reason)
+            yield Disconnected(device=self.device, url=self.url, reason=reason)
+            delay = self.backoff(attempt)
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    def _judge(self, link: _Link, item: Decoded | BadFrame) -> DriverEvent | None:
+        """Answer at once what is answered at once (NAK, ACK of a repeat) and return the event
+        to deliver, if any. A ``Received`` is ACKed later, by ``_acknowledge``."""
+        if isinstance(item, BadFrame):
+            # link-layer.md: NAK,<seq>, or NAK,0 when the sequence number could not be read.
+            seq = item.seq if item.seq is not None else 0
+            self._log.warning("bad frame NAKed", reason=item.reason, seq=seq)
+            self._log.debug("bad frame", raw=item.raw.hex())
+            self._send(link, encode_message(Nak(seq=seq)))
+            return BadFrameReceived(device=self.device, raw=item.raw, reason=item.reason)
+        msg = item.message
+        if self._last is not None:
+            last_seq, last_raw = self._last
+            if msg.seq == last_seq and item.raw == last_raw:
+                # A retransmission after a lost ACK: ACK again, never process twice.
+                self._log.debug("repeat ACKed again", seq=msg.seq)
+                self._send(link, encode_message(Ack(seq=msg.seq)))
+                return None
+            if msg.seq == last_seq and not isinstance(msg, Hello):  # a HELLO resets
+                why = f"sequence number {msg.seq} repeated with other content"
+                self._log.warning("conflicting repeat ACKed", seq=msg.seq)
+                self._send(link, encode_message(Ack(seq=msg.seq)))
+                return BadFrameReceived(device=self.device, raw=item.raw, reason=why)
+            if msg.seq != next_seq(last_seq) and not isinstance(msg, Hello):
+                self._log.warning("sequence gap", expected=next_seq(last_seq), seq=msg.seq)
+        fact = to_fact(msg, self.device)
+        assert fact is not None, "the decoder refuses host messages from a device"
+        self._log.debug("frame", seq=msg.seq, raw=item.raw.hex())
+        return Received(device=self.device, seq=msg.seq, raw=item.raw, fact=fact)
+
+    def _acknowledge(self, link: _Link, event: Received, arrived: float) -> None:
+        self._send(link, encode_message(Ack(seq=event.seq)))
+        self._last = (event.seq, event.raw)
+        late = time.monotonic() - arrived
+        if late > self.ack_deadline:  # link-layer.md: ACK within 250 ms
+            self._log.warning("ACK late: consumer slow", seq=event.seq, seconds=round(late, 3))
+
+    # -----------------------------------------------------------------------------------
+    # I/O
+
+    async def _open(self) -> _Link:
+        """Open the port. Raises ``OSError`` (``serial.SerialException`` is one)."""
+        if self._socket is not None:
+            host, port = self._socket
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                reader, writer = await asyncio.open_connection(host, port, limit=READ_LIMIT)
+        else:
+            # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
+            # cancelled executor open would leave an open port behind.
+            ser = serial.serial_for_url(
+                self.url,
+                baudrate=self.baudrate,
+                bytesize=serial.EIGHTBITS,  # link-layer.md "Physical": 8N1, no flow control
+                parity=serial.PARITY_NONE,
+                stopbits=serial.STOPBITS_ONE,
+                xonxoff=False,
+                rtscts=False,
+                exclusive=True,  # flock: a second opener fails instead of stealing frames
+            )
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader(limit=READ_LIMIT)
+            protocol = asyncio.StreamReaderProtocol(reader)
+            transport, _ = await serial_asyncio_fast.connection_for_serial(
+                loop, lambda: protocol, ser
+            )
+            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+        return _Link(reader, writer, MessageDecoder(device=self.device, sender="device"))
+
+    async def _read(self, link: _Link) -> bytes:
+        """The next bytes from the device. Raises ``LinkLost`` or ``DeviceTimeout``."""
+        try:
+            if self.silence_timeout is None:
+                data = await link.reader.read(READ_SIZE)
+            else:
+                data = await self._read_or_probe(link, self.silence_timeout)
+        except DeviceTimeout:
+            raise  # a TimeoutError, hence an OSError: not a lost port
+        except (OSError, EOFError) as exc:
+            raise LinkLost(f"port lost: {exc}") from exc
+        if not data:
+            raise LinkLost("port lost: end of stream")
+        return data
+
+    async def _read_or_probe(self, link: _Link, silence: float) -> bytes:
+        for probe in (True, False):
+            window = asyncio.timeout(silence / 2)
+            try:
+                async with window:
+                    return await link.reader.read(READ_SIZE)
+            except TimeoutError:
+                if not window.expired():
+                    raise  # an I/O error that happens to be a TimeoutError: the port is lost
+            if probe:
+                self._log.debug("quiet: QUERY", seconds=silence / 2)
+                self._send(link, _QUERY)
+        raise DeviceTimeout(f"silent for {silence:g} s (no answer to QUERY)", seconds=silence)
+
+    def _send(self, link: _Link, frame: bytes) -> None:
+        transport = link.writer.transport
+        if transport.is_closing():
+            return  # the read that follows reports the loss
+        if transport.get_write_buffer_size() > WRITE_LIMIT:
+            # The device is not reading: dropping an answer costs a retransmission, holding
+            # every answer would cost unbounded memory.
+            self._log.warning("device not reading: answer dropped", size=len(frame))
+            return
+        self._log.debug("send", raw=frame.hex())
+        link.writer.write(frame)
+
+    async def _close(self, link: _Link) -> None:
+        """Close the port and wait until it is really closed (pyserial-asyncio closes the
+        serial port in a background task after ``close()`` returns: the close race)."""
+        writer = link.writer
+        writer.transport.abort()  # no drain: a device that stopped reading must not block us
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await writer.wait_closed()
+        except Exception as exc:  # the loss itself, reported again by wait_closed
+            self._log.debug("closed", error=str(exc))
+
+
+def _check_url(url: str) -> tuple[str, int] | None:
+    """``(host, port)`` for ``socket://host:port``, ``None`` for a device path."""
+    if "://" not in url:
+        if not url:
+            raise DriverConfigError("the device URL is empty")
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "socket":
+        raise DriverConfigError(
+            f"URL scheme {parts.scheme!r} is not supported: use a device path or socket://host:port"
+        )
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise DriverConfigError(f"bad port in {url!r}: {exc}") from exc
+    if not parts.hostname or port is None:
+        raise DriverConfigError(f"{url!r} is not socket://host:port")
+    return parts.hostname, port

@@ -1,0 +1,78 @@
+"""What a ``DeviceDriver`` delivers: frozen, slotted, keyword-only dataclasses in one union.
+
+Consumers ``match`` on ``DriverEvent`` and finish with ``typing.assert_never``::
+
+    async with contextlib.aclosing(driver.events()) as events:
+        async for event in events:
+            match event:
+                case Received(): ...        # a good new frame: journal event.fact
+                case BadFrameReceived(): ... # already NAKed; journal it (nothing is lost)
+                case Connected() | Disconnected(): ...
+                case _: assert_never(event)
+
+``Received`` is ACKed when the consumer asks for the next event (after its loop body ran),
+so "an ACK means the event is durable" when the body journals it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rules import events as ev
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Connected:
+    """The port is open (``QUERY`` was sent: ``HELLO`` and the configuration follow)."""
+
+    device: ev.Device
+    url: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disconnected:
+    """The port went away or the device fell silent; the driver is reconnecting."""
+
+    device: ev.Device
+    url: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BadFrameReceived:
+    """A bad frame (link-layer.md): already answered with ``NAK``; kept for the record.
+
+    ``raw`` may hold secret cards (a damaged HAND): journal it, never log it above debug.
+    """
+
+    device: ev.Device
+    raw: bytes
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Received:
+    """A good, new device frame and its fact (HELLO and STATUS included). ``seq`` is the
+    device's sequence number, ``raw`` the frame as received (may hold secret cards)."""
+
+    device: ev.Device
+    seq: int
+    raw: bytes
+    fact: ev.DeviceFact
+
+
+DriverEvent = Connected | Disconnected | BadFrameReceived | Received
+
+
+def as_fact(event: DriverEvent) -> ev.DeviceFact | None:
+    """The shared event model's fact for a driver event (``None`` for a bad frame): link
+    state is journaled and replayed like a frame."""
+    match event:
+        case Received():
+            return event.fact
+        case Connected():
+            return ev.DeviceConnected(device=event.device)
+        case Disconnected():
+            return ev.DeviceDisconnected(device=event.device, reason=event.reason)
+        case BadFrameReceived():
+            return None

@@ -1,0 +1,428 @@
+"""The asyncio driver over a real pty (and a real TCP socket), the test playing the device.
+
+No assertion here is about time: waits have a safety timeout only, and "not yet ACKed" is
+checked after the driver had every chance to send (it is suspended while the consumer holds
+an event, so it cannot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+from collections.abc import AsyncGenerator, AsyncIterator
+from pathlib import Path
+
+import pytest
+import serial
+
+from drivers import messages as m
+from drivers.driver import DeviceDriver, next_seq
+from drivers.errors import DriverConfigError
+from drivers.events import (
+    BadFrameReceived,
+    Connected,
+    Disconnected,
+    DriverEvent,
+    Received,
+    as_fact,
+)
+from rules import events as ev
+from tests.drivers.conftest import WAIT, PtyDevice
+
+HELLO = m.Hello(seq=1, model="IDEAL-SIM", firmware="2.1.0", serial="SN0001")
+DICE_HELLO = m.Hello(seq=1, model="DICE-SIM", firmware="1.0.0", serial="DR0042")
+
+
+def fast_driver(device: ev.Device, url: str, **kwargs: float | None) -> DeviceDriver:
+    """A driver with small injected delays (no patched constants)."""
+    options: dict[str, float | None] = {"reconnect_initial": 0.02, "reconnect_max": 0.1}
+    options.update(kwargs)
+    return DeviceDriver(device=device, url=url, rng=random.Random(4), **options)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def running(driver: DeviceDriver) -> AsyncIterator[AsyncGenerator[DriverEvent]]:
+    """The driver's event stream, closed on exit (the port with it)."""
+    events = driver.events()
+    assert isinstance(events, AsyncGenerator)
+    async with contextlib.aclosing(events):
+        yield events
+
+
+async def pull(events: AsyncGenerator[DriverEvent]) -> DriverEvent:
+    """The next event (the previous one is then done: its ACK goes out)."""
+    async with asyncio.timeout(WAIT):
+        return await anext(events)
+
+
+async def settle() -> None:
+    """Let the loop run every ready callback (the driver's writes, the device's reads)."""
+    for _ in range(20):
+        await asyncio.sleep(0.005)
+
+
+def is_open(path: Path) -> bool:
+    """Whether one of the process's file descriptors is the file ``path`` leads to."""
+    target = os.path.realpath(path)
+    return any(
+        os.path.realpath(f"/proc/self/fd/{fd}") == target for fd in os.listdir("/proc/self/fd")
+    )
+
+
+async def connect(events: AsyncGenerator[DriverEvent], device: PtyDevice) -> None:
+    assert isinstance(await pull(events), Connected)
+    assert await device.expect() == m.Query()
+
+
+async def test_hello_is_acked_only_when_the_consumer_asks_for_the_next_event(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        first = await pull(events)
+        assert first == Connected(device="shuffler", url=str(link_path))
+        assert await pty_device.expect() == m.Query()  # link-layer.md: QUERY after connecting
+        pty_device.send(HELLO)
+        pty_device.send(m.Mode(seq=2, game="CSP"))
+        hello = await pull(events)
+        assert hello == Received(
+            device="shuffler",
+            seq=1,
+            raw=b"$HELLO,1,IDEAL-SIM,2.1.0,SN0001*F9E4\r\n",
+            fact=ev.DeviceHello(
+                device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN0001"
+            ),
+        )
+        await settle()
+        assert pty_device.quiet()  # the consumer still holds HELLO: no ACK yet
+        mode = await pull(events)
+        assert await pty_device.expect() == m.Ack(seq=1)
+        assert isinstance(mode, Received)
+        assert mode.fact == ev.ModeReported(game="CSP")
+        await settle()
+        assert pty_device.quiet()
+        next_event = asyncio.ensure_future(pull(events))
+        assert await pty_device.expect() == m.Ack(seq=2)
+        next_event.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await next_event
+
+
+async def test_repeats_are_acked_again_and_delivered_once(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        await connect(events, pty_device)
+        hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
+        pty_device.send(HELLO)
+        pty_device.send(HELLO)  # the ACK was "lost": the same frame again
+        assert isinstance(await pull(events), Received)
+        pty_device.send(hand)
+        got = await pull(events)
+        assert await pty_device.expect() == m.Ack(seq=1)
+        assert await pty_device.expect() == m.Ack(seq=1)  # the repeat, ACKed again
+        assert isinstance(got, Received)
+        assert got.fact == ev.HandDealt(
+            round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c")
+        )
+        pty_device.send(hand)  # retransmitted while the consumer holds it
+        pty_device.send(m.Round(seq=3, round_id=812, hands=1))
+        got = await pull(events)
+        assert isinstance(got, Received)
+        assert got.seq == 3  # seq 2 was not delivered twice
+        assert [await pty_device.expect() for _ in range(2)] == [m.Ack(seq=2), m.Ack(seq=2)]
+
+
+async def test_bad_frames_are_naked_at_once_and_delivered(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("dice_reader", str(link_path))) as events:
+        await connect(events, pty_device)
+        # dice-reader-icd.md "Example", verbatim.
+        pty_device.send(b"$HELLO,1,DICE-SIM,1.0.0,DR0042*3319\r\n")
+        assert isinstance(await pull(events), Received)
+        pty_device.send(b"$ROLL,2,5001,6,5*84C6\r\n")
+        roll = await pull(events)
+        assert await pty_device.expect() == m.Ack(seq=1)
+        assert isinstance(roll, Received)
+        assert roll.fact == ev.DiceRolled(roll_id=5001, dice=(6, 5))
+        pty_device.send(b"$ROLL,3,5002,2,2x*AD5C\r\n")
+        bad = await pull(events)
+        assert await pty_device.expect() == m.Ack(seq=2)
+        assert bad == BadFrameReceived(
+            device="dice_reader",
+            raw=b"$ROLL,3,5002,2,2x*AD5C\r\n",
+            reason="ROLL die 2 '2x' is not a decimal number",
+        )
+        assert await pty_device.expect() == m.Nak(seq=3)  # NAKed before the consumer is done
+        pty_device.send(b"$ROLL,3,5002,2,2*A976\r\n")
+        roll = await pull(events)
+        assert isinstance(roll, Received)
+        assert roll.fact == ev.DiceRolled(roll_id=5002, dice=(2, 2))
+        # noise, a bad CRC, a ROLL's frame cut short
+        pty_device.send(b"\x00\xff noise $CHECK,4,5003,1,6,ON_CHIPS*0000\r\n$ROLL,4,50")
+        pty_device.send(b"$CHECK,4,5003,1,6,ON_CHIPS*4DB0\r\n")
+        first, second, check = [await pull(events) for _ in range(3)]
+        assert isinstance(first, BadFrameReceived)
+        assert "bad CRC" in first.reason
+        assert isinstance(second, BadFrameReceived)
+        assert "cut short" in second.reason
+        assert isinstance(check, Received)
+        assert check.fact == ev.RollCheck(roll_id=5003, dice=(1, 6), reason="ON_CHIPS")
+        heard = [await pty_device.expect() for _ in range(3)]
+        assert heard == [m.Ack(seq=3), m.Nak(seq=0), m.Nak(seq=0)]
+
+
+async def test_wrong_device_and_host_messages_are_bad_frames(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        await connect(events, pty_device)
+        pty_device.send(m.Roll(seq=1, roll_id=1, dice=(1, 2)))
+        pty_device.send(m.Ack(seq=1))
+        first, second = await pull(events), await pull(events)
+        assert first == BadFrameReceived(
+            device="shuffler",
+            raw=m.encode_message(m.Roll(seq=1, roll_id=1, dice=(1, 2))),
+            reason="ROLL is not a shuffler message",
+        )
+        assert isinstance(second, BadFrameReceived)
+        assert "sent by the host" in second.reason
+        assert [await pty_device.expect() for _ in range(2)] == [m.Nak(seq=1), m.Nak(seq=1)]
+
+
+async def test_hello_resets_the_sequence_and_a_conflicting_repeat_is_kept(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        await connect(events, pty_device)
+        pty_device.send(HELLO)
+        pty_device.send(m.Mode(seq=2, game="UTH"))
+        pty_device.send(m.Mode(seq=2, game="TCP"))  # same number, other content
+        pty_device.send(HELLO)  # the device restarted (its bytes equal the first HELLO's)
+        pty_device.send(m.Mode(seq=2, game="UTH"))  # after the reset, the same bytes are new
+        got = [await pull(events) for _ in range(5)]
+        assert [type(e) for e in got] == [
+            Received,
+            Received,
+            BadFrameReceived,
+            Received,
+            Received,
+        ]
+        assert isinstance(got[2], BadFrameReceived)
+        assert got[2].reason == "sequence number 2 repeated with other content"
+        assert [e.fact for e in got if isinstance(e, Received)] == [
+            as_fact(got[0]),
+            ev.ModeReported(game="UTH"),
+            ev.DeviceHello(device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN0001"),
+            ev.ModeReported(game="UTH"),
+        ]
+        heard = [await pty_device.expect() for _ in range(4)]
+        assert heard == [m.Ack(seq=1), m.Ack(seq=2), m.Ack(seq=2), m.Ack(seq=1)]
+
+
+async def test_unplug_reconnects_and_a_frame_whose_ack_died_is_not_delivered_twice(
+    link_path: Path,
+) -> None:
+    device = PtyDevice(link_path)
+    try:
+        async with running(fast_driver("shuffler", str(link_path))) as events:
+            await connect(events, device)
+            device.send(HELLO)
+            assert isinstance(await pull(events), Received)
+            settle_msg = m.Settle(seq=2, round_id=812)
+            device.send(settle_msg)
+            got = await pull(events)
+            assert isinstance(got, Received)
+            assert got.fact == ev.RoundSettled(round_id=812)
+            # the cable is pulled while the consumer journals SETTLE: its ACK cannot go out
+            device.unplug()
+            lost = await pull(events)
+            assert isinstance(lost, Disconnected)
+            assert lost.device == "shuffler"
+            assert lost.reason.startswith("port lost")
+            # replugged: a new pty behind the same path; the driver finds it by itself
+            device = PtyDevice(link_path)
+            assert isinstance(await pull(events), Connected)
+            assert await device.expect() == m.Query()
+            device.send(settle_msg)  # the device retransmits: it never saw the ACK
+            device.send(m.Void(seq=3, round_id=813))
+            nxt = await pull(events)
+            assert isinstance(nxt, Received)
+            assert nxt.seq == 3  # SETTLE was journaled once
+            assert await device.expect() == m.Ack(seq=2)
+            # unplugged again while the driver waits to read
+            waiting = asyncio.ensure_future(pull(events))
+            assert await device.expect() == m.Ack(seq=3)
+            device.unplug()
+            lost = await waiting
+            assert isinstance(lost, Disconnected)
+            assert lost.reason.startswith("port lost")
+    finally:
+        device.unplug()
+
+
+async def test_port_absent_at_start_is_retried_until_it_appears(link_path: Path) -> None:
+    async with running(fast_driver("dice_reader", str(link_path))) as events:
+        first = asyncio.ensure_future(pull(events))
+        await settle()
+        assert not first.done()  # nothing to open yet, nothing to report
+        device = PtyDevice(link_path)
+        try:
+            assert isinstance(await first, Connected)
+            assert await device.expect() == m.Query()
+        finally:
+            device.unplug()
+
+
+async def test_port_is_opened_exclusively(pty_device: PtyDevice, link_path: Path) -> None:
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        await connect(events, pty_device)
+        with pytest.raises(serial.SerialException, match="exclusively lock"):
+            serial.Serial(str(link_path), exclusive=True)
+
+
+async def test_silence_probes_with_query_then_disconnects(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("shuffler", str(link_path), silence_timeout=0.2)) as events:
+        await connect(events, pty_device)
+        lost = asyncio.ensure_future(pull(events))
+        assert await pty_device.expect() == m.Query()  # the probe
+        event = await lost
+        assert isinstance(event, Disconnected)
+        assert event.reason == "silent for 0.2 s (no answer to QUERY)"
+        assert isinstance(await pull(events), Connected)
+        assert await pty_device.expect() == m.Query()
+        # a device that answers the probe keeps the link up
+        answered = asyncio.ensure_future(pull(events))
+        assert await pty_device.expect() == m.Query()
+        pty_device.send(HELLO)
+        assert isinstance(await answered, Received)
+
+
+async def test_socket_url_and_dropped_connection(unused_tcp_port: int) -> None:
+    connections: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await connections.put((reader, writer))
+
+    server = await asyncio.start_server(accept, "127.0.0.1", unused_tcp_port)
+    url = f"socket://127.0.0.1:{unused_tcp_port}"
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        async with running(fast_driver("dice_reader", url)) as events:
+            assert await pull(events) == Connected(device="dice_reader", url=url)
+            async with asyncio.timeout(WAIT):
+                reader, writer = await connections.get()
+                writers.append(writer)
+                assert await reader.readline() == m.encode_message(m.Query())
+            writer.write(m.encode_message(DICE_HELLO))
+            assert isinstance(await pull(events), Received)
+            writer.close()  # the device server drops the connection
+            lost = await pull(events)
+            assert isinstance(lost, Disconnected)
+            assert await pull(events) == Connected(device="dice_reader", url=url)
+            async with asyncio.timeout(WAIT):
+                reader, writer = await connections.get()
+                writers.append(writer)
+                assert await reader.readline() == m.encode_message(m.Query())
+    finally:
+        for writer in writers:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_cancellation_closes_the_port_and_leaks_nothing(
+    pty_device: PtyDevice, link_path: Path, open_fds: set[str]
+) -> None:
+    driver = fast_driver("shuffler", str(link_path))
+    seen: list[DriverEvent] = []
+
+    async def consume() -> None:
+        async for event in driver.events():
+            seen.append(event)
+
+    before = asyncio.all_tasks()
+    task = asyncio.create_task(consume())
+    assert await pty_device.expect() == m.Query()
+    pty_device.send(HELLO)
+    await pty_device.expect()  # ACK,1: the consumer went round its loop
+    assert is_open(link_path)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await settle()
+    assert asyncio.all_tasks() == before
+    pty_device.unplug()
+    assert set(os.listdir("/proc/self/fd")) <= open_fds
+    assert [type(e) for e in seen] == [Connected, Received]
+
+
+async def test_closing_the_iterator_while_it_waits_for_a_port(
+    link_path: Path, open_fds: set[str]
+) -> None:
+    before = asyncio.all_tasks()
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        pending = asyncio.ensure_future(pull(events))
+        await settle()
+        pending.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pending
+    await settle()
+    assert asyncio.all_tasks() == before
+    assert set(os.listdir("/proc/self/fd")) <= open_fds
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"url": "rfc2217://host:1"}, "scheme 'rfc2217' is not supported"),
+        ({"url": "socket://host"}, "is not socket://host:port"),
+        ({"url": "socket://host:99999"}, "bad port"),
+        ({"url": ""}, "URL is empty"),
+        ({"baudrate": 0}, "baud rate 0"),
+        ({"ack_deadline": 0}, "ack_deadline"),
+        ({"silence_timeout": -1}, "silence_timeout"),
+        ({"reconnect_initial": 5, "reconnect_max": 1}, "reconnect delays"),
+        ({"device": "roulette"}, "'roulette'"),
+    ],
+)
+def test_settings_that_cannot_work_fail_at_once(kwargs: dict[str, object], fragment: str) -> None:
+    options: dict[str, object] = {"device": "shuffler", "url": "/dev/ttyUSB0"}
+    options.update(kwargs)
+    with pytest.raises(DriverConfigError, match=fragment):
+        DeviceDriver(**options)  # type: ignore[arg-type]
+
+
+def test_backoff_is_jittered_exponential_and_capped() -> None:
+    driver = DeviceDriver(
+        device="shuffler",
+        url="/dev/null",
+        reconnect_initial=0.5,
+        reconnect_max=30.0,
+        rng=random.Random(1),
+    )
+    delays = [driver.backoff(n) for n in range(12)]
+    for n, delay in enumerate(delays):
+        cap = min(30.0, 0.5 * 2**n)
+        assert cap / 2 <= delay <= cap
+    assert max(delays) <= 30.0
+    assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
+    again = DeviceDriver(device="shuffler", url="/dev/null", rng=random.Random(1))
+    assert [again.backoff(n) for n in range(12)] == delays  # seedable
+
+
+def test_sequence_wraps_from_9999_to_1() -> None:
+    assert next_seq(1) == 2
+    assert next_seq(9999) == 1
+
+
+def test_as_fact_journals_link_state() -> None:
+    assert as_fact(Connected(device="shuffler", url="x")) == ev.DeviceConnected(device="shuffler")
+    assert as_fact(Disconnected(device="dice_reader", url="x", reason="r")) == (
+        ev.DeviceDisconnected(device="dice_reader", reason="r")
+    )
+    assert as_fact(BadFrameReceived(device="shuffler", raw=b"$", reason="r")) is None
