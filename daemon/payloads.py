@@ -423,6 +423,12 @@ def parse_message(topic: str, payload: bytes) -> _Model:
 
 # ---------------------------------------------------------------------------------------
 # Builders: outcomes and state values -> (topic, retained, body without seq/ts)
+#
+# Every builder takes ``table``: given, the body holds it; None (the default), the body
+# leaves it out for the caller to add (the daemon adds it to every body it queues). The
+# body is validated by its topic's model either way.
+
+_NO_TABLE: Final = "-"
 
 
 class Publication(NamedTuple):
@@ -434,21 +440,24 @@ class Publication(NamedTuple):
     body: dict[str, Any]
 
 
-def _publication(topic: str, body: _Model) -> Publication:
+def _publication(topic: str, body: _Model, table: str | None) -> Publication:
     _, retained = model_for(topic)
-    return Publication(topic, retained, body.model_dump(mode="json"))
+    dumped = body.model_dump(mode="json")
+    if table is None:
+        del dumped["table"]
+    return Publication(topic, retained, dumped)
 
 
 def _odds_or_none(value: Decimal | None) -> str | None:
     return None if value is None else format_odds(value)
 
 
-def build_outcome(outcome: Outcome, *, table: str) -> Publication | None:
+def build_outcome(outcome: Outcome, *, table: str | None = None) -> Publication | None:
     """The publication for one rules outcome, or ``None`` for the alarm outcomes.
 
     Alarms are not published one by one: ``AlarmRaised``/``AlarmCleared`` change the
-    active set (``apply_alarm``), and the whole set goes out on ``alarms`` and ``state``
-    (``build_alarms``, ``build_state``).
+    active set, and the whole set goes out on ``alarms`` and ``state`` (``build_alarms``,
+    ``build_state``).
     """
     match outcome:
         case CoverAllPayouts():
@@ -469,24 +478,36 @@ def build_outcome(outcome: Outcome, *, table: str) -> Publication | None:
             assert_never(outcome)
 
 
-def build_cover_all_payouts(outcome: CoverAllPayouts, *, table: str) -> Publication:
+def outcome_message(outcome: Outcome) -> Publication:
+    """``(topic, retained, body)`` of an outcome, the body without ``table``, ``seq``, ``ts``.
+
+    Raises ``ValueError`` for ``AlarmRaised``/``AlarmCleared``: they are published as the
+    whole active set (``alarms_body``, ``state_body``).
+    """
+    publication = build_outcome(outcome)
+    if publication is None:
+        raise ValueError(f"{type(outcome).__name__} is published on alarms and state")
+    return publication
+
+
+def build_cover_all_payouts(outcome: CoverAllPayouts, *, table: str | None = None) -> Publication:
     """``cover_all/payouts`` at ``ROUND``: the pay table for that many hands, highest first."""
     body = CoverAllPayoutsBody(
-        table=table,
+        table=table or _NO_TABLE,
         round_id=outcome.round_id,
         game=outcome.game,
         hands=outcome.hands,
         paytable=[PayRowModel(hand=r.hand, pays=format_odds(r.pays)) for r in outcome.paytable],
     )
-    return _publication("cover_all/payouts", body)
+    return _publication("cover_all/payouts", body, table)
 
 
-def build_cover_all_result(outcome: CoverAllResult, *, table: str) -> Publication:
+def build_cover_all_result(outcome: CoverAllResult, *, table: str | None = None) -> Publication:
     """``cover_all/result`` at ``SETTLE``/``VOID``, or a flagged round (no cards: the model
     refuses a flagged result with a highest hand, shuffler-icd.md "Card data is secret")."""
     highest = outcome.highest
     body = CoverAllResultBody(
-        table=table,
+        table=table or _NO_TABLE,
         round_id=outcome.round_id,
         game=outcome.game,
         hands=outcome.hands,
@@ -501,46 +522,46 @@ def build_cover_all_result(outcome: CoverAllResult, *, table: str) -> Publicatio
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
     )
-    return _publication("cover_all/result", body)
+    return _publication("cover_all/result", body, table)
 
 
-def build_craps_roll(outcome: RollRecorded, *, table: str) -> Publication:
+def build_craps_roll(outcome: RollRecorded, *, table: str | None = None) -> Publication:
     """``craps/roll`` for every roll event and every decision on a roll."""
     body = CrapsRollBody(
-        table=table,
+        table=table or _NO_TABLE,
         roll_id=outcome.roll_id,
         dice=list(outcome.dice),
         total=outcome.total,
         status=outcome.status,
         reason=outcome.reason,
     )
-    return _publication("craps/roll", body)
+    return _publication("craps/roll", body, table)
 
 
-def build_craps_result(outcome: CrapsBetSettled, *, table: str) -> Publication:
+def build_craps_result(outcome: CrapsBetSettled, *, table: str | None = None) -> Publication:
     """``craps/result`` when a side bet settles (``pays`` for a win, null for a loss)."""
     body = CrapsResultBody(
-        table=table,
+        table=table or _NO_TABLE,
         roll_id=outcome.roll_id,
         bet=outcome.bet,
         outcome=outcome.outcome,
         pays=_odds_or_none(outcome.pays),
     )
-    return _publication("craps/result", body)
+    return _publication("craps/result", body, table)
 
 
-def build_craps_reversal(outcome: CrapsBetReversed, *, table: str) -> Publication:
+def build_craps_reversal(outcome: CrapsBetReversed, *, table: str | None = None) -> Publication:
     """``craps/reversal`` (added topic): a settlement taken back by a void."""
     body = CrapsReversalBody(
-        table=table, roll_id=outcome.roll_id, bet=outcome.bet, outcome=outcome.outcome
+        table=table or _NO_TABLE, roll_id=outcome.roll_id, bet=outcome.bet, outcome=outcome.outcome
     )
-    return _publication("craps/reversal", body)
+    return _publication("craps/reversal", body, table)
 
 
-def build_bust_bonus_result(outcome: BustBonusResult, *, table: str) -> Publication:
+def build_bust_bonus_result(outcome: BustBonusResult, *, table: str | None = None) -> Publication:
     """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason)."""
     body = BustBonusResultBody(
-        table=table,
+        table=table or _NO_TABLE,
         round_id=outcome.round_id,
         outcome=outcome.outcome,
         up_card=outcome.up_card,
@@ -551,24 +572,48 @@ def build_bust_bonus_result(outcome: BustBonusResult, *, table: str) -> Publicat
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
     )
-    return _publication("bust_bonus/result", body)
+    return _publication("bust_bonus/result", body, table)
 
 
-# State topics, from plain values
+# State topics, from plain values or the rules' views (any object with the attributes)
+
+
+class DeviceLike(Protocol):
+    """One device as ``state`` shows it (``rules.table.DeviceState`` fits)."""
+
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def mode(self) -> str | None: ...
+
+
+class AlarmLike(Protocol):
+    """An active alarm (``rules.table.Alarm`` fits): ``since`` is when it was raised."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def device(self) -> str | None: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def since(self) -> datetime: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceView:
-    """What ``state`` shows of one device. ``mode`` is published for the shuffler only."""
+    """A plain ``DeviceLike``. ``mode`` is published for the shuffler only."""
 
     connected: bool
     status: str
-    mode: CardGame | None = None
+    mode: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ActiveAlarm:
-    """An alarm that is raised and not yet cleared, with the time it was raised."""
+class AlarmView:
+    """A plain ``AlarmLike``."""
 
     code: str
     device: Device | None
@@ -576,80 +621,81 @@ class ActiveAlarm:
     since: datetime
 
 
-def apply_alarm(
-    active: tuple[ActiveAlarm, ...], outcome: AlarmRaised | AlarmCleared, *, at: datetime
-) -> tuple[ActiveAlarm, ...]:
-    """The active alarms after one raise or clear, oldest first.
+DeviceInput = DeviceLike | Mapping[str, Any]
+AlarmInput = AlarmLike | Mapping[str, Any]
 
-    An alarm is keyed by ``(code, device)``: raising it again keeps its ``since`` (it never
-    stopped) but takes the newer message; clearing one that is not active changes nothing.
-    """
-    key = (outcome.code, outcome.device)
-    match outcome:
-        case AlarmRaised():
-            for i, alarm in enumerate(active):
-                if (alarm.code, alarm.device) == key:
-                    kept = ActiveAlarm(
-                        code=alarm.code,
-                        device=alarm.device,
-                        message=outcome.message,
-                        since=alarm.since,
-                    )
-                    return (*active[:i], kept, *active[i + 1 :])
-            new = ActiveAlarm(
-                code=outcome.code, device=outcome.device, message=outcome.message, since=at
+
+def _field(item: Any, name: str, default: Any = None) -> Any:
+    if isinstance(item, Mapping):
+        return item.get(name, default)
+    return getattr(item, name, default)
+
+
+def _alarm_models(alarms: Iterable[AlarmInput]) -> list[Alarm]:
+    models = []
+    for a in alarms:
+        since = _field(a, "since")
+        models.append(
+            Alarm(
+                code=_field(a, "code"),
+                device=_field(a, "device"),
+                message=_field(a, "message"),
+                since=format_ts(since) if isinstance(since, datetime) else since,
             )
-            return (*active, new)
-        case AlarmCleared():
-            return tuple(a for a in active if (a.code, a.device) != key)
-        case _:
-            assert_never(outcome)
-
-
-def _alarm_models(alarms: Iterable[ActiveAlarm]) -> list[Alarm]:
-    return [
-        Alarm(code=a.code, device=a.device, message=a.message, since=format_ts(a.since))
-        for a in alarms
-    ]
+        )
+    return models
 
 
 def build_state(
     *,
-    table: str,
-    game: TableGame,
-    devices: Mapping[DeviceName, DeviceView],
-    alarms: Iterable[ActiveAlarm],
+    game: str,
+    devices: Mapping[str, DeviceInput],
+    alarms: Iterable[AlarmInput],
+    table: str | None = None,
 ) -> Publication:
-    """``state``: the table's game, each device (``mode`` only for the shuffler, as the spec
-    lists it), and the active alarms."""
+    """``state``: the table's game (``CRAPS`` included), each device (``connected``,
+    ``status``, and ``mode`` for the shuffler only, as the spec lists it), the active alarms
+    (``since`` a datetime, formatted as ``ts`` is)."""
     body = StateBody(
-        table=table,
-        game=game,
+        table=table or _NO_TABLE,
+        game=game,  # type: ignore[arg-type]  # validated
         devices={
-            name: DeviceState(
-                connected=view.connected,
-                status=view.status,
-                **({"mode": view.mode} if name == "shuffler" else {}),
+            name: DeviceState(  # type: ignore[misc]  # names validated: shuffler, dice_reader
+                connected=_field(view, "connected"),
+                status=_field(view, "status"),
+                mode=_field(view, "mode") if name == "shuffler" else None,
             )
             for name, view in devices.items()
         },
         alarms=_alarm_models(alarms),
     )
-    # The spec lists mode "for the shuffler": leave the key out for the dice reader.
-    publication = _publication("state", body)
+    publication = _publication("state", body, table)
     for name, device in publication.body["devices"].items():
         if name != "shuffler":
-            device.pop("mode", None)
+            del device["mode"]  # the spec lists mode "for the shuffler"
     return publication
 
 
-def build_alarms(*, table: str, alarms: Iterable[ActiveAlarm]) -> Publication:
+def build_alarms(*, alarms: Iterable[AlarmInput], table: str | None = None) -> Publication:
     """``alarms``: every active alarm, oldest first; an empty list when none."""
-    return _publication("alarms", AlarmsBody(table=table, alarms=_alarm_models(alarms)))
+    body = AlarmsBody(table=table or _NO_TABLE, alarms=_alarm_models(alarms))
+    return _publication("alarms", body, table)
+
+
+def state_body(
+    *, game: str, devices: Mapping[str, DeviceInput], alarms: Iterable[AlarmInput]
+) -> dict[str, Any]:
+    """The body of ``state`` without ``table``, ``seq``, ``ts`` (see ``build_state``)."""
+    return build_state(game=game, devices=devices, alarms=alarms).body
+
+
+def alarms_body(alarms: Iterable[AlarmInput]) -> dict[str, Any]:
+    """The body of ``alarms`` without ``table``, ``seq``, ``ts`` (see ``build_alarms``)."""
+    return build_alarms(alarms=alarms).body
 
 
 class BetProgress(Protocol):
-    """One bet's progress as ``rules.craps.board`` reports it (any object with these)."""
+    """One bet on the board (``rules.craps.BetBoard`` fits)."""
 
     @property
     def pays(self) -> Decimal: ...
@@ -661,8 +707,8 @@ class BetProgress(Protocol):
     def complete(self) -> bool: ...
 
 
-class PendingRoll(Protocol):
-    """A pending ``CHECK`` roll as ``rules.craps.board`` reports it (any object with these)."""
+class PendingRollLike(Protocol):
+    """A pending ``CHECK`` roll (``rules.craps.PendingRoll`` fits)."""
 
     @property
     def roll_id(self) -> int: ...
@@ -672,23 +718,36 @@ class PendingRoll(Protocol):
     def reason(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BetView:
-    """A plain ``BetProgress``."""
+class CrapsBoardLike(Protocol):
+    """What ``craps/board`` shows (``rules.craps.CrapsBoard`` fits)."""
 
-    pays: Decimal
-    hit: tuple[int, ...]
-    remaining: tuple[int, ...]
-    complete: bool
+    @property
+    def paytable(self) -> int: ...
+    @property
+    def betting_open(self) -> bool: ...
+    @property
+    def numbers_hit(self) -> Sequence[int]: ...
+    @property
+    def all_small(self) -> BetProgress: ...
+    @property
+    def all_tall(self) -> BetProgress: ...
+    @property
+    def make_em_all(self) -> BetProgress: ...
+    @property
+    def pending_roll(self) -> PendingRollLike | None: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PendingView:
-    """A plain ``PendingRoll``."""
+class BustBonusViewLike(Protocol):
+    """What ``bust_bonus/state`` shows (``rules.bust_bonus.BustBonusView`` fits)."""
 
-    roll_id: int
-    dice: tuple[int, int]
-    reason: str
+    @property
+    def round_id(self) -> int | None: ...
+    @property
+    def betting_open(self) -> bool: ...
+    @property
+    def up_card(self) -> str | None: ...
+    @property
+    def dealer_cards(self) -> Sequence[str]: ...
 
 
 def _bet(progress: BetProgress) -> BetProgressModel:
@@ -700,70 +759,63 @@ def _bet(progress: BetProgress) -> BetProgressModel:
     )
 
 
-def build_craps_board(
-    *,
-    table: str,
-    paytable: int,
-    betting_open: bool,
-    numbers_hit: Iterable[int],
-    bets: Mapping[CrapsBet, BetProgress],
-    pending_roll: PendingRoll | None,
-) -> Publication:
-    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll.
-
-    Raises ``KeyError`` if ``bets`` lacks one of the three bets.
-    """
-    pending = (
-        None
-        if pending_roll is None
-        else PendingRollModel(
-            roll_id=pending_roll.roll_id, dice=list(pending_roll.dice), reason=pending_roll.reason
-        )
-    )
+def build_craps_board(board: CrapsBoardLike, *, table: str | None = None) -> Publication:
+    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll."""
+    pending = board.pending_roll
     body = CrapsBoardBody(
-        table=table,
-        paytable=paytable,  # type: ignore[arg-type]  # validated: 1 or 2
-        betting_open=betting_open,
-        numbers_hit=sorted(numbers_hit),
-        all_small=_bet(bets["all_small"]),
-        all_tall=_bet(bets["all_tall"]),
-        make_em_all=_bet(bets["make_em_all"]),
-        pending_roll=pending,
+        table=table or _NO_TABLE,
+        paytable=board.paytable,  # type: ignore[arg-type]  # validated: 1 or 2
+        betting_open=board.betting_open,
+        numbers_hit=sorted(board.numbers_hit),
+        all_small=_bet(board.all_small),
+        all_tall=_bet(board.all_tall),
+        make_em_all=_bet(board.make_em_all),
+        pending_roll=None
+        if pending is None
+        else PendingRollModel(
+            roll_id=pending.roll_id, dice=list(pending.dice), reason=pending.reason
+        ),
     )
-    return _publication("craps/board", body)
+    return _publication("craps/board", body, table)
 
 
-def build_bust_bonus_state(
-    *,
-    table: str,
-    round_id: int | None,
-    betting_open: bool,
-    up_card: str | None,
-    dealer_cards: Sequence[str],
-) -> Publication:
+def craps_board_body(board: CrapsBoardLike) -> dict[str, Any]:
+    """The body of ``craps/board`` without ``table``, ``seq``, ``ts``."""
+    return build_craps_board(board).body
+
+
+def build_bust_bonus_state(view: BustBonusViewLike, *, table: str | None = None) -> Publication:
     """``bust_bonus/state``: ``dealer_cards`` must hold the face-up cards only (before
     ``END`` just the up card; shuffler-icd.md "Card data is secret until it is face up")."""
     body = BustBonusStateBody(
-        table=table,
-        round_id=round_id,
-        betting_open=betting_open,
-        up_card=up_card,
-        dealer_cards=list(dealer_cards),
+        table=table or _NO_TABLE,
+        round_id=view.round_id,
+        betting_open=view.betting_open,
+        up_card=view.up_card,
+        dealer_cards=list(view.dealer_cards),
     )
-    return _publication("bust_bonus/state", body)
+    return _publication("bust_bonus/state", body, table)
+
+
+def bust_bonus_state_body(view: BustBonusViewLike) -> dict[str, Any]:
+    """The body of ``bust_bonus/state`` without ``table``, ``seq``, ``ts``."""
+    return build_bust_bonus_state(view).body
 
 
 def build_response(
-    name: str, *, table: str, request_id: str | int | None, error: str | None
+    name: str, *, request_id: str | int | None, error: str | None, table: str | None = None
 ) -> Publication:
     """``response/<name>``: ``status`` ok when ``error`` is None, else error with the sentence."""
     body = ResponseBody(
-        table=table,
+        table=table or _NO_TABLE,
         request_id=request_id,
         status="ok" if error is None else "error",
         error=error,
     )
-    return Publication(f"response/{name}", False, body.model_dump(mode="json"))
+    dumped = body.model_dump(mode="json")
+    if table is None:
+        del dumped["table"]
+    return Publication(f"response/{name}", False, dumped)
 
 
 # ---------------------------------------------------------------------------------------

@@ -224,8 +224,9 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Decision:
 
 
 def response_body(
-    name: str, request_id: str | int | None, error: str | None, *, table: str
+    name: str, request_id: str | int | None, error: str | None, *, table: str | None = None
 ) -> dict[str, Any]:
-    """The body of ``response/<name>`` (``seq`` and ``ts`` are the journal's to add):
-    ``request_id``, ``status`` ``ok`` (``error`` null) or ``error`` with the sentence."""
-    return build_response(name, table=table, request_id=request_id, error=error).body
+    """The body of ``response/<name>``: ``request_id``, ``status`` ``ok`` (``error`` null) or
+    ``error`` with the sentence. ``table`` as given (left out if None, for the caller to
+    add); ``seq`` and ``ts`` are the journal's to add."""
+    return build_response(name, request_id=request_id, error=error, table=table).body

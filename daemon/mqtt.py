@@ -1,0 +1,442 @@
+"""The link to the MQTT broker: publish the journal's outbox in order, answer requests.
+
+``MqttLink.run()`` keeps one connection to the broker for as long as the daemon runs
+(mqtt-api.md; issue 5, "The pipeline"):
+
+1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
+   ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
+   messages stall 40 ms);
+2. publish ``online`` (retained);
+3. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
+   that lost them (restarted without persistence) holds the current state again at once,
+   with the original ``seq`` and ``ts`` (mqtt-api.md, Conventions);
+4. subscribe ``<base>/request/+`` (QoS 1);
+5. drain ``Outbox.pending()`` in ``seq`` order, QoS 1, and ``mark_published`` each message
+   only once the broker acknowledged it (PUBACK); ``notify()`` wakes the drain when the
+   journal queued more.
+
+When the broker is unreachable or the connection drops, the link logs the outage once
+(and its end), and reconnects after a jittered, capped, exponential backoff. Nothing is
+lost: unacknowledged messages stay pending in the journal and go out, in order, on the
+next connection. Within one connection each message is published once; across a
+reconnect a message whose PUBACK was lost is published again (QoS 1 is at least once),
+and a display drops the ``seq`` it has already seen (mqtt-api.md).
+
+Sessions: the link connects with a **clean session**. A request published while the
+daemon is not connected is not queued for it by the broker, and gets no response; the
+pit terminal sees ``availability`` ``offline`` and sends it again once ``online``. A
+stickperson's decision is made against the table as it is now; a decision delivered
+minutes late could void a roll nobody means to void any more. For the same reason a
+*retained* request is ignored (with a warning): it would be replayed on every reconnect.
+
+Requests received are never dropped by a connection loss: they go into a queue that a
+dispatcher task, living across connections, hands to ``on_request`` one at a time, in
+order. ``on_request`` answers them through the journal (``response/<name>``).
+
+Stopping: cancelling ``run()`` (SIGTERM through the daemon's TaskGroup) or ``close()``
+publishes ``offline`` (retained) before a clean DISCONNECT, since the broker sends the
+will only for an unclean loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Protocol
+
+import aiomqtt
+import structlog
+
+from daemon.outbox import Outbox, OutboxMessage
+
+log = structlog.get_logger("lammer.mqtt")
+
+ONLINE: Final = b"online"
+OFFLINE: Final = b"offline"
+
+RequestHandler = Callable[[str, bytes], Awaitable[None]]
+"""``on_request(name, payload)``: a request received on ``<base>/request/<name>``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backoff:
+    """Reconnect delays: exponential from ``initial`` seconds, capped at ``maximum``, with
+    "equal jitter" (a delay is uniform in [half, all] of the step) so tables that lost the
+    same broker do not all come back in the same instant, yet none retries at once."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial <= self.maximum:
+            raise ValueError(
+                f"backoff needs 0 < initial <= maximum, got {self.initial} and {self.maximum}"
+            )
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """The delay before reconnect attempt ``attempt`` (0 for the first retry)."""
+        step = min(self.maximum, self.initial * 2 ** min(attempt, 62))
+        return rng.uniform(step / 2, step)
+
+
+class TlsSettings(Protocol):
+    """TLS to the broker (``daemon.config.TlsSection`` fits): the CA that signed the
+    broker's certificate (None: the system store), and a client certificate if it asks."""
+
+    @property
+    def ca_file(self) -> Path | None: ...
+    @property
+    def cert_file(self) -> Path | None: ...
+    @property
+    def key_file(self) -> Path | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsFiles:
+    """A plain ``TlsSettings``."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+
+
+class MqttLink:
+    """One table's connection to the broker. See the module docstring for what it does.
+
+    ``base_topic`` is ``<prefix>/<table_id>``; topics of ``OutboxMessage`` are relative to
+    it. ``window`` is how many QoS 1 publishes may await their PUBACK at once (order is
+    kept: they are written in ``seq`` order on one connection and marked in that order).
+    ``timeout`` bounds a connect and each acknowledgement; a PUBACK that takes longer
+    means the connection is dead, and it is dropped and made again.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        client_id: str,
+        base_topic: str,
+        outbox: Outbox,
+        on_request: RequestHandler,
+        username: str | None = None,
+        password: str | None = None,
+        tls: TlsSettings | None = None,
+        keepalive: int = 30,
+        backoff: Backoff | None = None,
+        rng: random.Random | None = None,
+        window: int = 20,
+        timeout: float = 10.0,
+        close_timeout: float = 2.0,
+    ) -> None:
+        if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
+            raise ValueError(f"not a usable base topic: {base_topic!r}")
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
+        self._host = host
+        self._port = port
+        self._client_id = client_id
+        self._base = base_topic
+        self._outbox = outbox
+        self._on_request = on_request
+        self._username = username
+        self._password = password
+        self._tls = tls
+        self._keepalive = keepalive
+        self._backoff = backoff or Backoff()
+        self._rng = rng or random.Random()
+        self._window = window
+        self._timeout = timeout
+        self._close_timeout = close_timeout
+        self._wake = asyncio.Event()
+        self._requests: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self._client: aiomqtt.Client | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._closing = False
+        self._outage_since: float | None = None
+        self._was_up = False
+        self._outage_attempts = 0
+        self._published = 0
+
+    # -- public --------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True while a connection to the broker is up (for the daemon's health check)."""
+        return self._client is not None
+
+    @property
+    def availability_topic(self) -> str:
+        """``<base>/availability``: ``online``, or ``offline`` (also the will message)."""
+        return f"{self._base}/availability"
+
+    @property
+    def tcp_nodelay(self) -> bool | None:
+        """Whether Nagle is off on the live connection's socket (None when not connected)."""
+        client = self._client
+        sock = None if client is None else client._client.socket()
+        if not isinstance(sock, socket.socket):
+            return None
+        return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    @property
+    def published(self) -> int:
+        """How many outbox messages this link has had acknowledged since it started."""
+        return self._published
+
+    def notify(self) -> None:
+        """New messages are in the outbox: wake the drain (sync; call from the loop)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Keep the link up until cancelled or ``close()``d; never returns otherwise.
+
+        Cancellation (SIGTERM) and ``close()`` both publish ``offline`` and disconnect
+        cleanly before ``run()`` ends. Errors of the outbox (the journal) are not the
+        link's to hide: they propagate.
+        """
+        if self._worker is not None:
+            raise RuntimeError("MqttLink.run() is already running")
+        worker = asyncio.create_task(self._run_forever(), name=f"mqtt {self._client_id}")
+        self._worker = worker
+        try:
+            await worker
+        except asyncio.CancelledError:
+            # Either we were cancelled (the await cancelled the worker, and it has
+            # finished by now) or close() cancelled the worker: a graceful stop.
+            current = asyncio.current_task()
+            if self._closing and (current is None or current.cancelling() == 0):
+                return
+            raise
+        finally:
+            self._worker = None
+
+    async def close(self) -> None:
+        """Publish ``offline``, disconnect, and let ``run()`` return. Idempotent."""
+        self._closing = True
+        worker = self._worker
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.wait({worker})
+
+    # -- connection loop -----------------------------------------------------------------
+
+    async def _run_forever(self) -> None:
+        dispatcher = asyncio.create_task(self._dispatch(), name="mqtt requests")
+        attempt = 0
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self._session()
+                except (aiomqtt.MqttError, OSError) as exc:
+                    self._note_outage(exc)
+                # A connection that stayed up longer than the longest delay was healthy:
+                # start the backoff again. One that drops at once (another daemon with
+                # our client id, a broker refusing us) backs off further each time.
+                if time.monotonic() - started > self._backoff.maximum:
+                    attempt = 0
+                await asyncio.sleep(self._backoff.delay(attempt, self._rng))
+                attempt += 1
+        finally:
+            # Requests already received are handed on before the link goes away
+            # (nothing received is lost); bounded, so a stuck handler cannot hold a stop.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._close_timeout):
+                    await self._requests.join()
+            dispatcher.cancel()
+            await asyncio.wait({dispatcher})
+
+    def _new_client(self) -> aiomqtt.Client:
+        tls = None
+        if self._tls is not None:
+            tls = aiomqtt.TLSParameters(
+                ca_certs=str(self._tls.ca_file) if self._tls.ca_file else None,
+                certfile=str(self._tls.cert_file) if self._tls.cert_file else None,
+                keyfile=str(self._tls.key_file) if self._tls.key_file else None,
+            )
+        client = aiomqtt.Client(
+            self._host,
+            self._port,
+            identifier=self._client_id,
+            username=self._username,
+            password=self._password,
+            will=aiomqtt.Will(self.availability_topic, OFFLINE, qos=1, retain=True),
+            clean_session=True,  # see "Sessions" in the module docstring
+            keepalive=self._keepalive,
+            timeout=self._timeout,
+            tls_params=tls,
+            max_inflight_messages=self._window,
+            queue_type=self._forwarding_queue(),
+            # Disable Nagle (issue 5): a small publish must not wait for the last ACK.
+            socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
+        )
+        # Up to a full window awaits its PUBACK by design; do not warn about it.
+        client.pending_calls_threshold = self._window + 5
+        return client
+
+    async def _session(self) -> None:
+        client = self._new_client()
+        async with client:
+            self._client = client
+            self._note_connected()
+            try:
+                await client.publish(self.availability_topic, ONLINE, qos=1, retain=True)
+                # The retained state, as stored (original seq and ts), before anything
+                # newer: after this, pending messages bring it up to date in order.
+                await self._publish_all(client, self._outbox.retained(), mark=False)
+                await client.subscribe(f"{self._base}/request/+", qos=1)
+                await self._serve(client)
+            except asyncio.CancelledError:
+                await self._say_offline(client)
+                raise
+            finally:
+                self._client = None
+
+    async def _say_offline(self, client: aiomqtt.Client) -> None:
+        # A clean DISCONNECT does not fire the will: say offline ourselves.
+        try:
+            async with asyncio.timeout(self._close_timeout):
+                await client.publish(self.availability_topic, OFFLINE, qos=1, retain=True)
+        except (aiomqtt.MqttError, OSError, TimeoutError) as exc:
+            log.warning("mqtt could not publish offline before disconnecting", error=str(exc))
+
+    async def _serve(self, client: aiomqtt.Client) -> None:
+        # Both run until the connection fails; the watcher notices a dropped connection
+        # even while the drain waits for a PUBACK that will never come.
+        listen = asyncio.create_task(self._watch(client), name="mqtt watch")
+        drain = asyncio.create_task(self._drain(client), name="mqtt drain")
+        try:
+            done, _ = await asyncio.wait({listen, drain}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await _cancel_all([listen, drain])
+        for task in done:
+            task.result()  # raises the error that ended the connection
+        raise aiomqtt.MqttError("the connection ended")  # pragma: no cover
+
+    # -- publishing ----------------------------------------------------------------------
+
+    async def _drain(self, client: aiomqtt.Client) -> None:
+        while True:
+            self._wake.clear()  # before reading: a notify() after this is not missed
+            batch = self._outbox.pending(self._window)
+            if batch:
+                await self._publish_all(client, batch, mark=True)
+            else:
+                await self._wake.wait()
+
+    async def _publish_all(
+        self, client: aiomqtt.Client, messages: list[OutboxMessage], *, mark: bool
+    ) -> None:
+        for start in range(0, len(messages), self._window):
+            chunk = messages[start : start + self._window]
+            # Tasks start in creation order, and each hands its packet to paho at once,
+            # so the packets go out in seq order; PUBACKs are awaited in that order too.
+            tasks = [
+                asyncio.create_task(
+                    client.publish(f"{self._base}/{m.topic}", m.payload, qos=1, retain=m.retained)
+                )
+                for m in chunk
+            ]
+            try:
+                for message, task in zip(chunk, tasks, strict=True):
+                    await task
+                    if mark:
+                        self._outbox.mark_published(message.seq)
+                        self._published += 1
+            finally:
+                await _cancel_all(tasks)
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _forwarding_queue(self) -> type[asyncio.Queue[aiomqtt.Message]]:
+        # aiomqtt puts each received message in a queue of the type we give it, from the
+        # paho callback that runs before the PUBACK goes back. Ours hands it straight to
+        # the link's own request queue, which outlives the connection: a message
+        # received just before a drop is never left behind in a discarded client.
+        link = self
+
+        class ForwardingQueue(asyncio.Queue[aiomqtt.Message]):
+            def put_nowait(self, item: aiomqtt.Message) -> None:
+                link._received(item)
+
+        return ForwardingQueue
+
+    def _received(self, message: aiomqtt.Message) -> None:
+        prefix = f"{self._base}/request/"
+        topic = message.topic.value
+        if not topic.startswith(prefix):  # pragma: no cover  (only request/+ is ours)
+            return
+        name = topic[len(prefix) :]
+        if message.retain:
+            log.warning("mqtt ignored a retained request (stale by definition)", name=name)
+            return
+        payload = message.payload
+        # paho gives bytes; aiomqtt may have decoded a number: keep what came.
+        data = bytes(payload) if isinstance(payload, bytes | bytearray) else str(payload).encode()
+        self._requests.put_nowait((name, data))
+
+    async def _watch(self, client: aiomqtt.Client) -> None:
+        # Never yields (see _forwarding_queue); raises MqttError when the connection drops.
+        async for _ in client.messages:  # pragma: no cover
+            pass
+
+    async def _dispatch(self) -> None:
+        while True:
+            name, payload = await self._requests.get()
+            try:
+                await self._on_request(name, payload)
+            except Exception:
+                # A handler bug must not take the link down; the request is logged.
+                log.exception("mqtt request handler failed", name=name, size=len(payload))
+            finally:
+                self._requests.task_done()
+
+    # -- outage log ----------------------------------------------------------------------
+
+    def _note_outage(self, exc: BaseException) -> None:
+        self._outage_attempts += 1
+        was_up, self._was_up = self._was_up, False
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            what = "mqtt connection lost" if was_up else "mqtt broker unreachable"
+            # Logged once per outage, not once per retry (issue 5).
+            log.warning(
+                f"{what}; retrying with backoff, events queue in the journal",
+                host=self._host,
+                port=self._port,
+                error=str(exc) or type(exc).__name__,
+            )
+        else:
+            log.debug("mqtt reconnect failed", error=str(exc), attempt=self._outage_attempts)
+
+    def _note_connected(self) -> None:
+        if self._outage_since is None:
+            log.info("mqtt connected", host=self._host, port=self._port, client_id=self._client_id)
+        else:
+            log.info(
+                "mqtt broker reachable again",
+                host=self._host,
+                port=self._port,
+                outage_s=round(time.monotonic() - self._outage_since, 3),
+                attempts=self._outage_attempts,
+            )
+        self._outage_since = None
+        self._outage_attempts = 0
+        self._was_up = True
+
+
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel tasks, wait for them, and retrieve their errors (no "never retrieved")."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()

@@ -1,0 +1,438 @@
+"""MqttLink against a real Mosquitto, watched by a real aiomqtt subscriber.
+
+The outbox here is a small in-memory fake with the journal's contract
+(daemon/outbox.py); test_mqtt_journal.py runs the link on the real journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiomqtt
+import pytest
+import structlog
+from hypothesis import given
+from hypothesis import strategies as st
+
+from daemon.mqtt import Backoff, MqttLink
+from daemon.outbox import OutboxMessage
+from tests.conftest import Broker
+
+BASE = "lammer/t1"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class FakeOutbox:
+    """The journal's outbox contract, in memory. ``hold`` makes ``pending()`` report
+    nothing (as if no rows were queued yet), to let a test get ready first."""
+
+    def __init__(self) -> None:
+        self.rows: list[OutboxMessage] = []
+        self.marked: list[int] = []
+        self.hold = False
+
+    def add(self, topic: str, body: dict[str, object], *, retained: bool = False) -> OutboxMessage:
+        seq = len(self.rows) + 1
+        payload = json.dumps({"table": "t1", "seq": seq, **body}).encode()
+        message = OutboxMessage(seq=seq, topic=topic, payload=payload, retained=retained)
+        self.rows.append(message)
+        return message
+
+    def pending(self, limit: int = 100) -> list[OutboxMessage]:
+        if self.hold:
+            return []
+        done = set(self.marked)
+        return [m for m in self.rows if m.seq not in done][:limit]
+
+    def mark_published(self, seq: int) -> None:
+        assert seq not in self.marked, f"seq {seq} marked twice"
+        self.marked.append(seq)
+
+    def retained(self) -> list[OutboxMessage]:
+        done = set(self.marked)
+        latest: dict[str, OutboxMessage] = {}
+        for m in self.rows:
+            if m.retained and m.seq in done:
+                latest[m.topic] = m
+        return sorted(latest.values(), key=lambda m: m.seq)
+
+
+class Recorder:
+    """A display: subscribes to the table's topics and keeps every message received."""
+
+    def __init__(self) -> None:
+        self.messages: list[aiomqtt.Message] = []
+
+    def on(self, topic: str) -> list[bytes]:
+        return [bytes(m.payload) for m in self.messages if m.topic.value == f"{BASE}/{topic}"]
+
+    def seqs(self) -> list[int]:
+        return [
+            json.loads(bytes(m.payload))["seq"]
+            for m in self.messages
+            if m.topic.value.startswith(f"{BASE}/ev/")
+        ]
+
+
+@asynccontextmanager
+async def recording(broker: Broker, topic: str = f"{BASE}/#") -> AsyncIterator[Recorder]:
+    """A subscriber connected and subscribed when the block starts."""
+    recorder = Recorder()
+    async with aiomqtt.Client(broker.host, broker.port, identifier=None) as client:
+        await client.subscribe(topic, qos=1)
+
+        async def collect() -> None:
+            async for message in client.messages:
+                recorder.messages.append(message)
+
+        task = asyncio.create_task(collect())
+        try:
+            yield recorder
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+
+
+async def eventually(check: Callable[[], bool], what: str, limit: float = 20.0) -> None:
+    """Wait until ``check()`` holds (a bound on waiting, not an assertion about speed)."""
+    try:
+        async with asyncio.timeout(limit):
+            while True:
+                if check():
+                    return
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"gave up waiting for: {what}") from None
+
+
+async def _ignore(name: str, payload: bytes) -> None:
+    return None
+
+
+def make_link(
+    broker: Broker,
+    outbox: FakeOutbox,
+    on_request: Callable[[str, bytes], Awaitable[None]] = _ignore,
+    *,
+    rng: random.Random | None = None,
+    client_id: str = "lammer-t1",
+) -> MqttLink:
+    return MqttLink(
+        host=broker.host,
+        port=broker.port,
+        client_id=client_id,
+        base_topic=BASE,
+        outbox=outbox,
+        on_request=on_request,
+        keepalive=5,
+        backoff=Backoff(initial=0.05, maximum=0.2),
+        rng=rng or random.Random(7),
+        timeout=5.0,
+    )
+
+
+@asynccontextmanager
+async def running(link: MqttLink) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(link.run())
+    try:
+        yield task
+    finally:
+        await link.close()
+        await asyncio.wait({task})
+
+
+async def test_queued_messages_go_out_in_order_once_each(mosquitto: Broker) -> None:
+    outbox = FakeOutbox()
+    for i in range(60):  # more than one window, queued before the link starts
+        outbox.add(f"ev/{i % 3}", {"i": i})
+    link = make_link(mosquitto, outbox)
+    async with recording(mosquitto, f"{BASE}/ev/#") as rec, running(link):
+        await eventually(lambda: len(outbox.marked) == 60, "first batch acknowledged")
+        for i in range(60, 100):  # queued while connected: notify() wakes the drain
+            outbox.add(f"ev/{i % 3}", {"i": i})
+            link.notify()
+            if i % 7 == 0:
+                await asyncio.sleep(0)
+        await eventually(lambda: len(rec.seqs()) >= 100, "all 100 received")
+        await asyncio.sleep(0.1)  # a duplicate would arrive right behind
+        assert link.tcp_nodelay is True
+    assert rec.seqs() == list(range(1, 101))
+    assert outbox.marked == list(range(1, 101))
+    assert link.published == 100
+    assert all(m.qos == 1 for m in rec.messages)
+
+
+async def test_retained_state_is_republished_byte_for_byte(mosquitto_private: Broker) -> None:
+    outbox = FakeOutbox()
+    old = outbox.add("state", {"game": "UTH", "ts": "2026-11-29T14:03:07.123Z"}, retained=True)
+    outbox.add("craps/roll", {"roll_id": 1})  # not retained: never republished
+    new = outbox.add("state", {"game": "UTH", "ts": "2026-11-29T14:03:08.456Z"}, retained=True)
+    board = outbox.add("craps/board", {"ts": "2026-11-29T14:03:09.000Z"}, retained=True)
+    outbox.marked = [old.seq, 2, new.seq, board.seq]  # published in an earlier life
+    link = make_link(mosquitto_private, outbox)
+    async with running(link):
+        await eventually(lambda: link.connected, "connected")
+        await eventually(lambda: link.tcp_nodelay is not None, "socket up")
+        # A display that connects now draws the table at once from the retained state.
+        async with recording(mosquitto_private) as rec:
+            await eventually(lambda: bool(rec.on("craps/board")), "retained board")
+            await eventually(lambda: bool(rec.on("state")), "retained state")
+            await eventually(lambda: rec.on("availability")[-1:] == [b"online"], "online")
+            assert rec.on("state") == [new.payload]
+            assert rec.on("craps/board") == [board.payload]
+            assert rec.on("craps/roll") == []
+            assert all(m.retain for m in rec.messages)
+    assert outbox.marked == [1, 2, 3, 4]  # republishing marks nothing again
+
+
+async def test_broker_restart_mid_stream_loses_nothing(mosquitto_private: Broker) -> None:
+    broker = mosquitto_private
+    outbox = FakeOutbox()
+    link = make_link(broker, outbox)
+    received: list[int] = []
+    stop_producing = asyncio.Event()
+
+    async def produce() -> None:
+        i = 0
+        while not stop_producing.is_set():
+            outbox.add(f"ev/{i % 2}", {"i": i})
+            outbox.add("state", {"i": i}, retained=True)
+            link.notify()
+            i += 1
+            await asyncio.sleep(0.002)
+
+    with structlog.testing.capture_logs() as logs:
+        async with running(link):
+            async with recording(broker, f"{BASE}/ev/#") as rec:
+                producer = asyncio.create_task(produce())
+                await eventually(lambda: len(rec.seqs()) > 50, "streaming")
+                broker.stop()  # mid-stream: the link is publishing as fast as rows come
+                await eventually(lambda: not link.connected, "link saw the outage")
+                received += rec.seqs()
+            during = len(outbox.rows)
+            await eventually(lambda: len(outbox.rows) > during + 50, "queued during outage")
+            stop_producing.set()
+            await producer
+            outbox.hold = True  # the subscriber gets ready before the queue drains
+            broker.start()
+            await eventually(lambda: link.connected, "link reconnected")
+            async with recording(broker, f"{BASE}/#") as rec2:
+                await eventually(lambda: bool(rec2.on("state")), "retained state after restart")
+                # The retained state is current the moment it reconnects: the broker lost
+                # it (no persistence), and the link put back the last acknowledged one.
+                acked_states = [m for m in outbox.retained() if m.topic == "state"]
+                assert rec2.on("state")[-1] == acked_states[-1].payload
+                outbox.hold = False
+                link.notify()
+                total = len(outbox.rows)
+                await eventually(lambda: len(outbox.marked) == total, "all acknowledged")
+                last_state = outbox.rows[-1] if outbox.rows[-1].topic == "state" else None
+                await eventually(
+                    lambda: last_state is None or rec2.on("state")[-1] == last_state.payload,
+                    "state current",
+                )
+                await eventually(
+                    lambda: bool(rec2.seqs()) and rec2.seqs()[-1] == outbox.rows[-2].seq,
+                    "every event after the outage received",
+                )
+                received += rec2.seqs()
+
+    events = [m.seq for m in outbox.rows if m.topic.startswith("ev/")]
+    assert sorted(outbox.marked) == list(range(1, len(outbox.rows) + 1))
+    assert outbox.marked == sorted(outbox.marked), "acknowledged out of order"
+    # A display sees every event in order; one whose PUBACK was lost in the outage may
+    # come twice (QoS 1), and it drops the seq it has seen.
+    first_seen = list(dict.fromkeys(received))
+    assert first_seen == sorted(first_seen)
+    assert set(rec2.seqs()) >= {s for s in events if s > during}
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warnings) == 1
+    assert "connection lost" in warnings[0]["event"]
+    assert sum("reachable again" in e["event"] for e in logs) == 1
+
+
+class CountingRandom(random.Random):
+    """Counts the backoff draws, i.e. the reconnect attempts waited for."""
+
+    draws = 0
+
+    def uniform(self, a: float, b: float) -> float:
+        self.draws += 1
+        return super().uniform(a, b)
+
+
+async def test_unreachable_broker_logged_once_then_connects(mosquitto_private: Broker) -> None:
+    mosquitto_private.stop()
+    outbox = FakeOutbox()
+    outbox.add("ev/0", {"i": 0})
+    rng = CountingRandom(3)
+    link = make_link(mosquitto_private, outbox, rng=rng)
+    with structlog.testing.capture_logs() as logs:
+        async with running(link):
+            await eventually(lambda: rng.draws >= 5, "several failed attempts")
+            assert not link.connected
+            assert outbox.marked == []  # nothing marked while unreachable
+            mosquitto_private.start()
+            await eventually(lambda: outbox.marked == [1], "queued message went out")
+    assert [e["event"].split(";")[0] for e in logs if e["log_level"] == "warning"] == [
+        "mqtt broker unreachable"
+    ]
+    assert sum("reachable again" in e["event"] for e in logs) == 1
+
+
+async def test_graceful_close_and_cancel_leave_offline(mosquitto: Broker) -> None:
+    async with recording(mosquitto, f"{BASE}/availability") as rec:
+        link = make_link(mosquitto, FakeOutbox())
+        task = asyncio.create_task(link.run())
+        await eventually(lambda: rec.on("availability")[-1:] == [b"online"], "online")
+        await link.close()
+        await eventually(lambda: rec.on("availability")[-1:] == [b"offline"], "offline")
+        assert task.done()
+        assert not task.cancelled()
+        assert not link.connected
+
+        # SIGTERM reaches the link as a cancellation through the daemon's TaskGroup.
+        link2 = make_link(mosquitto, FakeOutbox())
+        task2 = asyncio.create_task(link2.run())
+        await eventually(lambda: rec.on("availability")[-1:] == [b"online"], "online again")
+        task2.cancel()
+        await asyncio.wait({task2})
+        assert task2.cancelled()
+        await eventually(lambda: rec.on("availability")[-1:] == [b"offline"], "offline again")
+    # A display connecting later reads offline from the retained availability.
+    async with recording(mosquitto, f"{BASE}/availability") as late:
+        await eventually(lambda: late.on("availability") == [b"offline"], "retained offline")
+
+
+KILLED_LINK = textwrap.dedent(
+    """
+    import asyncio, random, sys
+    from daemon.mqtt import MqttLink
+    from tests.daemon.test_mqtt import FakeOutbox
+
+    async def main() -> None:
+        async def ignore(name: str, payload: bytes) -> None: ...
+        link = MqttLink(host=sys.argv[1], port=int(sys.argv[2]), client_id="lammer-killed",
+                        base_topic=sys.argv[3], outbox=FakeOutbox(), on_request=ignore,
+                        keepalive=5, rng=random.Random(1))
+        task = asyncio.create_task(link.run())
+        while not link.connected:
+            await asyncio.sleep(0.01)
+        print("connected", flush=True)
+        await task
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_will_says_offline_when_the_daemon_dies(mosquitto: Broker) -> None:
+    base = "lammer/killed"
+    async with recording(mosquitto, f"{base}/availability") as rec:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            KILLED_LINK,
+            mosquitto.host,
+            str(mosquitto.port),
+            base,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert proc.stdout is not None
+        try:
+            async with asyncio.timeout(20):
+                while (line := await proc.stdout.readline()) != b"connected\n":
+                    assert line, "the link process ended before connecting"
+            topic = f"{base}/availability"
+            await eventually(
+                lambda: (
+                    [bytes(m.payload) for m in rec.messages if m.topic.value == topic]
+                    == [b"online"]
+                ),
+                "online",
+            )
+        finally:
+            proc.send_signal(signal.SIGKILL)  # no chance to say goodbye: the will speaks
+            await proc.wait()
+        await eventually(
+            lambda: bytes(rec.messages[-1].payload) == b"offline",
+            "will published",
+        )
+        assert rec.messages[-1].retain is False  # delivered live; retained for later ones
+    async with recording(mosquitto, f"{base}/availability") as late:
+        await eventually(lambda: len(late.messages) == 1, "retained will")
+        assert bytes(late.messages[0].payload) == b"offline"
+        assert late.messages[0].retain
+
+
+async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
+    got: list[tuple[str, bytes]] = []
+
+    async def on_request(name: str, payload: bytes) -> None:
+        if payload == b"boom":
+            raise RuntimeError("a handler bug")  # must not take the link down
+        got.append((name, payload))
+
+    # A retained request is stale by definition: never handed on.
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish(f"{BASE}/request/void_roll", b"stale", qos=1, retain=True)
+    link = make_link(mosquitto, FakeOutbox(), on_request)
+    async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await eventually(lambda: link.connected, "connected")
+        await eventually(lambda: link.tcp_nodelay is not None, "subscribed")
+        await asyncio.sleep(0.2)  # let the subscription settle before publishing
+        sent = [
+            ("roll_decision", b'{"operator":"ann","roll_id":1,"decision":"valid"}'),
+            ("overturn", b"boom"),
+            ("void_roll", b'{"operator":"bob","roll_id":2,"clause":3}'),
+            ("no_such", b"not json"),
+        ]
+        for name, payload in sent:
+            await client.publish(f"{BASE}/request/{name}", payload, qos=1)
+        await eventually(lambda: len(got) == 3, "three handled")
+        assert link.connected
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        # clear the retained request (once the link is gone) so no other test sees it
+        await client.publish(f"{BASE}/request/void_roll", b"", qos=1, retain=True)
+    assert got == [sent[0], sent[2], sent[3]]
+
+
+@given(
+    initial=st.floats(0.001, 10),
+    factor=st.floats(1, 100),
+    attempt=st.integers(0, 10_000),
+    seed=st.integers(0, 2**32),
+)
+def test_backoff_is_jittered_exponential_and_capped(
+    initial: float, factor: float, attempt: int, seed: int
+) -> None:
+    backoff = Backoff(initial=initial, maximum=initial * factor)
+    step = min(backoff.maximum, initial * 2**attempt) if attempt < 1000 else backoff.maximum
+    delay = backoff.delay(attempt, random.Random(seed))
+    assert step / 2 <= delay <= step <= backoff.maximum
+
+
+def test_backoff_and_link_refuse_nonsense() -> None:
+    with pytest.raises(ValueError, match="initial <= maximum"):
+        Backoff(initial=2, maximum=1)
+    with pytest.raises(ValueError, match="base topic"):
+        MqttLink(
+            host="h",
+            port=1,
+            client_id="c",
+            base_topic="lammer/#",
+            outbox=FakeOutbox(),
+            on_request=_ignore,
+        )
