@@ -109,7 +109,8 @@ def hand_value(game: str, cards: Sequence[str] | str) -> int:
     idx = _indexes(cards)
     if len(idx) not in layout.hand_sizes:
         sizes = " or ".join(map(str, layout.hand_sizes))
-        raise HandError(f"a {layout.name} hand has {sizes} cards, got {len(idx)}")
+        article = "an" if layout.name[0] in "AEIOU" else "a"
+        raise HandError(f"{article} {layout.name} hand has {sizes} cards, got {len(idx)}")
     seen: set[int] = set()
     for i in idx:
         if i in seen:
@@ -232,9 +233,9 @@ def check_deal(game: PokerGame, hands: int, positions: Sequence[str]) -> str | N
         return f"the community cards (CM) were not dealt; {layout.name} deals them"
     dealt = [p for p in HAND_POSITIONS if p in positions]
     if hands != len(dealt):
+        were = "was" if len(dealt) == 1 else "were"
         return (
-            f"the shuffler reports {hands} hands but {len(dealt)} hand positions were dealt"
-            f" ({', '.join(dealt)})"
+            f"the shuffler reports {hands} hands but {len(dealt)} {were} dealt ({', '.join(dealt)})"
         )
     try:
         cover_all_paytable(game, hands)
