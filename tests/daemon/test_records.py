@@ -1,0 +1,238 @@
+"""Events as journal records: every event type round-trips, bad records are refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daemon.errors import RecordError
+from daemon.records import from_record, register, registered, to_record
+from rules import events
+from rules.events import CoverAllResult, HandDealt, HighestHand, RollDecided
+
+# Every type the daemon journals, from the unions consumers match on.
+EVENT_TYPES: list[type[Any]] = [
+    *typing.get_args(events.DeviceFact),
+    *typing.get_args(events.Decision),
+    *typing.get_args(events.Outcome),
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BadFrame:
+    """Shaped like a driver's event: raw bytes, a float, a dict, a nested union."""
+
+    device: events.Device
+    raw: bytes
+    reason: str
+    at: datetime
+    elapsed: float
+    counts: dict[str, int]
+    cause: events.DiceRolled | events.NoRoll | None
+
+
+register(BadFrame, name="test.BadFrame")
+
+
+def strategy_for(hint: Any) -> st.SearchStrategy[Any]:
+    """A strategy derived from a field's type hint (the dataclass fields drive the test)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is type(None):
+        return st.none()
+    if origin in (typing.Union, types.UnionType):
+        return st.one_of([strategy_for(a) for a in args])
+    if origin is typing.Literal:
+        return st.sampled_from(args)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return st.lists(strategy_for(args[0]), max_size=5).map(tuple)
+        return st.tuples(*(strategy_for(a) for a in args))
+    if origin is dict:
+        return st.dictionaries(st.text(max_size=5), strategy_for(args[1]), max_size=3)
+    simple: dict[Any, st.SearchStrategy[Any]] = {
+        int: st.integers(),
+        bool: st.booleans(),
+        str: st.text(),
+        float: st.floats(allow_nan=False, allow_infinity=False),
+        bytes: st.binary(max_size=300),
+        Decimal: st.decimals(allow_nan=False, allow_infinity=False),
+        datetime: st.datetimes(
+            timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5, minutes=-30))])
+        ),
+    }
+    if hint in simple:
+        return simple[hint]
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return events_of(hint)
+    raise AssertionError(f"no strategy for {hint!r}")
+
+
+def events_of(cls: type[Any]) -> st.SearchStrategy[Any]:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: strategy_for(hints[f.name]) for f in dataclasses.fields(cls)}
+    return st.fixed_dictionaries(fields).map(lambda kw: cls(**kw))
+
+
+def test_every_event_type_is_registered() -> None:
+    known = set(registered().values())
+    assert set(EVENT_TYPES) <= known
+    assert {events.PayRow, events.HighestHand} <= known  # nested ones too
+
+
+@pytest.mark.parametrize("cls", [*EVENT_TYPES, BadFrame], ids=lambda c: c.__name__)
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_round_trip_through_json(cls: type[Any], data: st.DataObject) -> None:
+    event = data.draw(events_of(cls))
+    record = to_record(event)
+    stored = json.loads(json.dumps(record, allow_nan=False))  # as the journal keeps it
+    assert from_record(stored) == event
+
+
+def test_record_shape_is_readable() -> None:
+    # The documented format: type name + fields; tuples as arrays; Decimal as a string;
+    # nested dataclasses as records; None as null.
+    result = CoverAllResult(
+        round_id=812,
+        game="CSP",
+        hands=3,
+        outcome="win",
+        highest=HighestHand(
+            hand="Straight Flush", position="P3", cards=("Qh", "Jh", "Th", "9h", "8h")
+        ),
+        pays=Decimal("1.5"),
+        reason=None,
+    )
+    assert to_record(result) == {
+        "type": "CoverAllResult",
+        "round_id": 812,
+        "game": "CSP",
+        "hands": 3,
+        "outcome": "win",
+        "highest": {
+            "type": "HighestHand",
+            "hand": "Straight Flush",
+            "position": "P3",
+            "cards": ["Qh", "Jh", "Th", "9h", "8h"],
+        },
+        "pays": "1.5",
+        "reason": None,
+    }
+    decided = RollDecided(
+        roll_id=5003,
+        valid=False,
+        operator="stick1",
+        at=datetime(2026, 11, 29, 14, 3, 7, tzinfo=UTC),
+    )
+    assert to_record(decided)["at"] == "2026-11-29T14:03:07+00:00"
+    frame = BadFrame(
+        device="dice_reader",
+        raw=b"$ROLL,3*",
+        reason="bad CRC",
+        at=datetime(2026, 1, 1, tzinfo=UTC),
+        elapsed=0.5,
+        counts={},
+        cause=None,
+    )
+    assert to_record(frame)["raw"] == "24524f4c4c2c332a"
+    assert to_record(frame)["type"] == "test.BadFrame"
+
+
+GOOD = {"type": "HandDealt", "round_id": 812, "position": "P1", "cards": ["9c", "9d"]}
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({**GOOD, "type": "HandDelt"}, "unknown record type 'HandDelt'"),
+        ({k: v for k, v in GOOD.items() if k != "position"}, "HandDealt.position: missing"),
+        ({**GOOD, "colour": "red"}, "HandDealt: unknown field(s) colour"),
+        ({**GOOD, "position": "P9"}, "HandDealt.position: expected one of"),
+        ({**GOOD, "round_id": True}, "HandDealt.round_id: expected an integer, got True"),
+        ({**GOOD, "round_id": "812"}, "HandDealt.round_id: expected an integer, got '812'"),
+        ({**GOOD, "cards": ["9c", 9]}, "HandDealt.cards[1]: expected a string, got 9"),
+        ({**GOOD, "cards": "9c9d"}, "HandDealt.cards: expected an array"),
+        (
+            {"type": "DiceRolled", "roll_id": 1, "dice": [1, 2, 3]},
+            "DiceRolled.dice: expected an array of 2",
+        ),
+        (
+            {
+                "type": "CrapsBetSettled",
+                "roll_id": 1,
+                "bet": "all_small",
+                "outcome": "win",
+                "pays": "34x",
+            },
+            "CrapsBetSettled.pays: expected",
+        ),
+        (
+            {
+                "type": "CrapsBetSettled",
+                "roll_id": 1,
+                "bet": "all_small",
+                "outcome": "win",
+                "pays": "NaN",
+            },
+            "CrapsBetSettled.pays: expected",
+        ),
+    ],
+)
+def test_bad_records_are_refused(record: dict[str, object], message: str) -> None:
+    with pytest.raises(RecordError) as info:
+        from_record(record)
+    assert str(info.value).startswith(message)
+
+
+def test_a_nested_record_of_the_wrong_type_is_refused() -> None:
+    record = to_record(
+        CoverAllResult(
+            round_id=1,
+            game="UTH",
+            hands=2,
+            outcome="no_qualifier",
+            highest=None,
+            pays=None,
+            reason=None,
+        )
+    )
+    record["highest"] = to_record(HandDealt(round_id=1, position="P1", cards=()))
+    with pytest.raises(RecordError, match=r"CoverAllResult\.highest"):
+        from_record(record)
+
+
+def test_unstorable_values_are_refused() -> None:
+    with pytest.raises(RecordError, match="not a registered record type"):
+        to_record(object())
+    bad = events.CrapsBetSettled(roll_id=1, bet="all_tall", outcome="win", pays=Decimal("NaN"))
+    with pytest.raises(RecordError, match=r"CrapsBetSettled\.pays: not a finite decimal"):
+        to_record(bad)
+
+
+def test_register_refuses_what_records_cannot_hold() -> None:
+    @dataclass(frozen=True)
+    class Typed:
+        type: str
+
+    with pytest.raises(RecordError, match="field named 'type'"):
+        register(Typed)
+
+    @dataclass(frozen=True)
+    class HandDealt:  # same name as an event, another class
+        x: int
+
+    with pytest.raises(RecordError, match=r"already rules\.events\.HandDealt"):
+        register(HandDealt)
+    with pytest.raises(RecordError, match="not a dataclass"):
+        register(int)
+    assert register(events.HandDealt) is events.HandDealt  # registering again is harmless
