@@ -43,7 +43,7 @@ import asyncio
 import random
 import time
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Final
 
@@ -140,7 +140,7 @@ class DeviceDriver:
         cap = min(self.reconnect_max, self.reconnect_initial * 2.0 ** min(attempt, 64))
         return cap / 2 + self._rng.uniform(0, cap / 2)
 
-    async def events(self) -> AsyncIterator[DriverEvent]:
+    async def events(self) -> AsyncGenerator[DriverEvent, None]:
         """Run the link until cancelled or closed, yielding every event in order.
 
         Close it with ``contextlib.aclosing`` (or cancel the task that iterates) to close the

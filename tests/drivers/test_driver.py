@@ -43,15 +43,13 @@ def fast_driver(device: ev.Device, url: str, **kwargs: float | None) -> DeviceDr
 
 
 @contextlib.asynccontextmanager
-async def running(driver: DeviceDriver) -> AsyncIterator[AsyncGenerator[DriverEvent]]:
+async def running(driver: DeviceDriver) -> AsyncIterator[AsyncGenerator[DriverEvent, None]]:
     """The driver's event stream, closed on exit (the port with it)."""
-    events = driver.events()
-    assert isinstance(events, AsyncGenerator)
-    async with contextlib.aclosing(events):
+    async with contextlib.aclosing(driver.events()) as events:
         yield events
 
 
-async def pull(events: AsyncGenerator[DriverEvent]) -> DriverEvent:
+async def pull(events: AsyncGenerator[DriverEvent, None]) -> DriverEvent:
     """The next event (the previous one is then done: its ACK goes out)."""
     async with asyncio.timeout(WAIT):
         return await anext(events)
@@ -71,7 +69,7 @@ def is_open(path: Path) -> bool:
     )
 
 
-async def connect(events: AsyncGenerator[DriverEvent], device: PtyDevice) -> None:
+async def connect(events: AsyncGenerator[DriverEvent, None], device: PtyDevice) -> None:
     assert isinstance(await pull(events), Connected)
     assert await device.expect() == m.Query()
 
