@@ -114,9 +114,14 @@ def configure_logging(
             structlog.processors.JSONRenderer(),
         ]
     else:
+        terminal = _is_terminal(out)
         console = structlog.dev.ConsoleRenderer(
-            colors=_is_terminal(out),
-            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False),
+            colors=terminal,
+            exception_formatter=(
+                structlog.dev.RichTracebackFormatter(show_locals=False)
+                if terminal
+                else structlog.dev.plain_traceback
+            ),
         )
         final.append(console)
 
