@@ -138,7 +138,7 @@ def initial_state(
     state = TableState(
         game=table_game,
         devices=tuple((d, DeviceState()) for d in devices),
-        poker=poker_round.initial_state(table_game) if table_game in POKER_GAMES else None,  # type: ignore[arg-type]
+        poker=poker_round.initial_state(table_game) if table_game in POKER_GAMES else None,
         bust=bust_bonus.initial_state(decks, dealer_hits_soft_17) if table_game == "BJ" else None,
         craps=craps.initial_state(craps_paytable) if table_game == "CRAPS" else None,
     )

@@ -1,0 +1,255 @@
+"""``lammer demo``: a small simulated casino floor on this machine.
+
+Starts a private Mosquitto on a free port, three simulated tables (an Ultimate Texas
+Hold'em table with a shuffler, a craps table with a dice reader, a blackjack table with
+a card-reading shoe), each served on a pty by ``lammer-sim``, a ``lammer run`` daemon per
+table, a demo stickperson who decides the dice reader's CHECK rolls over MQTT, and the
+terminal display. Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
+done, then prints the final table and stops everything.
+
+Everything lives in one work folder (``--workdir``, else a new temporary one that is
+kept for inspection): configs, journals, logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiomqtt
+
+PREFIX = "lammer"
+
+
+@dataclass(frozen=True)
+class DemoTable:
+    """One simulated table of the demo."""
+
+    table_id: str
+    game: str
+    device: str  # "shuffler" or "dice_reader"
+    sim_args: tuple[str, ...]
+
+
+TABLES = (
+    DemoTable("uth-1", "UTH", "shuffler", ("shuffler", "--game", "UTH")),
+    DemoTable("craps-1", "CRAPS", "dice_reader", ("dice",)),
+    DemoTable("bj-1", "BJ", "shuffler", ("shuffler", "--game", "BJ", "--decks", "6")),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``lammer demo``."""
+    parser.add_argument("--rounds", type=int, default=None, help="stop after N rounds/rolls")
+    parser.add_argument(
+        "--interval", type=float, default=3.0, help="seconds between rounds and rolls"
+    )
+    parser.add_argument("--seed", type=int, default=None, help="seed the simulators")
+    parser.add_argument("--workdir", type=Path, default=None, help="where configs, logs go")
+
+
+def _bin(name: str) -> str:
+    """A console script of this installation (the venv's ``bin``), else from PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else (shutil.which(name) or name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _mosquitto() -> str:
+    found = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not Path(found).exists():
+        raise SystemExit("lammer demo: mosquitto is not installed (make demo installs it)")
+    return found
+
+
+def _config(table: DemoTable, workdir: Path, port: int) -> str:
+    device_section = "shuffler" if table.device == "shuffler" else "dice_reader"
+    return (
+        f'[table]\nid = "{table.table_id}"\ngame = "{table.game}"\n\n'
+        f'[{device_section}]\nport = "{workdir / (table.table_id + "-" + table.device)}"\n\n'
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {port}\nprefix = "{PREFIX}"\n\n'
+        f'[journal]\npath = "{workdir / (table.table_id + ".db")}"\n\n'
+        "[bonus_craps]\npaytable = 1\n\n"
+        "[bust_bonus]\ndecks = 6\ndealer_hits_soft_17 = false\n\n"
+        '[logging]\nformat = "json"\nlevel = "info"\n'
+    )
+
+
+class Floor:
+    """The processes of the demo, started and stopped together."""
+
+    def __init__(self, workdir: Path, *, interval: float, rounds: int | None, seed: int | None):
+        self.workdir = workdir
+        self.interval = interval
+        self.rounds = rounds
+        self.seed = seed
+        self.port = _free_port()
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _spawn(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        log = (self.workdir / f"{name}.log").open("ab")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs)  # type: ignore[call-overload]
+        log.close()
+        self.procs[name] = proc
+        return proc  # type: ignore[no-any-return]
+
+    def start(self) -> None:
+        """Broker, then simulators, then daemons."""
+        conf = self.workdir / "mosquitto.conf"
+        conf.write_text(
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
+            "persistence false\nset_tcp_nodelay true\n"
+        )
+        self._spawn("mosquitto", [_mosquitto(), "-c", str(conf)])
+        _wait_port(self.port)
+        for i, t in enumerate(TABLES):
+            link = self.workdir / f"{t.table_id}-{t.device}"
+            argv = [_bin("lammer-sim"), *t.sim_args, "--link", str(link)]
+            argv += ["--interval", str(self.interval)]
+            if self.seed is not None:
+                argv += ["--seed", str(self.seed + i)]
+            if self.rounds is not None:
+                argv += ["--rolls" if t.device == "dice_reader" else "--rounds", str(self.rounds)]
+            self._spawn(f"sim-{t.table_id}", argv)
+            _wait_path(link)
+        for t in TABLES:
+            cfg = self.workdir / f"{t.table_id}.toml"
+            cfg.write_text(_config(t, self.workdir, self.port))
+            self._spawn(f"lammer-{t.table_id}", [_bin("lammer"), "run", "--config", str(cfg)])
+
+    def check(self) -> None:
+        """Fail loudly if a daemon or the broker died."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None and not name.startswith("sim-"):
+                tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
+                raise SystemExit(f"lammer demo: {name} exited ({proc.returncode}):\n{tail}")
+
+    def simulators_done(self) -> bool:
+        """Every simulator has played its rounds and exited."""
+        return all(p.poll() is not None for n, p in self.procs.items() if n.startswith("sim-"))
+
+    def stop(self) -> None:
+        """Daemons first (they publish offline), then simulators, then the broker."""
+        order = sorted(self.procs, key=lambda n: (n == "mosquitto", n.startswith("sim-")))
+        for name in order:
+            proc = self.procs[name]
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def _wait_port(port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"lammer demo: the broker did not listen on port {port}")
+
+
+def _wait_path(path: Path, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"lammer demo: the simulator did not create {path}")
+
+
+async def stickperson(port: int, table_id: str, *, delay: float) -> None:
+    """A demo stickperson: decides each pending CHECK roll after ``delay`` seconds
+    (valid when both dice were read, invalid otherwise)."""
+    base = f"{PREFIX}/{table_id}"
+    decided: set[int] = set()
+    while True:
+        try:
+            async with aiomqtt.Client("127.0.0.1", port, identifier="demo-stickperson") as client:
+                await client.subscribe(f"{base}/craps/board", qos=1)
+                async for message in client.messages:
+                    board = json.loads(bytes(message.payload))
+                    pending = board.get("pending_roll")
+                    if not pending or pending["roll_id"] in decided:
+                        continue
+                    roll_id = pending["roll_id"]
+                    decided.add(roll_id)
+                    await asyncio.sleep(delay)
+                    readable = 0 not in pending.get("dice", [0])
+                    request = {
+                        "operator": "demo-stickperson",
+                        "request_id": f"demo-{roll_id}",
+                        "roll_id": roll_id,
+                        "decision": "valid" if readable else "invalid",
+                    }
+                    await client.publish(
+                        f"{base}/request/roll_decision", json.dumps(request), qos=1
+                    )
+        except aiomqtt.MqttError:
+            await asyncio.sleep(1)
+
+
+async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> None:
+    bot = asyncio.create_task(stickperson(floor.port, "craps-1", delay=min(1.5, floor.interval)))
+    try:
+        while True:
+            floor.check()
+            if display is not None and display.poll() is not None:
+                return
+            if floor.rounds is not None and floor.simulators_done():
+                await asyncio.sleep(1.0)  # let the last events reach the displays
+                return
+            await asyncio.sleep(0.2)
+    finally:
+        bot.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await bot
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo floor."""
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lammer-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    floor = Floor(workdir, interval=args.interval, rounds=args.rounds, seed=args.seed)
+    display_argv = [_bin("lammer"), "display", "--host", "127.0.0.1", "--port", str(floor.port)]
+    display_argv += ["--prefix", PREFIX]
+    for t in TABLES:
+        display_argv += ["--table", t.table_id]
+    print(f"lammer demo: work folder {workdir} (configs, journals, logs)", flush=True)
+    display: subprocess.Popen[bytes] | None = None
+    try:
+        floor.start()
+        if args.rounds is None:
+            display = subprocess.Popen(display_argv)  # the terminal is the display's
+        asyncio.run(_supervise(floor, display))
+        if args.rounds is not None:
+            subprocess.run([*display_argv, "--once"], check=False)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if display is not None and display.poll() is None:
+            display.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                display.wait(timeout=5)
+        floor.stop()
+    print(f"lammer demo: stopped; journals and logs are in {workdir}", flush=True)
+    return 0

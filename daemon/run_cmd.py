@@ -1,0 +1,51 @@
+"""``lammer run --config FILE``: run one table until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from daemon.config import load_config
+from daemon.errors import ConfigFileError
+from daemon.logs import configure_logging
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``lammer run``."""
+    parser.add_argument("--config", "-c", type=Path, required=True, help="the table's TOML file")
+    parser.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        default=None,
+        help="override [logging] format (auto: JSON unless on a terminal)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the configuration, then run the table; exit 2 on a bad configuration."""
+    try:
+        config = load_config(args.config)
+    except ConfigFileError as exc:
+        print(f"lammer: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(
+        fmt=args.log_format or config.logging.format,
+        level=config.logging.level,
+    )
+    from daemon.app import TableDaemon, install_signal_handlers
+
+    async def main() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        install_signal_handlers(task)
+        await TableDaemon(config).run()
+
+    try:
+        asyncio.run(main())
+    except asyncio.CancelledError:
+        pass
+    except KeyboardInterrupt:
+        pass
+    return 0
