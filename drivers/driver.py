@@ -296,7 +296,10 @@ class DeviceDriver:
         """Close the port and wait until it is really closed (pyserial-asyncio closes the
         serial port in a background task after ``close()`` returns: the close race)."""
         writer = link.writer
-        writer.transport.abort()  # no drain: a device that stopped reading must not block us
+        # Once only: pyserial-asyncio closes again (and fails in a background task) if a
+        # transport that is already closing after an I/O error is aborted a second time.
+        if not writer.transport.is_closing():
+            writer.transport.abort()  # no drain: a device that stopped reading must not block
         try:
             async with asyncio.timeout(CLOSE_TIMEOUT):
                 await writer.wait_closed()

@@ -72,6 +72,24 @@ class PtyDevice:
             self.open = False
 
 
+# pyserial-asyncio reports a write to a vanished port through the loop's exception handler
+# before it closes the port: expected when a test unplugs a device. Anything else is a bug.
+EXPECTED_LOOP_ERRORS = {"Fatal write error on serial transport"}
+
+
+@pytest.fixture(autouse=True)
+async def _no_loop_errors() -> AsyncIterator[None]:
+    """Fail a test whose loop reported an unexpected error (a background task that failed)."""
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    yield
+    await asyncio.sleep(0.01)  # let closing transports finish their background tasks
+    loop.set_exception_handler(None)
+    unexpected = [e for e in errors if e.get("message") not in EXPECTED_LOOP_ERRORS]
+    assert not unexpected, unexpected
+
+
 @pytest.fixture
 def link_path(tmp_path: Path) -> Path:
     """Where the device's symlink lives (the driver's URL)."""
