@@ -128,6 +128,8 @@ class DeviceLink:
         """Every frame acknowledged, in order, each once."""
         self.transmissions = 0
         """Frames put on the wire, retransmissions and duplicates included."""
+        self.applied: collections.Counter[str] = collections.Counter()
+        """How many transmissions each wire fault shaped (``crc``, ``split``, ...)."""
         self.acks_dropped = 0
         """ACKs ignored by the ``drop_ack`` fault."""
         self.queries = 0
@@ -314,6 +316,7 @@ class DeviceLink:
     async def _transmit(self, body: str) -> None:
         plan = plan_transmission(body, device=self.device, faults=self.faults, rng=self.rng)
         self.transmissions += 1
+        self.applied.update(plan.applied)
         # Frames carry secret cards (shuffler-icd.md): their bytes at debug level only.
         self.log.debug("tx", raw=plan.data, faults=plan.applied or None)
         if plan.split:

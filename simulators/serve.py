@@ -50,13 +50,15 @@ class PtyPort:
         self._master: int | None = None
         self._slave: int | None = None
         self._writable: asyncio.Future[None] | None = None
+        self._spare: tuple[int, int] | None = None
         self.log = structlog.get_logger("lammer.sim.pty")
 
     def open(self) -> str:
         """Plug in: a new pty in raw mode, the symlink pointed at it. Returns its path."""
         if self._master is not None:
             raise RuntimeError("pty already open")
-        master, slave = os.openpty()
+        master, slave = self._spare or os.openpty()
+        self._spare = None
         # Raw before anyone opens it: a fresh pty echoes and edits lines, and the device's
         # first frames would come straight back to it.
         tty.setraw(slave)
@@ -74,8 +76,19 @@ class PtyPort:
         self.log.info("pty open", path=self.path, link=str(self.link) if self.link else None)
         return self.path
 
-    def close(self) -> None:
-        """Unplug: remove the symlink (if it still points at this pty), close the pty."""
+    def unplug(self) -> None:
+        """Close the pty, keeping the next one aside: plugged in again, the device gets a
+        new ``/dev/pts/N`` (the kernel would otherwise hand out the same number again)."""
+        if self._spare is None:
+            self._spare = os.openpty()
+        self.close(keep_spare=True)
+
+    def close(self, *, keep_spare: bool = False) -> None:
+        """Remove the symlink (if it still points at this pty) and close the pty."""
+        if not keep_spare and self._spare is not None:
+            for fd in self._spare:
+                os.close(fd)
+            self._spare = None
         master, slave, self._master, self._slave = self._master, self._slave, None, None
         if self.link is not None and self.path is not None:
             with contextlib.suppress(OSError):
@@ -300,7 +313,7 @@ class SimulatedDevice:
         await self.link.wait_idle()
         self.unplugs += 1
         self.log.info("unplugged", unplugs=self.unplugs)
-        self.pty.close()
+        self.pty.unplug()
         if self.tcp is not None:
             self.tcp.drop()
         await asyncio.sleep(self.faults.unplug_pause if pause is None else pause)

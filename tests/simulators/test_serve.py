@@ -1,0 +1,174 @@
+"""Serving a simulated device on a real pty and on TCP, against the scripted host."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from pathlib import Path
+
+from drivers.messages import Ack, Decoded, Hello, MessageDecoder, Mode, Query, encode_message
+from simulators.device_link import LinkTimings
+from simulators.faults import Faults
+from simulators.scripts import Send, parse_script
+from simulators.serve import PtyPort, SimulatedDevice
+from simulators.shuffler import ShufflerGame
+from tests.simulators.host import ScriptedHost
+
+FAST = LinkTimings(ack_timeout=0.02)
+HELLO = Send.of("HELLO", "IDEAL-SIM", "2.1.0", "SN0001")
+
+
+def shuffler(tmp_path: Path, **kwargs: object) -> SimulatedDevice:
+    return SimulatedDevice(
+        device="shuffler",
+        hello=HELLO,
+        config=[Send.of("MODE", "CSP")],
+        timings=FAST,
+        link=tmp_path / "shuffler",
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+SCRIPT = """\
+DECK,OK
+HAND,812,P1,9c9d5h5s2c
+HAND,812,P3,QhJhTh8h7h
+unplug
+HAND,812,DL,AcKd4s3h3c
+ROUND,812,3
+SETTLE,812
+"""
+
+
+async def test_script_over_a_pty_follows_the_symlink_across_an_unplug(
+    no_leaks: None, tmp_path: Path
+) -> None:
+    link = tmp_path / "shuffler"
+    async with shuffler(tmp_path, faults=Faults(unplug_pause=0.05)) as sim:
+        first_pty = sim.path
+        assert os.readlink(link) == first_pty
+        async with ScriptedHost("shuffler", link) as host:
+            await sim.play(parse_script(SCRIPT, device="shuffler"))
+            await sim.finish()
+            assert sim.pty.opened == 2
+            assert sim.path != first_pty, "a replugged device gets a new pty"
+            assert os.readlink(link) == sim.path
+            assert host.opens >= 2
+            # Each frame delivered once and in order, the reconnect's HELLO and MODE included.
+            assert host.delivered == sim.sent
+            kinds = [m.TYPE for m in sim.sent]
+            assert kinds == [
+                "HELLO", "MODE", "DECK", "HAND", "HAND",
+                "HELLO", "MODE", "HAND", "ROUND", "SETTLE",
+            ]  # fmt: skip
+            assert [m.seq for m in sim.sent] == [1, 2, 3, 4, 5, 1, 2, 3, 4, 5]
+    assert not link.exists(), "the symlink goes with the device"
+
+
+async def test_honest_play_with_every_wire_fault_reaches_the_host_exactly_once(
+    no_leaks: None, tmp_path: Path
+) -> None:
+    faults = Faults(
+        crc=0.15, garble=0.15, garbage=0.2, split=0.2, duplicate=0.2, drop_ack=0.2,
+        disconnect=0.05, split_delay=0.0002, unplug_pause=0.02,
+    )  # fmt: skip
+    game = ShufflerGame("UTH", random.Random(21), void_rate=0.2)
+    async with (
+        shuffler(tmp_path, faults=faults, rng=random.Random(22)) as sim,
+        ScriptedHost("shuffler", tmp_path / "shuffler") as host,
+    ):
+        frames = await sim.play(game.rounds(8))
+        await sim.finish()
+        assert host.delivered == sim.sent
+    expected = [
+        str(step)
+        for step in ShufflerGame("UTH", random.Random(21), void_rate=0.2).rounds(8)
+        if isinstance(step, Send)
+    ]
+    assert frames == len(expected)
+    played = [m for m in sim.sent if m.TYPE not in ("HELLO", "MODE")]
+    assert [",".join((m.TYPE, *m.fields())) for m in played] == expected
+    applied = sim.link.applied
+    assert all(applied[name] for name in ("crc", "garble", "garbage", "split", "duplicate"))
+    assert sim.link.acks_dropped
+    assert sim.unplugs
+    assert len(host.bad) >= applied["crc"] + applied["garble"]
+
+
+async def test_tcp_serves_the_same_device_and_a_new_client_replaces_the_old(
+    no_leaks: None, tmp_path: Path
+) -> None:
+    async with shuffler(tmp_path, tcp_port=0) as sim:
+        assert sim.tcp is not None
+        port = sim.tcp.port
+
+        async def client() -> tuple[asyncio.StreamReader, asyncio.StreamWriter, MessageDecoder]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(encode_message(Query()))
+            return reader, writer, MessageDecoder(device="shuffler", sender="device")
+
+        async def next_message(reader: asyncio.StreamReader, decoder: MessageDecoder) -> Decoded:
+            async with asyncio.timeout(10):
+                while True:
+                    for item in decoder.feed(await reader.read(4096)):
+                        assert isinstance(item, Decoded)
+                        return item
+
+        reader, writer, decoder = await client()
+        hello = await next_message(reader, decoder)
+        assert isinstance(hello.message, Hello)
+        writer.write(encode_message(Ack(seq=1)))
+        mode = await next_message(reader, decoder)
+        assert mode.message == Mode(seq=2, game="CSP")
+
+        reader2, writer2, decoder2 = await client()  # before ACKing MODE
+        assert await reader.read() == b"", "the old client was dropped"
+        writer.close()
+        await writer.wait_closed()
+        # The new client's QUERY: MODE (in flight) again at once, then HELLO and MODE.
+        seen = []
+        for _ in range(3):
+            item = await next_message(reader2, decoder2)
+            seen.append((item.message.TYPE, item.message.seq))
+            writer2.write(encode_message(Ack(seq=item.message.seq)))
+        assert seen == [("MODE", 2), ("HELLO", 1), ("MODE", 2)]
+        await sim.finish()
+        writer2.close()
+        await writer2.wait_closed()
+
+
+async def test_pty_write_waits_while_the_buffer_is_full(no_leaks: None) -> None:
+    received: list[bytes] = []
+    arrived = asyncio.Event()
+
+    def on_data(data: bytes) -> None:
+        received.append(data)
+        arrived.set()
+
+    port = PtyPort(on_data=on_data)
+    path = port.open()
+    try:
+        data = bytes(range(256)) * 4096  # 1 MiB: far more than a pty buffers
+        writing = asyncio.create_task(port.write(data))
+        await asyncio.sleep(0.05)
+        assert not writing.done(), "nobody reads: the write waits"
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+        got = bytearray()
+        try:
+            async with asyncio.timeout(10):
+                while len(got) < len(data):
+                    try:
+                        got += os.read(fd, 65536)
+                    except BlockingIOError:
+                        await asyncio.sleep(0.001)
+            await writing
+            os.write(fd, b"$QUERY,0*8F46\r\n")
+            async with asyncio.timeout(10):
+                await arrived.wait()
+        finally:
+            os.close(fd)
+        assert bytes(got) == data, "raw mode: every byte as written"
+        assert b"".join(received) == b"$QUERY,0*8F46\r\n"
+    finally:
+        port.close()
