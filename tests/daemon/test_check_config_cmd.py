@@ -1,0 +1,68 @@
+"""``lammer check-config``: the installed command, run as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAMMER = Path(sys.executable).with_name("lammer")
+
+
+def lammer(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LAMMER), *map(str, args)], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize("name", ["uth.toml", "craps.toml", "bj.toml"])
+def test_example_configs_pass(name: str) -> None:
+    result = lammer("check-config", ROOT / "config" / name)
+    assert result.returncode == 0, result.stderr
+    table_id = {"uth.toml": "poker1", "craps.toml": "craps1", "bj.toml": "bj1"}[name]
+    assert result.stdout.splitlines()[0].endswith(": OK")
+    assert f"base topic lammer/{table_id}" in result.stdout
+    assert result.stderr == ""
+
+
+def test_every_problem_one_per_line(tmp_path: Path) -> None:
+    path = tmp_path / "t1.toml"
+    path.write_text(
+        '[table]\nid = "t#1"\ngame = "BJ"\n[bust_bonus]\ndecks = 0\ndealer_hits_soft17 = true\n'
+    )
+    result = lammer("check-config", path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    header, *problems = result.stderr.splitlines()
+    assert header == f"{path}: 4 problems"
+    assert sorted(problems) == sorted(
+        [
+            "table.id: must be usable as one MQTT topic level, got 't#1' ('#')",
+            "bust_bonus.decks: must be between 1 and 8, got 0",
+            "bust_bonus.dealer_hits_soft17: unknown key; did you mean 'dealer_hits_soft_17'?",
+            "shuffler: required for a BJ table"
+            " (the card-reading shoe speaks the shuffler protocol)",
+        ]
+    )
+
+
+def test_missing_file_and_notes(tmp_path: Path) -> None:
+    result = lammer("check-config", tmp_path / "none.toml")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[1:] == ["(file): no such file"]
+    path = tmp_path / "t1.toml"
+    path.write_text('[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n[bust_bonus]\n')
+    result = lammer("check-config", path)
+    assert result.returncode == 0
+    assert "note: bust_bonus: not used by a CRAPS table (ignored)" in result.stdout
+
+
+def test_schema() -> None:
+    result = lammer("check-config", "--schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert set(schema["properties"]) >= {"table", "shuffler", "dice_reader", "mqtt", "journal"}
