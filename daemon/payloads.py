@@ -89,6 +89,7 @@ Total = Annotated[int, Field(ge=2, le=12)]
 HandPosition = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL"]
 TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
 CardGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"]
+PokerGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH"]  # Cover All Bonus games
 DeviceName = Literal["shuffler", "dice_reader"]
 Text = Annotated[str, Field(min_length=1)]
 
@@ -125,7 +126,8 @@ def format_ts(at: datetime) -> str:
 class _Model(BaseModel):
     # forbid: a builder that writes a field the spec does not have is a bug caught here.
     # schemas() drops the additionalProperties it produces, since the spec lets us add.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: JSON true is not the seq 1, and 34.0 is not the odds "34".
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class _Envelope(_Model):
@@ -182,7 +184,7 @@ class CoverAllPayoutsBody(_Model):
 
     table: TableId
     round_id: RoundId
-    game: CardGame
+    game: PokerGame
     hands: Annotated[int, Field(ge=1, le=9)]
     paytable: list[PayRowModel] = Field(description="highest first")
 
@@ -200,7 +202,7 @@ class CoverAllResultBody(_Model):
 
     table: TableId
     round_id: RoundId
-    game: CardGame
+    game: PokerGame
     hands: Annotated[int, Field(ge=1, le=9)] | None
     outcome: Literal["win", "no_qualifier", "void", "flagged"]
     highest: HighestModel | None
@@ -495,7 +497,7 @@ def build_cover_all_payouts(outcome: CoverAllPayouts, *, table: str | None = Non
     body = CoverAllPayoutsBody(
         table=table or _NO_TABLE,
         round_id=outcome.round_id,
-        game=outcome.game,
+        game=outcome.game,  # type: ignore[arg-type]  # validated: never BJ
         hands=outcome.hands,
         paytable=[PayRowModel(hand=r.hand, pays=format_odds(r.pays)) for r in outcome.paytable],
     )
@@ -509,7 +511,7 @@ def build_cover_all_result(outcome: CoverAllResult, *, table: str | None = None)
     body = CoverAllResultBody(
         table=table or _NO_TABLE,
         round_id=outcome.round_id,
-        game=outcome.game,
+        game=outcome.game,  # type: ignore[arg-type]  # validated: never BJ
         hands=outcome.hands,
         outcome=outcome.outcome,
         highest=None

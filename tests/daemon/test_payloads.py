@@ -1,0 +1,417 @@
+"""Payload models and builders (daemon/payloads.py) against mqtt-api.md.
+
+Every body a builder makes is put on the wire as the journal would (``seq`` and ``ts``
+added) and checked by tests/spec_mqtt.py, a checker written from the spec's table without
+the models, and by the models themselves. Expected values come from the spec and the
+seeds, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from daemon import payloads
+from daemon.payloads import Publication
+from rules import bust_bonus, craps
+from rules.events import (
+    AlarmRaised,
+    BustBonusResult,
+    CardDrawn,
+    CoverAllPayouts,
+    CoverAllResult,
+    CrapsBetReversed,
+    CrapsBetSettled,
+    DealerDone,
+    DiceRolled,
+    HighestHand,
+    RollRecorded,
+)
+from rules.paytables import cover_all_paytable
+from tests.spec_mqtt import RETAINED, SpecViolation, check_message
+
+TS = "2026-11-29T14:03:07.123Z"
+
+
+def wire(publication: Publication, *, seq: int = 1, table: str = "t1") -> bytes:
+    """The payload as the journal publishes it: the body with table, seq and ts."""
+    return json.dumps({"table": table, **publication.body, "seq": seq, "ts": TS}).encode()
+
+
+def checked(publication: Publication) -> dict[str, Any]:
+    """Check a publication against the spec checker and the models; return its body."""
+    payload = wire(publication)
+    body = check_message(
+        f"lammer/t1/{publication.topic}",
+        payload,
+        base="lammer/t1",
+        retained=publication.retained,
+    )
+    payloads.parse_message(publication.topic, payload)
+    assert isinstance(body, dict)
+    return body
+
+
+# --- the spec's own example: shuffler-icd.md, one Caribbean Stud round (812) -------------
+
+
+def test_spec_example_csp_round_812() -> None:
+    # "At ROUND the displays get the Caribbean Stud column for 3 total hands (Royal Flush
+    # 300, Straight Flush 125, Four of a Kind 40, Full House 30, Flush 20, Straight 17,
+    # Three of a Kind 6)."
+    payouts = CoverAllPayouts(
+        round_id=812, game="CSP", hands=3, paytable=cover_all_paytable("CSP", 3)
+    )
+    body = checked(payloads.outcome_message(payouts))
+    assert body["round_id"] == 812
+    assert body["hands"] == 3
+    assert body["paytable"] == [
+        {"hand": "Royal Flush", "pays": "300"},
+        {"hand": "Straight Flush", "pays": "125"},
+        {"hand": "Four of a Kind", "pays": "40"},
+        {"hand": "Full House", "pays": "30"},
+        {"hand": "Flush", "pays": "20"},
+        {"hand": "Straight", "pays": "17"},
+        {"hand": "Three of a Kind", "pays": "6"},
+    ]
+    # "the highest hand is the flush at P3, and every Cover All Bonus wager ... wins 20 to 1"
+    result = CoverAllResult(
+        round_id=812,
+        game="CSP",
+        hands=3,
+        outcome="win",
+        highest=HighestHand(hand="Flush", position="P3", cards=("Qh", "Jh", "Th", "8h", "7h")),
+        pays=Decimal(20),
+        reason=None,
+    )
+    body = checked(payloads.outcome_message(result))
+    assert body["outcome"] == "win"
+    assert body["highest"] == {
+        "hand": "Flush",
+        "position": "P3",
+        "cards": ["Qh", "Jh", "Th", "8h", "7h"],
+    }
+    assert body["pays"] == "20"
+    assert body["reason"] is None
+
+
+def test_three_card_poker_fractional_odds_are_exact() -> None:
+    # sd-cover-all-bonus.txt, Three Card Poker, Straight with 5 total hands: 1.5 to 1.
+    pub = payloads.outcome_message(
+        CoverAllPayouts(round_id=1, game="TCP", hands=5, paytable=cover_all_paytable("TCP", 5))
+    )
+    rows = {row["hand"]: row["pays"] for row in checked(pub)["paytable"]}
+    assert rows["Straight"] == "1.5"
+    assert b"1.5" in wire(pub)
+    assert all(isinstance(pays, str) for pays in rows.values())
+
+
+# --- every outcome and state topic passes the independent checker ---------------------
+
+OUTCOMES = [
+    CoverAllResult(
+        round_id=5,
+        game="UTH",
+        hands=None,
+        outcome="flagged",
+        highest=None,
+        pays=None,
+        reason="HAND for P2 already received",
+    ),
+    CoverAllResult(
+        round_id=6,
+        game="LIR",
+        hands=4,
+        outcome="no_qualifier",
+        highest=None,
+        pays=None,
+        reason=None,
+    ),
+    CoverAllResult(
+        round_id=7, game="MSP", hands=2, outcome="void", highest=None, pays=None, reason=None
+    ),
+    RollRecorded(roll_id=5001, dice=(6, 5), total=11, status="counted", reason=None),
+    RollRecorded(roll_id=5003, dice=(0, 6), total=None, status="pending", reason="UNREADABLE"),
+    RollRecorded(roll_id=5004, dice=(2, 2), total=4, status="declared_invalid", reason="clause 2"),
+    CrapsBetSettled(roll_id=9, bet="all_small", outcome="win", pays=Decimal("34")),
+    CrapsBetSettled(roll_id=9, bet="make_em_all", outcome="lose", pays=None),
+    CrapsBetReversed(roll_id=9, bet="all_small", outcome="win"),
+    BustBonusResult(
+        round_id=3,
+        outcome="win",
+        up_card="8s",
+        dealer_cards=("8s", "8h", "8d"),
+        total=24,
+        suited=False,
+        three_eights=True,
+        pays=Decimal(25),
+        reason=None,
+    ),
+    BustBonusResult(
+        round_id=4,
+        outcome="void",
+        up_card="Kd",
+        dealer_cards=("Kd",),
+        total=None,
+        suited=False,
+        three_eights=False,
+        pays=None,
+        reason=None,
+    ),
+]
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES, ids=lambda o: type(o).__name__)
+def test_every_outcome_builds_a_spec_payload(outcome: Any) -> None:
+    pub = payloads.outcome_message(outcome)
+    body = checked(pub)
+    assert pub.retained == RETAINED[pub.topic]
+    assert "table" not in pub.body  # the daemon adds it
+    assert payloads.build_outcome(outcome, table="t9") == Publication(
+        pub.topic, pub.retained, {"table": "t9", **pub.body}
+    )
+    assert body["seq"] == 1
+
+
+def test_reversal_goes_on_the_added_topic() -> None:
+    pub = payloads.outcome_message(CrapsBetReversed(roll_id=9, bet="all_tall", outcome="lose"))
+    assert pub.topic == "craps/reversal"
+    assert not pub.retained
+    assert pub.body == {"roll_id": 9, "bet": "all_tall", "outcome": "lose"}
+
+
+def test_alarm_outcomes_are_published_as_the_whole_set() -> None:
+    raised = AlarmRaised(code="MODE_MISMATCH", device="shuffler", message="set to UTH")
+    assert payloads.build_outcome(raised) is None
+    with pytest.raises(ValueError, match="alarms and state"):
+        payloads.outcome_message(raised)
+
+
+def test_state_and_alarms() -> None:
+    since = datetime(2026, 11, 29, 16, 3, 7, 123456, tzinfo=timezone(timedelta(hours=2)))
+    alarm = payloads.AlarmView(code="JAM", device="shuffler", message="jammed", since=since)
+    pub = payloads.build_state(
+        table="t1",
+        game="CRAPS",
+        devices={
+            "shuffler": payloads.DeviceView(connected=True, status="READY", mode="UTH"),
+            "dice_reader": {"connected": False, "status": "DISCONNECTED", "mode": "ignored"},
+        },
+        alarms=[alarm],
+    )
+    body = checked(pub)
+    assert body["devices"] == {
+        "shuffler": {"connected": True, "status": "READY", "mode": "UTH"},
+        "dice_reader": {"connected": False, "status": "DISCONNECTED"},  # mode: shuffler only
+    }
+    # UTC with milliseconds and Z, whatever zone the time came in.
+    expected_alarm = {
+        "code": "JAM",
+        "device": "shuffler",
+        "message": "jammed",
+        "since": "2026-11-29T14:03:07.123Z",
+    }
+    assert body["alarms"] == [expected_alarm]
+    alarms = checked(payloads.build_alarms(table="t1", alarms=[alarm]))
+    assert alarms["alarms"] == [expected_alarm]
+    assert payloads.alarms_body([]) == {"alarms": []}
+    assert payloads.state_body(game="BJ", devices={}, alarms=[])["game"] == "BJ"
+    naive = payloads.AlarmView(code="JAM", device=None, message="m", since=datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        payloads.build_alarms(alarms=[naive])
+
+
+def test_craps_board_from_the_rules_view() -> None:
+    # Pay Table 1 of sd-bonus-craps.txt: All Small 34, All Tall 34, Make 'Em All 175.
+    state = craps.initial_state(1)
+    for roll_id, dice in enumerate([(1, 1), (3, 3), (6, 5)], start=1):
+        state, _ = craps.apply(state, DiceRolled(roll_id=roll_id, dice=dice))
+    body = checked(Publication("craps/board", True, payloads.craps_board_body(craps.board(state))))
+    assert body["paytable"] == 1
+    assert body["betting_open"] is False
+    assert body["numbers_hit"] == [2, 6, 11]
+    assert body["all_small"] == {
+        "pays": "34",
+        "hit": [2, 6],
+        "remaining": [3, 4, 5],
+        "complete": False,
+    }
+    assert body["all_tall"]["pays"] == "34"
+    assert body["all_tall"]["hit"] == [11]
+    assert body["make_em_all"]["pays"] == "175"
+    assert body["pending_roll"] is None
+    fresh = checked(payloads.build_craps_board(craps.board(craps.initial_state(2)), table="t1"))
+    assert fresh["betting_open"] is True
+    assert fresh["make_em_all"]["pays"] == "150"
+
+
+def test_bust_bonus_state_shows_only_face_up_cards() -> None:
+    # shuffler-icd.md: "a blackjack dealer's up card at once, and the hole card and draws
+    # at END".
+    state = bust_bonus.initial_state(6, False)
+    for position, card in [("P1", "9c"), ("DL", "6h"), ("P1", "7d"), ("DL", "Ks")]:
+        state, _ = bust_bonus.apply(
+            state,
+            CardDrawn(round_id=44, position=position, card=card),  # type: ignore[arg-type]
+        )
+    body = checked(payloads.build_bust_bonus_state(bust_bonus.view(state), table="t1"))
+    assert body["up_card"] == "6h"
+    assert body["dealer_cards"] == ["6h"]
+    assert "Ks" not in json.dumps(body)
+    assert body["betting_open"] is False
+    state, _ = bust_bonus.apply(state, CardDrawn(round_id=44, position="DL", card="Qs"))
+    state, outcomes = bust_bonus.apply(state, DealerDone(round_id=44))
+    after = checked(payloads.build_bust_bonus_state(bust_bonus.view(state)))
+    assert after["dealer_cards"] == ["6h", "Ks", "Qs"]
+    (result,) = outcomes
+    body = checked(payloads.outcome_message(result))
+    # 6 up, busted with 26, off-suit: the "6" row pays 1 to 1 (sd-bust-bonus.txt).
+    assert body["outcome"] == "win"
+    assert body["total"] == 26
+    assert body["pays"] == "1"
+
+
+# --- the models refuse what the spec forbids -------------------------------------------
+
+
+def test_flagged_cover_all_result_never_carries_cards() -> None:
+    # shuffler-icd.md "Card data is secret until it is face up"; mqtt-api.md "a flagged
+    # round as soon as the fault is found, without cards".
+    leaky = CoverAllResult(
+        round_id=5,
+        game="UTH",
+        hands=3,
+        outcome="flagged",
+        highest=HighestHand(hand="Flush", position="P1", cards=("2h", "5h", "9h", "Jh", "Ah")),
+        pays=None,
+        reason="SETTLE before ROUND",
+    )
+    with pytest.raises(ValidationError, match="no highest hand"):
+        payloads.outcome_message(leaky)
+
+
+WIN: dict[str, Any] = {"roll_id": 1, "bet": "all_small", "outcome": "win"}
+
+
+@pytest.mark.parametrize(
+    ("topic", "body", "problem"),
+    [
+        ("craps/result", {**WIN, "pays": 34.0}, "pays"),
+        ("craps/result", {**WIN, "pays": "3.4E+1"}, "pays"),
+        ("craps/result", {**WIN, "pays": None}, "pays"),
+        ("craps/roll", {"roll_id": 1, "dice": [7, 1], "total": 8, "status": "counted"}, "dice"),
+        ("bust_bonus/state", {"round_id": 1, "betting_open": True, "up_card": "10h"}, "up_card"),
+        ("cover_all/payouts", {"round_id": 1, "game": "BJ", "hands": 2, "paytable": []}, "game"),
+        ("response/void_roll", {"request_id": None, "status": "error", "error": None}, "error"),
+    ],
+)
+def test_models_and_checker_both_refuse(topic: str, body: dict[str, Any], problem: str) -> None:
+    payload = json.dumps({"table": "t1", "seq": 3, "ts": TS, **body}).encode()
+    with pytest.raises(ValidationError, match=problem):
+        payloads.parse_message(topic, payload)
+    with pytest.raises(SpecViolation):
+        check_message(topic, payload)
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [
+        {"seq": 3, "ts": "2026-11-29T14:03:07Z"},  # no milliseconds
+        {"seq": 3, "ts": "2026-11-29T14:03:07.123+00:00"},  # not Z
+        {"seq": 0, "ts": TS},
+        {"seq": True, "ts": TS},
+        {"ts": TS},
+    ],
+)
+def test_envelope_is_checked(envelope: dict[str, Any]) -> None:
+    payload = json.dumps({"table": "t1", "alarms": [], **envelope}).encode()
+    with pytest.raises(SpecViolation):
+        check_message("alarms", payload)
+    with pytest.raises(ValidationError):
+        payloads.parse_message("alarms", payload)
+
+
+def test_checker_knows_the_retained_column_and_availability() -> None:
+    assert check_message("lammer/t1/availability", b"offline", base="lammer/t1") == "offline"
+    with pytest.raises(SpecViolation, match="online or offline"):
+        check_message("availability", b'"online"')
+    roll = payloads.outcome_message(
+        RollRecorded(roll_id=1, dice=(1, 2), total=3, status="counted", reason=None)
+    )
+    with pytest.raises(SpecViolation, match="must not be retained"):
+        check_message(roll.topic, wire(roll), retained=True)
+    with pytest.raises(SpecViolation, match="not the base topic's table"):
+        check_message("lammer/t2/alarms", wire(payloads.build_alarms(alarms=[])), base="lammer/t2")
+    with pytest.raises(SpecViolation, match="not a topic"):
+        check_message("craps/rolls", b"{}")
+    for topic, (_, retained) in payloads.TOPICS.items():
+        assert retained == RETAINED.get(topic, False), topic
+
+
+# --- exact odds ------------------------------------------------------------------------
+
+
+@given(st.decimals(min_value=0, max_value=10**6, allow_nan=False, allow_infinity=False, places=4))
+def test_odds_are_exact_plain_decimal_strings(value: Decimal) -> None:
+    text = payloads.format_odds(value)
+    assert Decimal(text) == value
+    assert "E" not in text.upper()
+    assert text == "0" or not text.startswith("0") or text.startswith("0.")
+    assert not (("." in text) and text.endswith("0"))
+    assert payloads.format_odds(Decimal(text)) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("34", "34"),
+        ("3.4E+1", "34"),
+        ("1.50", "1.5"),
+        ("1E+2", "100"),
+        ("0.00", "0"),
+        ("175", "175"),
+    ],
+)
+def test_odds_examples(value: str, text: str) -> None:
+    assert payloads.format_odds(Decimal(value)) == text
+
+
+@pytest.mark.parametrize("value", ["-1", "NaN", "Infinity"])
+def test_odds_refuse_nonsense(value: str) -> None:
+    with pytest.raises(ValueError, match="odds"):
+        payloads.format_odds(Decimal(value))
+
+
+def test_format_ts_is_utc_milliseconds_z() -> None:
+    at = datetime(2026, 11, 29, 14, 3, 7, 999999, tzinfo=UTC)
+    assert payloads.format_ts(at) == "2026-11-29T14:03:07.999Z"
+
+
+# --- JSON Schema for the display teams --------------------------------------------------
+
+
+def test_schemas_cover_every_topic_and_stay_open_for_additions() -> None:
+    schemas = payloads.schemas()
+    published = set(RETAINED) | {
+        f"response/{n}" for n in ("roll_decision", "void_roll", "overturn")
+    }
+    assert published <= set(schemas)
+    assert {"request/roll_decision", "request/void_roll", "request/overturn"} <= set(schemas)
+    for topic in published:  # plain JSON, open for the fields the spec lets us add
+        assert '"additionalProperties": false' not in json.dumps(schemas[topic]), topic
+    result = schemas["craps/result"]
+    assert set(result["required"]) >= {"table", "seq", "ts", "roll_id", "bet", "outcome"}
+    pays = result["properties"]["pays"]["anyOf"]
+    assert {"type": "null"} in pays
+    assert all(alt.get("type") != "number" for alt in pays)  # never a float
+    assert schemas["state"]["x-retained"] is True
+    assert schemas["craps/roll"]["x-retained"] is False
+    # Requests do refuse unknown fields (a misspelt field must not be ignored).
+    assert schemas["request/void_roll"]["additionalProperties"] is False
