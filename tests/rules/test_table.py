@@ -1,0 +1,296 @@
+"""The table machine: the checks that span games (mode, deck, status, link, stray frames),
+and that no device fact of any kind, in any order, can make the rules raise."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rules import table
+from rules.cards import DECK
+from rules.errors import ConfigError, DecisionError
+from rules.events import (
+    AlarmCleared,
+    AlarmRaised,
+    BustBonusResult,
+    CardDrawn,
+    CoverAllPayouts,
+    CoverAllResult,
+    CrapsBetSettled,
+    DealerDone,
+    DeckChecked,
+    DeviceConnected,
+    DeviceDisconnected,
+    DeviceFact,
+    DeviceHello,
+    DeviceStatus,
+    DiceRolled,
+    HandDealt,
+    ModeReported,
+    NoRoll,
+    Outcome,
+    RollCheck,
+    RollDecided,
+    RoundDealt,
+    RoundSettled,
+    RoundVoided,
+)
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def run(state: table.TableState, *events: DeviceFact) -> tuple[table.TableState, list[Outcome]]:
+    """Apply events one second apart; all outcomes in order."""
+    out: list[Outcome] = []
+    for i, event in enumerate(events):
+        state, outcomes = table.apply(state, event, at=T0 + timedelta(seconds=i + 1))
+        out.extend(outcomes)
+    return state, out
+
+
+def codes(state: table.TableState) -> set[str]:
+    return {a.code for a in table.alarms(state)}
+
+
+def ready_poker(game: str = "CSP") -> table.TableState:
+    state = table.initial_state(game, at=T0)
+    state, _ = run(state, DeviceConnected(device="shuffler"), ModeReported(game=game))  # type: ignore[arg-type]
+    return state
+
+
+# The CSP round of shuffler-icd.md's example: spots 1 and 3 and the dealer; P3's flush wins.
+ROUND_812 = (
+    HandDealt(round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c")),
+    HandDealt(round_id=812, position="P3", cards=("Qh", "Jh", "Th", "8h", "7h")),
+    HandDealt(round_id=812, position="DL", cards=("Ac", "Kd", "4s", "3h", "3c")),
+    RoundDealt(round_id=812, hands=3),
+    RoundSettled(round_id=812),
+)
+
+
+def test_a_new_card_table_is_alarmed_until_connected_and_in_the_right_mode() -> None:
+    state = table.initial_state("UTH", at=T0)
+    assert codes(state) == {"DISCONNECTED", "MODE_MISMATCH"}
+    state, out = run(state, DeviceConnected(device="shuffler"))
+    assert codes(state) == {"MODE_MISMATCH"}
+    assert AlarmCleared(code="DISCONNECTED", device="shuffler") in out
+    state, out = run(state, ModeReported(game="UTH"))
+    assert codes(state) == set()
+    assert state.device("shuffler").mode == "UTH"
+
+
+def test_a_craps_table_has_no_shuffler_and_no_mode_alarm() -> None:
+    state = table.initial_state("CRAPS", at=T0)
+    assert codes(state) == {"DISCONNECTED"}
+    assert [d for d, _ in state.devices] == ["dice_reader"]
+
+
+def test_unknown_game_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown table game 'BACCARAT'"):
+        table.initial_state("BACCARAT", at=T0)
+
+
+def test_the_spec_round_pays_the_flush_when_the_mode_is_right() -> None:
+    _, out = run(ready_poker("CSP"), *ROUND_812)
+    payouts = [o for o in out if isinstance(o, CoverAllPayouts)]
+    results = [o for o in out if isinstance(o, CoverAllResult)]
+    assert len(payouts) == 1
+    assert payouts[0].hands == 3
+    # shuffler-icd.md: the CSP column for 3 total hands (Royal Flush 300, Straight Flush 125...)
+    assert [(r.hand, r.pays) for r in payouts[0].paytable][:2] == [
+        ("Royal Flush", Decimal(300)),
+        ("Straight Flush", Decimal(125)),
+    ]
+    assert len(results) == 1
+    assert results[0].outcome == "win"
+    assert results[0].highest is not None
+    assert results[0].highest.position == "P3"
+    assert results[0].highest.hand == "Flush"
+    assert results[0].pays == Decimal(20)
+
+
+def test_wrong_mode_publishes_no_payout_and_flags_the_round_without_cards() -> None:
+    state = ready_poker("CSP")
+    state, out = run(state, ModeReported(game="TCP"))
+    assert "MODE_MISMATCH" in codes(state)
+    alarm = next(o for o in out if isinstance(o, AlarmRaised))
+    assert "TCP" in alarm.message
+    assert "CSP" in alarm.message
+    state, out = run(state, *ROUND_812)
+    assert not [o for o in out if isinstance(o, CoverAllPayouts)]
+    results = [o for o in out if isinstance(o, CoverAllResult)]
+    assert [r.outcome for r in results] == ["flagged"]
+    assert results[0].highest is None
+    assert results[0].pays is None
+    assert "TCP" in str(results[0].reason)
+    # Back in the right mode, the next round pays again.
+    state, out = run(state, ModeReported(game="CSP"))
+    assert "MODE_MISMATCH" not in codes(state)
+    again = tuple(
+        HandDealt(round_id=813, position=f.position, cards=f.cards)
+        if isinstance(f, HandDealt)
+        else type(f)(round_id=813, **({"hands": 3} if isinstance(f, RoundDealt) else {}))
+        for f in ROUND_812
+    )
+    _, out = run(state, *again)
+    assert [o.outcome for o in out if isinstance(o, CoverAllResult)] == ["win"]
+
+
+def test_mode_changed_mid_round_flags_the_open_round_at_once() -> None:
+    state, _ = run(ready_poker("CSP"), *ROUND_812[:2])
+    state, out = run(state, ModeReported(game="FCP"))
+    flagged = [o for o in out if isinstance(o, CoverAllResult)]
+    assert [(r.round_id, r.outcome) for r in flagged] == [(812, "flagged")]
+    # The rest of the round pays nothing, even after the mode is put back.
+    state, _ = run(state, ModeReported(game="CSP"))
+    _, out = run(state, *ROUND_812[2:])
+    assert not [o for o in out if isinstance(o, CoverAllPayouts | CoverAllResult)]
+
+
+def test_a_failed_deck_check_flags_rounds_until_ok() -> None:
+    state, out = run(ready_poker("CSP"), DeckChecked(result="DUPLICATE"))
+    assert "DECK_FAULT" in codes(state)
+    state, out = run(state, *ROUND_812)
+    assert [o.outcome for o in out if isinstance(o, CoverAllResult)] == ["flagged"]
+    state, out = run(state, DeckChecked(result="OK"))
+    assert "DECK_FAULT" not in codes(state)
+    assert AlarmCleared(code="DECK_FAULT", device="shuffler") in out
+
+
+def test_status_tilts_stay_until_ready_which_clears_them_all() -> None:
+    state = ready_poker()
+    state, _ = run(
+        state,
+        DeviceStatus(device="shuffler", code="JAM", text="card jam at the gate"),
+        DeviceStatus(device="shuffler", code="DOOR_OPEN", text=""),
+    )
+    assert codes(state) == {"DEVICE_FAULT_JAM", "DEVICE_FAULT_DOOR_OPEN"}
+    assert state.device("shuffler").status == "JAM"
+    jam = next(a for a in table.alarms(state) if a.code == "DEVICE_FAULT_JAM")
+    assert "card jam at the gate" in jam.message
+    assert jam.since == T0 + timedelta(seconds=1)
+    state, out = run(state, DeviceStatus(device="shuffler", code="READY", text=""))
+    assert codes(state) == set()
+    assert sum(isinstance(o, AlarmCleared) for o in out) == 2
+    assert state.device("shuffler").status == "READY"
+
+
+def test_disconnect_alarm_names_the_reason() -> None:
+    state, out = run(ready_poker(), DeviceDisconnected(device="shuffler", reason="port closed"))
+    assert "DISCONNECTED" in codes(state)
+    alarm = next(o for o in out if isinstance(o, AlarmRaised))
+    assert "port closed" in alarm.message
+    assert not state.device("shuffler").connected
+
+
+def test_a_frame_for_another_game_changes_nothing_but_raises_an_alarm() -> None:
+    state = ready_poker()
+    # A CARD (blackjack only) from the shuffler of a poker table.
+    after, out = run(state, CardDrawn(round_id=9, position="DL", card="As"))
+    assert "UNEXPECTED_FRAME" in codes(after)
+    assert after.poker == state.poker
+    assert not [o for o in out if not isinstance(o, AlarmRaised)]
+    after, _ = run(after, DeviceHello(device="shuffler", model="IDEAL", firmware="2", serial="SN1"))
+    assert "UNEXPECTED_FRAME" not in codes(after)
+
+
+def test_a_decision_at_a_card_table_is_refused() -> None:
+    with pytest.raises(DecisionError, match="does not play craps"):
+        table.apply(
+            ready_poker(),
+            RollDecided(roll_id=1, valid=True, operator="stick", at=T0),
+            at=T0,
+        )
+
+
+def test_craps_and_blackjack_are_routed_to_their_machines() -> None:
+    craps_state = table.initial_state("CRAPS", at=T0, craps_paytable=2)
+    rolls = [DiceRolled(roll_id=i + 1, dice=d) for i, d in enumerate([(1, 1), (1, 2), (2, 2)])]
+    rolls += [DiceRolled(roll_id=4, dice=(2, 3)), DiceRolled(roll_id=5, dice=(3, 3))]
+    _, out = run(craps_state, DeviceConnected(device="dice_reader"), *rolls)
+    wins = [o for o in out if isinstance(o, CrapsBetSettled)]
+    # Pay Table 2: All Small pays 30 to 1 (sd-bonus-craps.txt).
+    assert [(w.bet, w.outcome, w.pays) for w in wins] == [("all_small", "win", Decimal(30))]
+
+    bj = table.initial_state("BJ", at=T0, decks=6, dealer_hits_soft_17=False)
+    bj, _ = run(bj, DeviceConnected(device="shuffler"), ModeReported(game="BJ"))
+    cards = [("P1", "Th"), ("DL", "6s"), ("P1", "9h"), ("DL", "Ts"), ("DL", "8s")]
+    _, out = run(
+        bj,
+        *(CardDrawn(round_id=5, position=p, card=c) for p, c in cards),  # type: ignore[arg-type]
+        DealerDone(round_id=5),
+    )
+    result = next(o for o in out if isinstance(o, BustBonusResult))
+    # A suited bust with a 6 up pays 3 to 1 (sd-bust-bonus.txt).
+    assert (result.outcome, result.up_card, result.suited, result.pays) == (
+        "win",
+        "6s",
+        True,
+        Decimal(3),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# No device fact can crash the table: whatever the devices say, in any order.
+
+_codes = [c.code for c in DECK]
+_positions = st.sampled_from(["P1", "P2", "P3", "P8", "DL", "CM"])
+_round = st.integers(1, 3)
+_facts: st.SearchStrategy[DeviceFact] = st.one_of(
+    st.builds(DeviceConnected, device=st.sampled_from(["shuffler", "dice_reader"])),
+    st.builds(
+        DeviceDisconnected, device=st.sampled_from(["shuffler", "dice_reader"]), reason=st.just("x")
+    ),
+    st.builds(
+        DeviceStatus,
+        device=st.sampled_from(["shuffler", "dice_reader"]),
+        code=st.sampled_from(["READY", "JAM", "CAMERA_FAULT"]),
+        text=st.just(""),
+    ),
+    st.builds(ModeReported, game=st.sampled_from(["CSP", "UTH", "BJ", "TCP"])),
+    st.builds(DeckChecked, result=st.sampled_from(["OK", "OK", "SHORT"])),
+    st.builds(
+        HandDealt,
+        round_id=_round,
+        position=_positions,
+        cards=st.lists(st.sampled_from(_codes), min_size=0, max_size=7).map(tuple),
+    ),
+    st.builds(RoundDealt, round_id=_round, hands=st.integers(0, 9)),
+    st.builds(RoundSettled, round_id=_round),
+    st.builds(RoundVoided, round_id=_round),
+    st.builds(CardDrawn, round_id=_round, position=_positions, card=st.sampled_from(_codes)),
+    st.builds(DealerDone, round_id=_round),
+    st.builds(
+        DiceRolled, roll_id=st.integers(1, 5), dice=st.tuples(st.integers(1, 6), st.integers(1, 6))
+    ),
+    st.builds(NoRoll, roll_id=st.integers(1, 5), reason=st.sampled_from(["OFF_TABLE"])),
+    st.builds(
+        RollCheck,
+        roll_id=st.integers(1, 5),
+        dice=st.tuples(st.integers(0, 6), st.integers(0, 6)),
+        reason=st.sampled_from(["BOWL", "UNREADABLE"]),
+    ),
+)
+
+
+@pytest.mark.parametrize("game", ["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(facts=st.lists(_facts, max_size=40))
+def test_no_sequence_of_device_facts_makes_the_table_raise(
+    game: str, facts: list[DeviceFact]
+) -> None:
+    state = table.initial_state(game, at=T0)
+    replayed = state
+    state, _ = run(state, *facts)
+    # Replaying the same facts at the same times gives the same table: replay is exact.
+    replayed, _ = run(replayed, *facts)
+    assert replayed == state
+    # Card secrecy: a flagged result never carries a card.
+    _, out = run(table.initial_state(game, at=T0), *facts)
+    for o in out:
+        if isinstance(o, CoverAllResult) and o.outcome == "flagged":
+            assert o.highest is None
