@@ -178,7 +178,9 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Decision:
     a clock). Raises ``RequestError`` with a sentence saying what is wrong, and the request's
     ``request_id`` when it could be read, for the error response."""
     if len(payload) > MAX_PAYLOAD:
-        raise RequestError(f"the request is {len(payload)} bytes; at most {MAX_PAYLOAD} allowed")
+        raise RequestError(
+            f"the request is {len(payload)} bytes; at most {MAX_PAYLOAD} bytes are allowed"
+        )
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
