@@ -54,6 +54,7 @@ APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer 
 SCHEMA_VERSION: Final = 1  # PRAGMA user_version
 
 _PAGE = 256  # rows fetched at a time by records()
+_RESERVED = frozenset({"seq", "ts", "kind"})  # keys of an exported line (JournalRecord.to_json)
 
 _SCHEMA = """
 CREATE TABLE records (
@@ -287,6 +288,12 @@ class Journal:
             raise JournalValueError(f"bad record kind {kind!r}{hint}: expected one of {allowed}")
         if not isinstance(record, dict):
             raise JournalValueError(f"record must be a dict, got {type(record).__name__}")
+        reserved = sorted(_RESERVED & record.keys())
+        if reserved:
+            # The export writes seq, ts and kind beside the record's keys (JournalRecord).
+            raise JournalValueError(
+                f"record must not hold {', '.join(reserved)}: the journal adds them"
+            )
         body = _dumps(record, "record")
         ts_text = format_ts(ts)
         with self.batch():

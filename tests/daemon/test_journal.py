@@ -189,6 +189,7 @@ def test_batch_is_one_transaction(journal: Journal) -> None:
     [
         (lambda j: j.append("publish", {}, ts=T0), "use append_publish"),
         (lambda j: j.append("devices", {}, ts=T0), "bad record kind 'devices'"),
+        (lambda j: j.append("device", {"seq": 1, "kind": "x"}, ts=T0), "must not hold kind, seq"),
         (
             lambda j: j.append("device", {"pays": __import__("decimal").Decimal("1.5")}, ts=T0),
             "not JSON",
