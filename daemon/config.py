@@ -46,7 +46,6 @@ from daemon.errors import ConfigFileError
 
 TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
 CARD_GAMES: frozenset[str] = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"})
-POKER_GAMES: frozenset[str] = CARD_GAMES - {"BJ"}
 
 DEFAULT_STATE_DIR = Path("/var/lib/lammer")  # systemd StateDirectory=lammer
 
