@@ -70,6 +70,7 @@ LAYOUTS: Final[dict[PokerGame, Layout]] = {
     "UTH": Layout("Ultimate Texas Hold'em", 2, 2, 5),
 }
 """Each poker game's deal, from the table in shuffler-icd.md "Games"."""
+_HAND_SIZES: Final = {game: layout.hand_sizes for game, layout in LAYOUTS.items()}
 
 PLAYER_POSITIONS: Final[tuple[Position, ...]] = POSITIONS[:8]
 HAND_POSITIONS: Final[tuple[Position, ...]] = POSITIONS[:9]
@@ -97,7 +98,15 @@ def cover_all_rank(game: PokerGame, value: int) -> tuple[int, int]:
     return (len(rows) - rows.index(row) if row is not None else 0, value)
 
 
+_INDEX: Final[dict[str, int]] = {card.code: card.index for card in DECK}
+
+
 def _indexes(cards: Sequence[str] | str) -> tuple[int, ...]:
+    if not isinstance(cards, str):
+        try:
+            return tuple(_INDEX[code] for code in cards)  # the usual case: a code each
+        except KeyError:
+            pass  # a list, or a bad code: let the card parser say which and where
     parsed = parse_cards(cards) if isinstance(cards, str) else as_cards(cards)
     return tuple(card.index for card in parsed)
 
@@ -107,15 +116,13 @@ def hand_value(game: str, cards: Sequence[str] | str) -> int:
     g = poker_game(game)
     layout = LAYOUTS[g]
     idx = _indexes(cards)
-    if len(idx) not in layout.hand_sizes:
+    if len(idx) not in _HAND_SIZES[g]:
         sizes = " or ".join(map(str, layout.hand_sizes))
         article = "an" if layout.name[0] in "AEIOU" else "a"
         raise HandError(f"{article} {layout.name} hand has {sizes} cards, got {len(idx)}")
-    seen: set[int] = set()
-    for i in idx:
-        if i in seen:
-            raise HandError(f"card {DECK[i]} appears twice in one {layout.name} hand (one deck)")
-        seen.add(i)
+    if len(set(idx)) != len(idx):
+        dup = next(i for n, i in enumerate(idx) if i in idx[:n])
+        raise HandError(f"card {DECK[dup]} appears twice in one {layout.name} hand (one deck)")
     return evaluator(RANKINGS[g], len(idx))(idx)
 
 

@@ -99,9 +99,12 @@ def _straight_high(distinct: Sequence[int]) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Ranking:
-    """One game's hand ranking: its category names (lowest first) and hand size."""
+    """One game's hand ranking: its category names (lowest first) and hand size.
+
+    Compared by identity (there are three, made once), which keeps it a cheap dict key.
+    """
 
     name: str
     categories: tuple[str, ...]
