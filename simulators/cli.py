@@ -304,6 +304,7 @@ async def serve(args: argparse.Namespace) -> int:
         link=args.link,
         tcp_port=args.tcp,
         on_plug=_print_path,
+        game=getattr(args, "game", None),
     )
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import structlog
 
-from drivers.messages import DeviceMessage
+from drivers.messages import CardMsg, DeviceMessage, Hand, encode_body
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
 from simulators.scripts import DeviceKind, Send, Sleep, Step, Unplug
@@ -223,7 +223,9 @@ class SimulatedDevice:
     """A device on a pty (and optionally TCP): ``async with`` it, then ``play`` steps.
 
     ``rng`` draws the link's faults (the games draw theirs from their own RNG, so a deal
-    does not depend on timing).
+    does not depend on timing). ``game`` only names the game in the logs. Every frame
+    acknowledged is logged, at info level except ``HAND`` and ``CARD`` (debug only: card
+    data is secret until it is face up, shuffler-icd.md).
     """
 
     def __init__(
@@ -238,6 +240,7 @@ class SimulatedDevice:
         link: Path | None = None,
         tcp_port: int | None = None,
         on_plug: Callable[[str], None] | None = None,
+        game: str | None = None,
     ) -> None:
         self.device: DeviceKind = device
         self.faults = faults or Faults()
@@ -256,7 +259,7 @@ class SimulatedDevice:
         )
         self.unplugs = 0
         """How many times the line was unplugged and plugged in again."""
-        self.log = structlog.get_logger("lammer.sim").bind(device=device)
+        self.log = structlog.get_logger("lammer.sim").bind(device=device, game=game)
 
     @property
     def path(self) -> str:
@@ -336,7 +339,7 @@ class SimulatedDevice:
     async def _play_one(self, step: Step) -> int:
         match step:
             case Send():
-                await self.link.send(step)
+                self._log_sent(await self.link.send(step))
                 if hit(self.faults.disconnect, self.rng):
                     await self.unplug()
                 return 1
@@ -345,6 +348,13 @@ class SimulatedDevice:
             case Unplug():
                 await self.unplug()
         return 0
+
+    def _log_sent(self, message: DeviceMessage) -> None:
+        # shuffler-icd.md "Card data is secret until it is face up": cards at debug only.
+        if isinstance(message, Hand | CardMsg):
+            self.log.debug("sent", frame=encode_body(message))
+        else:
+            self.log.info("sent", frame=encode_body(message))
 
     async def finish(self) -> None:
         """Wait until everything queued (``QUERY`` answers too) is acknowledged."""
