@@ -7,6 +7,7 @@ The outbox here is a small in-memory fake with the journal's contract
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -92,8 +93,9 @@ async def recording(broker: Broker, topic: str = f"{BASE}/#") -> AsyncIterator[R
         await client.subscribe(topic, qos=1)
 
         async def collect() -> None:
-            async for message in client.messages:
-                recorder.messages.append(message)
+            with contextlib.suppress(aiomqtt.MqttError):  # the broker may be stopped
+                async for message in client.messages:
+                    recorder.messages.append(message)
 
         task = asyncio.create_task(collect())
         try:
