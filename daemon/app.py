@@ -390,16 +390,31 @@ class TableDaemon:
     # ------------------------------------------------------------------ health
 
     async def _watchdog(self) -> None:
-        """Feed systemd's watchdog only while the pipeline is healthy: the loop turns
-        (this task runs) and the journal answers."""
+        """Feed systemd's watchdog only while the pipeline is healthy.
+
+        Healthy means: the event loop turns on time (this task woke up no later than
+        ``[watchdog] stall_timeout`` after it meant to: a loop stuck in a blocking call
+        or a runaway task fails that), and the journal answers a query. A device that is
+        unplugged or a broker that is down is not unhealthy: a restart would not help, and
+        alarms already say so. Every task of the pipeline runs in one TaskGroup, so a
+        task that dies stops the daemon and systemd restarts it (Restart=on-failure).
+        """
         interval = self.notifier.watchdog_interval
-        if interval is None:
+        if interval is None or not self.config.watchdog.enabled:
             return
+        stall = self.config.watchdog.stall_timeout
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
-            if self.health.journal_ok and self._journal_answers():
+            lag = loop.time() - due
+            if lag > stall:
+                self.health.last_error = f"event loop stalled {lag:.1f} s"
+            healthy = lag <= stall and self.health.journal_ok and self._journal_answers()
+            if healthy:
                 self.notifier.watchdog()
             else:
                 self.log.error("unhealthy: not feeding the watchdog", error=self.health.last_error)
+            due = loop.time() + interval
             await asyncio.sleep(interval)
 
     def _journal_answers(self) -> bool:
