@@ -25,6 +25,14 @@ Added to the spec (allowed: "add topics and fields freely"), each a documented c
 * ``bust_bonus/result``: ``outcome`` may also be ``void`` (the spec publishes a result at
   ``VOID``, so it needs a value for it), and a ``reason`` field (for ``flagged``, like
   ``cover_all/result``).
+
+Shapes the spec leaves open, decided here: every listed key is always present, ``null``
+where it does not apply (``pays`` of a lost bet, ``error`` of an ok response, ``reason``
+of a result that is not flagged, ``highest`` of a result that is not a win, ``hands`` of
+a round flagged before ``ROUND``, ``round_id``/``up_card`` of ``bust_bonus/state`` before
+the first round); ``mode`` appears for the shuffler only and is ``null`` until it reports
+one; ``pending_roll`` is ``{roll_id, dice, reason}``; ``alarms[].since`` is written like
+``ts``; ``dice`` are ``[d1, d2]`` with 0 for a die the reader could not read.
 """
 
 from __future__ import annotations
