@@ -39,12 +39,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal, NamedTuple, Protocol, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from daemon.journal import format_ts  # the one writer of mqtt-api.md times
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
@@ -114,17 +115,6 @@ def format_odds(value: Decimal) -> str:
     # format "f" writes it back out in plain digits.
     text = format(value.normalize(), "f")
     return "0" if text in ("-0", "0") else text
-
-
-def format_ts(at: datetime) -> str:
-    """A time as mqtt-api.md writes it: UTC, milliseconds, ``Z`` (``2026-11-29T14:03:07.123Z``).
-
-    Raises ``ValueError`` for a naive datetime (its zone would be a guess).
-    """
-    if at.tzinfo is None or at.utcoffset() is None:
-        raise ValueError(f"a time for a payload must be timezone-aware, got {at!r}")
-    utc = at.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 # ---------------------------------------------------------------------------------------
