@@ -13,7 +13,7 @@ from decimal import Decimal
 from itertools import combinations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from rules.cards import DECK, parse_cards
@@ -23,12 +23,13 @@ from rules.cover_all import (
     NoQualifier,
     Win,
     classify,
+    cover_all_row,
     hand_value,
     resolve_round,
 )
 from rules.errors import CardError, HandError
 from rules.paytables import COVER_ALL_ROWS, cover_all_columns
-from rules.poker import POKER_GAMES, PokerGame
+from rules.poker import POKER_GAMES, PokerGame, evaluate_four_card
 from tests.rules.test_paytables import REGULATION
 
 CARD_CODE = re.compile(r"(?<![A-Za-z])[2-9TJQKA][cdhs](?![a-z])")  # a code, not in a word
@@ -36,6 +37,10 @@ CARD_CODE = re.compile(r"(?<![A-Za-z])[2-9TJQKA][cdhs](?![a-z])")  # a code, not
 
 def split(text: str) -> list[str]:
     return [c.code for c in parse_cards(text.replace(" ", ""))]
+
+
+def indexes(codes: Sequence[str]) -> tuple[int, ...]:
+    return tuple(c.index for c in parse_cards("".join(codes)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -401,3 +406,19 @@ def test_the_highest_hand_pays_and_order_changes_nothing(
     assert type(again) is type(result)
     assert again.position == result.position
     assert hand_value(game, again.cards) == hand_value(game, result.cards)
+
+
+@given(st.lists(st.sampled_from([c.code for c in DECK]), min_size=5, max_size=6, unique=True))
+@example(["As", "Ks", "Qs", "Js", "Ah", "Ad"])
+@example(["Kc", "Kd", "Kh", "Ks", "Qs", "Js"])
+@example(["As", "Ks", "Qs", "Js", "Kd", "Kh"])
+@example(["Ac", "Ad", "Ah", "As", "Ks", "Qs"])
+def test_four_card_row_is_the_best_row_of_any_four(codes: list[str]) -> None:
+    # The bonus ranks Royal Flush above Four of A Kind (Other), the game the other way round;
+    # the best four by the game still make the best row, as one deck cannot hold both in six.
+    rows = COVER_ALL_ROWS["FCP"]
+    best_row = max(
+        (cover_all_row("FCP", evaluate_four_card(sub)) for sub in combinations(indexes(codes), 4)),
+        key=lambda row: len(rows) - rows.index(row) if row is not None else 0,
+    )
+    assert classify("FCP", codes) == best_row
