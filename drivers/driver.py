@@ -40,12 +40,13 @@ Policies, each from link-layer.md unless said otherwise:
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 import urllib.parse
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import serial
 import serial_asyncio_fast
@@ -66,12 +67,47 @@ from drivers.messages import (
 )
 from rules import events as ev
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
 READ_SIZE: Final = 4096
 READ_LIMIT: Final = 16 * 1024  # the stream reader pauses the port beyond twice this
 WRITE_LIMIT: Final = 4096  # answers queued for a device that does not read: drop beyond
 CLOSE_TIMEOUT: Final = 5.0
 CONNECT_TIMEOUT: Final = 5.0
 _QUERY: Final = encode_message(Query())
+
+
+class _Port(serial.Serial):
+    """A pyserial port whose non-blocking write reports a full output buffer.
+
+    pyserial 3.5's ``write`` with ``write_timeout=0`` retries ``EAGAIN`` in a busy loop, so a
+    device that stops reading would freeze the event loop. Raising ``BlockingIOError`` lets
+    the transport buffer the rest and wait until the port is writable.
+    """
+
+    def write(self, b: ReadableBuffer, /) -> int | None:
+        """Write what the port takes now; ``BlockingIOError`` when it takes nothing."""
+        if self.fd is None:
+            raise serial.PortNotOpenError()
+        try:
+            return os.write(self.fd, b)
+        except BlockingIOError:
+            raise
+        except OSError as exc:
+            raise serial.SerialException(f"write failed: {exc}") from exc
+
+
+class _Transport(serial_asyncio_fast.SerialTransport):
+    """pyserial-asyncio-fast 0.16 leaves its writer registered once a buffered write has
+    drained; the next "writable" then asserts on the empty buffer, again and again. Stop
+    watching for "writable" when there is nothing to write."""
+
+    def _write_ready(self) -> None:
+        if not self._write_buffer:
+            self._remove_writer()
+            return
+        super()._write_ready()
 
 
 @dataclass(slots=True)
@@ -81,6 +117,7 @@ class _Link:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     decoder: MessageDecoder
+    dropped: int = 0  # answers dropped in a row because the device does not read
 
 
 def next_seq(seq: int) -> int:
@@ -232,7 +269,7 @@ class DeviceDriver:
         else:
             # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
             # cancelled executor open would leave an open port behind.
-            ser = serial.serial_for_url(
+            ser = _Port(
                 self.url,
                 baudrate=self.baudrate,
                 bytesize=serial.EIGHTBITS,  # link-layer.md "Physical": 8N1, no flow control
@@ -245,9 +282,7 @@ class DeviceDriver:
             loop = asyncio.get_running_loop()
             reader = asyncio.StreamReader(limit=READ_LIMIT)
             protocol = asyncio.StreamReaderProtocol(reader)
-            transport, _ = await serial_asyncio_fast.connection_for_serial(
-                loop, lambda: protocol, ser
-            )
+            transport = _Transport(loop, protocol, ser)
             writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         return _Link(reader, writer, MessageDecoder(device=self.device, sender="device"))
 
@@ -287,8 +322,13 @@ class DeviceDriver:
         if transport.get_write_buffer_size() > WRITE_LIMIT:
             # The device is not reading: dropping an answer costs a retransmission, holding
             # every answer would cost unbounded memory.
-            self._log.warning("device not reading: answer dropped", size=len(frame))
+            if not link.dropped:
+                self._log.warning("device not reading: dropping answers")
+            link.dropped += 1
             return
+        if link.dropped:
+            self._log.warning("device reading again", dropped=link.dropped)
+            link.dropped = 0
         self._log.debug("send", raw=frame.hex())
         link.writer.write(frame)
 

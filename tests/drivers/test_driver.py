@@ -18,7 +18,7 @@ import pytest
 import serial
 
 from drivers import messages as m
-from drivers.driver import DeviceDriver, next_seq
+from drivers.driver import DeviceDriver, _Port, next_seq
 from drivers.errors import DriverConfigError
 from drivers.events import (
     BadFrameReceived,
@@ -424,3 +424,61 @@ def test_as_fact_journals_link_state() -> None:
         ev.DeviceDisconnected(device="dice_reader", reason="r")
     )
     assert as_fact(BadFrameReceived(device="shuffler", raw=b"$", reason="r")) is None
+
+
+async def test_device_that_floods_and_never_reads_cannot_stall_or_bloat_the_driver(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    # Every "$X\r\n" is a bad frame answered by a 13-byte NAK: 3000 of them are more than a
+    # pty holds when the device never reads. pyserial's non-blocking write would spin on the
+    # full buffer forever; the driver must keep going and drop answers beyond a small buffer.
+    count = 3000
+    async with running(fast_driver("shuffler", str(link_path))) as events:
+        await connect(events, pty_device)
+        asyncio.get_running_loop().remove_reader(pty_device.master)  # stop reading
+        flood = b"$X\r\n" * 100
+
+        async def send_flood() -> None:
+            for _ in range(count // 100):
+                pty_device.send(flood)
+                await asyncio.sleep(0)
+
+        sender = asyncio.ensure_future(send_flood())
+        bad = [await pull(events) for _ in range(count)]
+        await sender
+        assert all(isinstance(e, BadFrameReceived) for e in bad)
+        # the device reads again: what it finds is bounded, and the link still works
+        pty_device.raw.clear()
+        asyncio.get_running_loop().add_reader(pty_device.master, pty_device._readable)
+        pty_device.send(HELLO)
+        got = await pull(events)
+        assert isinstance(got, Received)
+        after = asyncio.ensure_future(pull(events))  # asking for the next event sends the ACK
+        naks = 0
+        while True:
+            message = await pty_device.expect()
+            if message != m.Nak(seq=0):
+                break
+            naks += 1
+        assert message == m.Ack(seq=1)
+        assert naks < count  # answers were dropped rather than held without bound
+        after.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await after
+
+
+def test_port_write_reports_a_full_buffer_instead_of_spinning() -> None:
+    # pyserial's own non-blocking write retries EAGAIN forever (the loop would freeze).
+    master, slave = os.openpty()
+    try:
+        port = _Port(os.ttyname(slave), exclusive=True)
+        port.write_timeout = 0
+        try:
+            with pytest.raises(BlockingIOError):  # noqa: PT012 - fills the buffer first
+                for _ in range(100_000):
+                    port.write(b"$NAK,0*4F60\r\n")
+        finally:
+            port.close()
+    finally:
+        os.close(master)
+        os.close(slave)
