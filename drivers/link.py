@@ -71,13 +71,17 @@ def encode_frame(body: str) -> bytes:
     return b"$%s*%04X\r\n" % (raw, crc16(raw))
 
 
-def parse_number(text: str, *, what: str, low: int, high: int, seq: int | None = None) -> int:
+def parse_number(
+    text: str, *, what: str, low: int, high: int, seq: int | None = None, quote: bool = True
+) -> int:
     """A canonical decimal number (ASCII digits, no sign, no leading zero) in ``low..high``.
 
-    Raises ``FrameError`` naming ``what`` (and carrying ``seq`` for the NAK).
+    Raises ``FrameError`` naming ``what`` (and carrying ``seq`` for the NAK); the bad text is
+    quoted unless ``quote`` is false (a field of a secret HAND or CARD body).
     """
     if not _NUMBER.fullmatch(text):
-        raise FrameError(f"{what} {text[:12]!r} is not a decimal number", seq=seq)
+        shown = f" {text[:12]!r}" if quote else ""
+        raise FrameError(f"{what}{shown} is not a decimal number", seq=seq)
     value = int(text)
     if not low <= value <= high:
         raise FrameError(f"{what} {value} is out of range {low}..{high}", seq=seq)

@@ -61,6 +61,9 @@ DECK_RESULTS: Final[frozenset[str]] = frozenset(get_args(ev.DeckResult))
 NOROLL_REASONS: Final[frozenset[str]] = frozenset(get_args(ev.NoRollReason))
 CHECK_REASONS: Final[frozenset[str]] = frozenset(get_args(ev.CheckReason))
 
+SECRET_TYPES: Final = frozenset(("HAND", "CARD"))
+"""Bodies that carry cards, secret until face up (shuffler-icd.md): reasons never quote them."""
+
 _CARD = re.compile(f"[{RANKS}][{SUITS}]")
 _STATUS_CODE = re.compile(r"[A-Z_]+")
 _WORD_FORBIDDEN = re.compile(r"[^\x20-\x7e]|[$*,]")
@@ -83,8 +86,10 @@ def _check_id(kind: str, what: str, value: int, seq: int) -> None:
 
 def _check_choice(kind: str, what: str, value: str, allowed: frozenset[str], seq: int) -> None:
     if value not in allowed:
+        # A misplaced field of a HAND or CARD may be a secret card: never quote it there.
+        shown = "" if kind in SECRET_TYPES else f" {value[:20]!r}"
         raise FrameError(
-            f"{kind} {what} {value[:20]!r} is not one of {', '.join(sorted(allowed))}", seq=seq
+            f"{kind} {what}{shown} is not one of {', '.join(sorted(allowed))}", seq=seq
         )
 
 
@@ -474,7 +479,9 @@ def encode_message(msg: Message) -> bytes:
 
 
 def _int(text: str, kind: str, what: str, seq: int, low: int, high: int) -> int:
-    return parse_number(text, what=f"{kind} {what}", low=low, high=high, seq=seq)
+    return parse_number(
+        text, what=f"{kind} {what}", low=low, high=high, seq=seq, quote=kind not in SECRET_TYPES
+    )
 
 
 def _split_cards(text: str, seq: int) -> tuple[str, ...]:

@@ -146,14 +146,14 @@ def test_dice_example_2x_is_a_bad_frame_naked_with_seq_3() -> None:
         ("DECK,3,MISSING", "shuffler", "result 'MISSING'", 3),
         ("HAND,4,0,P1,AsKs", "shuffler", "round id 0 is out of range 1..999999", 4),
         ("HAND,4,1000000,P1,AsKs", "shuffler", "out of range 1..999999", 4),
-        ("HAND,4,12,P9,AsKs", "shuffler", "position 'P9'", 4),
+        ("HAND,4,12,P9,AsKs", "shuffler", "HAND position is not one of CM, DL, P1", 4),
         ("HAND,4,12,P1,", "shuffler", "HAND has no cards", 4),
         ("HAND,4,12,P1,AsK", "shuffler", "3 characters: every card is 2", 4),
         ("HAND,4,12,P1,As1s", "shuffler", "card 2 is not a card code", 4),
         ("HAND,4,12,P1,AsKS", "shuffler", "card 2 is not a card code", 4),
         ("ROUND,5,12,100", "shuffler", "hands 100 is out of range 0..99", 5),
         ("ROUND,5,12,-1", "shuffler", "hands '-1' is not a decimal number", 5),
-        ("CARD,6,12,CM,As", "shuffler", "position 'CM'", 6),
+        ("CARD,6,12,CM,As", "shuffler", "CARD position is not one of DL, P1", 6),
         ("CARD,6,12,DL,Ass", "shuffler", "card 1 is not a card code", 6),
         ("SETTLE,7,812,3", "shuffler", "2 fields after the sequence number, expected 1", 7),
         ("ROLL,8,5,0,3", "dice_reader", "die 1 0 is out of range 1..6", 8),
@@ -186,9 +186,18 @@ def test_specific_reasons(
 
 def test_reasons_never_quote_a_card() -> None:
     # shuffler-icd.md: a hand is secret until SETTLE; a bad-frame reason may be logged.
-    for body in ("HAND,4,12,P1,AsKsQsJsT", "HAND,4,12,P1,AsKsQsJsTx", "CARD,4,12,DL,Ax"):
+    for body in (
+        "HAND,4,12,P1,AsKsQsJsT",
+        "HAND,4,12,P1,AsKsQsJsTx",
+        "CARD,4,12,DL,Ax",
+        "HAND,4,AsKs,P1,12",  # fields out of place
+        "HAND,4,12,AsKs,P1",
+        "CARD,4,As,DL,12",
+        "CARD,4,12,Js,As",
+    ):
         with pytest.raises(FrameError) as info:
             m.parse_body(body, device="shuffler")
+        assert info.value.seq == 4
         for card in ("As", "Ks", "Qs", "Js", "Ax"):
             assert card not in info.value.reason
 
