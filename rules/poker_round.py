@@ -261,9 +261,9 @@ def _settle(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...
                 game=state.game,
                 hands=state.hands,
                 outcome="no_qualifier",
-                highest=HighestHand(
-                    hand=resolution.hand, position=resolution.position, cards=resolution.cards
-                ),
+                # mqtt-api.md: hand names are exactly the seed's pay-table rows, and a hand
+                # that qualifies for no row has none; so no highest hand is published.
+                highest=None,
                 pays=None,
                 reason=None,
             )
