@@ -1,8 +1,9 @@
 """The ``lammer`` command line.
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and
-``run(args) -> int`` (the exit status). Modules are imported only when their command
-runs, so ``lammer odds`` does not pay for the MQTT stack.
+``run(args) -> int`` (the exit status). Only the module of the command being run is
+imported, so ``lammer odds`` does not pay for the MQTT stack, and a fault in one
+command's module cannot take the others down.
 """
 
 from __future__ import annotations
@@ -18,31 +19,36 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check-config": ("daemon.check_config_cmd", "validate a table configuration file"),
     "journal": ("daemon.journal_cmd", "export a table's journal as JSON lines"),
     "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
-    "display": ("simulators.display", "a terminal table display subscribed to one table"),
+    "display": ("simulators.display", "a terminal display of one or more tables, live from MQTT"),
     "demo": ("daemon.demo", "a simulated floor: broker, simulators, daemons and a display"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser with every subcommand whose module can be imported."""
-    parser = argparse.ArgumentParser(prog="lammer", description=__doc__.splitlines()[0])
+def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the subcommands ``names`` (default: every one) fully built.
+
+    Only the modules of ``names`` are imported; the others are listed by name and help.
+    """
+    wanted = COMMANDS.keys() if names is None else set(names)
+    parser = argparse.ArgumentParser(
+        prog="lammer", description="lammer: the table daemon between table devices and displays"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue  # command not built yet
         command = sub.add_parser(name, help=help_text, description=help_text)
-        module.add_arguments(command)
-        command.set_defaults(_run=module.run)
+        if name in wanted:
+            module = importlib.import_module(module_name)
+            module.add_arguments(command)
+            command.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``lammer``."""
-    args = build_parser().parse_args(argv)
+    """Entry point of ``lammer``: imports only the module of the command being run."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in args_in if not a.startswith("-")), None)
+    parser = build_parser([chosen] if chosen in COMMANDS else None)
+    args = parser.parse_args(args_in)
     status: int = args._run(args)
     return status
 
