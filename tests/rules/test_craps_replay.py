@@ -1,0 +1,291 @@
+"""Properties: any roll history with any decisions equals a fresh replay of what it describes.
+
+The test keeps its own model of 68 IAC 10-4-4 as the host applies it, written declaratively
+(not as a queue): every roll has a verdict (a ``ROLL`` counts, a ``NOROLL`` does not, a
+``CHECK`` is undecided until decided), decisions change verdicts, and a roll counts when its
+verdict is "counts" and no earlier roll is undecided. The model also says which decisions
+are legal. The rules must agree with it after every step: refuse exactly the illegal
+decisions (changing nothing), and show the board and net settlements of a fresh table that
+saw only the counted rolls, as plain ``ROLL``s, in order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rules.craps import CrapsState, apply, apply_all, board, initial_state, latest_roll_id
+from rules.errors import DecisionError
+from rules.events import (
+    CheckReason,
+    CrapsBetReversed,
+    CrapsBetSettled,
+    Decision,
+    DiceFact,
+    DiceRolled,
+    NoRoll,
+    Outcome,
+    RollCheck,
+    RollDecided,
+    RollVoided,
+    VoidClause,
+    VoidOverturned,
+)
+
+AT = datetime(2024, 3, 20, 21, 0, tzinfo=UTC)
+UNKNOWN_ID = 777_777  # the strategies never roll it
+CHECK_REASONS: tuple[CheckReason, ...] = ("STACKED", "ON_CHIPS", "UNREADABLE")
+VOID_CLAUSES: tuple[VoidClause, ...] = (2, 3, 6)
+Net = Counter[tuple[int, str, str]]
+
+
+@dataclass
+class Roll:
+    """The model's view of one roll event."""
+
+    fact: DiceFact
+    verdict: bool | None  # True: counts (once nothing before it is undecided)
+
+
+class Model:
+    """Which rolls count and which decisions are legal, declaratively."""
+
+    def __init__(self) -> None:
+        self.rolls: list[Roll] = []
+
+    def arrive(self, fact: DiceFact) -> None:
+        if self.rolls and self.rolls[-1].fact == fact:
+            return  # a repeat of the latest roll event
+        verdict = {DiceRolled: True, NoRoll: False, RollCheck: None}[type(fact)]
+        self.rolls.append(Roll(fact=fact, verdict=verdict))
+
+    def front(self) -> Roll | None:
+        return next((r for r in self.rolls if r.verdict is None), None)
+
+    def counts(self, index: int) -> bool:
+        return self.rolls[index].verdict is True and all(
+            r.verdict is not None for r in self.rolls[:index]
+        )
+
+    def counted(self) -> list[tuple[int, tuple[int, int]]]:
+        out: list[tuple[int, tuple[int, int]]] = []
+        for i, roll in enumerate(self.rolls):
+            if self.counts(i):
+                assert not isinstance(roll.fact, NoRoll)
+                out.append((roll.fact.roll_id, roll.fact.dice))
+        return out
+
+    def legal(self, decision: Decision) -> Roll | None:
+        """The roll the decision changes, or ``None`` if it is illegal."""
+        last = self.rolls[-1] if self.rolls else None
+        match decision:
+            case RollDecided(roll_id=roll_id, valid=valid):
+                front = self.front()
+                if front is None or front.fact.roll_id != roll_id:
+                    return None
+                assert isinstance(front.fact, RollCheck)
+                return front if not valid or 0 not in front.fact.dice else None
+            case RollVoided(roll_id=roll_id):
+                if last is None or last.fact.roll_id != roll_id:
+                    return None
+                return last if self.counts(len(self.rolls) - 1) else None
+            case VoidOverturned(roll_id=roll_id):
+                if last is None or last.fact.roll_id != roll_id or last.verdict is not False:
+                    return None
+                if isinstance(last.fact, NoRoll) or 0 in last.fact.dice:
+                    return None
+                return last
+        raise AssertionError(decision)
+
+    def decide(self, decision: Decision, roll: Roll) -> None:
+        match decision:
+            case RollDecided(valid=valid):
+                roll.verdict = valid
+            case RollVoided():
+                roll.verdict = False
+            case VoidOverturned():
+                roll.verdict = True
+
+
+def net_settlements(outcomes: list[Outcome] | tuple[Outcome, ...]) -> Net:
+    """Settlements minus reversals: what the table has paid and collected, net."""
+    net: Net = Counter()
+    for o in outcomes:
+        if isinstance(o, CrapsBetSettled):
+            net[(o.roll_id, o.bet, o.outcome)] += 1
+        elif isinstance(o, CrapsBetReversed):
+            net[(o.roll_id, o.bet, o.outcome)] -= 1
+    return +net  # drops zeros; a negative count (a reversal of nothing) would stay and fail
+
+
+def replay(paytable: int, counted: list[tuple[int, tuple[int, int]]]) -> tuple[CrapsState, Net]:
+    """A fresh table that saw only the counted rolls, as ROLLs with fresh ids."""
+    facts = [DiceRolled(roll_id=i + 1, dice=dice) for i, (_, dice) in enumerate(counted)]
+    state, outcomes = apply_all(initial_state(paytable), facts)
+    net: Net = Counter()
+    for (roll_id, bet, outcome), n in net_settlements(outcomes).items():
+        net[(counted[roll_id - 1][0], bet, outcome)] += n  # back to the original ids
+    return state, net
+
+
+ONE_PAIR_PER_TOTAL = [(1, t - 1) if t <= 7 else (6, t - 6) for t in range(2, 13)]
+NUMBERS: dict[str, set[int]] = {
+    "all_small": {2, 3, 4, 5, 6},
+    "all_tall": {8, 9, 10, 11, 12},
+    "make_em_all": {2, 3, 4, 5, 6, 8, 9, 10, 11, 12},
+}
+
+
+def reference(counted: list[tuple[int, tuple[int, int]]]) -> tuple[set[int], Net]:
+    """The seed's bets by hand: lammers of the current series and every settlement."""
+    lammers: set[int] = set()
+    net: Net = Counter()
+    for roll_id, (die1, die2) in counted:
+        total = die1 + die2
+        for bet, numbers in NUMBERS.items():
+            if numbers <= lammers:
+                continue  # paid and taken down earlier in the series
+            if total == 7:
+                net[(roll_id, bet, "lose")] += 1
+            elif numbers <= lammers | {total}:
+                net[(roll_id, bet, "win")] += 1
+        lammers = set() if total == 7 else lammers | {total}
+    return lammers, net
+
+
+@st.composite
+def roll_event(draw: st.DrawFn, rolls: list[Roll], next_id: int) -> DiceFact:
+    last = rolls[-1].fact if rolls else None
+    how = draw(st.sampled_from(["new", "new", "new", "new", "repeat", "same id", "old id"]))
+    if how == "repeat" and last is not None:
+        return last
+    roll_id = next_id
+    if how == "same id" and last is not None:
+        roll_id = last.roll_id
+    elif how == "old id" and rolls:
+        roll_id = draw(st.sampled_from(rolls)).fact.roll_id
+    kind = draw(st.sampled_from(["ROLL", "ROLL", "ROLL", "ROLL", "CHECK", "NOROLL"]))
+    if kind == "NOROLL":
+        return NoRoll(roll_id=roll_id, reason=draw(st.sampled_from(["OFF_TABLE", "EXTRA_DICE"])))
+    low = 0 if kind == "CHECK" else 1
+    # One pair per total half the time: sevens rarer than at the table, so bets complete.
+    dice = draw(
+        st.sampled_from(ONE_PAIR_PER_TOTAL) | st.tuples(st.integers(low, 6), st.integers(low, 6))
+    )
+    if kind == "ROLL":
+        return DiceRolled(roll_id=roll_id, dice=dice)
+    reason = draw(st.sampled_from(CHECK_REASONS))
+    return RollCheck(roll_id=roll_id, dice=dice, reason=reason)
+
+
+@st.composite
+def decision(draw: st.DrawFn, model: Model, step: int) -> Decision:
+    front = model.front()
+    candidates = [UNKNOWN_ID]
+    candidates += [model.rolls[-1].fact.roll_id] * 3 if model.rolls else []
+    candidates += [front.fact.roll_id] * 6 if front is not None else []
+    candidates += [r.fact.roll_id for r in model.rolls[-4:]]
+    roll_id = draw(st.sampled_from(candidates))
+    operator = draw(st.sampled_from(["stick-ann", "floor-bob"]))
+    at = AT + timedelta(seconds=step)
+    match draw(st.sampled_from(["decide", "decide", "void", "overturn"])):
+        case "decide":
+            return RollDecided(roll_id=roll_id, valid=draw(st.booleans()), operator=operator, at=at)
+        case "void":
+            clause = draw(st.sampled_from(VOID_CLAUSES))
+            return RollVoided(roll_id=roll_id, clause=clause, operator=operator, at=at)
+        case _:
+            return VoidOverturned(roll_id=roll_id, operator=operator, at=at)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), paytable=st.sampled_from([1, 2]))
+def test_any_history_with_any_decisions_equals_a_replay_of_what_it_describes(
+    data: st.DataObject, paytable: int
+) -> None:
+    model = Model()
+    state = initial_state(paytable)
+    outcomes: list[Outcome] = []
+    events: list[DiceFact | Decision] = []
+    next_id = 1
+    for step in range(data.draw(st.integers(10, 50), label="steps")):
+        if data.draw(st.integers(0, 9), label="roll or decision") < 7:
+            fact = data.draw(roll_event(model.rolls, next_id))
+            next_id += 1
+            model.arrive(fact)
+            state, out = apply(state, fact)
+            events.append(fact)
+        else:
+            choice = data.draw(decision(model, step))
+            target = model.legal(choice)
+            if target is None:
+                before = state
+                with pytest.raises(DecisionError) as info:
+                    apply(state, choice)
+                assert info.value.roll_id == choice.roll_id
+                assert state == before
+                continue
+            state, out = apply(state, choice)
+            model.decide(choice, target)
+            events.append(choice)
+        outcomes.extend(out)
+
+        fresh, fresh_net = replay(paytable, model.counted())
+        lammers, by_hand = reference(model.counted())
+        assert set(board(fresh).numbers_hit) == lammers
+        assert Counter({(r, b, o): n for (r, b, o), n in fresh_net.items()}) == by_hand
+        view, expected = board(state), board(fresh)
+        front = model.front()
+        assert view.numbers_hit == expected.numbers_hit
+        assert (view.all_small, view.all_tall, view.make_em_all) == (
+            expected.all_small,
+            expected.all_tall,
+            expected.make_em_all,
+        )
+        assert view.betting_open == (expected.betting_open and front is None)
+        if front is None:
+            assert view.pending_roll is None
+        else:
+            assert isinstance(front.fact, RollCheck)
+            assert view.pending_roll is not None
+            assert (view.pending_roll.roll_id, view.pending_roll.dice) == (
+                front.fact.roll_id,
+                front.fact.dice,
+            )
+        assert net_settlements(outcomes) == fresh_net
+        assert latest_roll_id(state) == (model.rolls[-1].fact.roll_id if model.rolls else None)
+
+    # The ledger is the journal: it holds every accepted event, and replays to the same state.
+    assert [entry.event for entry in state.ledger] == events
+    assert apply_all(initial_state(paytable), events) == (state, tuple(outcomes))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    totals=st.lists(st.sampled_from([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]), min_size=1, max_size=60)
+)
+def test_every_void_is_undone_exactly_and_every_overturn_redoes_it(totals: list[int]) -> None:
+    state = initial_state(1)
+    for i, total in enumerate(totals, start=1):
+        dice = (1, total - 1) if total <= 7 else (6, total - 6)
+        before = state
+        state, counted = apply(state, DiceRolled(roll_id=i, dice=dice))
+        voided, undo = apply(state, RollVoided(roll_id=i, clause=2, operator="s", at=AT))
+        # The board and the counted rolls are exactly those before the roll ...
+        assert board(voided) == board(before)
+        assert voided.counted == before.counted
+        # ... and what the roll settled is taken back, bet for bet.
+        assert [(o.bet, o.outcome) for o in undo if isinstance(o, CrapsBetReversed)] == [
+            (o.bet, o.outcome) for o in counted if isinstance(o, CrapsBetSettled)
+        ]
+        redone, redo = apply(voided, VoidOverturned(roll_id=i, operator="f", at=AT))
+        assert board(redone) == board(state)
+        assert redone.counted == state.counted
+        assert redo[1:] == counted[1:]
+        # Carry on from the reinstated roll half of the time, so both paths are exercised.
+        state = redone if i % 2 else state
