@@ -138,6 +138,11 @@ class DeviceDriver:
         device: ev.Device,
         url: str,
         baudrate: int = 115200,
+        bytesize: int = 8,
+        parity: str = "N",
+        stopbits: float = 1,
+        xonxoff: bool = False,
+        rtscts: bool = False,
         ack_deadline: float = 0.25,
         silence_timeout: float | None = None,
         reconnect_initial: float = 0.5,
@@ -161,6 +166,17 @@ class DeviceDriver:
         self.device: ev.Device = device
         self.url = url
         self.baudrate = baudrate
+        # link-layer.md "Physical": 8N1 without flow control by default; every port
+        # setting is configurable per device.
+        if bytesize not in (5, 6, 7, 8) or parity not in "NEOMS" or len(parity) != 1:
+            raise DriverConfigError(f"port settings {bytesize}{parity}{stopbits} are not valid")
+        if stopbits not in (1, 1.5, 2):
+            raise DriverConfigError(f"stop bits {stopbits} is not 1, 1.5 or 2")
+        self.bytesize = bytesize
+        self.parity = parity
+        self.stopbits = stopbits
+        self.xonxoff = xonxoff
+        self.rtscts = rtscts
         self.ack_deadline = ack_deadline
         self.silence_timeout = silence_timeout
         self.reconnect_initial = reconnect_initial
@@ -272,11 +288,11 @@ class DeviceDriver:
             ser = _Port(
                 self.url,
                 baudrate=self.baudrate,
-                bytesize=serial.EIGHTBITS,  # link-layer.md "Physical": 8N1, no flow control
-                parity=serial.PARITY_NONE,
-                stopbits=serial.STOPBITS_ONE,
-                xonxoff=False,
-                rtscts=False,
+                bytesize=self.bytesize,
+                parity=self.parity,
+                stopbits=self.stopbits,
+                xonxoff=self.xonxoff,
+                rtscts=self.rtscts,
                 exclusive=True,  # flock: a second opener fails instead of stealing frames
             )
             loop = asyncio.get_running_loop()

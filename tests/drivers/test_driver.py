@@ -386,6 +386,9 @@ async def test_closing_the_iterator_while_it_waits_for_a_port(
         ({"silence_timeout": -1}, "silence_timeout"),
         ({"reconnect_initial": 5, "reconnect_max": 1}, "reconnect delays"),
         ({"device": "roulette"}, "'roulette'"),
+        ({"parity": "X"}, "port settings 8X1"),
+        ({"bytesize": 9}, "port settings 9N1"),
+        ({"stopbits": 3}, "stop bits 3"),
     ],
 )
 def test_settings_that_cannot_work_fail_at_once(kwargs: dict[str, object], fragment: str) -> None:
