@@ -33,12 +33,13 @@ Choices where the specs are silent (documented for the README):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
 from importlib import resources
+from itertools import islice
 from types import MappingProxyType
-from typing import Final, Literal, assert_never, get_args
+from typing import Final, Literal, assert_never, get_args, overload
 
 from rules.errors import ConfigError, DecisionError, PaytableError, RulesError
 from rules.events import (
@@ -267,11 +268,81 @@ class LedgerEntry:
     note: str | None = None
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Node:
+    entry: LedgerEntry
+    below: _Node | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Ledger(Sequence[LedgerEntry]):
+    """The table's roll record, oldest first: a persistent list.
+
+    Appending shares everything before it, so each state keeps its own record at O(1) a
+    step and replaying a long journal stays linear. Equality and hashing walk the entries
+    (not recursion: a day's record is deeper than Python's stack).
+    """
+
+    _top: _Node | None = None
+    _size: int = 0
+
+    def append(self, entry: LedgerEntry) -> Ledger:
+        """A new ledger with ``entry`` after the others; this one is unchanged."""
+        return Ledger(_Node(entry, self._top), self._size + 1)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __reversed__(self) -> Iterator[LedgerEntry]:
+        node = self._top
+        while node is not None:
+            yield node.entry
+            node = node.below
+
+    def __iter__(self) -> Iterator[LedgerEntry]:
+        return iter(list(reversed(self))[::-1])
+
+    @overload
+    def __getitem__(self, index: int) -> LedgerEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[LedgerEntry, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> LedgerEntry | tuple[LedgerEntry, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        position = index + self._size if index < 0 else index
+        if not 0 <= position < self._size:
+            raise IndexError(f"ledger index {index} out of range for {self._size} entries")
+        return next(islice(reversed(self), self._size - 1 - position, None))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ledger):
+            return NotImplemented
+        if self._size != other._size:
+            return False
+        mine, theirs = self._top, other._top
+        while mine is not theirs:  # a shared past is equal without looking
+            assert mine is not None  # same size, so both end together
+            assert theirs is not None
+            if mine.entry != theirs.entry:
+                return False
+            mine, theirs = mine.below, theirs.below
+        return True
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Ledger({list(self)!r})"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CrapsState:
     """Bonus Craps at one table. Immutable; change it only through ``apply``.
 
-    ``counted`` is every counted roll in order (the bets are derived from it), ``queue`` the
+    ``counted`` is the latest two counted rolls, in order (the bets are derived from them:
+    each carries the lammers after it; two are enough to undo the latest), ``queue`` the
     pending ``CHECK`` (first) and the rolls waiting behind it, ``latest`` the latest roll
     event, ``latest_invalid`` whether it stands declared invalid, ``ledger`` the record.
     """
@@ -281,7 +352,7 @@ class CrapsState:
     queue: tuple[Arrival, ...] = ()
     latest: Arrival | None = None
     latest_invalid: bool = False
-    ledger: tuple[LedgerEntry, ...] = ()
+    ledger: Ledger = Ledger()
 
 
 def initial_state(paytable: int) -> CrapsState:
@@ -318,8 +389,8 @@ def _series_hit(counted: tuple[CountedRoll, ...]) -> frozenset[int]:
 
 
 def _series_empty(counted: tuple[CountedRoll, ...]) -> bool:
-    # Every total but 7 is a number of some bet, so an empty series is "nothing counted
-    # yet" or "the last counted roll was a seven" (20:18:33:12(1)(b): a new series).
+    # A series begins at start and after every seven (20:18:33:12(1)(b)): it is empty when
+    # nothing has counted yet or the last counted roll was a seven.
     return not counted or counted[-1].total == SEVEN
 
 
@@ -441,7 +512,8 @@ def _count(
         roll_id=arrival.roll_id, dice=arrival.dice, total=total, status=status, reason=reason
     )
     settled = _settlements(paytable_odds(state.paytable), before, arrival.roll_id, total)
-    return replace(state, counted=(*state.counted, roll)), (recorded, *settled)
+    # Only the latest counted roll can be voided, and undoing it needs only the one before.
+    return replace(state, counted=(*state.counted[-1:], roll)), (recorded, *settled)
 
 
 # ---------------------------------------------------------------------------------------
@@ -522,7 +594,7 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
         # The same roll reported twice (same id and fields): record it, count it once.
         note = f"repeat of roll {fact.roll_id}: already recorded, ignored"
         entry = LedgerEntry(event=fact, outcomes=(), note=note)
-        return replace(state, ledger=(*state.ledger, entry)), ()
+        return replace(state, ledger=state.ledger.append(entry)), ()
     arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact)
     # A new roll closes the void and overturn windows of the one before (module docstring).
     new = replace(state, latest=arrival, latest_invalid=False)
@@ -550,7 +622,9 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
             new, outcomes = _count(new, arrival, "counted", None)  # "A ROLL counts at once."
         case _:
             assert_never(fact)
-    return replace(new, ledger=(*new.ledger, LedgerEntry(event=fact, outcomes=outcomes))), outcomes
+    return replace(
+        new, ledger=new.ledger.append(LedgerEntry(event=fact, outcomes=outcomes))
+    ), outcomes
 
 
 def _drain(
@@ -721,7 +795,7 @@ def _record(
     state: CrapsState, decision: Decision, outcomes: tuple[Outcome, ...]
 ) -> tuple[CrapsState, tuple[Outcome, ...]]:
     entry = LedgerEntry(event=decision, outcomes=outcomes)
-    return replace(state, ledger=(*state.ledger, entry)), outcomes
+    return replace(state, ledger=state.ledger.append(entry)), outcomes
 
 
 # ---------------------------------------------------------------------------------------

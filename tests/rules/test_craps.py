@@ -475,3 +475,22 @@ def test_state_is_immutable() -> None:
     state: CrapsState = initial_state(1)
     with pytest.raises(AttributeError):
         state.paytable = 2  # type: ignore[misc]
+
+
+def test_the_ledger_is_a_sequence_that_a_long_day_does_not_break() -> None:
+    facts = [DiceRolled(roll_id=i, dice=DICE[2 + i % 11]) for i in range(1, 5001)]
+    state, _ = apply_all(initial_state(1), facts)
+    again, _ = apply_all(initial_state(1), facts)  # built apart: nothing shared
+    ledger = state.ledger
+    assert len(ledger) == 5000
+    assert ledger[0].event == facts[0]
+    assert ledger[-1].event == facts[-1]
+    assert ledger[1234].event == facts[1234]
+    assert [e.event for e in ledger[-3:]] == facts[-3:]
+    with pytest.raises(IndexError, match="ledger index 5000 out of range"):
+        ledger[5000]
+    assert again == state  # compared entry by entry, far deeper than the stack
+    assert hash(again.ledger) == hash(ledger)
+    longer, _ = apply(state, DiceRolled(roll_id=1, dice=(1, 1)))
+    assert longer.ledger != ledger
+    assert len(state.ledger) == 5000  # the older state keeps its own record
