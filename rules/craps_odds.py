@@ -31,11 +31,6 @@ WAYS: Final[dict[int, int]] = {
 """Of the 36 equally likely rolls of two fair dice, how many make each total."""
 
 
-def total_probability(total: int) -> Fraction:
-    """The chance of one roll of two fair dice making ``total``."""
-    return Fraction(WAYS.get(total, 0), 36)
-
-
 @cache
 def _complete(needed: frozenset[int]) -> Fraction:
     if not needed:
