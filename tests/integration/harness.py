@@ -238,6 +238,10 @@ class Sim:
         """It has played its script and every frame was acknowledged."""
         return any(e.get("event") == "all frames acknowledged" for e in self.log_events())
 
+    def retransmitted(self) -> bool:
+        """A frame went unacknowledged and was sent again (seen with ``debug`` only)."""
+        return any(e.get("event") == "retransmit" for e in self.log_events())
+
     def pty_paths(self) -> list[str]:
         """The ptys it served, in order (a replug opens a new one)."""
         return self.out.read_text().split() if self.out.exists() else []
@@ -408,9 +412,9 @@ class Table:
         """Signal the daemon and wait for it to exit; returns its exit status."""
         daemon = self.daemon
         assert daemon is not None
+        self.daemon = None  # its exit is expected now
         daemon.proc.send_signal(sig)
         await self.wait_for(lambda: daemon.proc.poll() is not None, what="the daemon to exit")
-        self.daemon = None
         status = daemon.proc.returncode
         assert status is not None
         return status
@@ -423,10 +427,12 @@ class Table:
         fault: str | None = None,
         seed: int = 1,
         wait: bool = True,
+        debug: bool = False,
     ) -> Sim:
         """A new ``lammer-sim`` at the table's ``--link`` playing ``script`` (the previous
         one is stopped first: an unplug). ``mode`` is the shuffler's game (default: the
-        table's). With ``wait``, returns once every frame is acknowledged."""
+        table's). With ``wait``, returns once every frame is acknowledged; with ``debug``
+        the simulator logs every transmission (``Sim.retransmitted``)."""
         if self.sim is not None:
             await self.stop_sim()
         n = len(self.sims) + 1
@@ -441,6 +447,8 @@ class Table:
         argv += ["--interval", "0", "--linger", "--seed", str(seed)]
         if fault is not None:
             argv += ["--fault", fault]
+        if debug:
+            argv += ["--log-level", "debug"]
         out, err = self.workdir / f"sim-{n}.out", self.workdir / f"sim-{n}.err"
         sim = Sim(_spawn(argv, out, err), out, err)
         self.sim = sim
