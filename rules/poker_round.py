@@ -279,7 +279,8 @@ def _settle(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...
 def _void(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
     assert state.round_id is not None
     rid = state.round_id
-    reason = None if state.flagged is None else f"voided after it was flagged: {state.flagged}"
+    # mqtt-api.md: ``reason`` is for ``flagged``. A round flagged earlier and now voided
+    # already published its reason; the void result says only that nothing pays.
     result = CoverAllResult(
         round_id=rid,
         game=state.game,
@@ -287,6 +288,6 @@ def _void(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...]]
         outcome="void",
         highest=None,
         pays=None,
-        reason=reason,
+        reason=None,
     )
     return _close(state, rid, "void"), (result,)
