@@ -137,7 +137,7 @@ def mosquitto_version() -> str:
 # ---------------------------------------------------------------------------- the daemon
 
 
-def write_config(workdir: Path, *, device: str, broker_port: int) -> Path:
+def write_config(workdir: Path, journal: Path, *, device: str, broker_port: int) -> Path:
     """A CRAPS table reading ``device``, publishing to the private broker."""
     path = workdir / "table.toml"
     path.write_text(
@@ -154,7 +154,7 @@ port = {broker_port}
 prefix = "{PREFIX}"
 
 [journal]
-path = "{workdir / "journal" / (TABLE + ".db")}"
+path = "{journal}"
 
 [logging]
 format = "json"
@@ -364,6 +364,7 @@ class Run:
     e2e: list[float] = field(default_factory=list)
     ack: list[float] = field(default_factory=list)
     cpu_per_event: float = 0.0
+    rss_kb: int = 0
 
 
 def rolls(seed: int = 5) -> Iterator[tuple[int, tuple[int, int]]]:
@@ -425,10 +426,12 @@ class Results:
     idle_cpu: float
     idle_seconds: float
     memory_kb: dict[str, int]
+    start_rss_kb: int
     retransmissions: int
     bad_answers: int
     not_counted: int
     journal_fs: str
+    load: tuple[float, float]
 
 
 @contextlib.asynccontextmanager
@@ -448,8 +451,10 @@ async def pty_device() -> AsyncIterator[tuple[DiceReader, str]]:
         os.close(slave)
 
 
-async def bench(args: argparse.Namespace, workdir: Path) -> Results:
-    """Start broker, device and daemon; measure; stop them all."""
+async def bench(args: argparse.Namespace, workdir: Path, journal_dir: Path) -> Results:
+    """Start broker, device and daemon (its journal in ``journal_dir``); measure; stop them
+    all."""
+    load_before = os.getloadavg()[0]
     broker, port = start_broker(workdir)
     daemon: subprocess.Popen[bytes] | None = None
     daemon_log = workdir / "daemon.log"
@@ -465,7 +470,12 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Results:
             await client.subscribe(FLOOR_TOPIC, qos=1)
             listener = asyncio.create_task(sub.listen())
             try:
-                config = write_config(workdir, device=tty_path, broker_port=port)
+                config = write_config(
+                    workdir,
+                    journal_dir / "journal" / f"{TABLE}.db",
+                    device=tty_path,
+                    broker_port=port,
+                )
                 daemon = start_daemon(config, daemon_log, args.profile)
                 try:
                     async with asyncio.timeout(EVENT_TIMEOUT):
@@ -475,6 +485,7 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Results:
                     raise BenchError(
                         "the daemon did not come up (no 'online', or no QUERY on the pty)"
                     ) from None
+                start_rss = memory_of(daemon.pid).get("VmRSS", 0)
                 source = rolls()
                 await measure_daemon(device, sub, source, args.warmup, None)
                 size = round(statistics.median(sub.roll_sizes))
@@ -486,8 +497,9 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Results:
                     before = cpu_of(daemon.pid)
                     await measure_daemon(device, sub, source, args.events, run)
                     run.cpu_per_event = (cpu_of(daemon.pid).seconds - before.seconds) / args.events
+                    run.rss_kb = memory_of(daemon.pid).get("VmRSS", 0)
                     runs.append(run)
-                    print(f"  run {index + 1} of {args.repeats} done", file=sys.stderr)
+                    print(f"  run {index + 1} of {args.repeats} done", file=sys.stderr, flush=True)
                 # Idle: let the outbox drain and the loop settle, then only watch.
                 await asyncio.sleep(2)
                 start = cpu_of(daemon.pid)
@@ -511,10 +523,12 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Results:
                 idle_cpu=idle_cpu,
                 idle_seconds=end.at - start.at,
                 memory_kb=memory,
+                start_rss_kb=start_rss,
                 retransmissions=device.retransmissions,
                 bad_answers=device.bad_answers,
                 not_counted=sub.not_counted,
-                journal_fs=filesystem_of(workdir),
+                journal_fs=filesystem_of(journal_dir),
+                load=(load_before, os.getloadavg()[0]),
             )
     except BenchError:
         if daemon_log.exists():
@@ -555,6 +569,10 @@ def report(results: Results, args: argparse.Namespace) -> None:
     names = list(rows[0])
     print(f"machine: {machine()}")
     print(
+        f"load average (1 min) before and after: {results.load[0]:.2f}, {results.load[1]:.2f}"
+        " (the benchmark's own processes included in the second)"
+    )
+    print(
         f"daemon: lammer run, CRAPS table, journal on {results.journal_fs} (SQLite WAL,"
         f" synchronous=FULL), JSON logs at info to a file; {mosquitto_version()},"
         " set_tcp_nodelay true"
@@ -587,6 +605,13 @@ def report(results: Results, args: argparse.Namespace) -> None:
     rss = results.memory_kb.get("VmRSS", 0) / 1024
     hwm = results.memory_kb.get("VmHWM", 0) / 1024
     verdict = "met" if max(rss, hwm) < GOAL_RSS_MB else "missed"
+    after = ", ".join(f"{run.rss_kb / 1024:.1f}" for run in results.runs)
+    print(f"daemon VmRSS at start {results.start_rss_kb / 1024:.1f} MB; after each run: {after}")
+    runs = results.runs
+    if len(runs) > 1:
+        # From the end of run 1 (warm: caches filled) to the end of the last run.
+        per_event = (runs[-1].rss_kb - runs[0].rss_kb) * 1024 / (args.events * (len(runs) - 1))
+        print(f"VmRSS growth under load: {per_event:,.0f} bytes per event")
     print(
         f"memory at idle after the load: VmRSS {rss:.1f} MB, VmHWM {hwm:.1f} MB"
         f" (goal: under {GOAL_RSS_MB:g} MB): {verdict}"
@@ -598,24 +623,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--events", type=int, default=3000, help="ROLL frames per run")
     parser.add_argument("--warmup", type=int, default=200, help="frames before measuring")
-    parser.add_argument("--repeats", type=int, default=3, help="runs (medians are printed)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs (medians are printed)")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU")
     parser.add_argument("--profile", type=Path, help="run the daemon under cProfile to FILE")
+    parser.add_argument(
+        "--journal-dir",
+        type=Path,
+        help="where the daemon's journal goes (a fresh directory in it); default: the"
+        " benchmark's temporary directory on the machine's disk. /dev/shm (tmpfs, where"
+        " fsync costs nothing) shows what the disk's fsync adds",
+    )
     args = parser.parse_args(argv)
     for name in ("events", "warmup", "repeats", "idle"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name} must be positive")
     if args.profile is not None:
         args.profile = args.profile.resolve()
+    if args.journal_dir is not None and not args.journal_dir.is_dir():
+        parser.error(f"--journal-dir {args.journal_dir} is not a directory")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the figures; 1 (with the reason) if it could not run."""
     args = parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="lammer-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="lammer-bench-") as tmp,
+        tempfile.TemporaryDirectory(prefix="lammer-bench-", dir=args.journal_dir) as journal,
+    ):
         try:
-            results = asyncio.run(bench(args, Path(tmp)))
+            results = asyncio.run(bench(args, Path(tmp), Path(journal)))
         except BenchError as exc:
             print(f"bench_daemon: {exc}", file=sys.stderr)
             return 1
