@@ -53,7 +53,10 @@ from rules.events import (
     DeviceConnected,
     DeviceDisconnected,
     DeviceFact,
+    DiceRolled,
+    NoRoll,
     Outcome,
+    RollCheck,
 )
 
 log = structlog.get_logger("lammer.daemon")
@@ -96,6 +99,12 @@ class TableDaemon:
         # The body (without seq and ts) last queued for each retained state topic, so an
         # unchanged state is not published again.
         self._published_state: dict[str, dict[str, Any]] = {}
+        # The last frame journaled from each device, (link seq, raw bytes). A frame can be
+        # journaled and its ACK never reach the device (the daemon died between the two,
+        # or the ACK was lost and the daemon died before the resend); after a restart the
+        # device sends it again, and the driver must ACK it without delivering it twice
+        # (link-layer.md: "must not process it twice").
+        self._last_frames: dict[Device, tuple[int, bytes]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -161,6 +170,7 @@ class TableDaemon:
                         silence_timeout=section.silence_timeout,
                         reconnect_initial=section.reconnect_initial,
                         reconnect_max=section.reconnect_max,
+                        last_frame=self._last_frames.get(device),
                     ),
                 )
             )
@@ -194,6 +204,9 @@ class TableDaemon:
             event = _replayable(record.kind, record.record)
             if event is None:
                 continue
+            link_seq, raw = record.record.get("link_seq"), record.record.get("raw")
+            if isinstance(link_seq, int) and isinstance(raw, str):
+                self._last_frames[_device_of(event)] = (link_seq, raw.encode("ascii", "replace"))
             try:
                 state, _ = table.apply(state, event, at=record.ts)
                 facts += 1
@@ -445,6 +458,15 @@ def _replayable(kind: str, data: dict[str, Any]) -> DeviceFact | Decision | None
         return None
     event: DeviceFact | Decision = from_record(data["event"])
     return event
+
+
+def _device_of(event: DeviceFact | Decision) -> Device:
+    """The device a journaled frame came from (the facts without a ``device`` field are
+    the dice reader's rolls and the shuffler's game frames)."""
+    device: Device | None = getattr(event, "device", None)
+    if device is not None:
+        return device
+    return "dice_reader" if isinstance(event, DiceRolled | NoRoll | RollCheck) else "shuffler"
 
 
 def _request_id(payload: bytes) -> str | None:

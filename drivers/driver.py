@@ -148,6 +148,7 @@ class DeviceDriver:
         reconnect_initial: float = 0.5,
         reconnect_max: float = 30.0,
         rng: random.Random | None = None,
+        last_frame: tuple[int, bytes] | None = None,
     ) -> None:
         if device not in ("shuffler", "dice_reader"):
             raise DriverConfigError(f"device {device!r} is not 'shuffler' or 'dice_reader'")
@@ -185,7 +186,9 @@ class DeviceDriver:
         self._log = structlog.get_logger("lammer.driver").bind(device=device, url=url)
         # The last delivered frame (seq, raw). Kept across reconnects: a retransmission of a
         # frame whose ACK died with the port must not be delivered twice (link-layer.md).
-        self._last: tuple[int, bytes] | None = None
+        # ``last_frame`` carries it across a restart of the host (the consumer's record of
+        # the last frame it took), for a frame whose ACK died with the process.
+        self._last: tuple[int, bytes] | None = last_frame
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait before reopening after ``attempt`` failures in a row (0 first):
