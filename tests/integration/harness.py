@@ -242,6 +242,16 @@ class Sim:
         """A frame went unacknowledged and was sent again (seen with ``debug`` only)."""
         return any(e.get("event") == "retransmit" for e in self.log_events())
 
+    def ack_dropped(self, kind: str) -> bool:
+        """The ACK of a ``kind`` frame (``HAND``) was ignored by the fault ``drop_ack``, so
+        the frame is still in flight for the device (seen with ``debug`` only)."""
+        events = self.log_events()
+        dropped = {e["seq"] for e in events if e.get("event") == "ACK dropped (fault)"}
+        return any(
+            e.get("event") == "tx" and any(f"${kind},{seq}," in e["raw"] for seq in dropped)
+            for e in events
+        )
+
     def pty_paths(self) -> list[str]:
         """The ptys it served, in order (a replug opens a new one)."""
         return self.out.read_text().split() if self.out.exists() else []
@@ -428,6 +438,7 @@ class Table:
         seed: int = 1,
         wait: bool = True,
         debug: bool = False,
+        ack_timeout: float | None = None,
     ) -> Sim:
         """A new ``lammer-sim`` at the table's ``--link`` playing ``script`` (the previous
         one is stopped first: an unplug). ``mode`` is the shuffler's game (default: the
@@ -449,6 +460,8 @@ class Table:
             argv += ["--fault", fault]
         if debug:
             argv += ["--log-level", "debug"]
+        if ack_timeout is not None:
+            argv += ["--ack-timeout", str(ack_timeout)]
         out, err = self.workdir / f"sim-{n}.out", self.workdir / f"sim-{n}.err"
         sim = Sim(_spawn(argv, out, err), out, err)
         self.sim = sim

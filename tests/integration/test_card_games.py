@@ -378,3 +378,57 @@ async def test_flagged_rounds_are_published_at_once_without_cards(make_table: Ma
     pattern = card_pattern(["As", "Ks", "Qs", "Js", "Ts"])
     for m in rec.messages:
         assert not pattern.search(m.payload.decode()), m
+
+
+DEVICE_CHECKS_SCRIPT = """\
+STATUS,JAM,card jam at the output
+STATUS,READY,
+DECK,SHORT
+HAND,11,P1,AsKsQsJsTs
+HAND,11,DL,2c3d4h5s7c
+ROUND,11,2
+SETTLE,11
+DECK,OK
+HAND,12,P1,AsKs
+VOID,12
+CARD,13,DL,As
+"""
+
+
+async def test_device_checks_raise_and_clear_alarms(make_table: MakeTable) -> None:
+    table = make_table("CSP")
+    rec = table.recorder
+    await table.start(DEVICE_CHECKS_SCRIPT)
+    await table.wait_published()
+    # link-layer.md "Device status": a tilt until READY; shuffler-icd.md: a deck check
+    # other than OK is a tilt until the next OK; a blackjack CARD at a poker table is a
+    # frame the table does not use.
+    codes = [[a["code"] for a in b["alarms"]] for b in rec.bodies("alarms")]
+    assert codes == [
+        ["DISCONNECTED", "MODE_MISMATCH"],
+        ["MODE_MISMATCH"],
+        [],
+        ["DEVICE_FAULT_JAM"],
+        [],
+        ["DECK_FAULT"],
+        [],
+        ["UNEXPECTED_FRAME"],
+    ]
+    jam = next(b for b in rec.bodies("alarms") if b["alarms"] and "JAM" in b["alarms"][0]["code"])
+    assert "card jam at the output" in jam["alarms"][0]["message"]
+    statuses = [b["devices"]["shuffler"]["status"] for b in rec.bodies("state")]
+    assert "JAM" in statuses
+    assert statuses[-1] == "READY"
+    # The round dealt from the short deck is flagged and never paid; a flagged round the
+    # dealer then voids is published as void.
+    results = [(b["round_id"], b["outcome"]) for b in rec.bodies("cover_all/result")]
+    assert results == [(11, "flagged"), (12, "flagged"), (12, "void")]
+    assert "SHORT" in rec.bodies("cover_all/result")[0]["reason"]
+    assert rec.bodies("cover_all/payouts") == []
+    assert [e for e in table.log_events() if e.get("level") == "error"] == []
+
+    # The shuffler says HELLO again (a new session): the stray frame's alarm clears.
+    await table.start_sim("DECK,OK\n")
+    await table.wait_for(
+        lambda: (rec.latest("alarms") or {}).get("alarms") == [], what="alarms cleared"
+    )

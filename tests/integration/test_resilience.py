@@ -280,3 +280,34 @@ async def test_sigterm_stops_cleanly_offline_exit_0(make_table: MakeTable) -> No
     # The journal was closed: another writer can take it now.
     with Journal.open(table.journal_path) as journal:
         assert journal.last_seq == table.journal()[-1]["seq"]
+
+
+async def test_crash_after_the_journal_before_the_ack_counts_the_frame_once(
+    make_table: MakeTable,
+) -> None:
+    """A frame journaled whose ACK never reached the device (the daemon died between the
+    commit and the ACK, or the ACK was lost and the daemon died before the resend) comes
+    again after the restart: it must not be processed twice (link-layer.md: "must not
+    process it twice")."""
+    table = make_table("CSP")
+    script = (
+        f"DECK,OK\nHAND,22,P1,{CSP_812['P1']}\nHAND,22,P3,{CSP_812['P3']}\n"
+        f"HAND,22,DL,{CSP_812['DL']}\nROUND,22,3\nSETTLE,22\n"
+    )
+    await table.recorder.start()
+    # The device ignores some ACKs (as if they were lost on the wire) and waits 2 s
+    # before resending: time enough to kill the daemon while a journaled HAND is still
+    # unacknowledged for the device.
+    sim = await table.start_sim(
+        script, wait=False, debug=True, fault="drop_ack=0.2", seed=130, ack_timeout=2.0
+    )
+    table.start_daemon()
+    await table.wait_for(lambda: sim.ack_dropped("HAND"), what="a HAND's ACK lost")
+    await table.stop_daemon(signal.SIGKILL)
+    table.start_daemon()
+    await table.wait_sim_done()
+    result = await table.wait_topic("cover_all/result", lambda b: b["round_id"] == 22)
+    assert result["outcome"] == "win", result
+    records = table.journal()
+    hands = [r["event"]["position"] for r in device_records(records, "HandDealt")]
+    assert sorted(hands) == ["DL", "P1", "P3"]
