@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import random
+import struct
+import termios
 import tty
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from pathlib import Path
@@ -35,6 +38,9 @@ from simulators.faults import Faults, hit
 from simulators.scripts import DeviceKind, Send, Sleep, Step, Unplug
 
 DataCallback = Callable[[bytes], None]
+UNREAD_LIMIT = 2048
+"""Unread bytes beyond which a pty is taken as not listened to (stop-and-wait never comes
+near it while a host reads: one frame is at most 258 bytes)."""
 
 
 class PtyPort:
@@ -47,6 +53,8 @@ class PtyPort:
         """The slave side's path (``/dev/pts/N``) while plugged in."""
         self.opened = 0
         """How many ptys this port has opened (1 + the replugs)."""
+        self.dropped = 0
+        """Writes dropped because nobody read the pty."""
         self._master: int | None = None
         self._slave: int | None = None
         self._writable: asyncio.Future[None] | None = None
@@ -129,8 +137,24 @@ class PtyPort:
         if self._writable is not None and not self._writable.done():
             self._writable.set_result(None)
 
+    def unread(self) -> int:
+        """Bytes written to the pty that nobody has read yet."""
+        if self._slave is None:
+            return 0
+        raw = fcntl.ioctl(self._slave, termios.FIONREAD, b"\0\0\0\0")
+        count: int = struct.unpack("i", raw)[0]
+        return count
+
     async def write(self, data: bytes) -> None:
-        """Write everything, waiting while the pty's buffer is full; dropped while unplugged."""
+        """Write everything, waiting while the pty's buffer is briefly full.
+
+        Dropped while unplugged, and dropped whole while more than ``UNREAD_LIMIT`` bytes lie
+        unread: a serial line sends whether or not anyone listens, and a device must not
+        stall on a pty nobody has opened (while its host uses the TCP port, say).
+        """
+        if self.unread() > UNREAD_LIMIT:
+            self.dropped += 1
+            return
         view = memoryview(data)
         while view and self._master is not None:
             try:

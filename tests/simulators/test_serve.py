@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import termios
 from pathlib import Path
 
 from drivers.messages import Ack, Decoded, Hello, MessageDecoder, Mode, Query, encode_message
@@ -138,7 +139,7 @@ async def test_tcp_serves_the_same_device_and_a_new_client_replaces_the_old(
         await writer2.wait_closed()
 
 
-async def test_pty_write_waits_while_the_buffer_is_full(no_leaks: None) -> None:
+async def test_a_pty_nobody_reads_drops_whole_writes_instead_of_stalling(no_leaks: None) -> None:
     received: list[bytes] = []
     arrived = asyncio.Event()
 
@@ -148,27 +149,30 @@ async def test_pty_write_waits_while_the_buffer_is_full(no_leaks: None) -> None:
 
     port = PtyPort(on_data=on_data)
     path = port.open()
+    frame = b"$ROLL,2,5001,6,5*84C6\r\n"
     try:
-        data = bytes(range(256)) * 4096  # 1 MiB: far more than a pty buffers
-        writing = asyncio.create_task(port.write(data))
-        await asyncio.sleep(0.05)
-        assert not writing.done(), "nobody reads: the write waits"
+        async with asyncio.timeout(10):  # would hang if writes waited for a reader
+            for _ in range(2000):
+                await port.write(frame)
+        assert port.dropped > 0
+        assert port.unread() % len(frame) == 0, "only whole frames were written"
         fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
-        got = bytearray()
         try:
+            termios.tcflush(fd, termios.TCIFLUSH)  # a host opening drops stale input
+            await port.write(frame)
+            got = b""
             async with asyncio.timeout(10):
-                while len(got) < len(data):
+                while len(got) < len(frame):
                     try:
-                        got += os.read(fd, 65536)
+                        got += os.read(fd, 4096)
                     except BlockingIOError:
                         await asyncio.sleep(0.001)
-            await writing
+            assert got == frame, "raw mode: the bytes as written"
             os.write(fd, b"$QUERY,0*8F46\r\n")
             async with asyncio.timeout(10):
                 await arrived.wait()
         finally:
             os.close(fd)
-        assert bytes(got) == data, "raw mode: every byte as written"
         assert b"".join(received) == b"$QUERY,0*8F46\r\n"
     finally:
         port.close()
