@@ -268,6 +268,10 @@ class LedgerEntry:
     note: str | None = None
 
 
+LEDGER_MEMORY: Final = 2000
+"""The latest ledger entries kept in memory (between this and twice this many)."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _Node:
     entry: LedgerEntry
@@ -287,7 +291,20 @@ class Ledger(Sequence[LedgerEntry]):
     _size: int = 0
 
     def append(self, entry: LedgerEntry) -> Ledger:
-        """A new ledger with ``entry`` after the others; this one is unchanged."""
+        """A new ledger with ``entry`` after the others; this one is unchanged.
+
+        Memory is bounded: once the ledger holds ``2 * LEDGER_MEMORY`` entries it keeps
+        only the latest ``LEDGER_MEMORY`` (one copy of that many every ``LEDGER_MEMORY``
+        appends: O(1) amortised). The table's full record is the daemon's journal, which
+        keeps every roll and decision with who and when; what a decision can still
+        address (the pending roll, the latest roll) is never among the dropped entries.
+        """
+        if self._size + 1 > 2 * LEDGER_MEMORY:
+            kept = [*list(reversed(self))[: LEDGER_MEMORY - 1][::-1], entry]
+            top: _Node | None = None
+            for item in kept:
+                top = _Node(item, top)
+            return Ledger(top, len(kept))
         return Ledger(_Node(entry, self._top), self._size + 1)
 
     def __len__(self) -> int:
@@ -667,7 +684,10 @@ def _refuse(state: CrapsState, roll_id: int, message: str) -> DecisionError:
         and entry.event.roll_id == roll_id
         for entry in state.ledger
     ):
-        message = f"unknown roll {roll_id}: the dice reader has reported no such roll"
+        message = (
+            f"unknown roll {roll_id}: the dice reader has reported no such roll"
+            f" in the latest {len(state.ledger)} entries of the roll record"
+        )
     return DecisionError(message, roll_id=roll_id)
 
 
