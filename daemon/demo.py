@@ -127,6 +127,7 @@ class Floor:
                 argv += ["--seed", str(self.seed + i)]
             if self.rounds is not None:
                 argv += ["--rolls" if t.device == "dice_reader" else "--rounds", str(self.rounds)]
+                argv += ["--linger"]  # keep the device connected for the final picture
             self._spawn(f"sim-{t.table_id}", argv)
             _wait_path(link)
         for t in TABLES:
@@ -140,10 +141,6 @@ class Floor:
             if proc.poll() is not None and not name.startswith("sim-"):
                 tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
                 raise SystemExit(f"lammer demo: {name} exited ({proc.returncode}):\n{tail}")
-
-    def simulators_done(self) -> bool:
-        """Every simulator has played its rounds and exited."""
-        return all(p.poll() is not None for n, p in self.procs.items() if n.startswith("sim-"))
 
     def stop(self) -> None:
         """Daemons first (they publish offline), then simulators, then the broker."""
@@ -208,21 +205,53 @@ async def stickperson(port: int, table_id: str, *, delay: float) -> None:
             await asyncio.sleep(1)
 
 
+# What counts as one round of each demo table, as its daemon publishes it.
+_PROGRESS = {
+    "uth-1": "cover_all/result",
+    "craps-1": "craps/roll",
+    "bj-1": "bust_bonus/result",
+}
+
+
+async def progress(port: int, done: dict[str, set[int]]) -> None:
+    """Count the rounds (and rolls) each daemon has published, by id."""
+    while True:
+        try:
+            async with aiomqtt.Client("127.0.0.1", port, identifier="demo-progress") as client:
+                for table_id, topic in _PROGRESS.items():
+                    await client.subscribe(f"{PREFIX}/{table_id}/{topic}", qos=1)
+                async for message in client.messages:
+                    table_id = str(message.topic).split("/")[1]
+                    body = json.loads(bytes(message.payload))
+                    ident = body.get("round_id", body.get("roll_id"))
+                    if isinstance(ident, int) and body.get("status") != "pending":
+                        done.setdefault(table_id, set()).add(ident)
+        except aiomqtt.MqttError:
+            await asyncio.sleep(1)
+
+
 async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> None:
-    bot = asyncio.create_task(stickperson(floor.port, "craps-1", delay=min(1.5, floor.interval)))
+    done: dict[str, set[int]] = {}
+    tasks = [
+        asyncio.create_task(stickperson(floor.port, "craps-1", delay=min(1.5, floor.interval))),
+        asyncio.create_task(progress(floor.port, done)),
+    ]
     try:
         while True:
             floor.check()
             if display is not None and display.poll() is not None:
                 return
-            if floor.rounds is not None and floor.simulators_done():
-                await asyncio.sleep(1.0)  # let the last events reach the displays
+            if floor.rounds is not None and all(
+                len(done.get(t.table_id, ())) >= floor.rounds for t in TABLES
+            ):
                 return
             await asyncio.sleep(0.2)
     finally:
-        bot.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await bot
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def run(args: argparse.Namespace) -> int:
