@@ -186,6 +186,17 @@ async def test_a_full_cover_all_round(make_table: MakeTable, case: PokerCase) ->
         if case.game == "CSP":  # shuffler-icd.md's example shows the hand as dealt
             assert highest["cards"] == ["Qh", "Jh", "Th", "8h", "7h"]
 
+    if case.game == "CSP":  # the example's frames on the wire, sequence numbers and CRCs
+        raw = [r["raw"] for r in table.journal() if r.get("link_seq", 0) >= 3]
+        assert raw == [
+            "$DECK,3,OK*EAA6\r\n",
+            "$HAND,4,812,P1,9c9d5h5s2c*738E\r\n",
+            "$HAND,5,812,P3,QhJhTh8h7h*5ABC\r\n",
+            "$HAND,6,812,DL,AcKd4s3h3c*FD6E\r\n",
+            "$ROUND,7,812,3*9E2E\r\n",
+            "$SETTLE,8,812*3A15\r\n",
+        ]
+
     # Nothing of the round shows a card before SETTLE, in MQTT or in the log.
     assert_no_card_before(table, case.cards(), fact="RoundSettled", round_id=case.round_id)
     assert not list((rec.latest("alarms") or {"alarms": []})["alarms"])
