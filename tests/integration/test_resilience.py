@@ -282,6 +282,9 @@ async def test_sigterm_stops_cleanly_offline_exit_0(make_table: MakeTable) -> No
     snapshot = await retained_snapshot(table.broker, table.base)
     assert snapshot["availability"].body == "offline"
     assert table.log_events()[-1]["event"] == "table stopped"
+    # The journal holds every card before it is face up: the service's user only.
+    assert table.journal_path.stat().st_mode & 0o777 == 0o600
+    assert table.journal_path.parent.stat().st_mode & 0o777 == 0o700
     # The journal was closed: another writer can take it now.
     with Journal.open(table.journal_path) as journal:
         assert journal.last_seq == table.journal()[-1]["seq"]
