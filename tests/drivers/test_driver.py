@@ -132,6 +132,30 @@ async def test_repeats_are_acked_again_and_delivered_once(
         assert [await pty_device.expect() for _ in range(2)] == [m.Ack(seq=2), m.Ack(seq=2)]
 
 
+async def test_a_frame_taken_before_a_host_restart_is_acked_not_delivered_again(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    # The previous host process journaled HAND seq 2 and died before its ACK went out.
+    hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
+    last = (2, m.encode_message(hand))
+    driver = DeviceDriver(
+        device="shuffler",
+        url=str(link_path),
+        rng=random.Random(4),
+        reconnect_initial=0.02,
+        reconnect_max=0.1,
+        last_frame=last,
+    )
+    async with running(driver) as events:
+        await connect(events, pty_device)
+        pty_device.send(hand)  # the device retransmits: no ACK came
+        pty_device.send(m.Round(seq=3, round_id=812, hands=1))
+        got = await pull(events)
+        assert isinstance(got, Received)
+        assert got.seq == 3  # the HAND was not delivered a second time
+        assert await pty_device.expect() == m.Ack(seq=2)  # but it was acknowledged
+
+
 async def test_bad_frames_are_naked_at_once_and_delivered(
     pty_device: PtyDevice, link_path: Path
 ) -> None:
