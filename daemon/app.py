@@ -352,14 +352,17 @@ class TableDaemon:
 
     def _publish(self, outcomes: tuple[Outcome, ...], at: datetime) -> None:
         for outcome in outcomes:
-            if isinstance(outcome, AlarmRaised | AlarmCleared):
+            if isinstance(outcome, AlarmRaised):
                 self.log.warning(
-                    "alarm raised" if isinstance(outcome, AlarmRaised) else "alarm cleared",
+                    "alarm raised",
                     code=outcome.code,
                     alarm_device=outcome.device,
-                    message=getattr(outcome, "message", None),
+                    message=outcome.message,
                 )
                 continue  # published below as the `alarms` and `state` topics
+            if isinstance(outcome, AlarmCleared):
+                self.log.info("alarm cleared", code=outcome.code, alarm_device=outcome.device)
+                continue
             try:
                 topic, retained, body = payloads.outcome_message(outcome)
             except ValueError as exc:
