@@ -41,6 +41,8 @@ DataCallback = Callable[[bytes], None]
 UNREAD_LIMIT = 2048
 """Unread bytes beyond which a pty is taken as not listened to (stop-and-wait never comes
 near it while a host reads: one frame is at most 258 bytes)."""
+STALL_LIMIT = 1.0
+"""Seconds a write waits for a full pty before the rest of it is dropped."""
 
 
 class PtyPort:
@@ -150,7 +152,9 @@ class PtyPort:
 
         Dropped while unplugged, and dropped whole while more than ``UNREAD_LIMIT`` bytes lie
         unread: a serial line sends whether or not anyone listens, and a device must not
-        stall on a pty nobody has opened (while its host uses the TCP port, say).
+        stall on a pty nobody has opened (while its host uses the TCP port, say). The
+        kernel's count of unread bytes can lag, so a write that still finds the pty full
+        drops its rest after ``STALL_LIMIT`` seconds.
         """
         if self.unread() > UNREAD_LIMIT:
             self.dropped += 1
@@ -166,9 +170,19 @@ class PtyPort:
                 return
             view = view[written:]
             if view and self._master is not None:
+                master = self._master
                 self._writable = asyncio.get_running_loop().create_future()
-                asyncio.get_running_loop().add_writer(self._master, self._on_writable)
-                await self._writable
+                asyncio.get_running_loop().add_writer(master, self._on_writable)
+                try:
+                    async with asyncio.timeout(STALL_LIMIT):
+                        await self._writable
+                except TimeoutError:
+                    # Nobody reads (the unread count lags behind the tty's own buffers):
+                    # the rest goes nowhere, as on a line nobody listens to.
+                    if self._master == master:
+                        asyncio.get_running_loop().remove_writer(master)
+                    self.dropped += 1
+                    return
 
 
 class TcpPort:
@@ -269,6 +283,10 @@ class SimulatedDevice:
         self.device: DeviceKind = device
         self.faults = faults or Faults()
         self.rng = rng or random.Random()
+        # The disconnect draws get an RNG of their own, seeded from ``rng``: one draw per
+        # frame played, so which frames an unplug follows does not depend on how many
+        # retransmissions the timing caused.
+        self._unplug_rng = random.Random(self.rng.getrandbits(64))
         self.on_plug = on_plug
         self.pty = PtyPort(on_data=self._on_data, link=link)
         self.tcp = TcpPort(on_data=self._on_data, port=tcp_port) if tcp_port is not None else None
@@ -364,7 +382,7 @@ class SimulatedDevice:
         match step:
             case Send():
                 self._log_sent(await self.link.send(step))
-                if hit(self.faults.disconnect, self.rng):
+                if hit(self.faults.disconnect, self._unplug_rng):
                     await self.unplug()
                 return 1
             case Sleep(seconds):

@@ -23,6 +23,9 @@ class ScriptedHost:
     def __init__(self, device: Device, path: str | Path, *, ack: bool = True) -> None:
         self.device: Device = device
         self.path = Path(path)
+        # Only a stable name (a --link symlink) is followed across unplugs: a /dev/pts/N
+        # number is reused by the kernel, and another test's pty must never be opened.
+        self.follow = self.path.is_symlink()
         self.ack = ack
         self.delivered: list[DeviceMessage] = []
         self.bad: list[BadFrame] = []
@@ -91,7 +94,8 @@ class ScriptedHost:
             return
         asyncio.get_running_loop().remove_reader(fd)
         os.close(fd)
-        self._reopen = asyncio.get_running_loop().create_task(self._wait_and_reopen())
+        if self.follow:
+            self._reopen = asyncio.get_running_loop().create_task(self._wait_and_reopen())
 
     async def _wait_and_reopen(self) -> None:
         while True:
