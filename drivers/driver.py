@@ -20,8 +20,10 @@ Policies, each from link-layer.md unless said otherwise:
   retransmission is ACKed as a duplicate.
 * A repeated sequence number (the ACK was lost) is ACKed again at once and not delivered,
   across reconnects too (the ACK may have died with the port). The same number with other
-  content is ACKed (so the device moves on) and delivered as ``BadFrameReceived``.
-  ``HELLO`` resets the expected sequence.
+  content is no retransmission: the device restarted without its ``HELLO`` reaching us (a
+  port flushes what arrived before it was opened). It is a new frame, delivered and ACKed
+  as any other, with a warning: taking it as a repeat would lose an event the device
+  believes delivered. ``HELLO`` resets the expected sequence.
 * Bad frames are NAKed at once (``NAK,<seq>`` or ``NAK,0``) and delivered as
   ``BadFrameReceived``: nothing received is lost.
 * ``QUERY`` is sent after every connect. With ``silence_timeout``, a ``QUERY`` probes a device
@@ -258,11 +260,11 @@ class DeviceDriver:
                 self._send(link, encode_message(Ack(seq=msg.seq)))
                 return None
             if msg.seq == last_seq and not isinstance(msg, Hello):  # a HELLO resets
-                why = f"sequence number {msg.seq} repeated with other content"
-                self._log.warning("conflicting repeat ACKed", seq=msg.seq)
-                self._send(link, encode_message(Ack(seq=msg.seq)))
-                return BadFrameReceived(device=self.device, raw=item.raw, reason=why)
-            if msg.seq != next_seq(last_seq) and not isinstance(msg, Hello):
+                # Not a retransmission (its bytes differ): the device restarted unseen.
+                self._log.warning(
+                    "sequence number repeated with other content: a new frame", seq=msg.seq
+                )
+            elif msg.seq != next_seq(last_seq) and not isinstance(msg, Hello):
                 self._log.warning("sequence gap", expected=next_seq(last_seq), seq=msg.seq)
         fact = to_fact(msg, self.device)
         assert fact is not None, "the decoder refuses host messages from a device"
