@@ -380,10 +380,10 @@ def _interrupted(state: BustBonusState, new_round: int) -> BustBonusResult:
     )
 
 
-def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
-    frame = {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
+def flagged_result(round_id: int, reason: str) -> BustBonusResult:
+    """A flagged round's result: the reason, and no card (some may still be face down)."""
     return BustBonusResult(
-        round_id=fact.round_id,
+        round_id=round_id,
         outcome="flagged",
         up_card=None,
         dealer_cards=(),
@@ -391,8 +391,13 @@ def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustB
         suited=False,
         three_eights=False,
         pays=None,
-        reason=f"{frame} out of order: {why}",
+        reason=reason,
     )
+
+
+def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
+    frame = {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
+    return flagged_result(fact.round_id, f"{frame} out of order: {why}")
 
 
 def _close(state: BustBonusState, phase: Phase) -> BustBonusState:

@@ -135,16 +135,21 @@ def _frame(fact: PokerFact) -> str:
             assert_never(fact)
 
 
-def _flag(state: PokerRoundState, round_id: int, hands: int | None, reason: str) -> CoverAllResult:
+def flagged_result(game: Game, round_id: int, hands: int | None, reason: str) -> CoverAllResult:
+    """A flagged round's result: the reason, and no card (they may still be face down)."""
     return CoverAllResult(
         round_id=round_id,
-        game=state.game,
+        game=game,
         hands=hands,
         outcome="flagged",
         highest=None,
         pays=None,
         reason=reason,
     )
+
+
+def _flag(state: PokerRoundState, round_id: int, hands: int | None, reason: str) -> CoverAllResult:
+    return flagged_result(state.game, round_id, hands, reason)
 
 
 def _close(state: PokerRoundState, round_id: int, how: Closing) -> PokerRoundState:

@@ -35,9 +35,7 @@ from rules.errors import ConfigError, DecisionError
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
-    BustBonusResult,
     CardDrawn,
-    CoverAllResult,
     DealerDone,
     Decision,
     DeckChecked,
@@ -381,26 +379,8 @@ def _shuffler_fault(state: TableState) -> str | None:
 
 def _flag(state: TableState, round_id: int, reason: str) -> Outcome:
     if state.poker is not None:
-        return CoverAllResult(
-            round_id=round_id,
-            game=state.poker.game,
-            hands=None,
-            outcome="flagged",
-            highest=None,
-            pays=None,
-            reason=reason,
-        )
-    return BustBonusResult(
-        round_id=round_id,
-        outcome="flagged",
-        up_card=None,
-        dealer_cards=(),
-        total=None,
-        suited=False,
-        three_eights=False,
-        pays=None,
-        reason=reason,
-    )
+        return poker_round.flagged_result(state.poker.game, round_id, None, reason)
+    return bust_bonus.flagged_result(round_id, reason)
 
 
 def _withhold_open_round(state: TableState, reason: str) -> tuple[TableState, tuple[Outcome, ...]]:
