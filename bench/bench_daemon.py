@@ -35,9 +35,7 @@ import functools
 import json
 import os
 import random
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,13 +52,13 @@ import aiomqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine, percentile
+from daemon.broker import Broker, BrokerError, mosquitto_path
 from drivers.driver import next_seq
 from drivers.link import BadFrame
 from drivers.messages import Ack, Decoded, Hello, Message, MessageDecoder, Nak, Query, Roll
 from drivers.messages import encode_message as encode
 
 ROOT: Final = Path(__file__).resolve().parent.parent
-MOSQUITTO: Final = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 TABLE: Final = "bench1"
 PREFIX: Final = "lammer-bench"
 BASE: Final = f"{PREFIX}/{TABLE}"
@@ -78,42 +76,15 @@ class BenchError(Exception):
 # ---------------------------------------------------------------------------- the broker
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def start_broker(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """A private Mosquitto on a free port with its own config; returns once it listens."""
-    port = free_port()
-    conf = workdir / "mosquitto.conf"
-    conf.write_text(
-        f"listener {port} 127.0.0.1\n"
-        "allow_anonymous true\n"
-        "persistence false\n"
-        # Nagle off on the broker's side too (issue 5: with it on, ~0.5% of messages
-        # stall 40 ms); every Mosquitto config the project starts has it.
-        "set_tcp_nodelay true\n"
-        "log_dest stderr\n"
-        "log_type error\n"
-        "log_type warning\n"
-    )
-    with (workdir / "mosquitto.log").open("ab") as log:
-        broker = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if broker.poll() is not None:
-            raise BenchError(f"mosquitto exited: {(workdir / 'mosquitto.log').read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return broker, port
-        except OSError:
-            time.sleep(0.02)
-    broker.kill()
-    raise BenchError("mosquitto did not listen within 10 s")
+def start_broker(workdir: Path) -> tuple[Broker, int]:
+    """A private Mosquitto on a free port with its own config (``set_tcp_nodelay true``:
+    Nagle off on the broker's side too); returns once it listens."""
+    broker = Broker(workdir)
+    try:
+        broker.start()
+    except BrokerError as exc:
+        raise BenchError(str(exc)) from exc
+    return broker, broker.port
 
 
 def stop(process: subprocess.Popen[bytes], *, timeout: float = 10) -> int:
@@ -130,7 +101,7 @@ def stop(process: subprocess.Popen[bytes], *, timeout: float = 10) -> int:
 
 def mosquitto_version() -> str:
     """``mosquitto version x.y.z`` as the broker states it."""
-    done = subprocess.run([MOSQUITTO, "-h"], capture_output=True, text=True, check=False)
+    done = subprocess.run([mosquitto_path(), "-h"], capture_output=True, text=True, check=False)
     return (done.stdout or done.stderr).splitlines()[0].strip() if done.stdout else "mosquitto"
 
 
@@ -538,7 +509,7 @@ async def bench(args: argparse.Namespace, workdir: Path, journal_dir: Path) -> R
     finally:
         if daemon is not None:
             stop(daemon)
-        stop(broker)
+        broker.stop()
 
 
 # ---------------------------------------------------------------------------- report

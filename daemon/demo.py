@@ -19,7 +19,6 @@ import contextlib
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiomqtt
+
+from daemon.broker import Broker, BrokerError
 
 PREFIX = "lammer"
 
@@ -65,20 +66,6 @@ def _bin(name: str) -> str:
     return str(here) if here.exists() else (shutil.which(name) or name)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _mosquitto() -> str:
-    found = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-    if not Path(found).exists():
-        raise SystemExit("lammer demo: mosquitto is not installed (make demo installs it)")
-    return found
-
-
 def _config(table: DemoTable, workdir: Path, port: int) -> str:
     device_section = "shuffler" if table.device == "shuffler" else "dice_reader"
     return (
@@ -100,7 +87,8 @@ class Floor:
         self.interval = interval
         self.rounds = rounds
         self.seed = seed
-        self.port = _free_port()
+        self.broker = Broker(workdir)
+        self.port = self.broker.port
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def _spawn(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
@@ -112,13 +100,10 @@ class Floor:
 
     def start(self) -> None:
         """Broker, then simulators, then daemons."""
-        conf = self.workdir / "mosquitto.conf"
-        conf.write_text(
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\n"
-            "persistence false\nset_tcp_nodelay true\n"
-        )
-        self._spawn("mosquitto", [_mosquitto(), "-c", str(conf)])
-        _wait_port(self.port)
+        try:
+            self.broker.start()
+        except BrokerError as exc:
+            raise SystemExit(f"lammer demo: {exc}") from exc
         for i, t in enumerate(TABLES):
             link = self.workdir / f"{t.table_id}-{t.device}"
             argv = [_bin("lammer-sim"), *t.sim_args, "--link", str(link)]
@@ -137,6 +122,8 @@ class Floor:
 
     def check(self) -> None:
         """Fail loudly if a daemon or the broker died."""
+        if self.broker.process is None or self.broker.process.poll() is not None:
+            raise SystemExit(f"lammer demo: the broker exited; see {self.broker.log}")
         for name, proc in self.procs.items():
             if proc.poll() is not None and not name.startswith("sim-"):
                 tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
@@ -144,7 +131,7 @@ class Floor:
 
     def stop(self) -> None:
         """Daemons first (they publish offline), then simulators, then the broker."""
-        order = sorted(self.procs, key=lambda n: (n == "mosquitto", n.startswith("sim-")))
+        order = sorted(self.procs, key=lambda n: n.startswith("sim-"))
         for name in order:
             proc = self.procs[name]
             if proc.poll() is None:
@@ -154,15 +141,7 @@ class Floor:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-
-
-def _wait_port(port: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise SystemExit(f"lammer demo: the broker did not listen on port {port}")
+        self.broker.stop()
 
 
 def _wait_path(path: Path, timeout: float = 10) -> None:

@@ -6,80 +6,16 @@ shared one); ``set_tcp_nodelay true`` as in every config the project ships.
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+from daemon.broker import Broker, free_port
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class Broker:
-    """A private Mosquitto on 127.0.0.1; ``stop()`` and ``start()`` simulate an outage
-    (same port, so clients reconnect to the same address)."""
-
-    workdir: Path
-    port: int = field(default_factory=free_port)
-    host: str = "127.0.0.1"
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def conf(self) -> Path:
-        """The broker's own configuration file."""
-        return self.workdir / "mosquitto.conf"
-
-    def start(self) -> None:
-        """Start the broker and wait until it accepts connections."""
-        self.conf.write_text(
-            f"listener {self.port} 127.0.0.1\n"
-            "allow_anonymous true\n"
-            "persistence false\n"
-            "set_tcp_nodelay true\n"
-            "log_dest stderr\n"
-            "log_type error\n"
-            "log_type warning\n"
-        )
-        log = (self.workdir / "mosquitto.log").open("ab")
-        self.process = subprocess.Popen(
-            [MOSQUITTO, "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mosquitto exited: see {self.workdir / 'mosquitto.log'}")
-            try:
-                with socket.create_connection((self.host, self.port), timeout=0.2):
-                    return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("mosquitto did not start listening within 10 s")
-
-    def stop(self) -> None:
-        """Stop the broker (clients see the connection drop)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
+__all__ = ["Broker", "free_port"]
 
 
 @pytest.fixture(scope="session")
