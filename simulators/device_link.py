@@ -131,6 +131,7 @@ class DeviceLink:
         self.applied: collections.Counter[str] = collections.Counter()
         """How many transmissions each wire fault shaped (``crc``, ``split``, ...)."""
         self.acks_dropped = 0
+        self._lose_acks = 0  # scripted losses (``drop_ack`` steps) still to come
         """ACKs ignored by the ``drop_ack`` fault."""
         self.queries = 0
         """``QUERY`` frames answered."""
@@ -218,7 +219,11 @@ class DeviceLink:
         message = item.message
         match message:
             case Ack(seq=seq) if seq == self._in_flight:
-                if hit(self.faults.drop_ack, self.rng):
+                if self._lose_acks:
+                    self._lose_acks -= 1
+                    self.acks_dropped += 1
+                    self.log.debug("ACK dropped (script)", seq=seq)
+                elif hit(self.faults.drop_ack, self.rng):
                     self.acks_dropped += 1
                     self.log.debug("ACK dropped (fault)", seq=seq)
                 else:
@@ -231,6 +236,10 @@ class DeviceLink:
                 self._answer_query()
             case _:
                 self.log.debug("host frame ignored", raw=item.raw)
+
+    def lose_next_ack(self) -> None:
+        """The first ACK of the next frame is lost on the wire (a scripted ``drop_ack``)."""
+        self._lose_acks += 1
 
     def _answer_query(self) -> None:
         # An earlier answer (or power-up) not yet sent is superseded by this one.

@@ -9,6 +9,9 @@ round into a script:
   numbers") and sends it stop-and-wait.
 * ``Sleep``: the table pauses (pacing).
 * ``Unplug``: the device's line goes away and comes back (a USB unplug and replug).
+* ``DropAck``: the first ACK of the next frame is lost on the wire, so the device sends
+  the frame again after its ACK timeout (a deterministic ``drop_ack`` fault, for tests and
+  for reproducing a dispute).
 
 Script format (UTF-8 text, one step a line)::
 
@@ -20,6 +23,7 @@ Script format (UTF-8 text, one step a line)::
     sleep 0.5                         (seconds, a decimal number >= 0)
     ROUND,812,1
     unplug                            (close the port and open a new one, see serve.py)
+    drop_ack                          (the next frame's first ACK is lost: it is sent again)
 
 Every frame line is checked when the script is loaded, with the drivers' own codec
 (``drivers.messages.parse_body``), and must be a message of the scripted device: a
@@ -111,7 +115,12 @@ class Unplug:
     TCP client dropped. The device says ``HELLO`` again afterwards (shuffler-icd.md)."""
 
 
-Step = Send | Sleep | Unplug
+@dataclass(frozen=True, slots=True)
+class DropAck:
+    """The first ACK of the next frame is lost on the wire: the device retransmits it."""
+
+
+Step = Send | Sleep | Unplug | DropAck
 
 _SLEEP = re.compile(r"sleep\s+(\d+(?:\.\d+)?)")
 
@@ -136,13 +145,16 @@ def parse_step(text: str, *, device: DeviceKind, line: int = 1) -> Step | None:
         return Sleep(float(match.group(1)))
     if lowered == "unplug":
         return Unplug()
+    if lowered == "drop_ack":
+        return DropAck()
     fields = tuple(stripped.split(","))
     kind = fields[0]
     if kind not in SENT_BY[device]:
         allowed = ", ".join(sorted(SENT_BY[device]))
         raise ScriptError(
             f"line {line}: {kind!r} is not a {device} message (expected one of {allowed}, "
-            "'sleep SECONDS' or 'unplug'; frame bodies are written without the sequence number)",
+            "'sleep SECONDS', 'unplug' or 'drop_ack'; frame bodies are written without the "
+            "sequence number)",
             line=line,
             text=text,
         )
@@ -180,6 +192,8 @@ def format_script(steps: Iterable[Step]) -> str:
                 lines.append(f"sleep {seconds:.6f}".rstrip("0").rstrip("."))
             case Unplug():
                 lines.append("unplug")
+            case DropAck():
+                lines.append("drop_ack")
     return "".join(line + "\n" for line in lines)
 
 

@@ -35,7 +35,7 @@ import structlog
 from drivers.messages import CardMsg, DeviceMessage, Hand, encode_body
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
-from simulators.scripts import DeviceKind, Send, Sleep, Step, Unplug
+from simulators.scripts import DeviceKind, DropAck, Send, Sleep, Step, Unplug
 
 DataCallback = Callable[[bytes], None]
 UNREAD_LIMIT = 2048
@@ -389,6 +389,8 @@ class SimulatedDevice:
                 await asyncio.sleep(seconds)
             case Unplug():
                 await self.unplug()
+            case DropAck():
+                self.link.lose_next_ack()
         return 0
 
     def _log_sent(self, message: DeviceMessage) -> None:

@@ -243,10 +243,10 @@ class Sim:
         return any(e.get("event") == "retransmit" for e in self.log_events())
 
     def ack_dropped(self, kind: str) -> bool:
-        """The ACK of a ``kind`` frame (``HAND``) was ignored by the fault ``drop_ack``, so
+        """The ACK of a ``kind`` frame (``HAND``) was ignored (``drop_ack``, fault or script), so
         the frame is still in flight for the device (seen with ``debug`` only)."""
         events = self.log_events()
-        dropped = {e["seq"] for e in events if e.get("event") == "ACK dropped (fault)"}
+        dropped = {e["seq"] for e in events if str(e.get("event")).startswith("ACK dropped")}
         return any(
             e.get("event") == "tx" and any(f"${kind},{seq}," in e["raw"] for seq in dropped)
             for e in events

@@ -250,6 +250,21 @@ async def test_dropped_acks_cost_one_retransmission_each(make_link: Make) -> Non
     assert [m.seq for m in link.sent] == list(range(1, 31))
 
 
+async def test_a_scripted_lost_ack_costs_exactly_the_next_frame_one_retransmission(
+    make_link: Make,
+) -> None:
+    link, _ = make_link("dice_reader", auto_ack=True, timings=LinkTimings(ack_timeout=0.005))
+    assert (await link.send(Send.of("ROLL", 1, 1, 2))).seq == 1
+    before = link.transmissions
+    link.lose_next_ack()
+    assert (await link.send(Send.of("ROLL", 2, 3, 4))).seq == 2
+    assert link.transmissions == before + 2  # sent, its ACK lost, sent again
+    assert link.acks_dropped == 1
+    assert (await link.send(Send.of("ROLL", 3, 5, 6))).seq == 3
+    assert link.transmissions == before + 3  # the loss was for one frame only
+    assert [m.seq for m in link.sent] == [1, 2, 3]
+
+
 async def test_a_frame_that_does_not_validate_is_refused(
     make_link: Make,
 ) -> None:

@@ -12,6 +12,7 @@ from drivers.link import BadFrame, Frame, FrameDecoder
 from drivers.messages import Decoded, MessageDecoder
 from simulators.faults import Faults, plan_transmission
 from simulators.scripts import (
+    DropAck,
     FaultSpecError,
     ScriptError,
     Send,
@@ -98,13 +99,14 @@ steps_strategy = st.lists(
         st.builds(lambda r: Send.of("NOROLL", r, "OFF_TABLE"), st.integers(1, 999_999)),
         st.builds(Sleep, st.integers(0, 10_000_000).map(lambda us: us / 1_000_000)),
         st.just(Unplug()),
+        st.just(DropAck()),
     ),
     max_size=20,
 )
 
 
 @given(steps_strategy)
-def test_format_then_parse_is_identity(steps: list[Send | Sleep | Unplug]) -> None:
+def test_format_then_parse_is_identity(steps: list[Send | Sleep | Unplug | DropAck]) -> None:
     assert parse_script(format_script(steps), device="dice_reader") == steps
 
 
