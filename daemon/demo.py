@@ -45,7 +45,9 @@ class DemoTable:
 
 TABLES = (
     DemoTable("uth-1", "UTH", "shuffler", ("shuffler", "--game", "UTH")),
-    DemoTable("craps-1", "CRAPS", "dice_reader", ("dice",)),
+    DemoTable(
+        "craps-1", "CRAPS", "dice_reader", ("dice", "--check-rate", "0.15", "--noroll-rate", "0.05")
+    ),
     DemoTable("bj-1", "BJ", "shuffler", ("shuffler", "--game", "BJ", "--decks", "6")),
 )
 
