@@ -193,7 +193,9 @@ def parse_data(text: str) -> BonusCrapsData:
         raise _fail("paytables must be a non-empty object")
     paytables: dict[int, Mapping[CrapsBet, Decimal]] = {}
     for key, row in tables.items():
-        if not key.isdigit():
+        # Plain ASCII digits, no leading zero: str.isdigit() also holds for "²", which
+        # int() refuses, and "01" would silently replace pay table 1.
+        if not (key.isascii() and key.isdigit() and key[0] != "0"):
             raise _fail(f"paytables: {key!r} is not a pay table number")
         if not isinstance(row, dict) or set(row) != set(BETS):
             raise _fail(f"paytables.{key} must give the odds of exactly {', '.join(BETS)}")

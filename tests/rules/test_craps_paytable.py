@@ -98,6 +98,11 @@ def test_shipped_data_parses_to_what_is_loaded() -> None:
         ({"paytables__2__make_em_all": "Infinity"}, "not a positive amount"),
         ({"paytables__2__all_tall": None}, r"paytables\.2 must give the odds of exactly"),
         ({"paytables__x": {}}, "'x' is not a pay table number"),
+        # str.isdigit() holds for "²", which int() refuses: a crash, not a data error.
+        ({"paytables__²": {}}, "'²' is not a pay table number"),
+        ({"paytables__0": {}}, "'0' is not a pay table number"),
+        # "01" would silently replace pay table 1.
+        ({"paytables__01": {}}, "'01' is not a pay table number"),
         ({"bets__all_small__numbers": [2, 3, 7]}, "7 is not a total of 2 to 12 other than 7"),
         ({"bets__all_small__numbers": [2, 2]}, "2 is listed twice"),
         ({"bets__all_tall__numbers": [8, True]}, "True is not a total"),
