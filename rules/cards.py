@@ -24,8 +24,19 @@ class Card:
     suit: str
 
     def __post_init__(self) -> None:
-        if not 2 <= self.rank <= 14 or self.suit not in SUITS or len(self.suit) != 1:
-            raise CardError(f"not a card: rank {self.rank!r}, suit {self.suit!r}", text=str(self))
+        if (
+            type(self.rank) is not int
+            or not 2 <= self.rank <= 14
+            or not isinstance(self.suit, str)
+            or len(self.suit) != 1
+            or self.suit not in SUITS
+        ):
+            # The text is built from the fields as given: ``self.code`` would index RANKS
+            # with the bad rank (an IndexError, or the wrong card for rank 1 or 0).
+            raise CardError(
+                f"not a card: rank {self.rank!r}, suit {self.suit!r}",
+                text=f"{self.rank!r}{self.suit!r}",
+            )
 
     @property
     def code(self) -> str:

@@ -43,3 +43,9 @@ def test_card_error_is_a_value_error() -> None:
 
 def test_as_cards_accepts_codes_lists_and_cards() -> None:
     assert as_cards(["As", "KdQh", Card(2, "c")]) == parse_cards("AsKdQh2c")
+
+
+@pytest.mark.parametrize(("rank", "suit"), [(20, "s"), (1, "s"), (0, "c"), (14, "x"), (14, "sd")])
+def test_a_card_out_of_range_is_a_card_error(rank: int, suit: str) -> None:
+    with pytest.raises(CardError, match="not a card"):
+        Card(rank, suit)
