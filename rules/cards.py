@@ -81,25 +81,49 @@ def parse_card(text: str, *, index: int | None = None) -> Card:
 def parse_cards(text: str) -> tuple[Card, ...]:
     """Parse a list written without separators (``AsKsQsJsTs``).
 
-    Raises ``CardError`` for an odd length or a bad code, naming the text and its place.
+    Raises ``CardError`` naming the bad code and its place (``index``, 0-based); a list of
+    odd length that is good up to its end names the piece left over.
     """
+    return _parse_list(text, 0)
+
+
+def _parse_list(text: str, start: int) -> tuple[Card, ...]:
+    """``parse_cards`` for a list whose first card is card ``start`` of a longer hand."""
+    cards = tuple(
+        parse_card(text[i : i + 2], index=start + i // 2) for i in range(0, len(text) - 1, 2)
+    )
     if len(text) % 2:
+        index = start + len(cards)
         raise CardError(
-            f"card list {text!r} has {len(text)} characters: every card is 2", text=text
+            f"card list {text!r} has {len(text)} characters (every card is 2):"
+            f" {text[-1]!r} at card {index + 1} is not a whole card",
+            text=text[-1],
+            index=index,
         )
-    return tuple(parse_card(text[i : i + 2], index=i // 2) for i in range(0, len(text), 2))
+    return cards
 
 
 def as_cards(cards: Iterable[str | Card]) -> tuple[Card, ...]:
-    """Cards from codes or ``Card`` values (a code may also be a whole list, ``AsKs``)."""
+    """Cards from codes or ``Card`` values (a code may also be a whole list, ``AsKs``).
+
+    Raises ``CardError`` naming the bad item and its place among the cards.
+    """
     out: list[Card] = []
     for item in cards:
         if isinstance(item, Card):
             out.append(item)
         elif len(item) == 2:
             out.append(parse_card(item, index=len(out)))
+        elif len(item) >= 4 and len(item) % 2 == 0:
+            out.extend(_parse_list(item, len(out)))
         else:
-            out.extend(parse_cards(item))
+            # Neither one code nor a whole list ("T", "10s", ""): the item itself is bad.
+            raise CardError(
+                f"bad card code {item!r} at card {len(out) + 1}: expected a rank of {RANKS}"
+                f" then a suit of {SUITS}",
+                text=item,
+                index=len(out),
+            )
     return tuple(out)
 
 

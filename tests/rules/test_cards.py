@@ -26,7 +26,13 @@ def test_list_without_separators_round_trips() -> None:
 
 @pytest.mark.parametrize(
     ("text", "bad", "index"),
-    [("AsKx", "Kx", 1), ("1s", "1s", 0), ("asKs", "as", 0), ("AsKsQ", "AsKsQ", None)],
+    [
+        ("AsKx", "Kx", 1),
+        ("1s", "1s", 0),
+        ("asKs", "as", 0),
+        ("AsKsQ", "Q", 2),  # an odd length: the piece left over, and its place
+        ("AsK sQs", "K ", 1),  # a stray character: the first pair it spoils
+    ],
 )
 def test_bad_code_names_the_text_and_where(text: str, bad: str, index: int | None) -> None:
     with pytest.raises(CardError) as info:
@@ -43,6 +49,24 @@ def test_card_error_is_a_value_error() -> None:
 
 def test_as_cards_accepts_codes_lists_and_cards() -> None:
     assert as_cards(["As", "KdQh", Card(2, "c")]) == parse_cards("AsKdQh2c")
+
+
+@pytest.mark.parametrize(
+    ("items", "bad", "index"),
+    [
+        (["As", "Ks", "T"], "T", 2),
+        (["As", "Ks", "Ts "], "Ts ", 2),
+        (["As", "10s"], "10s", 1),
+        (["AsKs", "Qx"], "Qx", 2),  # places count cards, also inside a list item
+        (["As", "KsQsJ"], "KsQsJ", 1),  # neither a code nor a whole list
+        (["As", "", "Ks"], "", 1),  # an empty item is no card (was silently dropped)
+    ],
+)
+def test_as_cards_names_the_bad_item_and_its_place(items: list[str], bad: str, index: int) -> None:
+    with pytest.raises(CardError) as info:
+        as_cards(items)
+    assert (info.value.text, info.value.index) == (bad, index)
+    assert f"card {index + 1}" in str(info.value)
 
 
 @pytest.mark.parametrize(("rank", "suit"), [(20, "s"), (1, "s"), (0, "c"), (14, "x"), (14, "sd")])
