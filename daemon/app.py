@@ -320,8 +320,10 @@ class TableDaemon:
             operator=decision.operator,
         )
 
-    def _respond(self, name: str, request_id: str | None, error: str | None, at: datetime) -> None:
-        body = response_body(name, request_id if request_id is None else str(request_id), error)
+    def _respond(
+        self, name: str, request_id: str | int | None, error: str | None, at: datetime
+    ) -> None:
+        body = response_body(name, request_id, error)
         self._queue(f"response/{name}", body, retained=False, at=at)
 
     # ------------------------------------------------------------------ publishing
@@ -472,13 +474,16 @@ def _device_of(event: DeviceFact | Decision) -> Device:
     return "dice_reader" if isinstance(event, DiceRolled | NoRoll | RollCheck) else "shuffler"
 
 
-def _request_id(payload: bytes) -> str | None:
+def _request_id(payload: bytes) -> str | int | None:
+    """The request's own id, echoed as it came (a string or an integer, never a bool:
+    daemon/requests.py); None when it cannot be read."""
     try:
         body = json.loads(payload)
     except (ValueError, UnicodeDecodeError):
         return None
-    if isinstance(body, dict) and isinstance(body.get("request_id"), str | int):
-        return str(body["request_id"])
+    value = body.get("request_id") if isinstance(body, dict) else None
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return value
     return None
 
 

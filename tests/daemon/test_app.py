@@ -1,0 +1,69 @@
+"""The table daemon's wiring, in process: what a request, an outcome or a start writes to
+the journal's outbox and to the log (the end-to-end runs are in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.app import TableDaemon
+from daemon.config import validate_config
+from daemon.journal import Journal
+from daemon.notify import Notifier
+from rules.events import DiceRolled
+
+
+@pytest.fixture
+def craps(tmp_path: Path) -> Iterator[TableDaemon]:
+    """A craps table's daemon with its journal open and replayed, no MQTT, no driver."""
+    config = validate_config(
+        {
+            "table": {"id": "c1", "game": "CRAPS"},
+            "dice_reader": {"port": str(tmp_path / "nothing")},
+            "journal": {"path": str(tmp_path / "c1.db")},
+        }
+    )
+    daemon = TableDaemon(config, notifier=Notifier(None))
+    daemon.journal = Journal.open(config.journal_path)
+    daemon._replay()
+    daemon._on_start()
+    yield daemon
+    daemon.journal.close()
+
+
+def _responses(daemon: TableDaemon, name: str) -> list[dict[str, Any]]:
+    assert daemon.journal is not None
+    return [
+        json.loads(m.payload)
+        for m in daemon.journal.pending(10_000)
+        if m.topic == f"response/{name}"
+    ]
+
+
+@pytest.mark.parametrize("request_id", [7, "r7", 0])
+async def test_a_response_echoes_the_request_id_as_it_came(
+    craps: TableDaemon, request_id: str | int
+) -> None:
+    # mqtt-api.md "Requests": the answer holds the request's request_id; daemon/requests.py
+    # takes a string or an integer and echoes it as it came: 7 is not "7" to a terminal.
+    craps.ingest(DiceRolled(roll_id=11, dice=(2, 3)))
+    good = {"operator": "Ann", "roll_id": 11, "clause": 3, "request_id": request_id}
+    await craps.handle_request("void_roll", json.dumps(good).encode())
+    bad = {"operator": "Ann", "roll_id": 99, "request_id": request_id}
+    await craps.handle_request("overturn", json.dumps(bad).encode())
+    [ok] = _responses(craps, "void_roll")
+    [error] = _responses(craps, "overturn")
+    assert (ok["status"], ok["request_id"]) == ("ok", request_id)
+    assert (error["status"], error["request_id"]) == ("error", request_id)
+
+
+async def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableDaemon) -> None:
+    body = {"operator": "Ann", "roll_id": 1, "request_id": True}
+    await craps.handle_request("overturn", json.dumps(body).encode())
+    [answer] = _responses(craps, "overturn")
+    assert answer["status"] == "error"
+    assert answer["request_id"] is None
