@@ -110,6 +110,13 @@ class TableDaemon:
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
+        # Every line logged inside names the table, the drivers' and the MQTT link's
+        # included (issue 5, "Logs": each line bound to table, device and round or roll);
+        # tasks started here copy the context.
+        with structlog.contextvars.bound_contextvars(table=self.config.table.id):
+            await self._run()
+
+    async def _run(self) -> None:
         journal = Journal.open(self.config.journal_path)
         self.journal = journal
         try:

@@ -3,6 +3,8 @@ the journal's outbox and to the log (the end-to-end runs are in tests/integratio
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +13,10 @@ from typing import Any
 import pytest
 
 from daemon.app import TableDaemon
+from daemon.broker import free_port
 from daemon.config import validate_config
 from daemon.journal import Journal
+from daemon.logs import configure_logging
 from daemon.notify import Notifier
 from rules.events import DiceRolled
 
@@ -67,3 +71,44 @@ async def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableDaemon) -> N
     [answer] = _responses(craps, "overturn")
     assert answer["status"] == "error"
     assert answer["request_id"] is None
+
+
+class _LogStream(io.StringIO):
+    """A log stream that says when every one of ``wanted`` has been written."""
+
+    def __init__(self, *wanted: str) -> None:
+        super().__init__()
+        self.wanted = wanted
+        self.seen = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if all(w in self.getvalue() for w in self.wanted):
+            self.seen.set()
+        return written
+
+
+async def test_every_line_the_running_table_logs_names_the_table(tmp_path: Path) -> None:
+    # Issue 5, "Logs": each line bound to the table; the driver's and the MQTT link's
+    # lines are logged by their own modules, inside the daemon's tasks.
+    stream = _LogStream("open failed", "mqtt broker unreachable")
+    configure_logging(fmt="json", level="info", stream=stream)
+    config = validate_config(
+        {
+            "table": {"id": "c1", "game": "CRAPS"},
+            "dice_reader": {"port": str(tmp_path / "unplugged")},
+            "mqtt": {"port": free_port()},  # nobody listens: an outage
+            "journal": {"path": str(tmp_path / "c1.db")},
+        }
+    )
+    daemon = TableDaemon(config, notifier=Notifier(None))
+    try:
+        task = asyncio.create_task(daemon.run())
+        await stream.seen.wait()
+        task.cancel()
+        await asyncio.wait({task})
+    finally:
+        configure_logging(fmt="json", level="info")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert any(line["event"] == "open failed" for line in lines)  # the driver's own line
+    assert [line for line in lines if line.get("table") != "c1"] == []
