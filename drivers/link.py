@@ -15,6 +15,9 @@ value, never an exception). Recovery policy, as link-layer.md says:
 * a missing ``*``, a CRC field that is not 4 upper-case hex digits, a bad CRC, a byte that is
   not printable ASCII, a body over 240 bytes, or a header that does not parse is bad.
 
+Reasons are logged, so they never quote a CRC: the CRC of a HAND or CARD body would give
+its secret cards away by brute force.
+
 ``drivers.messages.MessageDecoder`` adds the message layer on top (both directions).
 """
 
@@ -223,17 +226,16 @@ def _finish(line: bytes) -> Frame | BadFrame:
     if not _CRC.fullmatch(crc_field):
         return BadFrame(
             raw=line,
-            reason=f"CRC field {crc_field[:8]!r} is not 4 upper-case hex digits",
+            # Never quote the field: it may be the intact CRC of a secret HAND body.
+            reason=f"CRC field of {len(crc_field)} bytes is not 4 upper-case hex digits",
             seq=None,
         )
     body = line[1:star]
-    expected, computed = int(crc_field, 16), crc16(body)
-    if expected != computed:
-        return BadFrame(
-            raw=line,
-            reason=f"bad CRC: frame says {expected:04X}, body gives {computed:04X}",
-            seq=None,
-        )
+    if int(crc_field, 16) != crc16(body):
+        # Neither CRC goes in the reason (it is logged): the CRC of a HAND or CARD body
+        # gives its cards away by brute force (shuffler-icd.md "Card data is secret until
+        # it is face up"); the raw bytes are kept for the protected record.
+        return BadFrame(raw=line, reason="bad CRC: the CRC does not match the body", seq=None)
     bad_byte = _NOT_PRINTABLE.search(body)
     text = body.decode("ascii", errors="replace")
     if bad_byte is not None:
