@@ -377,8 +377,14 @@ class TableDaemon:
             except ValueError as exc:
                 # A bug between the rules and the payload contract must not stop the table:
                 # keep the outcome in the journal for review and go on.
+                # Only what names the outcome: the payload model refuses an outcome
+                # precisely when it may carry a card still face down (a flagged result
+                # with a hand), so its fields stay in the protected journal.
                 self.log.error(
-                    "outcome not publishable", error=str(exc), **_outcome_fields(outcome)
+                    "outcome not publishable",
+                    error=str(exc),
+                    outcome=type(outcome).__name__,
+                    **_context(outcome),
                 )
                 self._journal(
                     "daemon", {"unpublishable": to_record(outcome), "error": str(exc)}, at=at
@@ -494,8 +500,8 @@ def _request_id(payload: bytes) -> str | int | None:
     return None
 
 
-def _context(fact: DeviceFact) -> dict[str, Any]:
-    """Log context of a fact: the round or the roll it belongs to."""
+def _context(fact: DeviceFact | Outcome) -> dict[str, Any]:
+    """Log context of a fact or an outcome: the round or the roll it belongs to."""
     ctx: dict[str, Any] = {}
     if (round_id := getattr(fact, "round_id", None)) is not None:
         ctx["round"] = round_id

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from daemon.config import validate_config
 from daemon.journal import Journal
 from daemon.logs import configure_logging
 from daemon.notify import Notifier
-from rules.events import DiceRolled
+from rules.events import CoverAllResult, DiceRolled, HighestHand
 
 
 @pytest.fixture
@@ -112,3 +114,42 @@ async def test_every_line_the_running_table_logs_names_the_table(tmp_path: Path)
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert any(line["event"] == "open failed" for line in lines)  # the driver's own line
     assert [line for line in lines if line.get("table") != "c1"] == []
+
+
+def test_an_unpublishable_outcome_logs_no_card(tmp_path: Path) -> None:
+    # shuffler-icd.md "Card data is secret until it is face up": a flagged round's cards
+    # may still be face down, which is why the payload model refuses a flagged result
+    # with a hand; the error line must not print the hand the model refused.
+    config = validate_config(
+        {
+            "table": {"id": "p1", "game": "CSP"},
+            "shuffler": {"port": str(tmp_path / "nothing")},
+            "journal": {"path": str(tmp_path / "p1.db")},
+        }
+    )
+    stream = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=stream)
+    daemon = TableDaemon(config, notifier=Notifier(None))
+    daemon.journal = Journal.open(config.journal_path)
+    try:
+        daemon._replay()
+        hand = HighestHand(hand="Flush", position="P3", cards=("Qh", "Jh", "Th", "8h", "7h"))
+        wrong = CoverAllResult(
+            round_id=812,
+            game="CSP",
+            hands=3,
+            outcome="flagged",
+            highest=hand,
+            pays=None,
+            reason="a test",
+        )
+        daemon._publish((wrong,), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+        journaled = [r for r in daemon.journal.records() if r.kind == "daemon"]
+    finally:
+        daemon.journal.close()
+        configure_logging(fmt="json", level="info")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    [error] = [line for line in lines if line["event"] == "outcome not publishable"]
+    assert (error["level"], error["round"]) == ("error", 812)
+    assert not re.search(r"Qh|Jh|Th|8h|7h", stream.getvalue())
+    assert "Qh" in json.dumps(journaled[0].record)  # kept for review in the journal
