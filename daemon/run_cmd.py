@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from daemon.config import load_config
-from daemon.errors import ConfigFileError
+from daemon.errors import ConfigFileError, JournalError
 from daemon.logs import configure_logging
 
 
@@ -48,4 +48,10 @@ def run(args: argparse.Namespace) -> int:
         pass
     except KeyboardInterrupt:
         pass
+    except JournalError as exc:
+        # A journal that cannot be opened (a missing or read-only folder, a file that is
+        # not a journal, another daemon holding it) is an operator's problem to fix: one
+        # clear line, not a traceback. Exit 1, so systemd retries (Restart=on-failure).
+        print(f"lammer: {exc}", file=sys.stderr)
+        return 1
     return 0

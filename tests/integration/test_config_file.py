@@ -3,11 +3,13 @@ exit status 2 and a message naming the key (issue 5, "Configuration")."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from daemon.journal import Journal
 from tests.integration.harness import LAMMER
 
 pytestmark = pytest.mark.integration
@@ -78,3 +80,27 @@ def test_the_good_config_passes_the_check(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "table t9: UTH" in done.stdout
+
+
+@pytest.mark.parametrize("problem", ["not a journal", "in use"])
+def test_a_journal_that_cannot_be_opened_is_one_clear_line(tmp_path: Path, problem: str) -> None:
+    # "Bad input gets a clear, specific error; nothing crashes": lammer run names the
+    # journal and what is wrong, without a traceback, and exits non-zero (systemd retries).
+    config = _write(tmp_path)
+    journal = tmp_path / "journal.db"
+    with contextlib.ExitStack() as stack:
+        if problem == "not a journal":
+            journal.write_text("minutes of the last meeting\n")
+        else:
+            stack.enter_context(Journal.open(journal))  # another daemon holds it
+        done = subprocess.run(
+            [LAMMER, "run", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("lammer: "), done.stderr
+    assert str(journal) in done.stderr
