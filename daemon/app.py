@@ -63,6 +63,10 @@ log = structlog.get_logger("lammer.daemon")
 
 Clock = Callable[[], datetime]
 
+REPLAY_EXTENSION_S = 30.0
+"""Seconds of start time asked of systemd (EXTEND_TIMEOUT_USEC) at each step of a long
+journal replay (systemd/lammer@.service: READY comes only after the replay)."""
+
 
 def utc_now() -> datetime:
     """The daemon's clock: UTC, millisecond resolution (as ``ts`` is published)."""
@@ -87,9 +91,13 @@ class TableDaemon:
         *,
         clock: Clock = utc_now,
         notifier: Notifier | None = None,
+        replay_extend_every: int = 50_000,
     ) -> None:
         self.config = config
         self.clock = clock
+        # A long replay asks systemd for more start time every this many records (about
+        # a second's work), so TimeoutStartSec bounds a stuck start, not a long journal.
+        self.replay_extend_every = replay_extend_every
         self.notifier = notifier if notifier is not None else Notifier.from_env()
         self.health = Health()
         self.log = log.bind(table=config.table.id)
@@ -200,7 +208,9 @@ class TableDaemon:
         assert self.journal is not None
         state: table.TableState | None = None
         facts = 0
-        for record in self.journal.records():
+        for count, record in enumerate(self.journal.records(), start=1):
+            if count % self.replay_extend_every == 0:
+                self.notifier.extend_timeout(REPLAY_EXTENSION_S)
             if state is None:
                 state = self._initial_state(record.ts)
             if record.kind == "publish":

@@ -4,9 +4,11 @@ the journal's outbox and to the log (the end-to-end runs are in tests/integratio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import re
+import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -153,3 +155,36 @@ def test_an_unpublishable_outcome_logs_no_card(tmp_path: Path) -> None:
     assert (error["level"], error["round"]) == ("error", 812)
     assert not re.search(r"Qh|Jh|Th|8h|7h", stream.getvalue())
     assert "Qh" in json.dumps(journaled[0].record)  # kept for review in the journal
+
+
+def test_a_long_replay_asks_systemd_for_more_start_time(tmp_path: Path) -> None:
+    # systemd/lammer@.service: READY comes after the replay, and TimeoutStartSec would
+    # kill a start that replays a big journal; EXTEND_TIMEOUT_USEC over a real socket.
+    config = validate_config(
+        {
+            "table": {"id": "c1", "game": "CRAPS"},
+            "dice_reader": {"port": str(tmp_path / "nothing")},
+            "journal": {"path": str(tmp_path / "c1.db")},
+        }
+    )
+    first = TableDaemon(config, notifier=Notifier(None))
+    with Journal.open(config.journal_path) as journal:
+        first.journal = journal
+        first._replay()
+        for roll in range(1, 21):
+            first.ingest(DiceRolled(roll_id=roll, dice=(1, 2)))
+        records = journal.last_seq
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(tmp_path / "notify"))
+        listener.setblocking(False)
+        with Notifier(str(tmp_path / "notify")) as notifier:
+            again = TableDaemon(config, notifier=notifier, replay_extend_every=10)
+            with Journal.open(config.journal_path) as journal:
+                again.journal = journal
+                again._replay()
+        got = []
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                got.append(listener.recv(4096).decode())
+    assert records > 20
+    assert got == ["EXTEND_TIMEOUT_USEC=30000000"] * (records // 10)
