@@ -111,6 +111,19 @@ class _Transport(serial_asyncio_fast.SerialTransport):
             return
         super()._write_ready()
 
+    def _fatal_error(
+        self, exc: BaseException, message: str = "Fatal error on serial transport"
+    ) -> None:
+        """A port that fails with an OS error (unplugged, pty closed) is a device problem,
+        not a bug: abort quietly, as asyncio's own transports do for ``OSError``; the read
+        that follows reports it as ``Disconnected``. Anything else still reaches the loop's
+        exception handler (an ERROR with a traceback)."""
+        if isinstance(exc, OSError):
+            structlog.get_logger("lammer.driver").debug(message, error=str(exc))
+            self._abort(exc)
+            return
+        super()._fatal_error(exc, message)
+
 
 @dataclass(slots=True)
 class _Link:
