@@ -178,7 +178,17 @@ def parse_script(text: str, *, device: DeviceKind) -> list[Step]:
 
 def load_script(path: Path, *, device: DeviceKind) -> list[Step]:
     """Read and parse a script file. Raises ``ScriptError`` (or ``OSError`` if unreadable)."""
-    return parse_script(path.read_text(encoding="utf-8"), device=device)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ScriptError(
+            f"line {line}: byte {data[exc.start]:#04x} of {path} is not UTF-8 text",
+            line=line,
+            text=data.splitlines()[line - 1].decode("utf-8", errors="replace"),
+        ) from exc
+    return parse_script(text, device=device)
 
 
 def format_script(steps: Iterable[Step]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,7 @@ from simulators.scripts import (
     Sleep,
     Unplug,
     format_script,
+    load_script,
     parse_script,
 )
 
@@ -87,6 +89,16 @@ def test_script_errors_name_the_line(device: str, line: str, match: str) -> None
         parse_script(f"# header\n\n{line}\n", device=device)  # type: ignore[arg-type]
     assert caught.value.line == 3
     assert str(caught.value).startswith("line 3: ")
+
+
+def test_a_script_file_that_is_not_utf8_names_its_line(tmp_path: Path) -> None:
+    script = tmp_path / "dispute.txt"
+    script.write_bytes(b"ROLL,1,2,3\nROLL,2,\xff,4\n")
+    with pytest.raises(
+        ScriptError, match=r"line 2: byte 0xff of .*dispute.txt is not UTF-8"
+    ) as caught:
+        load_script(script, device="dice_reader")
+    assert caught.value.line == 2
 
 
 steps_strategy = st.lists(
