@@ -19,11 +19,11 @@ import pytest
 
 from drivers.driver import DeviceDriver
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
-from drivers.messages import to_fact
+from drivers.messages import Deck, Mode, Status, to_fact
 from rules.events import DeviceFact, Game
 from simulators.device_link import LinkTimings
 from simulators.dice import DiceGame
-from simulators.faults import Faults
+from simulators.faults import RATES, Faults
 from simulators.scripts import DeviceKind, Send, Step
 from simulators.serve import SimulatedDevice
 from simulators.shuffler import ShufflerGame
@@ -52,7 +52,7 @@ CASES = {
     "drop_ack": Case("shuffler", Faults(drop_ack=0.3), "BJ"),
     "disconnect": Case("shuffler", Faults(disconnect=0.1, **UNPLUG), "UTH"),
     "wrong_mode": Case("shuffler", Faults(wrong_mode=0.5), "CSP"),
-    "bad_deck": Case("shuffler", Faults(bad_deck=0.5), "BJ"),
+    "bad_deck": Case("shuffler", Faults(bad_deck=1.0), "BJ"),  # one shoe in 4 rounds: fail it
     "status": Case("shuffler", Faults(status=0.5), "TCP"),
     "everything": Case(
         "shuffler",
@@ -181,6 +181,19 @@ async def test_driver_delivers_every_frame_once_in_order(
         assert len(connects) == sim.unplugs + 1
     if case.faults.disconnect:
         assert sim.unplugs > 0, "the fault should have fired in this run"
+    # A case of one fault proves something only if that fault happened. Its draws come from
+    # seeded RNGs in a fixed order (one fault: nothing else draws), so this is not luck.
+    rates = [name for name in RATES if getattr(case.faults, name)]
+    happened = {
+        "drop_ack": sim.link.acks_dropped,
+        "disconnect": sim.unplugs,
+        "wrong_mode": sum(isinstance(m, Mode) and m.game != case.game for m in sim.sent),
+        "bad_deck": sum(isinstance(m, Deck) and m.result != "OK" for m in sim.sent),
+        "status": sum(isinstance(m, Status) and m.code != "READY" for m in sim.sent),
+    }
+    if len(rates) == 1:
+        (only,) = rates
+        assert happened.get(only, applied[only]) > 0, f"{only} never happened"
 
 
 def _in_order(haystack: list[str], needles: list[str]) -> bool:
