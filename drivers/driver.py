@@ -76,6 +76,7 @@ READ_SIZE: Final = 4096
 READ_LIMIT: Final = 16 * 1024  # the stream reader pauses the port beyond twice this
 WRITE_LIMIT: Final = 4096  # answers queued for a device that does not read: drop beyond
 CLOSE_TIMEOUT: Final = 5.0
+MAX_BAUDRATE: Final = 2**31 - 1  # what termios (a C int) holds; real lines stop near 12 Mbaud
 CONNECT_TIMEOUT: Final = 5.0
 _QUERY: Final = encode_message(Query())
 
@@ -168,8 +169,10 @@ class DeviceDriver:
         if device not in ("shuffler", "dice_reader"):
             raise DriverConfigError(f"device {device!r} is not 'shuffler' or 'dice_reader'")
         self._socket = _check_url(url)
-        if baudrate <= 0:
-            raise DriverConfigError(f"baud rate {baudrate} is not positive")
+        if not 0 < baudrate <= MAX_BAUDRATE:
+            # Beyond a C int, pyserial's termios call raises OverflowError at open time,
+            # which would end the driver: refuse it here, with the reason.
+            raise DriverConfigError(f"baud rate {baudrate} is out of range 1..{MAX_BAUDRATE}")
         if ack_deadline <= 0:
             raise DriverConfigError(f"ack_deadline {ack_deadline} s is not positive")
         if silence_timeout is not None and silence_timeout <= 0:
