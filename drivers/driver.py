@@ -389,8 +389,13 @@ def _check_url(url: str) -> tuple[str, int] | None:
     if "://" not in url:
         if not url:
             raise DriverConfigError("the device URL is empty")
+        if "\0" in url:
+            raise DriverConfigError(f"device path {url!r} contains a NUL byte")
         return None
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        raise DriverConfigError(f"{url!r} is not a URL: {exc}") from exc
     if parts.scheme != "socket":
         raise DriverConfigError(
             f"URL scheme {parts.scheme!r} is not supported: use a device path or socket://host:port"
@@ -401,4 +406,10 @@ def _check_url(url: str) -> tuple[str, int] | None:
         raise DriverConfigError(f"bad port in {url!r}: {exc}") from exc
     if not parts.hostname or port is None:
         raise DriverConfigError(f"{url!r} is not socket://host:port")
+    try:
+        # What the resolver does on every connect: a name it cannot encode would end the
+        # driver there (UnicodeError) instead of here, with the reason.
+        parts.hostname.encode("idna")
+    except UnicodeError as exc:
+        raise DriverConfigError(f"host name in {url!r} is not valid: {exc}") from exc
     return parts.hostname, port
