@@ -329,8 +329,10 @@ class ShufflerGame:
                     return False
                 if hand_total(hands[seat])[0] > 21:
                     break
-        live = [s for s in seats if hand_total(hands[s])[0] <= 21 and not is_blackjack(hands[s])]
-        while live and dealer_hits(dealer, self.dealer_rule):
+        # Bust Bonus rule (11): with a Bust Bonus wager on the layout the dealer's hand is
+        # played out even when no player hand is left; the simulated table always has one,
+        # so the dealer always plays out (as lammer checks it).
+        while dealer_hits(dealer, self.dealer_rule):
             if not deal("DL"):
                 return False
         return True
