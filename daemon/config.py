@@ -43,6 +43,8 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
+from drivers.driver import DeviceDriver
+from drivers.errors import DriverConfigError
 
 TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
 CARD_GAMES: frozenset[str] = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"})
@@ -170,6 +172,32 @@ class DeviceSection(_Section):
         if not value.strip():
             raise ValueError("must name a serial port or pyserial URL, got an empty string")
         return value
+
+    @model_validator(mode="after")
+    def _driver_accepts(self) -> DeviceSection:
+        # The driver's own checks, so check-config refuses what `lammer run` would: a
+        # malformed socket:// URL, a baud rate out of range... (building a driver opens
+        # nothing). The backoff order has its own, clearer check on the keys themselves.
+        if self.reconnect_max < self.reconnect_initial:
+            return self
+        try:
+            DeviceDriver(
+                device="shuffler",
+                url=self.port,
+                baudrate=self.baudrate,
+                bytesize=self.bytesize,
+                parity=self.parity,
+                stopbits=self.stopbits,
+                xonxoff=self.xonxoff,
+                rtscts=self.rtscts,
+                ack_deadline=self.ack_deadline,
+                silence_timeout=self.silence_timeout,
+                reconnect_initial=self.reconnect_initial,
+                reconnect_max=self.reconnect_max,
+            )
+        except DriverConfigError as exc:
+            raise ValueError(str(exc)) from exc
+        return self
 
 
 class TlsSection(_Section):

@@ -354,3 +354,22 @@ def test_json_schema_for_tooling() -> None:
     assert (decks["minimum"], decks["maximum"], decks["default"]) == (1, 8, 6)
     game = schema["$defs"]["TableSection"]["properties"]["game"]
     assert set(game["enum"]) == {"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"}
+
+
+@pytest.mark.parametrize(
+    ("port_line", "expected"),
+    [
+        ('port = "socket://[::1:5"', "is not a URL"),
+        ('port = "socket://host"', "is not socket://host:port"),
+        ('port = "rfc2217://host:1"', "not supported"),
+        ('port = "/dev/ttyUSB0"\nbaudrate = 1099511627776', "baud rate 1099511627776"),
+    ],
+)
+def test_device_settings_the_driver_refuses_are_config_errors(
+    tmp_path: Path, port_line: str, expected: str
+) -> None:
+    # check-config must refuse what `lammer run` would fail on when it builds the driver.
+    found = problems(tmp_path, f'[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\n{port_line}\n')
+    assert len(found) == 1
+    assert found[0].startswith("dice_reader: ")
+    assert expected in found[0]
