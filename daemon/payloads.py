@@ -46,6 +46,7 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, Protocol, assert_
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from daemon.journal import format_ts  # the one writer of mqtt-api.md times
+from rules.craps_odds import live_probability
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
@@ -227,6 +228,13 @@ class BetProgressModel(_Model):
     hit: list[Total] = Field(description="its numbers rolled this series, sorted")
     remaining: list[Total] = Field(description="its numbers still needed, sorted")
     complete: bool
+    # Added (mqtt-api.md allows new fields): the exact chance, from this board, that the bet
+    # completes before a seven, as a fraction in lowest terms ("5/11"); null once complete.
+    chance: str | None = Field(
+        default=None,
+        pattern=r"^[1-9][0-9]*/[1-9][0-9]*$",
+        description="exact chance to complete before a seven, 'n/d'; null once complete",
+    )
 
 
 class PendingRollModel(_Model):
@@ -750,12 +758,14 @@ class BustBonusViewLike(Protocol):
     def dealer_cards(self) -> Sequence[str]: ...
 
 
-def _bet(progress: BetProgress) -> BetProgressModel:
+def _bet(bet: CrapsBet, progress: BetProgress) -> BetProgressModel:
+    chance = None if progress.complete else live_probability(bet, progress.hit)
     return BetProgressModel(
         pays=format_odds(progress.pays),
         hit=sorted(progress.hit),
         remaining=sorted(progress.remaining),
         complete=progress.complete,
+        chance=None if chance is None else f"{chance.numerator}/{chance.denominator}",
     )
 
 
@@ -767,9 +777,9 @@ def build_craps_board(board: CrapsBoardLike, *, table: str | None = None) -> Pub
         paytable=board.paytable,  # type: ignore[arg-type]  # validated: 1 or 2
         betting_open=board.betting_open,
         numbers_hit=sorted(board.numbers_hit),
-        all_small=_bet(board.all_small),
-        all_tall=_bet(board.all_tall),
-        make_em_all=_bet(board.make_em_all),
+        all_small=_bet("all_small", board.all_small),
+        all_tall=_bet("all_tall", board.all_tall),
+        make_em_all=_bet("make_em_all", board.make_em_all),
         pending_roll=None
         if pending is None
         else PendingRollModel(

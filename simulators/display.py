@@ -211,6 +211,7 @@ class BetState(_Model):
     hit: list[Number] = Field(default_factory=list)
     remaining: list[Number]
     complete: bool
+    chance: str | None = None  # added by lammer: "n/d", the exact chance to complete
 
 
 class CrapsBoardPayload(Payload):
@@ -549,6 +550,20 @@ def cards_text(codes: Sequence[str]) -> Text:
     return Text(" ").join(card_text(code) for code in codes)
 
 
+def _chance_text(chance: str | None) -> str:
+    """An exact "n/d" chance as "1 in X" (rounded for people), or "" when there is none."""
+    if not chance or "/" not in chance:
+        return ""
+    numerator, _, denominator = chance.partition("/")
+    try:
+        n, d = int(numerator), int(denominator)
+    except ValueError:
+        return ""
+    if n <= 0 or d <= 0:
+        return ""
+    return f"1 in {(Decimal(d) / Decimal(n)).quantize(Decimal('0.1')):,}"
+
+
 def _odds_text(pays: Decimal | None) -> str:
     return "-" if pays is None else f"{pays:f} to 1"
 
@@ -699,13 +714,14 @@ def _craps(view: TableView) -> RenderableType:
         )
         parts.append(lammers)
         bets = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        for column in ("Bet", "Pays", "Remaining", "State"):
+        for column in ("Bet", "Pays", "Remaining", "Chance", "State"):
             bets.add_column(column)
         for key in ("all_small", "all_tall", "make_em_all"):
             bet: BetState = getattr(board, key)
             state = Text("COMPLETE", "bold green") if bet.complete else Text("live")
             needs = " ".join(str(n) for n in sorted(bet.remaining)) or "-"
-            bets.add_row(BET_NAMES[key], _odds_text(bet.pays), needs, state)
+            chance = _chance_text(bet.chance)
+            bets.add_row(BET_NAMES[key], _odds_text(bet.pays), needs, chance, state)
         parts.append(bets)
     if view.rolls:
         parts.append(Text("Last rolls", style="bold"))

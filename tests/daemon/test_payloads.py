@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -237,11 +238,22 @@ def test_craps_board_from_the_rules_view() -> None:
     assert body["paytable"] == 1
     assert body["betting_open"] is False
     assert body["numbers_hit"] == [2, 6, 11]
+    # The chance to complete before a seven, worked by hand: needing 3, 4, 5 (2, 3 and 4
+    # ways against the seven's 6), the first of them to come decides what is left:
+    # P{5} = 4/10, P{4} = 3/9, P{3} = 2/8; P{4,5} = 3/13 P{5} + 4/13 P{4} = 38/195;
+    # P{3,5} = 2/12 P{5} + 4/12 P{3} = 3/20; P{3,4} = 2/11 P{4} + 3/11 P{3} = 17/132;
+    # P{3,4,5} = 2/15 P{4,5} + 3/15 P{3,5} + 4/15 P{3,4}.
+    chance = (
+        Fraction(2, 15) * Fraction(38, 195)
+        + Fraction(3, 15) * Fraction(3, 20)
+        + Fraction(4, 15) * Fraction(17, 132)
+    )
     assert body["all_small"] == {
         "pays": "34",
         "hit": [2, 6],
         "remaining": [3, 4, 5],
         "complete": False,
+        "chance": f"{chance.numerator}/{chance.denominator}",
     }
     assert body["all_tall"]["pays"] == "34"
     assert body["all_tall"]["hit"] == [11]

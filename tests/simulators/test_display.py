@@ -287,6 +287,18 @@ def test_the_board_shows_lammers_bets_and_betting() -> None:
     assert re.search(r"Make 'Em All\s+175 to 1\s+8 10 11 12\s+live", text)
 
 
+def test_the_board_shows_each_bets_chance_as_one_in_x() -> None:
+    view = TableView(table="t2")
+    body = json.loads(board(31, [2, 6, 11]))
+    # All Small needs 3, 4, 5: 155/1716 (worked by hand in tests/daemon/test_payloads.py)
+    body["all_small"]["chance"] = "155/1716"
+    body["all_tall"]["chance"] = "not a fraction"  # tolerated, shown as nothing
+    assert view.apply("lammer/t2/craps/board", json.dumps(body).encode())
+    text = frame([view])
+    assert re.search(r"All Small\s+34 to 1\s+3 4 5\s+1 in 11\.1\s+live", text)
+    assert re.search(r"All Tall\s+34 to 1\s+8 9 10 12\s+live", text)
+
+
 def roll_payload(
     seq: int, roll_id: int, dice: tuple[int, int], status: str, reason: str | None = None
 ) -> bytes:
