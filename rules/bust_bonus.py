@@ -344,55 +344,47 @@ def _settle(state: BustBonusState) -> BustBonusResult:
     )
 
 
-def _void(state: BustBonusState) -> BustBonusResult:
-    assert state.round_id is not None
-    up = state.dealer_cards[:1]
+def _unsettled(
+    round_id: int,
+    outcome: Literal["void", "flagged"],
+    reason: str | None,
+    up_card: str | None = None,
+) -> BustBonusResult:
+    """A result that pays nothing: void or flagged, showing at most the up card."""
     return BustBonusResult(
-        round_id=state.round_id,
-        outcome="void",
-        up_card=up[0] if up else None,
-        dealer_cards=up,
+        round_id=round_id,
+        outcome=outcome,
+        up_card=up_card,
+        dealer_cards=() if up_card is None else (up_card,),
         total=None,
         suited=False,
         three_eights=False,
         pays=None,
-        reason=None,
+        reason=reason,
     )
+
+
+def _up_card(state: BustBonusState) -> str | None:
+    return state.dealer_cards[0] if state.dealer_cards else None
+
+
+def _void(state: BustBonusState) -> BustBonusResult:
+    assert state.round_id is not None
+    return _unsettled(state.round_id, "void", None, _up_card(state))
 
 
 def _interrupted(state: BustBonusState, new_round: int) -> BustBonusResult:
     assert state.round_id is not None
-    up = state.dealer_cards[:1]
     reason = f"round {state.round_id} never ended: a CARD for round {new_round} arrived first"
     if state.problems:
         # The details may name cards still face down; the journal keeps every frame.
         reason += f" ({len(state.problems)} more problem(s) found; see the journal)"
-    return BustBonusResult(
-        round_id=state.round_id,
-        outcome="flagged",
-        up_card=up[0] if up else None,
-        dealer_cards=up,
-        total=None,
-        suited=False,
-        three_eights=False,
-        pays=None,
-        reason=reason,
-    )
+    return _unsettled(state.round_id, "flagged", reason, _up_card(state))
 
 
 def flagged_result(round_id: int, reason: str) -> BustBonusResult:
     """A flagged round's result: the reason, and no card (some may still be face down)."""
-    return BustBonusResult(
-        round_id=round_id,
-        outcome="flagged",
-        up_card=None,
-        dealer_cards=(),
-        total=None,
-        suited=False,
-        three_eights=False,
-        pays=None,
-        reason=reason,
-    )
+    return _unsettled(round_id, "flagged", reason)
 
 
 def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
