@@ -30,16 +30,19 @@ from rules.errors import HandError, PaytableError
 from rules.events import PayRow
 from rules.poker import POKER_GAMES, PokerGame, poker_game
 
+# Caribbean Stud, Let It Ride and Mississippi Stud pay the same seven rows.
+_STUD_ROWS: Final = (
+    "Royal Flush",
+    "Straight Flush",
+    "Four of a Kind",
+    "Full House",
+    "Flush",
+    "Straight",
+    "Three of a Kind",
+)
+
 COVER_ALL_ROWS: Final[dict[PokerGame, tuple[str, ...]]] = {
-    "CSP": (
-        "Royal Flush",
-        "Straight Flush",
-        "Four of a Kind",
-        "Full House",
-        "Flush",
-        "Straight",
-        "Three of a Kind",
-    ),
+    "CSP": _STUD_ROWS,
     # The seed capitalises "A" in this row; names are kept exactly as the seed writes them
     # (mqtt-api.md: "hand names exactly as the rows of the seed pay tables").
     "FCP": (
@@ -49,24 +52,8 @@ COVER_ALL_ROWS: Final[dict[PokerGame, tuple[str, ...]]] = {
         "Straight Flush",
         "Three of a Kind",
     ),
-    "LIR": (
-        "Royal Flush",
-        "Straight Flush",
-        "Four of a Kind",
-        "Full House",
-        "Flush",
-        "Straight",
-        "Three of a Kind",
-    ),
-    "MSP": (
-        "Royal Flush",
-        "Straight Flush",
-        "Four of a Kind",
-        "Full House",
-        "Flush",
-        "Straight",
-        "Three of a Kind",
-    ),
+    "LIR": _STUD_ROWS,
+    "MSP": _STUD_ROWS,
     "TCP": ("Royal Flush", "Straight Flush", "Three of a Kind", "Straight"),
     "UTH": ("Royal Flush", "Straight Flush", "Four of a Kind", "Full House"),
 }
