@@ -53,10 +53,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine, percentile
 from daemon.broker import Broker, BrokerError, mosquitto_path
-from drivers.driver import next_seq
-from drivers.link import BadFrame
+from drivers.link import BadFrame, next_seq
 from drivers.messages import Ack, Decoded, Hello, Message, MessageDecoder, Nak, Query, Roll
 from drivers.messages import encode_message as encode
+from rules.events import MAX_ID
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 TABLE: Final = "bench1"
@@ -344,7 +344,7 @@ def rolls(seed: int = 5) -> Iterator[tuple[int, tuple[int, int]]]:
     rng = random.Random(seed)
     roll_id = 0
     while True:
-        roll_id = roll_id % 999999 + 1  # dice-reader-icd.md: roll ids 1 to 999999
+        roll_id = roll_id % MAX_ID + 1  # dice-reader-icd.md: roll ids 1 to 999999
         yield roll_id, (rng.randint(1, 6), rng.randint(1, 6))
 
 

@@ -28,9 +28,16 @@ from bench.common import machine, median_rate, median_seconds
 from rules import poker, poker_round
 from rules.cards import DECK
 from rules.cover_all import LAYOUTS, classify, resolve_round
-from rules.events import POSITIONS, HandDealt, Position, RoundDealt, RoundSettled
+from rules.events import (
+    POKER_GAMES,
+    POSITIONS,
+    HandDealt,
+    PokerGame,
+    Position,
+    RoundDealt,
+    RoundSettled,
+)
 from rules.paytables import cover_all_columns
-from rules.poker import POKER_GAMES, PokerGame
 
 
 def random_hands(count: int, size: int, rng: random.Random) -> list[list[int]]:

@@ -56,7 +56,7 @@ import structlog
 
 from drivers.errors import DeviceTimeout, DriverConfigError, LinkLost
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
-from drivers.link import MAX_SEQ, BadFrame
+from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
@@ -134,11 +134,6 @@ class _Link:
     writer: asyncio.StreamWriter
     decoder: MessageDecoder
     dropped: int = 0  # answers dropped in a row because the device does not read
-
-
-def next_seq(seq: int) -> int:
-    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md)."""
-    return 1 if seq >= MAX_SEQ else seq + 1
 
 
 class DeviceDriver:

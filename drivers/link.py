@@ -51,6 +51,12 @@ def crc16(body: bytes) -> int:
     return binascii.crc_hqx(body, 0xFFFF)
 
 
+def next_seq(seq: int) -> int:
+    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md
+    "Sequence numbers": 0 is only ever ``QUERY``'s and ``NAK,0``'s)."""
+    return 1 if seq >= MAX_SEQ else seq + 1
+
+
 def check_body(body: str) -> None:
     """Raise ``FrameError`` unless ``body`` may go in a frame: printable ASCII, no ``$``/``*``,
     at most 240 bytes (link-layer.md "Frames")."""

@@ -27,9 +27,9 @@ from typing import Final
 
 from rules.cards import DECK, as_cards, parse_cards
 from rules.errors import CardError, HandError
-from rules.events import POSITIONS, Position
+from rules.events import POSITIONS, PokerGame, Position
 from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_paytable, paytable
-from rules.poker import RANKINGS, PokerGame, best_cards, evaluator, poker_game
+from rules.poker import RANKINGS, best_cards, evaluator, poker_game
 
 # ---------------------------------------------------------------------------------------
 # The games' deals (shuffler-icd.md, "Games")

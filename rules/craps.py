@@ -43,6 +43,7 @@ from typing import Final, Literal, assert_never, get_args, overload
 
 from rules.errors import ConfigError, DecisionError, PaytableError, RulesError
 from rules.events import (
+    MAX_ID,
     CheckReason,
     CrapsBet,
     CrapsBetReversed,
@@ -63,9 +64,6 @@ from rules.events import (
 
 SEVEN: Final = 7
 """The total that loses every incomplete bet and begins a new series (20:18:33:12(1)(b))."""
-
-ROLL_ID_MAX: Final = 999_999
-"""Roll ids are the reader's own counter, 1 to 999999 (dice-reader-icd.md)."""
 
 BETS: Final[tuple[CrapsBet, ...]] = get_args(CrapsBet)
 """The three side bets in the seed's order: All Small, All Tall, Make 'Em All."""
@@ -574,9 +572,9 @@ def _pending(arrival: Arrival, reason: str) -> RollRecorded:
 
 
 def _validate_fact(fact: DiceFact) -> None:
-    if type(fact.roll_id) is not int or not 1 <= fact.roll_id <= ROLL_ID_MAX:
+    if type(fact.roll_id) is not int or not 1 <= fact.roll_id <= MAX_ID:
         raise RollError(
-            f"roll id {fact.roll_id!r} is out of range 1 to {ROLL_ID_MAX}", roll_id=fact.roll_id
+            f"roll id {fact.roll_id!r} is out of range 1 to {MAX_ID}", roll_id=fact.roll_id
         )
     match fact:
         case DiceRolled(dice=dice):

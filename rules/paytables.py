@@ -27,8 +27,8 @@ from itertools import pairwise
 from typing import Any, Final
 
 from rules.errors import HandError, PaytableError
-from rules.events import PayRow
-from rules.poker import POKER_GAMES, PokerGame, poker_game
+from rules.events import POKER_GAMES, PayRow, PokerGame
+from rules.poker import poker_game
 
 # Caribbean Stud, Let It Ride and Mississippi Stud pay the same seven rows.
 _STUD_ROWS: Final = (

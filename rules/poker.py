@@ -31,15 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations, combinations_with_replacement
-from typing import Final, Literal
+from typing import Final
 
 from rules.errors import HandError
-
-PokerGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH"]
-"""The shuffler's poker game codes (shuffler-icd.md, "Games")."""
-
-POKER_GAMES: Final[tuple[PokerGame, ...]] = ("CSP", "FCP", "LIR", "MSP", "TCP", "UTH")
-"""Every poker game code, in the order of the spec's table."""
+from rules.events import POKER_GAMES, PokerGame
 
 
 def poker_game(game: str) -> PokerGame:

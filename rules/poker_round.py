@@ -43,24 +43,24 @@ from typing import Final, Literal, assert_never
 from rules.cover_all import Flagged, NoQualifier, Win, check_deal, check_hand, resolve_round
 from rules.errors import ConfigError, HandError
 from rules.events import (
+    MAX_ID,
     CoverAllPayouts,
     CoverAllResult,
     Game,
     HandDealt,
     HighestHand,
     Outcome,
+    PokerGame,
     Position,
     RoundDealt,
     RoundSettled,
     RoundVoided,
 )
 from rules.paytables import cover_all_paytable
-from rules.poker import PokerGame, poker_game
+from rules.poker import poker_game
 
 CLOSED_MEMORY: Final = 64
 """How many closed round ids are remembered to recognise late frames."""
-
-MAX_ROUND_ID: Final = 999999  # shuffler-icd.md: "Round ids are ... 1 to 999999"
 
 Closing = Literal["settled", "void", "flagged", "abandoned"]
 PokerFact = HandDealt | RoundDealt | RoundSettled | RoundVoided
@@ -99,8 +99,8 @@ def open_round_id(state: PokerRoundState) -> int | None:
 def apply(state: PokerRoundState, fact: PokerFact) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
     """The state after ``fact`` and what it concluded. Never raises on device input."""
     rid = fact.round_id
-    if not 1 <= rid <= MAX_ROUND_ID:
-        reason = f"{_frame(fact)} for round {rid}: round ids run from 1 to {MAX_ROUND_ID}"
+    if not 1 <= rid <= MAX_ID:
+        reason = f"{_frame(fact)} for round {rid}: round ids run from 1 to {MAX_ID}"
         return state, (_flag(state, rid, None, reason),)
     for closed_id, how in state.closed:
         if closed_id == rid:

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal, assert_never, get_args
+from typing import assert_never
 
 from rules import bust_bonus, craps, poker_round
 from rules.errors import ConfigError, DecisionError
 from rules.events import (
+    POKER_GAMES,
+    TABLE_GAMES,
     AlarmCleared,
     AlarmRaised,
     CardDrawn,
@@ -57,12 +59,9 @@ from rules.events import (
     RoundDealt,
     RoundSettled,
     RoundVoided,
+    TableGame,
     VoidOverturned,
 )
-
-TableGame = Game | Literal["CRAPS"]
-TABLE_GAMES: tuple[str, ...] = (*get_args(Game), "CRAPS")
-POKER_GAMES: tuple[Game, ...] = ("CSP", "FCP", "LIR", "MSP", "TCP", "UTH")
 
 TableEvent = DeviceFact | Decision
 
@@ -131,7 +130,7 @@ def initial_state(
     """A table that has just started: devices not yet connected (alarmed), nothing dealt."""
     if game not in TABLE_GAMES:
         raise ConfigError(f"unknown table game {game!r}: expected one of {', '.join(TABLE_GAMES)}")
-    table_game: TableGame = game  # type: ignore[assignment]  # checked just above
+    table_game: TableGame = game
     devices = devices_for(table_game)
     state = TableState(
         game=table_game,

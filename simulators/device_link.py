@@ -39,7 +39,7 @@ from typing import Final
 import structlog
 
 from drivers.errors import FrameError
-from drivers.link import MAX_SEQ, BadFrame
+from drivers.link import MAX_SEQ, BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
@@ -79,11 +79,6 @@ class LinkTimings:
             )
         if self.fast_retries < 0:
             raise ValueError(f"fast_retries={self.fast_retries} must be >= 0")
-
-
-def next_seq(seq: int) -> int:
-    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md)."""
-    return 1 if seq >= MAX_SEQ else seq + 1
 
 
 @dataclass(slots=True)

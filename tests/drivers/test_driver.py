@@ -18,7 +18,7 @@ import pytest
 import serial
 
 from drivers import messages as m
-from drivers.driver import DeviceDriver, _Port, next_seq
+from drivers.driver import DeviceDriver, _Port
 from drivers.errors import DriverConfigError
 from drivers.events import (
     BadFrameReceived,
@@ -28,6 +28,7 @@ from drivers.events import (
     Received,
     as_fact,
 )
+from drivers.link import next_seq
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 

@@ -28,8 +28,9 @@ from rules.cover_all import (
     resolve_round,
 )
 from rules.errors import CardError, HandError
+from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, cover_all_columns
-from rules.poker import POKER_GAMES, PokerGame, evaluate_four_card
+from rules.poker import evaluate_four_card
 from tests.rules.test_paytables import REGULATION
 
 CARD_CODE = re.compile(r"(?<![A-Za-z])[2-9TJQKA][cdhs](?![a-z])")  # a code, not in a word

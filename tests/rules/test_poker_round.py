@@ -14,6 +14,7 @@ from rules.cards import DECK
 from rules.cover_all import LAYOUTS, NoQualifier, Win, resolve_round
 from rules.errors import ConfigError
 from rules.events import (
+    POKER_GAMES,
     POSITIONS,
     CoverAllPayouts,
     CoverAllResult,
@@ -21,13 +22,13 @@ from rules.events import (
     HighestHand,
     Outcome,
     PayRow,
+    PokerGame,
     Position,
     RoundDealt,
     RoundSettled,
     RoundVoided,
 )
 from rules.paytables import cover_all_paytable
-from rules.poker import POKER_GAMES, PokerGame
 from rules.poker_round import (
     CLOSED_MEMORY,
     PokerFact,

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from drivers.errors import FrameError
-from drivers.link import BadFrame
+from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
@@ -26,7 +26,7 @@ from drivers.messages import (
     Query,
     encode_message,
 )
-from simulators.device_link import DeviceLink, LinkTimings, next_seq
+from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults
 from simulators.scripts import DeviceKind, Send
 
