@@ -31,6 +31,7 @@ from bench.common import machine, median_rate, percentile
 from drivers.driver import DeviceDriver
 from drivers.events import Connected, Received
 from drivers.messages import Decoded, MessageDecoder, Roll, encode_message
+from drivers.settings import DriverSettings
 
 BAUDS = (115200, 9600)
 
@@ -76,7 +77,7 @@ async def measure_pty(count: int) -> tuple[list[float], float]:
     with tempfile.TemporaryDirectory() as tmp:
         link = Path(tmp) / "dice"
         link.symlink_to(os.ttyname(slave))
-        driver = DeviceDriver(device="dice_reader", url=str(link))
+        driver = DeviceDriver(DriverSettings(device="dice_reader", url=str(link)))
         sent: list[float] = []
         got: list[float] = []
         writer = threading.Thread(target=play_device, args=(master, wire, sent))

@@ -18,6 +18,7 @@ import pytest
 import serial
 
 from drivers import messages as m
+from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver, _Port
 from drivers.errors import DriverConfigError
 from drivers.events import (
@@ -29,6 +30,7 @@ from drivers.events import (
     as_fact,
 )
 from drivers.link import next_seq
+from drivers.settings import DriverSettings
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
@@ -40,7 +42,8 @@ def fast_driver(device: ev.Device, url: str, **kwargs: float | None) -> DeviceDr
     """A driver with small injected delays (no patched constants)."""
     options: dict[str, float | None] = {"reconnect_initial": 0.02, "reconnect_max": 0.1}
     options.update(kwargs)
-    return DeviceDriver(device=device, url=url, rng=random.Random(4), **options)  # type: ignore[arg-type]
+    settings = DriverSettings(device=device, url=url, **options)  # type: ignore[arg-type]
+    return DeviceDriver(settings, rng=random.Random(4))
 
 
 @contextlib.asynccontextmanager
@@ -139,14 +142,10 @@ async def test_a_frame_taken_before_a_host_restart_is_acked_not_delivered_again(
     # The previous host process journaled HAND seq 2 and died before its ACK went out.
     hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
     last = (2, m.encode_message(hand))
-    driver = DeviceDriver(
-        device="shuffler",
-        url=str(link_path),
-        rng=random.Random(4),
-        reconnect_initial=0.02,
-        reconnect_max=0.1,
-        last_frame=last,
+    settings = DriverSettings(
+        device="shuffler", url=str(link_path), reconnect_initial=0.02, reconnect_max=0.1
     )
+    driver = DeviceDriver(settings, rng=random.Random(4), last_frame=last)
     async with running(driver) as events:
         await connect(events, pty_device)
         pty_device.send(hand)  # the device retransmits: no ACK came
@@ -419,25 +418,25 @@ def test_settings_that_cannot_work_fail_at_once(kwargs: dict[str, object], fragm
     options: dict[str, object] = {"device": "shuffler", "url": "/dev/ttyUSB0"}
     options.update(kwargs)
     with pytest.raises(DriverConfigError, match=fragment):
-        DeviceDriver(**options)  # type: ignore[arg-type]
+        DriverSettings(**options)  # type: ignore[arg-type]
 
 
 def test_backoff_is_jittered_exponential_and_capped() -> None:
-    driver = DeviceDriver(
-        device="shuffler",
-        url="/dev/null",
-        reconnect_initial=0.5,
-        reconnect_max=30.0,
-        rng=random.Random(1),
+    settings = DriverSettings(
+        device="shuffler", url="/dev/null", reconnect_initial=0.5, reconnect_max=30.0
     )
+    driver = DeviceDriver(settings, rng=random.Random(1))
     delays = [driver.backoff(n) for n in range(12)]
     for n, delay in enumerate(delays):
         cap = min(30.0, 0.5 * 2**n)
         assert cap / 2 <= delay <= cap
     assert max(delays) <= 30.0
     assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
-    again = DeviceDriver(device="shuffler", url="/dev/null", rng=random.Random(1))
+    again = DeviceDriver(DriverSettings(device="shuffler", url="/dev/null"), rng=random.Random(1))
     assert [again.backoff(n) for n in range(12)] == delays  # seedable
+    # The driver's delays are the shared policy's (drivers.backoff), draw for draw.
+    rng = random.Random(1)
+    assert delays == [Backoff(0.5, 30.0).delay(n, rng) for n in range(12)]
 
 
 def test_sequence_wraps_from_9999_to_1() -> None:

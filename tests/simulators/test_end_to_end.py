@@ -20,6 +20,7 @@ import pytest
 from drivers.driver import DeviceDriver
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
 from drivers.messages import Deck, Mode, Status, to_fact
+from drivers.settings import DriverSettings
 from rules.events import DeviceFact, Game
 from simulators.device_link import LinkTimings
 from simulators.dice import DiceGame
@@ -128,13 +129,10 @@ async def test_driver_delivers_every_frame_once_in_order(
         tcp_port=0 if case.tcp else None,
     ) as sim:
         url = f"socket://127.0.0.1:{sim.tcp.port}" if sim.tcp is not None else str(link)
-        driver = DeviceDriver(
-            device=case.device,
-            url=url,
-            reconnect_initial=0.01,
-            reconnect_max=0.05,
-            rng=random.Random(0),
+        settings = DriverSettings(
+            device=case.device, url=url, reconnect_initial=0.01, reconnect_max=0.05
         )
+        driver = DeviceDriver(settings, rng=random.Random(0))
 
         async def consume() -> None:
             async with contextlib.aclosing(driver.events()) as stream:
