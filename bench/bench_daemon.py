@@ -54,9 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, percentile
 from daemon.broker import Broker, BrokerError, mosquitto_path
 from drivers.link import BadFrame, next_seq
-from drivers.messages import Ack, Decoded, Hello, Message, MessageDecoder, Nak, Query, Roll
+from drivers.messages import Ack, Decoded, DeviceMessage, Message, MessageDecoder, Nak, Query
 from drivers.messages import encode_message as encode
-from rules.events import MAX_ID
+from rules.events import MAX_ID, DeviceHello, DiceRolled
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 TABLE: Final = "bench1"
@@ -250,7 +250,10 @@ class DiceReader:
 
     async def hello(self) -> tuple[float, float]:
         """Answer a QUERY: HELLO with sequence 1, which resets the numbering."""
-        hello = Hello(seq=1, model="BENCH", firmware="1.0", serial="B1")
+        hello = DeviceMessage(
+            seq=1,
+            fact=DeviceHello(device="dice_reader", model="BENCH", firmware="1.0", serial="B1"),
+        )
         return await self.send(lambda _seq: hello, reset=True)
 
     async def send(
@@ -348,9 +351,9 @@ def rolls(seed: int = 5) -> Iterator[tuple[int, tuple[int, int]]]:
         yield roll_id, (rng.randint(1, 6), rng.randint(1, 6))
 
 
-def roll(roll_id: int, dice: tuple[int, int], seq: int) -> Roll:
+def roll(roll_id: int, dice: tuple[int, int], seq: int) -> DeviceMessage:
     """The ``ROLL`` frame's message with link sequence ``seq``."""
-    return Roll(seq=seq, roll_id=roll_id, dice=dice)
+    return DeviceMessage(seq=seq, fact=DiceRolled(roll_id=roll_id, dice=dice))
 
 
 async def measure_daemon(

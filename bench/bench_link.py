@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, median_rate, percentile
 from drivers.driver import DeviceDriver
 from drivers.events import Connected, Received
-from drivers.messages import Decoded, MessageDecoder, Roll, encode_message
+from drivers.messages import Decoded, DeviceMessage, MessageDecoder, encode_message
 from drivers.settings import DriverSettings
+from rules.events import DiceRolled
 
 BAUDS = (115200, 9600)
 
@@ -44,7 +45,12 @@ def wire_ms(nbytes: int, baud: int) -> float:
 def frames(count: int) -> list[bytes]:
     """``count`` ROLL frames with sequence numbers 1, 2, ... (wrapping after 9999)."""
     return [
-        encode_message(Roll(seq=1 + i % 9999, roll_id=1 + i, dice=(1 + i % 6, 1 + i * 5 % 6)))
+        encode_message(
+            DeviceMessage(
+                seq=1 + i % 9999,
+                fact=DiceRolled(roll_id=1 + i, dice=(1 + i % 6, 1 + i * 5 % 6)),
+            )
+        )
         for i in range(count)
     ]
 

@@ -60,12 +60,11 @@ from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
-    Hello,
+    DeviceMessage,
     MessageDecoder,
     Nak,
     Query,
     encode_message,
-    to_fact,
 )
 from drivers.settings import DriverSettings
 from rules import events as ev
@@ -221,6 +220,8 @@ class DeviceDriver:
             self._send(link, encode_message(Nak(seq=seq)))
             return BadFrameReceived(device=self.device, raw=item.raw, reason=item.reason)
         msg = item.message
+        assert isinstance(msg, DeviceMessage), "the decoder refuses host messages from a device"
+        hello = isinstance(msg.fact, ev.DeviceHello)  # a HELLO resets the sequence
         if self._last is not None:
             last_seq, last_raw = self._last
             if msg.seq == last_seq and item.raw == last_raw:
@@ -228,17 +229,15 @@ class DeviceDriver:
                 self._log.debug("repeat ACKed again", seq=msg.seq)
                 self._send(link, encode_message(Ack(seq=msg.seq)))
                 return None
-            if msg.seq == last_seq and not isinstance(msg, Hello):  # a HELLO resets
+            if msg.seq == last_seq and not hello:
                 # Not a retransmission (its bytes differ): the device restarted unseen.
                 self._log.warning(
                     "sequence number repeated with other content: a new frame", seq=msg.seq
                 )
-            elif msg.seq != next_seq(last_seq) and not isinstance(msg, Hello):
+            elif msg.seq != next_seq(last_seq) and not hello:
                 self._log.warning("sequence gap", expected=next_seq(last_seq), seq=msg.seq)
-        fact = to_fact(msg, self.device)
-        assert fact is not None, "the decoder refuses host messages from a device"
         self._log.debug("frame", seq=msg.seq, raw=item.raw.hex())
-        return Received(device=self.device, seq=msg.seq, raw=item.raw, fact=fact)
+        return Received(device=self.device, seq=msg.seq, raw=item.raw, fact=msg.fact)
 
     def _acknowledge(self, link: _Link, event: Received, arrived: float) -> None:
         self._send(link, encode_message(Ack(seq=event.seq)))

@@ -279,7 +279,7 @@ def _print_path(path: str) -> None:
 
 
 def _record(path: Path, sent: Sequence[DeviceMessage]) -> None:
-    path.write_text(format_script(Send((m.TYPE, *m.fields())) for m in sent), encoding="utf-8")
+    path.write_text(format_script(Send((m.kind, *m.fields())) for m in sent), encoding="utf-8")
 
 
 async def serve(args: argparse.Namespace) -> int:

@@ -45,11 +45,11 @@ from drivers.messages import (
     Decoded,
     DeviceMessage,
     MessageDecoder,
-    Mode,
     Nak,
     Query,
     encode_body,
 )
+from rules.events import ModeReported
 from simulators.faults import Faults, hit, plan_transmission
 from simulators.scripts import DeviceKind, Send
 
@@ -280,7 +280,7 @@ class DeviceLink:
         seq = 1 if step.kind == "HELLO" else self._next
         message = step.message(seq, self.device)
         self._next = next_seq(seq)
-        if isinstance(message, Mode):
+        if isinstance(message.fact, ModeReported):
             self.config = [step]  # QUERY is answered with the current MODE
         return message
 
@@ -291,7 +291,7 @@ class DeviceLink:
         t = self.timings
         while not self._signals.empty():  # leftovers of the previous frame
             self._signals.get_nowait()
-        self._in_flight, self._in_flight_kind = message.seq, message.TYPE
+        self._in_flight, self._in_flight_kind = message.seq, message.kind
         retries = 0
         try:
             await self._transmit(body)

@@ -34,8 +34,14 @@ from drivers.settings import DriverSettings
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
-HELLO = m.Hello(seq=1, model="IDEAL-SIM", firmware="2.1.0", serial="SN0001")
-DICE_HELLO = m.Hello(seq=1, model="DICE-SIM", firmware="1.0.0", serial="DR0042")
+HELLO = m.DeviceMessage(
+    seq=1,
+    fact=ev.DeviceHello(device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN0001"),
+)
+DICE_HELLO = m.DeviceMessage(
+    seq=1,
+    fact=ev.DeviceHello(device="dice_reader", model="DICE-SIM", firmware="1.0.0", serial="DR0042"),
+)
 
 
 def fast_driver(device: ev.Device, url: str, **kwargs: float | None) -> DeviceDriver:
@@ -86,7 +92,7 @@ async def test_hello_is_acked_only_when_the_consumer_asks_for_the_next_event(
         assert first == Connected(device="shuffler", url=str(link_path))
         assert await pty_device.expect() == m.Query()  # link-layer.md: QUERY after connecting
         pty_device.send(HELLO)
-        pty_device.send(m.Mode(seq=2, game="CSP"))
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="CSP")))
         hello = await pull(events)
         assert hello == Received(
             device="shuffler",
@@ -116,7 +122,10 @@ async def test_repeats_are_acked_again_and_delivered_once(
 ) -> None:
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
-        hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
+        hand = m.DeviceMessage(
+            seq=2,
+            fact=ev.HandDealt(round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c")),
+        )
         pty_device.send(HELLO)
         pty_device.send(HELLO)  # the ACK was "lost": the same frame again
         assert isinstance(await pull(events), Received)
@@ -129,7 +138,7 @@ async def test_repeats_are_acked_again_and_delivered_once(
             round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c")
         )
         pty_device.send(hand)  # retransmitted while the consumer holds it
-        pty_device.send(m.Round(seq=3, round_id=812, hands=1))
+        pty_device.send(m.DeviceMessage(seq=3, fact=ev.RoundDealt(round_id=812, hands=1)))
         got = await pull(events)
         assert isinstance(got, Received)
         assert got.seq == 3  # seq 2 was not delivered twice
@@ -140,7 +149,9 @@ async def test_a_frame_taken_before_a_host_restart_is_acked_not_delivered_again(
     pty_device: PtyDevice, link_path: Path
 ) -> None:
     # The previous host process journaled HAND seq 2 and died before its ACK went out.
-    hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
+    hand = m.DeviceMessage(
+        seq=2, fact=ev.HandDealt(round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
+    )
     last = (2, m.encode_message(hand))
     settings = DriverSettings(
         device="shuffler", url=str(link_path), reconnect_initial=0.02, reconnect_max=0.1
@@ -149,7 +160,7 @@ async def test_a_frame_taken_before_a_host_restart_is_acked_not_delivered_again(
     async with running(driver) as events:
         await connect(events, pty_device)
         pty_device.send(hand)  # the device retransmits: no ACK came
-        pty_device.send(m.Round(seq=3, round_id=812, hands=1))
+        pty_device.send(m.DeviceMessage(seq=3, fact=ev.RoundDealt(round_id=812, hands=1)))
         got = await pull(events)
         assert isinstance(got, Received)
         assert got.seq == 3  # the HAND was not delivered a second time
@@ -201,12 +212,14 @@ async def test_wrong_device_and_host_messages_are_bad_frames(
 ) -> None:
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
-        pty_device.send(m.Roll(seq=1, roll_id=1, dice=(1, 2)))
+        pty_device.send(m.DeviceMessage(seq=1, fact=ev.DiceRolled(roll_id=1, dice=(1, 2))))
         pty_device.send(m.Ack(seq=1))
         first, second = await pull(events), await pull(events)
         assert first == BadFrameReceived(
             device="shuffler",
-            raw=m.encode_message(m.Roll(seq=1, roll_id=1, dice=(1, 2))),
+            raw=m.encode_message(
+                m.DeviceMessage(seq=1, fact=ev.DiceRolled(roll_id=1, dice=(1, 2)))
+            ),
             reason="ROLL is not a shuffler message",
         )
         assert isinstance(second, BadFrameReceived)
@@ -220,12 +233,13 @@ async def test_hello_resets_the_sequence_and_a_number_repeated_with_other_conten
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
         pty_device.send(HELLO)
-        pty_device.send(m.Mode(seq=2, game="UTH"))
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="UTH")))
         # Same number, other content: no retransmission but a device that restarted while
         # its HELLO was lost. Dropping it would lose an event the device saw ACKed.
-        pty_device.send(m.Mode(seq=2, game="TCP"))
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="TCP")))
         pty_device.send(HELLO)  # the device restarted (its bytes equal the first HELLO's)
-        pty_device.send(m.Mode(seq=2, game="UTH"))  # after the reset, the same bytes are new
+        # After the reset, the same bytes are new.
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="UTH")))
         got = [await pull(events) for _ in range(5)]
         assert all(isinstance(e, Received) for e in got)
         assert [e.fact for e in got if isinstance(e, Received)] == [
@@ -248,7 +262,7 @@ async def test_unplug_reconnects_and_a_frame_whose_ack_died_is_not_delivered_twi
             await connect(events, device)
             device.send(HELLO)
             assert isinstance(await pull(events), Received)
-            settle_msg = m.Settle(seq=2, round_id=812)
+            settle_msg = m.DeviceMessage(seq=2, fact=ev.RoundSettled(round_id=812))
             device.send(settle_msg)
             got = await pull(events)
             assert isinstance(got, Received)
@@ -264,7 +278,7 @@ async def test_unplug_reconnects_and_a_frame_whose_ack_died_is_not_delivered_twi
             assert isinstance(await pull(events), Connected)
             assert await device.expect() == m.Query()
             device.send(settle_msg)  # the device retransmits: it never saw the ACK
-            device.send(m.Void(seq=3, round_id=813))
+            device.send(m.DeviceMessage(seq=3, fact=ev.RoundVoided(round_id=813)))
             nxt = await pull(events)
             assert isinstance(nxt, Received)
             assert nxt.seq == 3  # SETTLE was journaled once
