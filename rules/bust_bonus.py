@@ -34,114 +34,20 @@ reason that names another card.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
-from importlib import resources
-from typing import Literal, assert_never
+from decimal import Decimal
+from typing import Final, Literal, assert_never
 
-from rules.blackjack import card_value, dealer_stands, hand_total
+from rules.blackjack import dealer_stands, hand_total
 from rules.cards import Card, parse_card
-from rules.errors import CardError, ConfigError, PaytableError
+from rules.errors import CardError, ConfigError
 from rules.events import BustBonusResult, CardDrawn, DealerDone, Outcome, RoundVoided
+from rules.paytables import BUST_BONUS, BustPaytable
 
-# ---------------------------------------------------------------------------------------
-# The pay table (rule (12)), as data in rules/data/bust_bonus.json
-
-UP_CARD_ROWS: tuple[str, ...] = ("Ace", "2", "3", "4", "5", "6", "7", "8", "9", "10")
-"""The up-card rows as the seed writes them; index ``value - 1`` for blackjack value 1..10."""
-
-THREE_EIGHTS_ROW = "Bust with three 8s"
-"""The row that pays "instead of" the up card's row for exactly three eights."""
-
-EIGHT = 8
-THREE_EIGHTS_CARDS = 3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BustPayRow:
-    """One row of the Bust Bonus pay table: its name as the seed writes it, odds to 1."""
-
-    row: str
-    off_suit: Decimal
-    suited: Decimal
-
-    def pays(self, *, suited: bool) -> Decimal:
-        """The odds of this row for a suited or off-suit bust."""
-        return self.suited if suited else self.off_suit
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BustPaytable:
-    """The pay table: one row per up card (Ace, 2..9, 10), then "Bust with three 8s"."""
-
-    rows: tuple[BustPayRow, ...]
-
-    def up_card_row(self, up_card: Card) -> BustPayRow:
-        """The row of ``up_card``: ``Ace``, ``2``..``9``, or ``10`` for any ten-value card."""
-        return self.rows[card_value(up_card) - 1]
-
-    @property
-    def three_eights(self) -> BustPayRow:
-        """The "Bust with three 8s" row."""
-        return self.rows[len(UP_CARD_ROWS)]
-
-
-def load_paytable(text: str) -> BustPaytable:
-    """Parse and validate pay-table JSON; ``PaytableError`` says exactly what is wrong.
-
-    Odds are strings holding exact decimals (never JSON numbers: no float ever touches
-    money), every row of the seed appears once in the seed's order, and every odds is
-    a positive decimal.
-    """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PaytableError(f"Bust Bonus pay table is not JSON: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        raise PaytableError('Bust Bonus pay table: expected an object with a "rows" list')
-    expected = (*UP_CARD_ROWS, THREE_EIGHTS_ROW)
-    rows = data["rows"]
-    names = [row.get("row") if isinstance(row, dict) else None for row in rows]
-    if tuple(names) != expected:
-        raise PaytableError(
-            f"Bust Bonus pay table rows are {names}: expected exactly {list(expected)}"
-        )
-    return BustPaytable(
-        rows=tuple(
-            BustPayRow(
-                row=row["row"],
-                off_suit=_odds(row, "off_suit"),
-                suited=_odds(row, "suited"),
-            )
-            for row in rows
-        )
-    )
-
-
-def _odds(row: dict[str, object], column: str) -> Decimal:
-    value = row.get(column)
-    where = f"Bust Bonus pay table, row {row['row']!r}, column {column!r}"
-    if not isinstance(value, str):
-        raise PaytableError(f'{where}: odds must be a decimal string such as "25", not {value!r}')
-    try:
-        odds = Decimal(value)
-    except InvalidOperation as exc:
-        raise PaytableError(f"{where}: {value!r} is not a decimal") from exc
-    if not odds.is_finite() or odds <= 0:
-        raise PaytableError(f"{where}: odds must be positive, not {value!r}")
-    return odds
-
-
-def _load_packaged_paytable() -> BustPaytable:
-    # Package data, read once at import: the pay table is configuration, not I/O at play.
-    text = resources.files("rules").joinpath("data/bust_bonus.json").read_text(encoding="utf-8")
-    return load_paytable(text)
-
-
-PAYTABLE: BustPaytable = _load_packaged_paytable()
-"""The pay table of SDAR 20:18:15:30.16(12)."""
+EIGHT: Final = 8
+THREE_EIGHTS_CARDS: Final = 3
+"""Rule (12)'s "Bust with three 8s": exactly three cards, all eights."""
 
 
 def is_suited(cards: Sequence[Card]) -> bool:
@@ -154,7 +60,7 @@ def is_three_eights(cards: Sequence[Card]) -> bool:
     return len(cards) == THREE_EIGHTS_CARDS and all(card.rank == EIGHT for card in cards)
 
 
-def bust_pays(cards: Sequence[Card], paytable: BustPaytable = PAYTABLE) -> Decimal | None:
+def bust_pays(cards: Sequence[Card], paytable: BustPaytable = BUST_BONUS) -> Decimal | None:
     """What a Bust Bonus wager pays (to 1) on the dealer's complete hand, or None if it loses.
 
     The up card is ``cards[0]``. A hand that does not bust loses (rule (9)), blackjack
@@ -164,11 +70,6 @@ def bust_pays(cards: Sequence[Card], paytable: BustPaytable = PAYTABLE) -> Decim
         return None
     row = paytable.three_eights if is_three_eights(cards) else paytable.up_card_row(cards[0])
     return row.pays(suited=is_suited(cards))
-
-
-def up_card_row_name(card: Card) -> str:
-    """The pay-table row of an up card: ``Ace``, ``2``..``9``, or ``10`` for ``T J Q K``."""
-    return UP_CARD_ROWS[card_value(card) - 1]
 
 
 # ---------------------------------------------------------------------------------------

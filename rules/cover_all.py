@@ -28,7 +28,7 @@ from typing import Final
 from rules.cards import DECK, as_cards, parse_cards
 from rules.errors import CardError, HandError
 from rules.events import POSITIONS, PokerGame, Position
-from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_paytable, paytable
+from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_paytable, cover_all_table
 from rules.poker import RANKINGS, best_cards, evaluator, poker_game
 
 # ---------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ def resolve_round(
             cards=codes,
             best=best,
         )
-    table = paytable(g)
+    table = cover_all_table(g)
     odds = table.pays[table.rows.index(row)][table.columns.index(hands)]
     return Win(
         game=g,

@@ -2,8 +2,8 @@
 
 The side bets are SD 20:18:33:12 (``seeds/sd-bonus-craps.txt``); which rolls count is
 68 IAC 10-4-4 (``seeds/in-craps-invalid-rolls.txt``) as the host must apply it
-(``spec/dice-reader-icd.md``, "What the host must do"). The pay tables are data
-(``rules/data/bonus_craps.json``).
+(``spec/dice-reader-icd.md``, "What the host must do"). The bets and pay tables are data
+(``rules.paytables``).
 
 Everything goes through ``apply(state, event) -> (state, outcomes)``. The bet state is
 never patched: it is derived from the ledger of counted rolls (each counted roll carries the
@@ -32,16 +32,14 @@ Choices where the specs are silent (documented for the README):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
-from importlib import resources
+from decimal import Decimal
 from itertools import islice
 from types import MappingProxyType
-from typing import Final, Literal, assert_never, get_args, overload
+from typing import Final, Literal, assert_never, overload
 
-from rules.errors import ConfigError, DecisionError, PaytableError, RulesError
+from rules.errors import DecisionError, RulesError
 from rules.events import (
     MAX_ID,
     CheckReason,
@@ -61,12 +59,7 @@ from rules.events import (
     VoidClause,
     VoidOverturned,
 )
-
-SEVEN: Final = 7
-"""The total that loses every incomplete bet and begins a new series (20:18:33:12(1)(b))."""
-
-BETS: Final[tuple[CrapsBet, ...]] = get_args(CrapsBet)
-"""The three side bets in the seed's order: All Small, All Tall, Make 'Em All."""
+from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, BetRule, bonus_craps_odds
 
 NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
     {"OFF_TABLE": "68 IAC 10-4-4(b)(1)", "EXTRA_DICE": "68 IAC 10-4-4(b)(2)"}
@@ -109,116 +102,6 @@ class RollError(RulesError, ValueError):
     def __init__(self, message: str, *, roll_id: int | None = None) -> None:
         super().__init__(message)
         self.roll_id = roll_id
-
-
-# ---------------------------------------------------------------------------------------
-# Pay tables (data)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BetRule:
-    """One side bet as the seed defines it: the numbers to roll before a seven."""
-
-    bet: CrapsBet
-    name: str
-    clause: str
-    numbers: frozenset[int]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BonusCrapsData:
-    """The validated contents of ``bonus_craps.json``: bet rules and the pay tables."""
-
-    rules: tuple[BetRule, ...]
-    paytables: Mapping[int, Mapping[CrapsBet, Decimal]]
-
-
-def _fail(message: str) -> PaytableError:
-    return PaytableError(f"bonus_craps.json: {message}")
-
-
-def _numbers(bet: str, value: object) -> frozenset[int]:
-    if not isinstance(value, list) or not value:
-        raise _fail(f"bets.{bet}.numbers must be a non-empty list of totals")
-    out: set[int] = set()
-    for item in value:
-        # bool is an int to Python; a total of true is a data error all the same.
-        if type(item) is not int or not 2 <= item <= 12 or item == SEVEN:
-            raise _fail(f"bets.{bet}.numbers: {item!r} is not a total of 2 to 12 other than 7")
-        if item in out:
-            raise _fail(f"bets.{bet}.numbers: {item} is listed twice")
-        out.add(item)
-    return frozenset(out)
-
-
-def _odds(where: str, value: object) -> Decimal:
-    # Odds are strings holding an exact decimal (mqtt-api.md "Conventions"): a JSON number
-    # would pass through float on the way in.
-    if not isinstance(value, str):
-        raise _fail(f"{where} must be a string holding an exact decimal, not {value!r}")
-    try:
-        odds = Decimal(value)
-    except InvalidOperation:
-        raise _fail(f"{where}: {value!r} is not a decimal") from None
-    if not odds.is_finite() or odds <= 0:
-        raise _fail(f"{where}: {value!r} is not a positive amount to 1")
-    return odds
-
-
-def parse_data(text: str) -> BonusCrapsData:
-    """Validate the text of ``bonus_craps.json``; ``PaytableError`` names the bad field."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(f"not JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise _fail("the top level must be an object")
-    bets, tables = raw.get("bets"), raw.get("paytables")
-    if not isinstance(bets, dict) or set(bets) != set(BETS):
-        raise _fail(f"bets must be an object with exactly {', '.join(BETS)}")
-    rules: list[BetRule] = []
-    for bet in BETS:
-        spec = bets[bet]
-        if not isinstance(spec, dict):
-            raise _fail(f"bets.{bet} must be an object")
-        name, clause = spec.get("name"), spec.get("clause")
-        if not isinstance(name, str) or not name or not isinstance(clause, str):
-            raise _fail(f"bets.{bet} needs a name and a clause (strings)")
-        rules.append(
-            BetRule(bet=bet, name=name, clause=clause, numbers=_numbers(bet, spec.get("numbers")))
-        )
-    if not isinstance(tables, dict) or not tables:
-        raise _fail("paytables must be a non-empty object")
-    paytables: dict[int, Mapping[CrapsBet, Decimal]] = {}
-    for key, row in tables.items():
-        # Plain ASCII digits, no leading zero: str.isdigit() also holds for "²", which
-        # int() refuses, and "01" would silently replace pay table 1.
-        if not (key.isascii() and key.isdigit() and key[0] != "0"):
-            raise _fail(f"paytables: {key!r} is not a pay table number")
-        if not isinstance(row, dict) or set(row) != set(BETS):
-            raise _fail(f"paytables.{key} must give the odds of exactly {', '.join(BETS)}")
-        paytables[int(key)] = MappingProxyType(
-            {bet: _odds(f"paytables.{key}.{bet}", row[bet]) for bet in BETS}
-        )
-    return BonusCrapsData(rules=tuple(rules), paytables=MappingProxyType(paytables))
-
-
-DATA: Final = parse_data(
-    resources.files("rules").joinpath("data", "bonus_craps.json").read_text(encoding="utf-8")
-)
-"""The pay tables and bet rules lammer runs, loaded and validated once at import."""
-
-RULES: Final[Mapping[CrapsBet, BetRule]] = MappingProxyType({r.bet: r for r in DATA.rules})
-"""Each bet's rule, by bet."""
-
-
-def paytable_odds(paytable: int) -> Mapping[CrapsBet, Decimal]:
-    """The odds (to 1) of each bet under a pay table; ``ConfigError`` for an unknown one."""
-    # bool is an int; "paytable: true" in a configuration is a mistake, not pay table 1.
-    if type(paytable) is not int or paytable not in DATA.paytables:
-        known = " or ".join(str(k) for k in sorted(DATA.paytables))
-        raise ConfigError(f"Bonus Craps pay table {paytable!r} does not exist: choose {known}")
-    return DATA.paytables[paytable]
 
 
 # ---------------------------------------------------------------------------------------
@@ -377,7 +260,7 @@ def initial_state(paytable: int) -> CrapsState:
 
     ``ConfigError`` for a pay table the data does not hold (1 and 2).
     """
-    paytable_odds(paytable)
+    bonus_craps_odds(paytable)
     return CrapsState(paytable=paytable)
 
 
@@ -471,7 +354,7 @@ def _bet_board(rule: BetRule, pays: Decimal, hit: frozenset[int]) -> BetBoard:
 def board(state: CrapsState) -> CrapsBoard:
     """The board of the current series: lammers, per bet progress, betting, pending roll."""
     hit = _series_hit(state.counted)
-    odds = paytable_odds(state.paytable)
+    odds = bonus_craps_odds(state.paytable)
     pending = None
     if state.queue:
         front = state.queue[0]
@@ -482,9 +365,9 @@ def board(state: CrapsState) -> CrapsBoard:
         # may yet be the series' first, so betting waits for the decision.
         betting_open=_series_empty(state.counted) and not state.queue,
         numbers_hit=tuple(sorted(hit)),
-        all_small=_bet_board(RULES["all_small"], odds["all_small"], hit),
-        all_tall=_bet_board(RULES["all_tall"], odds["all_tall"], hit),
-        make_em_all=_bet_board(RULES["make_em_all"], odds["make_em_all"], hit),
+        all_small=_bet_board(BET_RULES["all_small"], odds["all_small"], hit),
+        all_tall=_bet_board(BET_RULES["all_tall"], odds["all_tall"], hit),
+        make_em_all=_bet_board(BET_RULES["make_em_all"], odds["make_em_all"], hit),
         pending_roll=pending,
     )
 
@@ -498,7 +381,7 @@ def _settlements(
 ) -> tuple[CrapsBetSettled, ...]:
     """What one counted roll settles, given the lammers before it (pure, so undo is exact)."""
     out: list[CrapsBetSettled] = []
-    for rule in DATA.rules:
+    for rule in BONUS_CRAPS.rules:
         if rule.numbers <= before:
             continue  # won earlier in the series and taken down: 20:18:33:12(1)(c), (1)(f)
         if total == SEVEN:
@@ -528,7 +411,7 @@ def _count(
     recorded = RollRecorded(
         roll_id=arrival.roll_id, dice=arrival.dice, total=total, status=status, reason=reason
     )
-    settled = _settlements(paytable_odds(state.paytable), before, arrival.roll_id, total)
+    settled = _settlements(bonus_craps_odds(state.paytable), before, arrival.roll_id, total)
     # Only the latest counted roll can be voided, and undoing it needs only the one before.
     return replace(state, counted=(*state.counted[-1:], roll)), (recorded, *settled)
 
@@ -769,7 +652,7 @@ def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Ou
     # Undo by construction: the lammers are those of the roll before; what the roll settled
     # is recomputed from them and taken back (dice-reader-icd.md: "undone exactly").
     taken_back = _settlements(
-        paytable_odds(state.paytable), _series_hit(before), roll_id, voided.total
+        bonus_craps_odds(state.paytable), _series_hit(before), roll_id, voided.total
     )
     outcomes: tuple[Outcome, ...] = (
         RollRecorded(

@@ -18,12 +18,10 @@ from hypothesis import strategies as st
 
 from rules import bust_bonus
 from rules.bust_bonus import (
-    PAYTABLE,
     BustBonusState,
     BustBonusView,
     apply,
     initial_state,
-    load_paytable,
     open_round_id,
     view,
 )
@@ -37,6 +35,7 @@ from rules.events import (
     Position,
     RoundVoided,
 )
+from rules.paytables import BUST_BONUS, parse_bust_bonus
 
 SEED = Path(__file__).parent / "fixtures" / "sd-bust-bonus.txt"
 
@@ -120,8 +119,8 @@ def result_of(outcomes: list[Outcome]) -> BustBonusResult:
 
 
 def test_data_matches_every_cell_of_the_seed() -> None:
-    assert [row.row for row in PAYTABLE.rows] == list(SEED_ROWS)
-    for row in PAYTABLE.rows:
+    assert [row.row for row in BUST_BONUS.rows] == list(SEED_ROWS)
+    for row in BUST_BONUS.rows:
         assert (row.off_suit, row.suited) == SEED_ROWS[row.row], row.row
     assert len(SEED_ROWS) == 11
 
@@ -157,11 +156,11 @@ def _rows_json(**change: object) -> str:
 )
 def test_bad_paytable_data_is_refused_with_a_specific_error(text: str, match: str) -> None:
     with pytest.raises(PaytableError, match=match):
-        load_paytable(text)
+        parse_bust_bonus(text)
 
 
 def test_good_paytable_data_loads() -> None:
-    table = load_paytable(_rows_json(suited="60"))
+    table = parse_bust_bonus(_rows_json(suited="60"))
     assert table.rows[0].suited == Decimal(60)
     assert table.three_eights.row == "Bust with three 8s"
 
