@@ -6,10 +6,18 @@ The side bets are SD 20:18:33:12 (``seeds/sd-bonus-craps.txt``); which rolls cou
 (``rules.paytables``).
 
 Everything goes through ``apply(state, event) -> (state, outcomes)``. The bet state is
-never patched: it is derived from the ledger of counted rolls (each counted roll carries the
-lammers after it), so voiding a roll pops it and the board is exactly what it was before the
-roll counted, and overturning the void pushes it again. Illegal decisions raise
+never patched: it is derived from the counted rolls (each carries the lammers of its series
+after it), so voiding a roll drops it and the board is exactly what it was before the roll
+counted, and overturning the void counts it again. Illegal decisions raise
 ``DecisionError`` and, the state being immutable, change nothing.
+
+**The ledger** is the table's record of every roll, decision and reversal, with who decided
+and when (dice-reader-icd.md, "What the host must do"): the daemon's journal, which keeps
+every event that came in and every outcome that went out, and replays through ``apply`` to
+this state exactly. This module keeps no copy of it. A state holds only what a decision can
+still address (the pending roll and those behind it, the latest roll, the last two counted
+rolls) and the ids of the latest ``RECENT_ROLL_IDS`` roll events, which tell a decision on a
+roll the reader never reported ("unknown roll") from one whose window has closed.
 
 Choices where the specs are silent (documented for the README):
 
@@ -23,21 +31,21 @@ Choices where the specs are silent (documented for the README):
 * **Pending rolls are decided in order.** Only the first pending ``CHECK`` can be decided;
   a ``CHECK`` that arrived behind it waits with the ``ROLL``s and becomes pending in turn.
 * **Roll ids.** A roll event equal to the latest one (same type, id and fields) is a repeat
-  of it, kept in the ledger and otherwise ignored. Any other event is a new roll even if its
+  of it and changes nothing (the journal has it). Any other event is a new roll even if its
   id was seen before (the reader's counter wraps at 999999 and restarts after a power-up):
   decisions can only address the first pending roll or the latest roll, so an id is never
-  ambiguous. A decision naming an id the ledger has never seen is an "unknown roll".
+  ambiguous. A decision naming an id that none of the latest ``RECENT_ROLL_IDS`` roll
+  events carried is an "unknown roll".
 * A ``NOROLL`` never counts and never waits: it is recorded at once, with dice ``(0, 0)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from itertools import islice
 from types import MappingProxyType
-from typing import Final, Literal, assert_never, overload
+from typing import Final, Literal, assert_never
 
 from rules.errors import DecisionError, RulesError
 from rules.events import (
@@ -138,103 +146,8 @@ class CountedRoll:
     """Numbers hit in the series after this roll; empty after a seven (a new series)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerEntry:
-    """One line of the table's roll record: what came in and what it changed.
-
-    Decisions carry who decided (``operator``) and when (``at``); reversals are among the
-    outcomes of the decision that caused them.
-    """
-
-    event: DiceFact | Decision
-    outcomes: tuple[Outcome, ...]
-    note: str | None = None
-
-
-LEDGER_MEMORY: Final = 2000
-"""The latest ledger entries kept in memory (between this and twice this many)."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Node:
-    entry: LedgerEntry
-    below: _Node | None
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Ledger(Sequence[LedgerEntry]):
-    """The table's roll record, oldest first: a persistent list.
-
-    Appending shares everything before it, so each state keeps its own record at O(1) a
-    step and replaying a long journal stays linear. Equality and hashing walk the entries
-    (not recursion: a day's record is deeper than Python's stack).
-    """
-
-    _top: _Node | None = None
-    _size: int = 0
-
-    def append(self, entry: LedgerEntry) -> Ledger:
-        """A new ledger with ``entry`` after the others; this one is unchanged.
-
-        Memory is bounded: once the ledger holds ``2 * LEDGER_MEMORY`` entries it keeps
-        only the latest ``LEDGER_MEMORY`` (one copy of that many every ``LEDGER_MEMORY``
-        appends: O(1) amortised). The table's full record is the daemon's journal, which
-        keeps every roll and decision with who and when; what a decision can still
-        address (the pending roll, the latest roll) is never among the dropped entries.
-        """
-        if self._size + 1 > 2 * LEDGER_MEMORY:
-            kept = [*list(reversed(self))[: LEDGER_MEMORY - 1][::-1], entry]
-            top: _Node | None = None
-            for item in kept:
-                top = _Node(item, top)
-            return Ledger(top, len(kept))
-        return Ledger(_Node(entry, self._top), self._size + 1)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __reversed__(self) -> Iterator[LedgerEntry]:
-        node = self._top
-        while node is not None:
-            yield node.entry
-            node = node.below
-
-    def __iter__(self) -> Iterator[LedgerEntry]:
-        return iter(list(reversed(self))[::-1])
-
-    @overload
-    def __getitem__(self, index: int) -> LedgerEntry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[LedgerEntry, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> LedgerEntry | tuple[LedgerEntry, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        position = index + self._size if index < 0 else index
-        if not 0 <= position < self._size:
-            raise IndexError(f"ledger index {index} out of range for {self._size} entries")
-        return next(islice(reversed(self), self._size - 1 - position, None))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Ledger):
-            return NotImplemented
-        if self._size != other._size:
-            return False
-        mine, theirs = self._top, other._top
-        while mine is not theirs:  # a shared past is equal without looking
-            assert mine is not None  # same size, so both end together
-            assert theirs is not None
-            if mine.entry != theirs.entry:
-                return False
-            mine, theirs = mine.below, theirs.below
-        return True
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"Ledger({list(self)!r})"
+RECENT_ROLL_IDS: Final = 100
+"""How many of the latest roll events' ids a state keeps, to word a refused decision."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -244,7 +157,8 @@ class CrapsState:
     ``counted`` is the latest two counted rolls, in order (the bets are derived from them:
     each carries the lammers after it; two are enough to undo the latest), ``queue`` the
     pending ``CHECK`` (first) and the rolls waiting behind it, ``latest`` the latest roll
-    event, ``latest_invalid`` whether it stands declared invalid, ``ledger`` the record.
+    event, ``latest_invalid`` whether it stands declared invalid, ``recent_roll_ids`` the
+    distinct ids of the latest roll events, oldest first (at most ``RECENT_ROLL_IDS``).
     """
 
     paytable: int
@@ -252,7 +166,7 @@ class CrapsState:
     queue: tuple[Arrival, ...] = ()
     latest: Arrival | None = None
     latest_invalid: bool = False
-    ledger: Ledger = Ledger()
+    recent_roll_ids: tuple[int, ...] = ()
 
 
 def initial_state(paytable: int) -> CrapsState:
@@ -491,13 +405,13 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
     _validate_fact(fact)
     latest = state.latest
     if latest is not None and latest.fact == fact:
-        # The same roll reported twice (same id and fields): record it, count it once.
-        note = f"repeat of roll {fact.roll_id}: already recorded, ignored"
-        entry = LedgerEntry(event=fact, outcomes=(), note=note)
-        return replace(state, ledger=state.ledger.append(entry)), ()
+        # The same roll reported twice (same id and fields): it counts once.
+        return state, ()
     arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact)
     # A new roll closes the void and overturn windows of the one before (module docstring).
-    new = replace(state, latest=arrival, latest_invalid=False)
+    new = replace(
+        state, latest=arrival, latest_invalid=False, recent_roll_ids=_remember(state, fact.roll_id)
+    )
     outcomes: tuple[Outcome, ...]
     match fact:
         case NoRoll(reason=reason):
@@ -522,9 +436,14 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
             new, outcomes = _count(new, arrival, "counted", None)  # "A ROLL counts at once."
         case _:
             assert_never(fact)
-    return replace(
-        new, ledger=new.ledger.append(LedgerEntry(event=fact, outcomes=outcomes))
-    ), outcomes
+    return new, outcomes
+
+
+def _remember(state: CrapsState, roll_id: int) -> tuple[int, ...]:
+    """The recent roll ids with ``roll_id`` the latest (once), the oldest dropped beyond
+    ``RECENT_ROLL_IDS``: a copy of at most that many ints per roll event."""
+    kept = tuple(i for i in state.recent_roll_ids if i != roll_id)
+    return (*kept[max(0, len(kept) - RECENT_ROLL_IDS + 1) :], roll_id)
 
 
 def _drain(
@@ -561,15 +480,10 @@ def _validate_decision(state: CrapsState, decision: Decision) -> None:
 
 def _refuse(state: CrapsState, roll_id: int, message: str) -> DecisionError:
     """The error for an illegal decision; "unknown roll" first if the reader never sent it."""
-    # Scanning the ledger is linear, so it is done only on the way to an error.
-    if not any(
-        not isinstance(entry.event, RollDecided | RollVoided | VoidOverturned)
-        and entry.event.roll_id == roll_id
-        for entry in state.ledger
-    ):
+    if roll_id not in state.recent_roll_ids:
         message = (
             f"unknown roll {roll_id}: the dice reader has reported no such roll"
-            f" in the latest {len(state.ledger)} entries of the roll record"
+            f" among its latest {len(state.recent_roll_ids)} roll events"
         )
     return DecisionError(message, roll_id=roll_id)
 
@@ -623,7 +537,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
             rest = replace(rest, latest_invalid=True)
     rest, drained = _drain(rest, front, state.queue[1:])
     outcomes = (*outcomes, *drained)
-    return _record(rest, decision, outcomes)
+    return rest, outcomes
 
 
 def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Outcome, ...]]:
@@ -664,7 +578,7 @@ def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Ou
         ),
         *(CrapsBetReversed(roll_id=roll_id, bet=s.bet, outcome=s.outcome) for s in taken_back),
     )
-    return _record(replace(state, counted=before, latest_invalid=True), decision, outcomes)
+    return replace(state, counted=before, latest_invalid=True), outcomes
 
 
 def _overturn(
@@ -691,14 +605,7 @@ def _overturn(
         )
     reason = f"declaration of invalid overturned by {decision.operator} ({_OVERTURN_CLAUSE})"
     new, outcomes = _count(replace(state, latest_invalid=False), latest, "reinstated", reason)
-    return _record(new, decision, outcomes)
-
-
-def _record(
-    state: CrapsState, decision: Decision, outcomes: tuple[Outcome, ...]
-) -> tuple[CrapsState, tuple[Outcome, ...]]:
-    entry = LedgerEntry(event=decision, outcomes=outcomes)
-    return replace(state, ledger=state.ledger.append(entry)), outcomes
+    return new, outcomes
 
 
 # ---------------------------------------------------------------------------------------
