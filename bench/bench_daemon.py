@@ -1,5 +1,6 @@
-"""Daemon end to end (issue 5 "Speed and footprint"): latency from a device frame to the
-display's message, beside the broker's own floor; the daemon's idle CPU and its memory.
+"""Daemon end to end (bench/README.md, speed and footprint goals): latency from a device
+frame to the display's message, beside the broker's own floor; the daemon's idle CPU and its
+memory.
 
 Everything is real: a private Mosquitto on a free port (its own config, ``set_tcp_nodelay
 true``), a pty whose master side this benchmark drives as the dice reader, and the daemon
@@ -65,8 +66,8 @@ BASE: Final = f"{PREFIX}/{TABLE}"
 FLOOR_TOPIC: Final = "lammer-bench-floor/echo"
 RETRANSMIT_AFTER: Final = 0.5  # link-layer.md: no ACK within 500 ms -> send the frame again
 EVENT_TIMEOUT: Final = 15.0  # a message that takes this long means something broke
-GOAL_OVER_FLOOR_MS: Final = 5.0  # issue 5: p99 within 5 ms of the floor
-GOAL_RSS_MB: Final = 80.0  # issue 5: memory under 80 MB
+GOAL_OVER_FLOOR_MS: Final = 5.0  # bench/README.md: p99 within 5 ms of the floor
+GOAL_RSS_MB: Final = 80.0  # bench/README.md: memory under 80 MB
 
 
 class BenchError(Exception):

@@ -5,7 +5,7 @@ included in Caribbean Stud, Four Card Poker, Three Card Poker and Ultimate Texas
 is a qualifying hand of the game's pay table; rule (6): only the highest qualifying hand
 pays; rule (4): the odds depend on the number of hands in the round.
 
-"Highest" is the pay table's row order first (issue 2: the seed's row order is the rank
+"Highest" is the pay table's row order first (rule (9): the seed's row order is the rank
 order for the bonus, so in Four Card Poker a royal flush outranks four kings although the
 game itself ranks quads higher), then the game's full ranking with kickers, then the lower
 position (P1 before P8, players before DL).

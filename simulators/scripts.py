@@ -39,7 +39,7 @@ The simulators' errors (one base for the layer)::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,8 +205,3 @@ def format_script(steps: Iterable[Step]) -> str:
             case DropAck():
                 lines.append("drop_ack")
     return "".join(line + "\n" for line in lines)
-
-
-def frames_of(steps: Sequence[Step]) -> list[Send]:
-    """Only the frames of some steps, in order."""
-    return [s for s in steps if isinstance(s, Send)]

@@ -197,7 +197,7 @@ def test_a_board_that_plays_ties_every_hand_and_p1_wins() -> None:
 
 def test_four_card_poker_royal_flush_outranks_four_nines_for_the_bonus() -> None:
     # The game ranks quads above a straight flush, but the bonus ranks by the seed's rows:
-    # Four Aces, Royal Flush, Four of A Kind (Other) (issue 2).
+    # Four Aces, Royal Flush, Four of A Kind (Other) (Cover All Bonus rule (9)).
     cards = {"P1": "9c9d9h9s2c", "P2": "AsKsQsJs3d", "DL": "5c5d4h6s7d8h"}
     result = resolve_round("FCP", 3, cards)
     assert isinstance(result, Win)
