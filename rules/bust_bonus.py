@@ -20,11 +20,16 @@ dealer's hand is complete and face up; ``VOID`` cancels the round.
   (shuffler-icd.md, "What the host must check"), is not settled: it is ``flagged`` at
   ``END`` with the reasons, and kept in full for review.
 * ``VOID`` gives the outcome ``void``: nothing of the round pays.
-* Out of order (shuffler-icd.md, "What the host must check"): anything for a round that
-  is already closed (a card after ``END``, a second ``END``), or an ``END``/``VOID`` for a
-  round that is not open, is flagged at once for that round id and changes nothing else.
-  A ``CARD`` of a new round id while another round is open means the shoe moved on: the
+* Out of order (shuffler-icd.md, "What the host must check"): an ``END``/``VOID`` for a
+  round that is not open is flagged at once for that round id and changes nothing else. A
+  ``CARD`` of a new round id while another round is open means the shoe moved on: the
   open round is flagged as interrupted (it can never settle) and the new round opens.
+* Late frames: anything for a round already closed (a card after ``END``, a second ``END``
+  or ``VOID``) finds its result published and standing (shuffler-icd.md: a late frame
+  "does not publish a second result for that round"). Nothing changes; the outcome is an
+  ``AlarmRaised`` ``LATE_FRAME`` saying what arrived for which round, which the table keeps
+  among its alarms, and the journal keeps the frame for review. The shoe's ``HELLO`` ends
+  the memory of closed round ids (``forget_closed``).
 
 Card secrecy (shuffler-icd.md, "Card data is secret until it is face up"): before ``END``
 only the up card is face up, so ``view`` shows only it, and a result published before or
@@ -42,7 +47,15 @@ from typing import Final, Literal, assert_never
 from rules.blackjack import dealer_stands, hand_total
 from rules.cards import Card, parse_card
 from rules.errors import CardError, ConfigError
-from rules.events import BustBonusResult, CardDrawn, DealerDone, Outcome, RoundVoided
+from rules.events import (
+    LATE_FRAME,
+    AlarmRaised,
+    BustBonusResult,
+    CardDrawn,
+    DealerDone,
+    Outcome,
+    RoundVoided,
+)
 from rules.paytables import BUST_BONUS, BustPaytable
 
 EIGHT: Final = 8
@@ -75,7 +88,13 @@ def bust_pays(cards: Sequence[Card], paytable: BustPaytable = BUST_BONUS) -> Dec
 # ---------------------------------------------------------------------------------------
 # The round state machine
 
-Phase = Literal["idle", "open", "ended", "void", "interrupted"]
+ClosedAs = Literal["ended", "void", "interrupted"]
+Phase = Literal["idle", "open"] | ClosedAs
+_CLOSED_AS: dict[ClosedAs, str] = {
+    "ended": "ended",
+    "void": "was voided",
+    "interrupted": "was interrupted",
+}
 
 CLOSED_MEMORY = 64
 """How many recently closed round ids are remembered to flag late frames for them.
@@ -101,7 +120,7 @@ class BustBonusState:
     dealer_cards: tuple[str, ...] = ()
     round_cards: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
-    closed: tuple[int, ...] = ()
+    closed: tuple[tuple[int, ClosedAs], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +150,17 @@ def open_round_id(state: BustBonusState) -> int | None:
     return state.round_id if state.phase == "open" else None
 
 
+def is_closed(state: BustBonusState, round_id: int) -> bool:
+    """Whether ``round_id`` is a recently closed round: any frame for it is a late frame."""
+    return any(closed_id == round_id for closed_id, _ in state.closed)
+
+
+def forget_closed(state: BustBonusState) -> BustBonusState:
+    """The state after the shoe's ``HELLO``: no closed round id is remembered any more
+    (shuffler-icd.md: the round counter may start again after power-up)."""
+    return replace(state, closed=())
+
+
 def view(state: BustBonusState) -> BustBonusView:
     """What the displays may see now (shuffler-icd.md: nothing before it is face up)."""
     up_card = state.dealer_cards[0] if state.dealer_cards else None
@@ -149,8 +179,9 @@ def apply(
     state: BustBonusState, fact: CardDrawn | DealerDone | RoundVoided
 ) -> tuple[BustBonusState, tuple[Outcome, ...]]:
     """The state after ``fact`` and what it concluded. Never raises on device input."""
-    if fact.round_id in state.closed:
-        return state, (_out_of_order(fact, f"round {fact.round_id} is already closed"),)
+    for closed_id, how in state.closed:
+        if closed_id == fact.round_id:
+            return state, (_late(fact, how),)
     match fact:
         case CardDrawn():
             return _card(state, fact)
@@ -288,14 +319,30 @@ def flagged_result(round_id: int, reason: str) -> BustBonusResult:
     return _unsettled(round_id, "flagged", reason)
 
 
+def _frame(fact: CardDrawn | DealerDone | RoundVoided) -> str:
+    return {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
+
+
 def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
-    frame = {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
-    return flagged_result(fact.round_id, f"{frame} out of order: {why}")
+    return flagged_result(fact.round_id, f"{_frame(fact)} out of order: {why}")
 
 
-def _close(state: BustBonusState, phase: Phase) -> BustBonusState:
+def _late(fact: CardDrawn | DealerDone | RoundVoided, how: ClosedAs) -> AlarmRaised:
+    # A CARD's position only: the card may be one nobody has seen (the journal has it).
+    what = f"CARD at {fact.position}" if isinstance(fact, CardDrawn) else _frame(fact)
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="shuffler",
+        message=(
+            f"{what} for round {fact.round_id} arrived after the round {_CLOSED_AS[how]}: its "
+            "result stands; the frame is kept in the journal for review"
+        ),
+    )
+
+
+def _close(state: BustBonusState, phase: ClosedAs) -> BustBonusState:
     assert state.round_id is not None
-    closed = (*state.closed, state.round_id)[-CLOSED_MEMORY:]
+    closed = (*state.closed, (state.round_id, phase))[-CLOSED_MEMORY:]
     return replace(state, phase=phase, closed=closed)
 
 

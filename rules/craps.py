@@ -16,8 +16,9 @@ and when (dice-reader-icd.md, "What the host must do"): the daemon's journal, wh
 every event that came in and every outcome that went out, and replays through ``apply`` to
 this state exactly. This module keeps no copy of it. A state holds only what a decision can
 still address (the pending roll and those behind it, the latest roll, the last two counted
-rolls) and the ids of the latest ``RECENT_ROLL_IDS`` roll events, which tell a decision on a
-roll the reader never reported ("unknown roll") from one whose window has closed.
+rolls) and the latest ``RECENT_ROLLS`` roll events (one per roll id), which tell a decision
+on a roll the reader never reported ("unknown roll") from one whose window has closed, and
+a late copy of a roll event from a new roll.
 
 Choices where the specs are silent (documented for the README):
 
@@ -31,11 +32,17 @@ Choices where the specs are silent (documented for the README):
 * **Pending rolls are decided in order.** Only the first pending ``CHECK`` can be decided;
   a ``CHECK`` that arrived behind it waits with the ``ROLL``s and becomes pending in turn.
 * **Roll ids.** A roll event equal to the latest one (same type, id and fields) is a repeat
-  of it and changes nothing (the journal has it). Any other event is a new roll even if its
-  id was seen before (the reader's counter wraps at 999999 and restarts after a power-up):
-  decisions can only address the first pending roll or the latest roll, so an id is never
-  ambiguous. A decision naming an id that none of the latest ``RECENT_ROLL_IDS`` roll
-  events carried is an "unknown roll".
+  of it and changes nothing (the journal has it). A roll event equal to an earlier one of
+  the latest ``RECENT_ROLLS`` (the latest event with its id) is a late frame: that roll is
+  recorded, and counted or settled if it was, already; its results stand and nothing
+  changes. The outcome is an ``AlarmRaised`` ``LATE_FRAME`` naming the roll, which the table
+  keeps among its alarms (shuffler-icd.md's rule for settled rounds, "What the host must
+  check", applied to rolls); the journal keeps the frame for review. Any other event is a
+  new roll even if its id was seen before (the reader's counter wraps at 999999 and
+  restarts after a power-up, when the reader's ``HELLO`` ends the memory of earlier rolls:
+  ``forget_recent``): decisions can only address the first pending roll or the latest
+  roll, so an id is never ambiguous. A decision naming an id that none of the latest
+  ``RECENT_ROLLS`` roll events carried is an "unknown roll".
 * A ``NOROLL`` never counts and never waits: it is recorded at once, with dice ``(0, 0)``.
 """
 
@@ -49,7 +56,9 @@ from typing import Final, Literal, assert_never
 
 from rules.errors import DecisionError, RulesError
 from rules.events import (
+    LATE_FRAME,
     MAX_ID,
+    AlarmRaised,
     CheckReason,
     CrapsBet,
     CrapsBetReversed,
@@ -146,8 +155,9 @@ class CountedRoll:
     """Numbers hit in the series after this roll; empty after a seven (a new series)."""
 
 
-RECENT_ROLL_IDS: Final = 100
-"""How many of the latest roll events' ids a state keeps, to word a refused decision."""
+RECENT_ROLLS: Final = 100
+"""How many of the latest roll events (one per roll id) a state keeps: to word a refused
+decision, and to know a late copy of a roll event."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,8 +167,8 @@ class CrapsState:
     ``counted`` is the latest two counted rolls, in order (the bets are derived from them:
     each carries the lammers after it; two are enough to undo the latest), ``queue`` the
     pending ``CHECK`` (first) and the rolls waiting behind it, ``latest`` the latest roll
-    event, ``latest_invalid`` whether it stands declared invalid, ``recent_roll_ids`` the
-    distinct ids of the latest roll events, oldest first (at most ``RECENT_ROLL_IDS``).
+    event, ``latest_invalid`` whether it stands declared invalid, ``recent_rolls`` the latest
+    roll event of each recent roll id, oldest first (at most ``RECENT_ROLLS``).
     """
 
     paytable: int
@@ -166,7 +176,7 @@ class CrapsState:
     queue: tuple[Arrival, ...] = ()
     latest: Arrival | None = None
     latest_invalid: bool = False
-    recent_roll_ids: tuple[int, ...] = ()
+    recent_rolls: tuple[DiceFact, ...] = ()
 
 
 def initial_state(paytable: int) -> CrapsState:
@@ -407,10 +417,15 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
     if latest is not None and latest.fact == fact:
         # The same roll reported twice (same id and fields): it counts once.
         return state, ()
+    if _known(state, fact.roll_id) == fact:
+        return state, (_late(fact),)
     arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact)
     # A new roll closes the void and overturn windows of the one before (module docstring).
     new = replace(
-        state, latest=arrival, latest_invalid=False, recent_roll_ids=_remember(state, fact.roll_id)
+        state,
+        latest=arrival,
+        latest_invalid=False,
+        recent_rolls=_remember(state.recent_rolls, fact),
     )
     outcomes: tuple[Outcome, ...]
     match fact:
@@ -439,11 +454,46 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
     return new, outcomes
 
 
-def _remember(state: CrapsState, roll_id: int) -> tuple[int, ...]:
-    """The recent roll ids with ``roll_id`` the latest (once), the oldest dropped beyond
-    ``RECENT_ROLL_IDS``: a copy of at most that many ints per roll event."""
-    kept = tuple(i for i in state.recent_roll_ids if i != roll_id)
-    return (*kept[max(0, len(kept) - RECENT_ROLL_IDS + 1) :], roll_id)
+def _remember(recent: tuple[DiceFact, ...], fact: DiceFact) -> tuple[DiceFact, ...]:
+    """The recent roll events with ``fact`` the latest, the only one of its roll id, the
+    oldest dropped beyond ``RECENT_ROLLS``: a copy of at most that many per roll event."""
+    kept = tuple(f for f in recent if f.roll_id != fact.roll_id)
+    return (*kept[max(0, len(kept) - RECENT_ROLLS + 1) :], fact)
+
+
+def _known(state: CrapsState, roll_id: int) -> DiceFact | None:
+    """The latest recent roll event with ``roll_id``, if any."""
+    for fact in reversed(state.recent_rolls):
+        if fact.roll_id == roll_id:
+            return fact
+    return None
+
+
+_FRAMES: Final[Mapping[type[DiceFact], str]] = MappingProxyType(
+    {DiceRolled: "ROLL", NoRoll: "NOROLL", RollCheck: "CHECK"}
+)
+
+
+def _late(fact: DiceFact) -> AlarmRaised:
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="dice_reader",
+        message=(
+            f"{_FRAMES[type(fact)]} for roll {fact.roll_id} arrived again after later rolls: "
+            "that roll is recorded already and its results stand; the frame is kept in the "
+            "journal for review"
+        ),
+    )
+
+
+def forget_recent(state: CrapsState) -> CrapsState:
+    """The state after the reader's ``HELLO``: earlier roll events are forgotten (its roll
+    counter may start again after a power-up), except those a decision can still address
+    (the pending roll, those behind it, the latest)."""
+    recent: tuple[DiceFact, ...] = ()
+    for arrival in (*state.queue, *((state.latest,) if state.latest is not None else ())):
+        recent = _remember(recent, arrival.fact)
+    return replace(state, recent_rolls=recent)
 
 
 def _drain(
@@ -480,10 +530,10 @@ def _validate_decision(state: CrapsState, decision: Decision) -> None:
 
 def _refuse(state: CrapsState, roll_id: int, message: str) -> DecisionError:
     """The error for an illegal decision; "unknown roll" first if the reader never sent it."""
-    if roll_id not in state.recent_roll_ids:
+    if _known(state, roll_id) is None:
         message = (
             f"unknown roll {roll_id}: the dice reader has reported no such roll"
-            f" among its latest {len(state.recent_roll_ids)} roll events"
+            f" among its latest {len(state.recent_rolls)} roll events"
         )
     return DecisionError(message, roll_id=roll_id)
 

@@ -333,9 +333,17 @@ class BustBonusResult:
     reason: str | None
 
 
+LATE_FRAME: Final = "LATE_FRAME"
+"""The alarm a game's machine raises for a late frame: one for a round (or roll) whose result
+is already published. The result stands (shuffler-icd.md "What the host must check": a
+screen must never turn a paid round into "flagged"); the daemon's journal keeps the frame
+for review. ``rules.table`` says when it clears."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlarmRaised:
-    """A check of the specs failed; stays active until cleared."""
+    """A check of the specs failed; stays active until cleared. A game's machine may return
+    one among its outcomes (``LATE_FRAME``): the table keeps it in its list of alarms."""
 
     code: str
     device: Device | None

@@ -9,18 +9,21 @@ from decimal import Decimal
 import pytest
 
 from rules.craps import (
-    RECENT_ROLL_IDS,
+    RECENT_ROLLS,
     CrapsState,
     RollError,
     apply,
     apply_all,
     board,
+    forget_recent,
     initial_state,
     latest_roll_id,
     latest_status,
 )
 from rules.errors import DecisionError
 from rules.events import (
+    LATE_FRAME,
+    AlarmRaised,
     CheckReason,
     CrapsBet,
     CrapsBetReversed,
@@ -93,6 +96,11 @@ class Table:
             apply(self.state, decision)
         assert info.value.roll_id == decision.roll_id
         assert self.state == before
+
+
+def ids(state: CrapsState) -> tuple[int, ...]:
+    """The roll ids of the recent roll events a state keeps, oldest first."""
+    return tuple(fact.roll_id for fact in state.recent_rolls)
 
 
 def decide(roll_id: int, *, valid: bool, operator: str = "stick-ann") -> RollDecided:
@@ -426,6 +434,68 @@ def test_a_repeat_of_the_latest_roll_is_recorded_and_counted_once() -> None:
     assert board(table.state).numbers_hit == (2,)
 
 
+def late_frame(kind: str, roll_id: int) -> tuple[Outcome, ...]:
+    """A late copy's only outcome: the alarm (shuffler-icd.md's rule for settled rounds)."""
+    return (
+        AlarmRaised(
+            code=LATE_FRAME,
+            device="dice_reader",
+            message=(
+                f"{kind} for roll {roll_id} arrived again after later rolls: that roll is "
+                "recorded already and its results stand; the frame is kept in the journal "
+                "for review"
+            ),
+        ),
+    )
+
+
+def test_a_late_copy_of_a_roll_that_paid_settles_nothing_again() -> None:
+    table = Table()
+    out = table.roll(2, 3, 4, 5, 6)
+    assert settled(out) == [(5005, "all_small", "win", SEED_PAYS[1]["all_small"])]
+    paid = DiceRolled(roll_id=5005, dice=DICE[6])
+    table.roll(8)
+    before = table.state
+    assert table.do(paid) == late_frame("ROLL", 5005)
+    assert table.state == before
+    # A void window is the latest roll's: the late copy did not reopen roll 5005's.
+    table.refused(void(5005), "roll 5005 cannot be declared invalid: roll 5006 has arrived")
+
+
+@pytest.mark.parametrize("kind", ["NOROLL", "CHECK"])
+def test_a_late_copy_of_a_noroll_or_check_changes_nothing(kind: str) -> None:
+    table = Table()
+    table.roll(2)
+    fact: DiceFact = (
+        NoRoll(roll_id=5002, reason="OFF_TABLE")
+        if kind == "NOROLL"
+        else RollCheck(roll_id=5002, dice=(3, 4), reason="BOWL")
+    )
+    table.do(fact)
+    table.take_id()
+    if kind == "CHECK":
+        table.do(decide(5002, valid=False))
+    table.roll(3)
+    before = table.state
+    assert table.do(fact) == late_frame(kind, 5002)
+    assert table.state == before
+
+
+def test_a_seen_roll_id_with_other_content_is_a_new_roll_and_hello_forgets_recent_rolls() -> None:
+    table = Table()
+    table.roll(2, 3)
+    # Roll 5001 again, other dice: the reader's counter restarted, a new roll (docstring).
+    table.do(DiceRolled(roll_id=5001, dice=DICE[4]))
+    assert board(table.state).numbers_hit == (2, 3, 4)
+    # After the reader's HELLO, even an exact copy of a recent roll is a new roll.
+    copy = DiceRolled(roll_id=5002, dice=DICE[3])
+    assert table.do(copy) == late_frame("ROLL", 5002)
+    table.state = forget_recent(table.state)
+    assert ids(table.state) == (5001,)  # the latest roll stays addressable
+    assert [o.status for o in table.do(copy) if isinstance(o, RollRecorded)] == ["counted"]
+    table.refused(void(5001), "roll 5001 cannot be declared invalid: roll 5002 has arrived")
+
+
 @pytest.mark.parametrize(
     ("fact", "message"),
     [
@@ -486,13 +556,13 @@ def test_a_long_day_replays_to_an_equal_state_and_a_diverging_one_to_another() -
     state, _ = apply_all(initial_state(1), facts)
     again, _ = apply_all(initial_state(1), facts)  # built apart: nothing shared
     # Memory is bounded (the journal is the full record): the latest roll ids, in order.
-    assert state.recent_roll_ids == tuple(f.roll_id for f in facts[-RECENT_ROLL_IDS:])
+    assert ids(state) == tuple(f.roll_id for f in facts[-RECENT_ROLLS:])
     assert again == state
     assert hash(again) == hash(state)
     longer, _ = apply(state, DiceRolled(roll_id=1, dice=(1, 1)))
     assert longer != state
-    assert state.recent_roll_ids == tuple(f.roll_id for f in facts[-RECENT_ROLL_IDS:])  # intact
-    assert longer.recent_roll_ids == (*state.recent_roll_ids[1:], 1)
+    assert ids(state) == tuple(f.roll_id for f in facts[-RECENT_ROLLS:])  # intact
+    assert ids(longer) == (*ids(state)[1:], 1)
     # A replay that diverged (one roll id misread) shows the same board but is not equal.
     misread = [*facts[:-50], DiceRolled(roll_id=777_777, dice=facts[-50].dice), *facts[-49:]]
     other, _ = apply_all(initial_state(1), misread)
@@ -505,12 +575,12 @@ def test_the_roll_ids_kept_stay_bounded_however_long_the_table_runs() -> None:
     sizes = []
     for i in range(1, 12_000):
         state, _ = apply(state, DiceRolled(roll_id=i % 999_999 + 1, dice=DICE[2 + i % 11]))
-        sizes.append(len(state.recent_roll_ids))
-    assert max(sizes) == RECENT_ROLL_IDS
+        sizes.append(len(ids(state)))
+    assert max(sizes) == RECENT_ROLLS
     # A roll id that came again is kept once, as the latest.
     state, _ = apply(state, DiceRolled(roll_id=11_990, dice=(1, 1)))
-    assert state.recent_roll_ids.count(11_990) == 1
-    assert state.recent_roll_ids[-1] == 11_990
+    assert ids(state).count(11_990) == 1
+    assert ids(state)[-1] == 11_990
     # Roll 2 (the first) is long gone from memory: a decision on it is refused as unknown
     # in the window the rules still hold (the journal has it).
     with pytest.raises(DecisionError, match=r"unknown roll 2: .* latest 100 roll events"):

@@ -3,7 +3,8 @@
 The test keeps its own model of 68 IAC 10-4-4 as the host applies it, written declaratively
 (not as a queue): every roll has a verdict (a ``ROLL`` counts, a ``NOROLL`` does not, a
 ``CHECK`` is undecided until decided), decisions change verdicts, and a roll counts when its
-verdict is "counts" and no earlier roll is undecided. The model also says which decisions
+verdict is "counts" and no earlier roll is undecided; a copy of the latest roll event, or of
+an earlier one, is no new roll (the copy of an earlier one raises the late-frame alarm). The model also says which decisions
 are legal. The rules must agree with it after every step: refuse exactly the illegal
 decisions (changing nothing), and show the board and net settlements of a fresh table that
 saw only the counted rolls, as plain ``ROLL``s, in order.
@@ -22,7 +23,9 @@ from hypothesis import strategies as st
 from rules.craps import CrapsState, apply, apply_all, board, initial_state, latest_roll_id
 from rules.errors import DecisionError
 from rules.events import (
+    LATE_FRAME,
     NOROLL_REASONS,
+    AlarmRaised,
     CheckReason,
     CrapsBetReversed,
     CrapsBetSettled,
@@ -59,11 +62,18 @@ class Model:
     def __init__(self) -> None:
         self.rolls: list[Roll] = []
 
-    def arrive(self, fact: DiceFact) -> None:
+    def arrive(self, fact: DiceFact) -> str:
+        """``new``, ``repeat`` (of the latest roll event) or ``late`` (a copy of an earlier
+        one: the latest event with its roll id; a history here is shorter than the rules'
+        memory of recent rolls)."""
         if self.rolls and self.rolls[-1].fact == fact:
-            return  # a repeat of the latest roll event
+            return "repeat"
+        same_id = [r.fact for r in self.rolls if r.fact.roll_id == fact.roll_id]
+        if same_id and same_id[-1] == fact:
+            return "late"
         verdict = {DiceRolled: True, NoRoll: False, RollCheck: None}[type(fact)]
         self.rolls.append(Roll(fact=fact, verdict=verdict))
+        return "new"
 
     def front(self) -> Roll | None:
         return next((r for r in self.rolls if r.verdict is None), None)
@@ -204,7 +214,7 @@ def reference(counted: list[tuple[int, tuple[int, int]]]) -> tuple[set[int], Net
 
 # The strategies a step draws from are built once: a step draws from them directly rather
 # than through a composite strategy built per step (its validation cost more than the rules).
-HOW = st.sampled_from(["new", "new", "new", "new", "repeat", "same id", "old id"])
+HOW = st.sampled_from(["new", "new", "new", "new", "repeat", "same id", "old id", "late"])
 KIND = st.sampled_from(["ROLL", "ROLL", "ROLL", "ROLL", "CHECK", "NOROLL"])
 NOROLL_REASON = st.sampled_from(NOROLL_REASONS)
 # One pair per total half the time: sevens rarer than at the table, so bets complete.
@@ -224,6 +234,8 @@ def roll_event(data: st.DataObject, rolls: list[Roll], next_id: int) -> DiceFact
     how = draw(HOW)
     if how == "repeat" and last is not None:
         return last
+    if how == "late" and rolls:
+        return rolls[draw(st.integers(0, len(rolls) - 1))].fact
     roll_id = next_id
     if how == "same id" and last is not None:
         roll_id = last.roll_id
@@ -272,9 +284,21 @@ def test_any_history_with_any_decisions_equals_a_replay_of_what_it_describes(
         if data.draw(st.integers(0, 9), label="roll or decision") < 7:
             fact = roll_event(data, model.rolls, next_id)
             next_id += 1
-            model.arrive(fact)
+            arrived = model.arrive(fact)
+            before = state
             state, out = apply(state, fact)
             events.append(fact)
+            if arrived != "new":
+                # A repeat or a late copy changes nothing; a late copy raises the alarm and
+                # publishes no second result for its roll.
+                assert state == before
+                if arrived == "repeat":
+                    assert out == ()
+                else:
+                    [alarm] = out
+                    assert isinstance(alarm, AlarmRaised)
+                    assert (alarm.code, alarm.device) == (LATE_FRAME, "dice_reader")
+                    assert f"for roll {fact.roll_id} arrived again" in alarm.message
         else:
             choice = decision(data, model, step)
             target = model.legal(choice)
