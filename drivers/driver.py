@@ -103,7 +103,10 @@ class _Port(serial.Serial):
 class _Transport(serial_asyncio_fast.SerialTransport):
     """pyserial-asyncio-fast 0.16 leaves its writer registered once a buffered write has
     drained; the next "writable" then asserts on the empty buffer, again and again. Stop
-    watching for "writable" when there is nothing to write."""
+    watching for "writable" when there is nothing to write.
+
+    This overrides private parts of 0.16 (``pyproject.toml`` pins ``<0.17`` and names the
+    upstream fix to watch; a test in ``tests/drivers/test_driver.py`` checks they exist)."""
 
     def _write_ready(self) -> None:
         if not self._write_buffer:

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import serial
+import serial_asyncio_fast
 
 from drivers import messages as m
 from drivers.backoff import Backoff
-from drivers.driver import DeviceDriver, _Port
+from drivers.driver import DeviceDriver, _Port, _Transport
 from drivers.errors import DriverConfigError
 from drivers.events import (
     BadFrameReceived,
@@ -520,5 +523,39 @@ def test_port_write_reports_a_full_buffer_instead_of_spinning() -> None:
         finally:
             port.close()
     finally:
+        os.close(master)
+        os.close(slave)
+
+
+PRIVATE_PARTS = ("_write_ready", "_remove_writer", "_fatal_error", "_abort")
+
+
+async def test_the_private_parts_of_pyserial_asyncio_fast_the_driver_overrides_are_there() -> None:
+    # drivers/driver.py's _Transport works around a bug of pyserial-asyncio-fast 0.16 by
+    # overriding private methods and reading a private buffer (pyproject.toml pins <0.17 and
+    # names the upstream fix). If a release renames them, the workaround silently stops
+    # applying: fail here, loudly, instead.
+    base = serial_asyncio_fast.SerialTransport
+    missing = [name for name in PRIVATE_PARTS if not callable(getattr(base, name, None))]
+    assert not missing, (
+        f"pyserial-asyncio-fast {version('pyserial-asyncio-fast')} has no {missing}: "
+        "drivers/driver.py's _Transport overrides them; check whether the upstream fix of "
+        "the deferred-write bug is released, then drop or port _Transport"
+    )
+    assert list(inspect.signature(base._fatal_error).parameters) == ["self", "exc", "message"]
+    assert list(inspect.signature(base._write_ready).parameters) == ["self"]
+    master, slave = os.openpty()
+    port = _Port(os.ttyname(slave), exclusive=True)
+    try:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport = _Transport(loop, asyncio.StreamReaderProtocol(reader), port)
+        assert isinstance(getattr(transport, "_write_buffer", None), list), (
+            "SerialTransport._write_buffer is gone: _Transport._write_ready reads it"
+        )
+        transport.abort()
+        await asyncio.sleep(0.05)  # the transport closes the port in a background task
+    finally:
+        port.close()
         os.close(master)
         os.close(slave)

@@ -4,10 +4,10 @@ The test keeps its own model of 68 IAC 10-4-4 as the host applies it, written de
 (not as a queue): every roll has a verdict (a ``ROLL`` counts, a ``NOROLL`` does not, a
 ``CHECK`` is undecided until decided), decisions change verdicts, and a roll counts when its
 verdict is "counts" and no earlier roll is undecided; a copy of the latest roll event, or of
-an earlier one, is no new roll (the copy of an earlier one raises the late-frame alarm). The model also says which decisions
-are legal. The rules must agree with it after every step: refuse exactly the illegal
-decisions (changing nothing), and show the board and net settlements of a fresh table that
-saw only the counted rolls, as plain ``ROLL``s, in order.
+an earlier one, is no new roll (the copy of an earlier one raises the late-frame alarm). The
+model also says which decisions are legal. The rules must agree with it after every step:
+refuse exactly the illegal decisions (changing nothing), and show the board and net
+settlements of a fresh table that saw only the counted rolls, as plain ``ROLL``s, in order.
 """
 
 from __future__ import annotations
