@@ -141,26 +141,10 @@ class TableDaemon:
         for device in table.devices_for(self.config.table.game):
             section = self.config.shuffler if device == "shuffler" else self.config.dice_reader
             assert section is not None  # load_config checks the game's device is configured
-            drivers.append(
-                (
-                    device,
-                    DeviceDriver(
-                        device=device,
-                        url=section.port,
-                        baudrate=section.baudrate,
-                        bytesize=section.bytesize,
-                        parity=section.parity,
-                        stopbits=section.stopbits,
-                        xonxoff=section.xonxoff,
-                        rtscts=section.rtscts,
-                        ack_deadline=section.ack_deadline,
-                        silence_timeout=section.silence_timeout,
-                        reconnect_initial=section.reconnect_initial,
-                        reconnect_max=section.reconnect_max,
-                        last_frame=core.last_frames.get(device),
-                    ),
-                )
+            driver = DeviceDriver(
+                section.driver_settings(device), last_frame=core.last_frames.get(device)
             )
+            drivers.append((device, driver))
         return drivers
 
     # ------------------------------------------------------------------ devices

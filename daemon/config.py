@@ -43,8 +43,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
-from drivers.driver import DeviceDriver
 from drivers.errors import DriverConfigError
+from drivers.settings import DriverSettings
+from rules.events import Device
 
 TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
 CARD_GAMES: frozenset[str] = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"})
@@ -181,23 +182,27 @@ class DeviceSection(_Section):
         if self.reconnect_max < self.reconnect_initial:
             return self
         try:
-            DeviceDriver(
-                device="shuffler",
-                url=self.port,
-                baudrate=self.baudrate,
-                bytesize=self.bytesize,
-                parity=self.parity,
-                stopbits=self.stopbits,
-                xonxoff=self.xonxoff,
-                rtscts=self.rtscts,
-                ack_deadline=self.ack_deadline,
-                silence_timeout=self.silence_timeout,
-                reconnect_initial=self.reconnect_initial,
-                reconnect_max=self.reconnect_max,
-            )
+            self.driver_settings("shuffler")
         except DriverConfigError as exc:
             raise ValueError(str(exc)) from exc
         return self
+
+    def driver_settings(self, device: Device) -> DriverSettings:
+        """This section as the driver takes it (``DriverConfigError`` if it cannot work)."""
+        return DriverSettings(
+            device=device,
+            url=self.port,
+            baudrate=self.baudrate,
+            bytesize=self.bytesize,
+            parity=self.parity,
+            stopbits=self.stopbits,
+            xonxoff=self.xonxoff,
+            rtscts=self.rtscts,
+            ack_deadline=self.ack_deadline,
+            silence_timeout=self.silence_timeout,
+            reconnect_initial=self.reconnect_initial,
+            reconnect_max=self.reconnect_max,
+        )
 
 
 class TlsSection(_Section):
