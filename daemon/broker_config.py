@@ -90,7 +90,7 @@ LARGEST_PAYLOAD: Final = 32 * 1024
 alarm a table can hold, at most 32 device codes per device plus the table's own alarms, each
 as long as a 240-byte link-layer body allows with every character JSON-escaped
 (``tests/daemon/test_broker_config.py`` builds it with the daemon's own builders: about
-26 KB). Every other payload (a result, a board, a response to a 4 KiB request) is smaller."""
+25 KB). Every other payload (a result, a board, a response to a 4 KiB request) is smaller."""
 
 MESSAGE_SIZE_LIMIT: Final = 256 * 1024
 """``message_size_limit``: eight times ``LARGEST_PAYLOAD``. A publish above it is dropped
