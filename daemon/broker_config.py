@@ -653,8 +653,8 @@ def _security_section(plan: BrokerPlan) -> Section:
                 "check_retain_source",
                 "true",
                 (
-                    "A retained message goes out only while its publisher may still publish",
-                    "it: a table taken off this broker takes its retained state with it.",
+                    "A retained message goes out only while its publisher may still publish it:",
+                    "a table taken off this broker takes its retained state with it.",
                 ),
             ),
         ),
@@ -669,9 +669,9 @@ def _listener_section(listener: Listener) -> Section:
     ]
     if listener.purpose == "daemons":
         comment: tuple[str, ...] = (
-            "The table daemons ([mqtt] host and port of their configurations): loopback",
-            "only, so plain; a connection limit of its own, so nothing on the network can",
-            "crowd the daemons out.",
+            "The table daemons, at the [mqtt] host and port of their configurations:",
+            "loopback only, so plain, with a connection limit of its own that nothing on",
+            "the network can use up.",
         )
         title = "Listener: the table daemons"
     elif listener.tls is None:
@@ -708,19 +708,20 @@ def _limits_section() -> Section:
                 "message_size_limit",
                 str(MESSAGE_SIZE_LIMIT),
                 (
-                    'Requests are at most 4 KiB (mqtt-api.md "Requests"); the largest payload',
-                    f"a daemon publishes is `state` with every alarm a table can hold (under "
-                    f"{LARGEST_PAYLOAD // 1024} KiB).",
-                    "A larger publish is dropped without ending its connection. Mosquitto",
-                    "suggests max_packet_size instead at start; both are meant.",
+                    'Requests are at most 4 KiB (mqtt-api.md "Requests"); the largest payload a',
+                    "daemon publishes, `state` with every alarm a table can hold, is under "
+                    f"{LARGEST_PAYLOAD // 1024} KiB.",
+                    "A larger publish is dropped and its connection kept. Mosquitto's start-up",
+                    "note to use max_packet_size instead is expected: both are set, each for",
+                    "its own end.",
                 ),
             ),
             Directive(
                 "max_packet_size",
                 str(MAX_PACKET_SIZE),
                 (
-                    "A larger packet ends the connection before it is buffered (any message",
-                    "under message_size_limit, with any topic, is smaller).",
+                    "A larger packet ends its connection before Mosquitto buffers it; a message",
+                    "under message_size_limit, whatever its topic, always fits.",
                 ),
             ),
             Directive(
@@ -732,8 +733,8 @@ def _limits_section() -> Section:
                 "max_queued_messages",
                 str(MAX_QUEUED_MESSAGES),
                 (
-                    "Queued per client (slow, away with a persistent session, or a bridge to",
-                    "an unreachable floor): about four hours of four tables.",
+                    "Per client, beyond those in flight (a slow client, a persistent session",
+                    "away, a bridge to an unreachable floor): four hours of four tables.",
                 ),
             ),
             Directive(
