@@ -625,3 +625,26 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
     assert bc.MESSAGE_SIZE_LIMIT >= bc.REQUEST_MAX
     # Any topic (65,535 bytes) with any message under the limit fits one packet.
     assert bc.MAX_PACKET_SIZE > bc.MESSAGE_SIZE_LIMIT + 65_535 + 1024
+
+
+def test_a_config_that_does_not_validate_or_half_the_tls_options_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "broker"
+    dotted = tmp_path / "dotted.toml"
+    dotted.write_text(table_toml("pit.3"))
+    status, lines, err = run_cli(capsys, out, write_table(tmp_path, "t1"), dotted)
+    assert status == 2
+    assert lines == []
+    assert err.splitlines()[:2] == [
+        f"{dotted}: 1 problem",
+        "  table.id: must not hold '.' or spaces (mqtt-api.md: floor brokers such as NATS "
+        "refuse them), got 'pit.3' ('.')",
+    ]
+    assert not out.exists()
+    status, _, err = run_cli(
+        capsys, out, write_table(tmp_path, "t1"), extra=("--tls-cert", str(dotted))
+    )
+    assert status == 2
+    assert "--tls-cert, --tls-key and --tls-ca go together: give all three" in err
+    assert not out.exists()
