@@ -44,14 +44,20 @@ Choices (also in the README, "Deploying the broker"):
   topic inside another (prefix ``lammer/t1`` for table ``x``, beside table ``t1``) is
   refused: ``t1``'s daemon could write the other table's state.
 
-Extending for the floor bridge: a bridge of these tables to a floor cluster is one more
-section of ``mosquitto.conf``, rendered last (``_bridge_section``; every option after a
-``connection`` line belongs to that bridge), listing its topics from ``BrokerPlan.tables``
-(state out, requests in, QoS 1). Its password is kept as the users' are (a
-``credentials/`` entry read or made by ``_password_for``), and written into
-``mosquitto.conf``, which is why that file is already 0640 root:<broker group>. The limits
-below already serve a bridge: persistence keeps its queue across a restart, and
-``max_queued_messages`` is sized for a floor outage.
+Extending for the floor bridge (``--bridge HOST:PORT[,HOST:PORT...]``): the option parses
+with ``parse_endpoint`` into a ``bridge`` field of ``BrokerPlan`` (``plan_broker`` checks it
+with the rest), and the bridge is one more section of ``mosquitto.conf``, rendered last by
+``_bridge_section`` (every option after a ``connection`` line belongs to that bridge):
+``address`` with every cluster node, ``cleansession false``, ``try_private false``,
+``notifications false``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
+from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` in, QoS 1).
+Mosquitto does not check a bridge's traffic against ``acl_file``, so those ``topic ... in``
+lines are all that bounds what the floor may send: name each table's ``request/+``, never a
+wildcard above it. Its password is kept as the users' are (a ``credentials/`` entry read
+or made by ``_password_for``) and written as ``remote_password`` into ``mosquitto.conf``,
+which is why that file is already 0640 root:<broker group>; ``check_rendered`` reads the new
+directives back like every other. The limits already serve a bridge: persistence keeps its
+queue across a restart, and ``max_queued_messages`` is sized for a floor outage.
 
 Errors: ``BrokerConfigError(DaemonError, ValueError)``, ``problems`` listing every one.
 """
