@@ -792,11 +792,12 @@ def _bridge_section(plan: BrokerPlan) -> Section:
 
 def render_conf(plan: BrokerPlan) -> str:
     """The text of mosquitto.conf."""
-    summary = ", ".join(f"{t.table_id} ({t.config.table.game})" for t in plan.tables)
     lines = [
-        "# Mosquitto for the lammer tables of this controller: " + summary + ".",
+        "# Mosquitto for the lammer tables of this controller.",
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and",
         '# says what it changed). README.md, "Deploying the broker", says how to run it.',
+        "# Tables:",
+        *(f"#   {t.table_id} ({t.config.table.game}) at {t.base}" for t in plan.tables),
     ]
     for section in conf_sections(plan):
         lines += ["", f"# -- {section.title} " + "-" * max(3, 84 - len(section.title))]
