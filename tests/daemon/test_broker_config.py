@@ -28,7 +28,8 @@ from daemon.cli import main
 from daemon.config import MqttSection, TableConfig, TableSection, validate_config
 from daemon.errors import ConfigFileError
 from daemon.journal import Journal
-from daemon.payloads import AlarmView, DeviceView, build_state
+from daemon.publications import state_publications
+from rules.table import Alarm, DeviceState, TableState
 
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
 NOW = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
@@ -595,7 +596,7 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
         code = f"{'F' * 95}{chr(65 + i // 26)}{chr(65 + i % 26)}"[:97]
         text = '"\\' * 65  # 130 characters, each escaped
         alarms.append(
-            AlarmView(
+            Alarm(
                 code=f"DEVICE_FAULT_{code}",
                 device="shuffler",
                 message=f"the shuffler reports {code}: {text}",
@@ -605,13 +606,13 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
     for code in ("DISCONNECTED", "MODE_MISMATCH", "DECK_FAULT", "UNEXPECTED_FRAME",
                  "LINK_ERRORS", "ROLL_BACKLOG", "JOURNAL_FAULT", "CLOCK_JUMP",
                  "DEVICE_FAULT_OTHER"):  # fmt: skip
-        alarms.append(AlarmView(code=code, device="shuffler", message='"' * 300, since=NOW))
-    publication = build_state(
+        alarms.append(Alarm(code=code, device="shuffler", message='"' * 300, since=NOW))
+    state = TableState(
         game="UTH",
-        devices={"shuffler": DeviceView(connected=True, status="F" * 97, mode="UTH")},
-        alarms=alarms,
-        table="t" * 64,
+        devices=(("shuffler", DeviceState(connected=True, faults=(("F" * 97, ""),), mode="UTH")),),
+        alarms=tuple(alarms),
     )
+    [publication] = [p for p in state_publications(state, table="t" * 64) if p.topic == "state"]
     journal = Journal.open(tmp_path / "j.db")
     try:
         message = journal.append_publish(
