@@ -187,9 +187,7 @@ def apply(
             return _card(state, fact)
         case DealerDone() | RoundVoided():
             if open_round_id(state) != fact.round_id:
-                opened = open_round_id(state)
-                now = f"round {opened} is open" if opened is not None else "no round is open"
-                return state, (_out_of_order(fact, f"round {fact.round_id} is not open ({now})"),)
+                return state, (_not_open(fact, open_round_id(state)),)
             if isinstance(fact, DealerDone):
                 return _close(state, "ended"), (_settle(state),)
             return _close(state, "void"), (_void(state),)
@@ -323,8 +321,19 @@ def _frame(fact: CardDrawn | DealerDone | RoundVoided) -> str:
     return {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
 
 
-def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
-    return flagged_result(fact.round_id, f"{_frame(fact)} out of order: {why}")
+def _not_open(fact: DealerDone | RoundVoided, opened: int | None) -> AlarmRaised:
+    """``END`` or ``VOID`` for a round that is not open: no result under its id (it would
+    replace, on every screen, the result a round of that id already has: shuffler-icd.md),
+    an alarm instead; the journal keeps the frame."""
+    where = f"round {opened} is open" if opened is not None else "no round is open"
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="shuffler",
+        message=(
+            f"{_frame(fact)} for round {fact.round_id}, which is not open ({where}): no result "
+            "is published for it; the frame is kept in the journal for review"
+        ),
+    )
 
 
 def _late(fact: CardDrawn | DealerDone | RoundVoided, how: ClosedAs) -> AlarmRaised:

@@ -26,9 +26,10 @@ frames out of order:
   open round can never be completed; it is flagged as abandoned (unless already flagged)
   and the new round opens with this ``HAND`` (the first ``HAND`` of a new round id opens
   the round). A ``HAND`` after ``ROUND`` in the same round flags it (the deal was complete);
-* ``ROUND``, ``SETTLE`` or ``VOID`` for a round id that is not open: that round id is
-  flagged, and so is the open round if there is one (the shuffler and the host disagree
-  about which round is being dealt, so neither can be trusted);
+* ``ROUND``, ``SETTLE`` or ``VOID`` for a round id that is not open: no result is published
+  for that id (it would replace the result a round of that id already has on every
+  screen), a ``LATE_FRAME`` alarm says what came, and the open round, if there is one, is
+  flagged (the shuffler and the host disagree about which round is being dealt);
 * a second ``HAND`` for a position, a second ``ROUND``, ``SETTLE`` before ``ROUND``;
 * anything for a round already closed (settled, void, flagged, abandoned) is a late frame:
   its result is published already and stands (shuffler-icd.md, "What the host must check":
@@ -226,15 +227,21 @@ def _hand(state: PokerRoundState, fact: HandDealt) -> tuple[PokerRoundState, tup
 def _stray(
     state: PokerRoundState, fact: RoundDealt | RoundSettled | RoundVoided
 ) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
-    """``ROUND``, ``SETTLE`` or ``VOID`` for a round that is not open: both are flagged."""
+    """``ROUND``, ``SETTLE`` or ``VOID`` for a round that is not open.
+
+    No result is published for that round id: it was never dealt here (or not since the
+    shuffler's ``HELLO``), and a result under its id would replace, on every screen, the
+    result a round of the same id already has (shuffler-icd.md: a screen must never turn a
+    paid round into "flagged"). It raises ``LATE_FRAME`` instead, and the journal keeps
+    the frame. An open round is flagged: the shuffler and the host disagree about which
+    round is being dealt, so it cannot be trusted."""
     rid = fact.round_id
-    hands = fact.hands if isinstance(fact, RoundDealt) else None
     outcomes: list[Outcome] = []
     if state.round_id is None:
-        reason = f"{_frame(fact)} for round {rid}, which was never dealt (no HAND): out of order"
+        where = "no round is open"
     else:
         old = state.round_id
-        reason = f"{_frame(fact)} for round {rid} while round {old} was open: out of order"
+        where = f"round {old} is open"
         if state.flagged is None:
             outcomes.append(
                 _flag(
@@ -246,8 +253,17 @@ def _stray(
                 )
             )
         state = _close(state, old, "flagged")
-    outcomes.append(_flag(state, rid, hands, reason))
-    return _close(state, rid, "flagged"), tuple(outcomes)
+    outcomes.append(
+        AlarmRaised(
+            code=LATE_FRAME,
+            device="shuffler",
+            message=(
+                f"{_frame(fact)} for round {rid}, which is not open ({where}): no result is "
+                "published for it; the frame is kept in the journal for review"
+            ),
+        )
+    )
+    return state, tuple(outcomes)
 
 
 def _round(state: PokerRoundState, fact: RoundDealt) -> tuple[PokerRoundState, tuple[Outcome, ...]]:

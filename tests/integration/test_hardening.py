@@ -56,6 +56,6 @@ async def test_sigusr1_logs_what_every_task_waits_for_and_keeps_running(
         lambda: any(e["event"] == "task" for e in table.log_events()), what="the task dump"
     )
     tasks = [e for e in table.log_events() if e["event"] == "task"]
-    assert any(t["task"] == "mqtt drain" and t["stack"] for t in tasks)
+    assert any(t["task"] == "driver-dice_reader" and t["stack"] for t in tasks)
     assert table.daemon.proc.poll() is None
     assert await table.stop_daemon(signal.SIGTERM) == 0

@@ -239,16 +239,29 @@ def test_a_new_round_abandons_the_open_one() -> None:
     assert late == late_frame("SETTLE for round 812 arrived after the round was abandoned")
 
 
-def test_round_for_another_round_id_flags_both() -> None:
+def not_open(frame: str, round_id: int, where: str) -> AlarmRaised:
+    """The alarm of a frame for a round that is not open (no result under its id)."""
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="shuffler",
+        message=(
+            f"{frame} for round {round_id}, which is not open ({where}): no result is "
+            "published for it; the frame is kept in the journal for review"
+        ),
+    )
+
+
+def test_round_for_another_round_id_flags_the_open_round_and_publishes_nothing_for_it() -> None:
+    # shuffler-icd.md: a result under round 900's id would replace, on every screen, the
+    # result a round 900 may already have (a shuffler whose counter restarted).
     state, outcomes = run([*ROUND_812, RoundDealt(round_id=900, hands=3)])
-    results = flagged(outcomes)
-    assert [r.round_id for r in results] == [812, 900]
-    assert results[0].reason == (
+    [result] = flagged(outcomes)
+    assert result.round_id == 812
+    assert result.reason == (
         "the shuffler sent ROUND for round 900 while round 812 was open:"
         " the device and the host disagree on the round"
     )
-    assert results[1].reason == "ROUND for round 900 while round 812 was open: out of order"
-    assert results[1].hands == 3
+    assert outcomes[-1] == not_open("ROUND", 900, "round 812 is open")
     assert open_round_id(state) is None
 
 
@@ -260,13 +273,14 @@ def test_round_for_another_round_id_flags_both() -> None:
         (RoundVoided(round_id=4), "VOID"),
     ],
 )
-def test_frames_for_a_round_never_dealt_are_flagged(fact: PokerFact, frame: str) -> None:
+def test_frames_for_a_round_never_dealt_publish_no_result(fact: PokerFact, frame: str) -> None:
     state, outcomes = run([fact])
-    [result] = flagged(outcomes)
-    assert result.reason == f"{frame} for round 4, which was never dealt (no HAND): out of order"
-    # a late HAND for it is recognised as belonging to a closed round: its flag stands
-    again = run([hand(4, "P1", "AsKsQsJsTs")], state)[1]
-    assert again == late_frame("HAND for P1 for round 4 arrived after the round was flagged")
+    assert flagged(outcomes) == []
+    assert outcomes == [not_open(frame, 4, "no round is open")]
+    assert state == initial_state("CSP")
+    # round 4 may still be dealt: its first HAND opens it
+    state, _ = run([hand(4, "P1", "AsKsQsJsTs")], state)
+    assert open_round_id(state) == 4
 
 
 def test_late_frames_for_a_settled_round_leave_the_open_round_alone() -> None:
