@@ -194,10 +194,15 @@ def _subset_counts(
     return np.cumsum(counts[:, ::-1], axis=1)[:, ::-1]
 
 
-def _disjoint_pairs(
+def disjoint_pairs(
     a: tuple[Cards, NDArray[np.int8]], b: tuple[Cards, NDArray[np.int8]], top: int
 ) -> list[int]:
-    """Ordered pairs of disjoint hands (x from a, y from b) both at level >= r, per r."""
+    """Ordered pairs of disjoint hands (x from a, y from b) both at level >= r, per level r.
+
+    ``a`` and ``b`` are ``(hands, levels)``: distinct increasing rows of cards and each
+    row's level (1..top; hands below level 1 never count). Inclusion-exclusion over the
+    cards the two hands share (see the module docstring).
+    """
     total = np.zeros(top, dtype=object)
     for size in range(min(a[0].shape[1], b[0].shape[1]) + 1):
         na = _subset_counts(a[0], a[1], size, top)
@@ -237,7 +242,7 @@ def _plain_pieces(game: PokerGame, progress: Progress) -> Pieces:
     for kinds in (("player", "player"), ("player", "dealer")):
         progress(f"{game}: pairs of hands", 0, 1)
         x, y = (sizes[k] for k in kinds)
-        pairs = _disjoint_pairs(qualifying[kinds[0]], qualifying[kinds[1]], top)
+        pairs = disjoint_pairs(qualifying[kinds[0]], qualifying[kinds[1]], top)
         whole = comb(52, x) * comb(52 - x, y)
         pair[kinds] = tuple(Fraction(n, whole) for n in pairs)
         progress(f"{game}: pairs of hands", 1, 1)
@@ -453,7 +458,8 @@ def table_levels(deal: Deal, deck: NDArray[np.uint8]) -> NDArray[np.int8]:
 class Sample:
     """Estimates from simulated rounds: the mean of ``E(m_r)`` per level (``remainder``),
     of the remainder's return ``y`` and of the plain payout ``x`` (what a unit wager
-    returns), each mean with its standard error."""
+    returns), each mean with its standard error; ``highest`` counts the rounds by the
+    level of their highest hand (0: none qualifies; plain simulation only, else empty)."""
 
     rounds: int
     remainder: tuple[float, ...]
@@ -461,12 +467,14 @@ class Sample:
     y_se: float
     x: float
     x_se: float
+    highest: tuple[int, ...] = ()
 
 
 def _figures(
     deal: Deal, deck: NDArray[np.uint8]
-) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64]]:
-    """Per round: ``E(m_r)`` per level, the remainder's return ``y`` and the payout ``x``."""
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.float64], NDArray[np.int8]]:
+    """Per round: ``E(m_r)`` per level, the remainder's return ``y``, the payout ``x`` and
+    the highest level."""
     top = len(COVER_ALL_ROWS[deal.game])
     back, steps = _returns(deal)
     levels = table_levels(deal, deck)
@@ -474,7 +482,7 @@ def _figures(
     e = np.where(m >= 1, (m - 1) * (m - 2) // 2, 0).astype(np.int64)
     y = e @ np.array([float(s) for s in steps])
     x = np.array([0.0, *(float(b) for b in back)])[levels.max(axis=1)]
-    return e, y, x
+    return e, y, x, levels.max(axis=1)
 
 
 def _mean_se(total: float, squares: float, n: int) -> tuple[float, float]:
@@ -488,12 +496,15 @@ def simulate(deal: Deal, rounds: int, seed: int, progress: Progress = _quiet) ->
     if rounds < 2:
         raise ValueError(f"a simulation needs at least 2 rounds, not {rounds}")
     rng = _generator(seed, deal)
-    remainder = np.zeros(len(COVER_ALL_ROWS[deal.game]))
+    top = len(COVER_ALL_ROWS[deal.game])
+    remainder = np.zeros(top)
+    highest = np.zeros(top + 1, dtype=np.int64)
     y = y2 = x = x2 = 0.0
     done = 0
     while done < rounds:
         n = min(CHUNK_ROUNDS, rounds - done)
-        e, yr, xr = _figures(deal, shuffled_decks(rng, n, deal.cards))
+        e, yr, xr, best = _figures(deal, shuffled_decks(rng, n, deal.cards))
+        highest += np.bincount(best, minlength=top + 1)
         remainder += e.sum(axis=0)
         y += float(yr.sum())
         y2 += float((yr * yr).sum())
@@ -506,6 +517,7 @@ def simulate(deal: Deal, rounds: int, seed: int, progress: Progress = _quiet) ->
         tuple(float(v) / rounds for v in remainder),
         *_mean_se(y, y2, rounds),
         *_mean_se(x, x2, rounds),
+        tuple(int(v) for v in highest),
     )
 
 
@@ -544,7 +556,7 @@ def simulate_by_board(deal: Deal, rounds: int, seed: int, progress: Progress = _
         rest = np.nonzero(free)[1].reshape(n, left).astype(np.uint8)
         stratum = np.repeat(np.arange(n), k)
         holdings = rng.permuted(rest[stratum], axis=1)[:, :own]
-        e, yr, xr = _figures(deal, np.hstack([holdings, board[stratum]]))
+        e, yr, xr, _ = _figures(deal, np.hstack([holdings, board[stratum]]))
         for r in range(top):
             remainder[r] += float((p * np.bincount(stratum, e[:, r], n) / k).sum())
         for values, add in ((yr, "y"), (xr, "x")):
