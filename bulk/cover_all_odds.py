@@ -67,7 +67,7 @@ from rules.poker import CATEGORY_SHIFT, POKER_GAMES, RANKINGS, PokerGame, poker_
 DEFAULT_SEED: Final = 20261129
 """The seed of the par sheet's simulation (any integer reproduces its own figures)."""
 
-DEFAULT_ROUNDS: Final = 2_000_000
+DEFAULT_ROUNDS: Final = 10_000_000
 """Simulated rounds per column with three hands or more."""
 
 CHUNK_ROUNDS: Final = 1 << 15
