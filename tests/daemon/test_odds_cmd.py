@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pty
+import select
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from decimal import Decimal
 from fractions import Fraction
@@ -295,3 +299,32 @@ def test_cover_all_bad_arguments_exit_2(args: tuple[str, ...], message: str) -> 
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert done.stdout == ""
+
+
+def test_cover_all_shows_a_progress_bar_on_a_terminal() -> None:
+    """stderr on a real pty: a long run draws rich's bar there; stdout stays the table."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    args = ["cover-all", "--game", "CSP", "--hands", "5", "--rounds", "3000000", "--json"]
+    with subprocess.Popen(
+        [LAMMER, "odds", *args], stdout=subprocess.PIPE, stderr=slave, env=env
+    ) as proc:
+        os.close(slave)
+        seen = bytearray()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+            elif proc.poll() is not None:
+                break
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0
+    os.close(master)
+    assert json.loads(out)["columns"][0]["hands"] == 5
+    assert b"CSP, 5 hands: simulating" in seen
+    assert b"%" in seen  # rich's percentage column
