@@ -46,7 +46,7 @@ def write_chart(games: Sequence[Sequence[ColumnOdds]], path: str | Path) -> None
         raise ChartError(
             "--plot needs matplotlib (pip install 'lammer[plot]' or the dev extra)"
         ) from exc
-    figure = Figure(figsize=(8, 5), dpi=120, layout="constrained")
+    figure = Figure(figsize=(10, 5), dpi=120, layout="constrained")
     axes = figure.add_subplot()
     for columns in games:
         ordered = sorted(columns, key=lambda c: c.hands)
@@ -77,9 +77,14 @@ def write_chart(games: Sequence[Sequence[ColumnOdds]], path: str | Path) -> None
     axes.set_title(TITLE)
     axes.set_xlabel("total hands in the round (the pay-table column)")
     axes.set_ylabel("house edge (%)")
-    axes.set_xticks(range(1, 10))
+    axes.set_xticks(range(1, 9))  # the columns: 1 to 8 hands
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize="small", title="filled: exact, open: simulated (95 % CI)")
+    axes.legend(
+        fontsize="small",
+        title="filled: exact\nopen: simulated (95 % CI)",
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),  # beside the axes: the lines cross the whole plot
+    )
     try:
         figure.savefig(
             path,

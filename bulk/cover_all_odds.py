@@ -175,12 +175,6 @@ class Pieces:
     pair: dict[tuple[Kind, Kind], tuple[Fraction, ...]]
 
 
-def _at_least(levels: NDArray[np.int8], top: int) -> list[int]:
-    """Hands at each level 1..top or higher."""
-    counts = np.bincount(levels, minlength=top + 1)
-    return [int(counts[r:].sum()) for r in range(1, top + 1)]
-
-
 def _subset_counts(
     hands: Cards, levels: NDArray[np.int8], size: int, top: int
 ) -> NDArray[np.int64]:
@@ -286,7 +280,7 @@ def _community_pieces(game: PokerGame, progress: Progress) -> Pieces:
             axis=2,
         ).reshape(n * holdings, own + board_size)
         levels = hand_levels(game, hands).reshape(n, holdings)
-        # reaching[b, r-1]: holdings of board b at level >= r
+        # at[b, r - 1]: holdings of board b at level >= r
         at = np.stack([(levels >= r).sum(axis=1) for r in range(1, top + 1)], axis=1)
         # sum over T of (-1)^|T| N(T)^2: T empty gives at^2, T a whole holding gives at
         square = at.astype(np.int64) ** 2 + (-1) ** own * at

@@ -260,7 +260,7 @@ def test_cover_all_plot_writes_a_png_chart(tmp_path: Path) -> None:
     kinds = [kind for kind, _ in chunks]
     assert (kinds[0], kinds[-1]) == (b"IHDR", b"IEND")
     width, height, depth, colour = struct.unpack(">IIBB", chunks[0][1][:10])
-    assert (width, height, depth, colour) == (960, 600, 8, 6)  # 8x5 in at 120 dpi, RGBA
+    assert (width, height, depth, colour) == (1200, 600, 8, 6)  # 10x5 in at 120 dpi, RGBA
     pixels = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
     assert len(pixels) == height * (1 + 4 * width)  # a filter byte, then RGBA per row
     text = dict(body.split(b"\0", 1) for kind, body in chunks if kind == b"tEXt")
