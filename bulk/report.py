@@ -17,7 +17,6 @@ confidence half-width of the house edge, 0 when exact), ``no_qualifier`` and
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -26,7 +25,7 @@ from typing import Any
 from bulk.cover_all_odds import DEFAULT_ROUNDS, DEFAULT_SEED, ColumnOdds, Progress, game_odds
 from rules.cover_all import LAYOUTS
 from rules.paytables import ColumnError, cover_all_columns
-from rules.poker import POKER_GAMES, PokerGame
+from rules.poker import POKER_GAMES, PokerGame, poker_game
 
 
 def _fraction(value: Fraction | None) -> str | None:
@@ -135,7 +134,7 @@ def cover_all_report(
     ``hands`` without ``game`` takes that column of every game that has one
     (``ColumnError`` if none has).
     """
-    games: tuple[PokerGame, ...] = POKER_GAMES if game is None else (_game(game),)
+    games: tuple[PokerGame, ...] = POKER_GAMES if game is None else (poker_game(game),)
     if hands is not None and game is None:
         games = tuple(g for g in games if hands in cover_all_columns(g))
         if not games:
@@ -177,13 +176,3 @@ def cover_all_report(
         "simulated (docs/cover-all-par-sheet.md says how).",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _game(game: str) -> PokerGame:
-    from rules.poker import poker_game
-
-    return poker_game(game)
-
-
-if __name__ == "__main__":  # pragma: no cover - a convenience: python -m bulk.report
-    sys.stdout.write(cover_all_report())

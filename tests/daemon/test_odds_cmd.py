@@ -328,3 +328,20 @@ def test_cover_all_shows_a_progress_bar_on_a_terminal() -> None:
     assert json.loads(out)["columns"][0]["hands"] == 5
     assert b"CSP, 5 hands: simulating" in seen
     assert b"%" in seen  # rich's percentage column
+
+
+def test_cover_all_plot_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
+    """matplotlib is an optional extra: hide it (a package that fails to import, first on
+    the path) and ``--plot`` exits 2 with the install hint; nothing is printed."""
+    fake = tmp_path / "matplotlib"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise ImportError("no matplotlib here")\n')
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    args = ["cover-all", "--game", "TCP", "--hands", "2", "--plot", str(tmp_path / "x.png")]
+    done = subprocess.run(
+        [LAMMER, "odds", *args], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert done.returncode == 2
+    assert "--plot needs matplotlib (pip install 'lammer[plot]'" in done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "x.png").exists()
