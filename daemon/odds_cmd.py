@@ -4,6 +4,7 @@
 
     lammer odds bonus-craps [--paytable 1|2] [--json]
     lammer odds bust-bonus [--decks N] [--s17 | --h17] [--json]
+    lammer odds cover-all [--game G] [--hands N] [--rounds R] [--seed S] [--json] [--plot FILE]
 
 Bonus Craps prints both pay tables unless ``--paytable`` picks one. Bust Bonus defaults to
 6 decks and a dealer who stands on soft 17 (``--s17``), the defaults of a table's
@@ -13,6 +14,10 @@ Everything is computed exactly (``rules.craps_odds``, ``rules.bust_odds``): the 
 table shows decimals, then every figure as an exact fraction in lowest terms. ``--json``
 writes fractions as ``"n/d"`` strings and decimals as strings, never floats
 (mqtt-api.md, "Odds are strings holding an exact decimal").
+
+The Cover All Bonus par sheet is computed by ``bulk`` (numpy), exact where it is tractable
+and otherwise simulated with its standard error; its ``--json`` is the issue's schema
+(floats beside ``"p/q"`` fractions), described in ``bulk/report.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
@@ -41,6 +47,8 @@ JSON_PLACES = 15
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments: one subcommand per side bet."""
+    from rules.poker import POKER_GAMES
+
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     craps = games.add_parser(
         "bonus-craps",
@@ -85,6 +93,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bust.add_argument("--json", action="store_true", help="JSON for machines")
     bust.set_defaults(_odds=_bust_bonus)
 
+    cover = games.add_parser(
+        "cover-all",
+        help="Cover All Bonus par sheet: each game, each column, exact or simulated",
+        description=(
+            "Cover All Bonus odds (SDAR Cover All Bonus rule (9)): for each game and number "
+            "of hands, how often the highest hand at the table makes each pay-table row, "
+            "and the house edge. Exact with 1 or 2 hands; otherwise a seeded simulation "
+            "with its standard error."
+        ),
+    )
+    cover.add_argument("--game", choices=POKER_GAMES, help="one game (default: all six)")
+    cover.add_argument(
+        "--hands", type=_positive("hands", 1), help="one column: total hands (default: all)"
+    )
+    cover.add_argument(
+        "--rounds",
+        type=_positive("rounds", 2),
+        default=None,
+        help="simulated rounds per column of 3 or more hands (default: the par sheet's)",
+    )
+    cover.add_argument(
+        "--seed",
+        type=_positive("seed", 0),
+        default=None,
+        help="simulation seed (default: the par sheet's)",
+    )
+    cover.add_argument("--json", action="store_true", help="JSON for machines")
+    cover.add_argument("--plot", metavar="FILE", help="also write a PNG chart of the house edge")
+    cover.set_defaults(_odds=_cover_all)
+
 
 def run(args: argparse.Namespace) -> int:
     """Print the odds of ``args.game``; the exit status."""
@@ -107,6 +145,19 @@ def _decks(text: str) -> int:
             f"a shoe holds {MIN_DECKS} to {MAX_DECKS} decks, not {decks}"
         )
     return decks
+
+
+def _positive(what: str, least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {what}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{what} must be at least {least}, not {value}")
+        return value
+
+    return parse
 
 
 # ---------------------------------------------------------------------------------------
@@ -303,3 +354,21 @@ def _bust_bonus(args: argparse.Namespace) -> str:
 def _short(value: Fraction) -> str:
     """A probability for the readable table: ``-`` where it cannot happen."""
     return "-" if value == 0 else _plain(decimal_of(value, TABLE_PLACES))
+
+
+# ---------------------------------------------------------------------------------------
+# Cover All Bonus
+
+
+def _cover_all(args: argparse.Namespace) -> str:
+    from bulk.cover_all_odds import DEFAULT_ROUNDS, DEFAULT_SEED
+    from bulk.report import cover_all_report
+
+    return cover_all_report(
+        game=args.game,
+        hands=args.hands,
+        rounds=DEFAULT_ROUNDS if args.rounds is None else args.rounds,
+        seed=DEFAULT_SEED if args.seed is None else args.seed,
+        as_json=args.json,
+        plot=args.plot,
+    )

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import pty
+import select
+import struct
 import subprocess
 import sys
+import time
+import zlib
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 LAMMER = str(Path(sys.executable).with_name("lammer"))
@@ -152,3 +159,189 @@ def test_bad_arguments_exit_2_with_a_specific_message(args: tuple[str, ...], mes
     assert done.returncode == 2
     assert message in done.stderr
     assert done.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------
+# Cover All Bonus (lammer odds cover-all; the numbers are tested in tests/bulk)
+
+COLUMN_KEYS = {"hands", "exact", "rounds", "house_edge", "house_edge_fraction", "std_error"}
+
+
+def lowest_terms(text: str) -> Fraction:
+    numerator, denominator = (int(part) for part in text.split("/"))
+    assert math.gcd(numerator, denominator) == 1, text
+    return Fraction(numerator, denominator)
+
+
+def test_cover_all_exact_column_json() -> None:
+    done = lammer("cover-all", "--game", "TCP", "--hands", "2", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["game"] == "TCP"
+    (column,) = data["columns"]
+    assert set(column) >= COLUMN_KEYS
+    assert (column["hands"], column["exact"], column["rounds"], column["std_error"]) == (
+        2,
+        True,
+        None,
+        None,
+    )
+    assert [(r["hand"], r["pays"]) for r in column["rows"]] == [
+        ("Royal Flush", "100"),
+        ("Straight Flush", "60"),
+        ("Three of a Kind", "50"),
+        ("Straight", "5"),
+    ]
+    chances = [lowest_terms(r["probability_fraction"]) for r in column["rows"]]
+    none = lowest_terms(column["no_qualifier_fraction"])
+    assert sum(chances) + none == 1
+    back = sum((Fraction(r["pays"]) + 1) * p for r, p in zip(column["rows"], chances, strict=True))
+    edge = lowest_terms(column["house_edge_fraction"])
+    assert edge == 1 - back
+    assert column["house_edge"] == pytest.approx(float(edge), abs=1e-15)
+    for row, p in zip(column["rows"], chances, strict=True):
+        assert row["probability"] == pytest.approx(float(p), rel=1e-12)
+
+
+def test_cover_all_simulated_column_is_reproducible() -> None:
+    args = ("cover-all", "--game", "CSP", "--hands", "4", "--rounds", "20000", "--seed", "7")
+    first, again = lammer(*args, "--json"), lammer(*args, "--json")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == again.stdout
+    (column,) = json.loads(first.stdout)["columns"]
+    assert (column["exact"], column["rounds"], column["seed"]) == (False, 20000, 7)
+    assert column["house_edge_fraction"] is None
+    assert 0 < column["std_error"] < 0.01
+    assert column["half_width_95"] == pytest.approx(1.959964 * column["std_error"], rel=1e-6)
+    assert sum(r["probability"] for r in column["rows"]) + column["no_qualifier"] == (
+        pytest.approx(1.0, abs=1e-12)
+    )
+    other = json.loads(lammer(*args[:-1], "8", "--json").stdout)["columns"][0]
+    assert other["house_edge"] != column["house_edge"]
+
+
+def test_cover_all_one_column_across_games_is_a_list() -> None:
+    done = lammer("cover-all", "--hands", "8", "--rounds", "5000", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [d["game"] for d in data] == ["CSP", "TCP"]  # the only tables with 8 hands
+    assert all([c["hands"] for c in d["columns"]] == [8] for d in data)
+
+
+def test_cover_all_readable_table_names_exact_figures() -> None:
+    done = lammer("cover-all", "--game", "LIR", "--hands", "1")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert text.startswith("Cover All Bonus, Let It Ride (LIR), players only counted\n")
+    assert "exact: 71333/649740" in text  # 1 - return of one five-card hand
+    assert "  Royal Flush                 500 to 1  0.00000154  1/649740" in text
+    assert done.stderr == ""  # no progress bar off a terminal
+
+
+def png_chunks(data: bytes) -> list[tuple[bytes, bytes]]:
+    """Every chunk of a PNG, each CRC checked."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", data[at + 8 + length : at + 12 + length])
+        assert zlib.crc32(kind + body) == crc, kind
+        chunks.append((kind, body))
+        at += 12 + length
+    return chunks
+
+
+def test_cover_all_plot_writes_a_png_chart(tmp_path: Path) -> None:
+    chart = tmp_path / "edge.png"
+    done = lammer("cover-all", "--game", "TCP", "--rounds", "5000", "--plot", str(chart))
+    assert done.returncode == 0, done.stderr
+    chunks = png_chunks(chart.read_bytes())
+    kinds = [kind for kind, _ in chunks]
+    assert (kinds[0], kinds[-1]) == (b"IHDR", b"IEND")
+    width, height, depth, colour = struct.unpack(">IIBB", chunks[0][1][:10])
+    assert (width, height, depth, colour) == (1200, 600, 8, 6)  # 10x5 in at 120 dpi, RGBA
+    pixels = zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT"))
+    assert len(pixels) == height * (1 + 4 * width)  # a filter byte, then RGBA per row
+    text = dict(body.split(b"\0", 1) for kind, body in chunks if kind == b"tEXt")
+    assert text[b"Title"] == b"Cover All Bonus: house edge by number of hands"
+    description = text[b"Description"].decode()
+    # the chart's data: TCP's seven columns, 2 hands exact
+    exact = json.loads(lammer("cover-all", "--game", "TCP", "--hands", "2", "--json").stdout)
+    edge = exact["columns"][0]["house_edge"] * 100
+    assert description.startswith("TCP 2: " + f"{edge:.4f}%, 3: ")
+    assert description.count("(sim)") == 6
+    # the line is drawn: plenty of pixels in the first line colour (matplotlib's C0)
+    from matplotlib.image import imread
+
+    image = imread(chart)
+    blue = np.all(np.abs(image[:, :, :3] - np.array([0x1F, 0x77, 0xB4]) / 255) < 0.08, axis=2)
+    assert blue.sum() > 500
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("cover-all", "--hands", "0"), "hands must be at least 1, not 0"),
+        (("cover-all", "--rounds", "1"), "rounds must be at least 2, not 1"),
+        (("cover-all", "--seed", "x"), "'x' is not a whole number of seed"),
+        (("cover-all", "--game", "BJ"), "invalid choice: 'BJ'"),
+        (("cover-all", "--hands", "9"), "no Cover All Bonus pay table has a column for 9"),
+        (("cover-all", "--game", "UTH", "--hands", "1"), "UTH Cover All Bonus has no pay-table"),
+        (
+            ("cover-all", "--game", "TCP", "--hands", "2", "--plot", "/nonexistent/dir/x.png"),
+            "cannot write the chart to '/nonexistent/dir/x.png'",
+        ),
+    ],
+)
+def test_cover_all_bad_arguments_exit_2(args: tuple[str, ...], message: str) -> None:
+    done = lammer(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert done.stdout == ""
+
+
+def test_cover_all_shows_a_progress_bar_on_a_terminal() -> None:
+    """stderr on a real pty: a long run draws rich's bar there; stdout stays the table."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    args = ["cover-all", "--game", "CSP", "--hands", "5", "--rounds", "3000000", "--json"]
+    with subprocess.Popen(
+        [LAMMER, "odds", *args], stdout=subprocess.PIPE, stderr=slave, env=env
+    ) as proc:
+        os.close(slave)
+        seen = bytearray()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+            elif proc.poll() is not None:
+                break
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0
+    os.close(master)
+    assert json.loads(out)["columns"][0]["hands"] == 5
+    assert b"CSP, 5 hands: simulating" in seen
+    assert b"%" in seen  # rich's percentage column
+
+
+def test_cover_all_plot_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
+    """matplotlib is an optional extra: hide it (a package that fails to import, first on
+    the path) and ``--plot`` exits 2 with the install hint; nothing is printed."""
+    fake = tmp_path / "matplotlib"
+    fake.mkdir()
+    (fake / "__init__.py").write_text('raise ImportError("no matplotlib here")\n')
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    args = ["cover-all", "--game", "TCP", "--hands", "2", "--plot", str(tmp_path / "x.png")]
+    done = subprocess.run(
+        [LAMMER, "odds", *args], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert done.returncode == 2
+    assert "--plot needs matplotlib (pip install 'lammer[plot]'" in done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "x.png").exists()

@@ -1,0 +1,189 @@
+"""The batch evaluator equals ``rules.poker``'s scalar evaluator: on every 3-, 4-, 5- and
+7-card hand, on random best-4-of-6 hands, and it reproduces the textbook counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bulk.combos import all_hands, combinations_array
+from bulk.evaluator import EvaluatorError, batch_evaluator
+from rules.poker import (
+    CATEGORY_SHIFT,
+    FOUR_CARD,
+    STANDARD,
+    THREE_CARD,
+    Ranking,
+    evaluate_four_card,
+    evaluate_standard5,
+    evaluate_standard7,
+    evaluate_three_card,
+)
+
+Scalar = Callable[[Sequence[int]], int]
+
+
+def scalar_values(scalar: Scalar, hands: np.ndarray) -> np.ndarray:
+    """The scalar evaluator on every row, as an array."""
+    return np.fromiter(map(scalar, hands.tolist()), dtype=np.int32, count=len(hands))
+
+
+def assert_same(ranking: Ranking, scalar: Scalar, hands: np.ndarray) -> np.ndarray:
+    """Batch equals scalar on every row; returns the values."""
+    batch = batch_evaluator(ranking, hands.shape[1])(hands)
+    expected = scalar_values(scalar, hands)
+    wrong = np.flatnonzero(batch != expected)
+    assert wrong.size == 0, f"{wrong.size} hands differ, first {hands[wrong[0]].tolist()}"
+    return batch
+
+
+def categories(ranking: Ranking, values: np.ndarray) -> Counter[str]:
+    """How many hands of each category."""
+    counts = np.bincount(values >> CATEGORY_SHIFT, minlength=len(ranking.categories))
+    return Counter({name: int(n) for name, n in zip(ranking.categories, counts, strict=True)})
+
+
+@pytest.mark.exhaustive
+def test_every_three_card_hand() -> None:
+    values = assert_same(THREE_CARD, evaluate_three_card, combinations_array(52, 3))
+    assert categories(THREE_CARD, values) == {
+        "Royal Flush": 4,
+        "Straight Flush": 44,
+        "Three of a Kind": 52,
+        "Straight": 720,
+        "Flush": 1096,
+        "Pair": 3744,
+        "High Card": 16440,
+    }
+
+
+@pytest.mark.exhaustive
+def test_every_four_card_hand() -> None:
+    values = assert_same(FOUR_CARD, evaluate_four_card, combinations_array(52, 4))
+    assert len(values) == 270725
+    counts = categories(FOUR_CARD, values)
+    assert (counts["Four Aces"], counts["Four of a Kind"], counts["Royal Flush"]) == (1, 12, 4)
+
+
+@pytest.mark.exhaustive
+def test_every_five_card_hand_standard_and_best_four_of_five() -> None:
+    hands = np.vstack(list(all_hands(5)))
+    assert len(hands) == 2598960
+    values = assert_same(STANDARD, evaluate_standard5, hands)
+    assert categories(STANDARD, values) == {
+        "Royal Flush": 4,
+        "Straight Flush": 36,
+        "Four of a Kind": 624,
+        "Full House": 3744,
+        "Flush": 5108,
+        "Straight": 10200,
+        "Three of a Kind": 54912,
+        "Two Pair": 123552,
+        "Pair": 1098240,
+        "High Card": 1302540,
+    }
+    four = assert_same(FOUR_CARD, evaluate_four_card, hands)
+    assert categories(FOUR_CARD, four)["Four Aces"] == 48  # AAAA and any fifth card
+
+
+def test_random_best_four_of_six_hands() -> None:
+    rng = np.random.default_rng(6)
+    hands = rng.permuted(np.tile(np.arange(52, dtype=np.uint8), (200_000, 1)), axis=1)[:, :6]
+    values = assert_same(FOUR_CARD, evaluate_four_card, hands)
+    # the rare top hands are there too, so the comparison reaches them
+    assert categories(FOUR_CARD, values)["Four of a Kind"] > 0
+
+
+def test_best_four_of_six_when_a_flush_and_quads_compete() -> None:
+    cases = [
+        "AsKsQsJsAhAd",  # royal flush in spades beside three aces
+        "KsKhKdKcAsQs",  # four kings
+        "2s3s4s5s5h5d",  # straight flush beats three fives
+        "As2s3s4sAhAd",  # A-2-3-4 suited: the lowest straight flush
+    ]
+    from rules.cards import parse_cards
+
+    hands = np.array([[c.index for c in parse_cards(text)] for text in cases], dtype=np.uint8)
+    assert_same(FOUR_CARD, evaluate_four_card, hands)
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.timeout(900)
+def test_every_seven_card_hand() -> None:
+    """All 133,784,560 hands against the scalar evaluator (about 2 minutes here)."""
+    batch = batch_evaluator(STANDARD, 7)
+    counts = np.zeros(len(STANDARD.categories), dtype=np.int64)
+    total = 0
+    for chunk in all_hands(7):
+        values = batch(chunk)
+        expected = scalar_values(evaluate_standard7, chunk)
+        if not np.array_equal(values, expected):
+            first = np.flatnonzero(values != expected)[0]
+            pytest.fail(f"7-card hand {chunk[first].tolist()} differs")
+        counts += np.bincount(values >> CATEGORY_SHIFT, minlength=len(counts))
+        total += len(chunk)
+    assert total == 133784560
+    assert dict(zip(STANDARD.categories, counts.tolist(), strict=True)) == {
+        "Royal Flush": 4324,
+        "Straight Flush": 37260,
+        "Four of a Kind": 224848,
+        "Full House": 3473184,
+        "Flush": 4047644,
+        "Straight": 6180020,
+        "Three of a Kind": 6461620,
+        "Two Pair": 31433400,
+        "Pair": 58627800,
+        "High Card": 23294460,
+    }
+
+
+def test_random_seven_card_hands() -> None:
+    """A fast sample of the slow exhaustive test, for every run while working."""
+    rng = np.random.default_rng(7)
+    hands = rng.permuted(np.tile(np.arange(52, dtype=np.uint8), (100_000, 1)), axis=1)[:, :7]
+    assert_same(STANDARD, evaluate_standard7, hands)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.permutations(range(52)).map(lambda p: p[:7]),
+    st.permutations(range(4)),
+)
+def test_order_and_suits_change_nothing(hand: list[int], suits: list[int]) -> None:
+    batch = batch_evaluator(STANDARD, 7)
+    relabelled = [(c & ~3) | suits[c & 3] for c in reversed(hand)]
+    values = batch(np.array([hand, relabelled], dtype=np.uint8))
+    assert values[0] == values[1] == evaluate_standard7(hand)
+
+
+@pytest.mark.parametrize(
+    ("ranking", "size", "cards", "message"),
+    [
+        (STANDARD, 5, np.zeros((3, 4), dtype=np.uint8), "expected an (n, 5) array"),
+        (STANDARD, 5, np.array([[0, 1, 2, 3, 52]]), "cards must be integers 0..51"),
+        (STANDARD, 5, np.array([[0, 1, 2, 3, -1]]), "cards must be integers 0..51"),
+        (STANDARD, 5, np.zeros((1, 5), dtype=float), "cards must be integers 0..51, got dtype"),
+        (THREE_CARD, 3, np.zeros(3, dtype=np.uint8), "expected an (n, 3) array"),
+    ],
+)
+def test_bad_batches_are_refused(
+    ranking: Ranking, size: int, cards: np.ndarray, message: str
+) -> None:
+    with pytest.raises(EvaluatorError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        batch_evaluator(ranking, size)(cards)
+
+
+@pytest.mark.parametrize(("ranking", "size"), [(STANDARD, 6), (THREE_CARD, 5), (FOUR_CARD, 7)])
+def test_no_evaluator_for_sizes_no_game_deals(ranking: Ranking, size: int) -> None:
+    with pytest.raises(EvaluatorError, match=f"for {size} cards"):
+        batch_evaluator(ranking, size)
+
+
+def test_an_empty_batch_gives_no_values() -> None:
+    assert batch_evaluator(STANDARD, 5)(np.zeros((0, 5), dtype=np.uint8)).shape == (0,)
