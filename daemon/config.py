@@ -22,8 +22,11 @@ Sections and who needs them:
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
+import os
 import tomllib
+import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -309,10 +312,55 @@ class MqttSection(_Section):
 
 
 class JournalSection(_Section):
-    """``[journal]``: where the SQLite journal lives."""
+    """``[journal]``: where the SQLite journal lives, its gaming days and its retention
+    (``daemon.segments``), its snapshots and the key of its hash chain."""
 
     path: Path | None = Field(
-        default=None, description="SQLite journal; default /var/lib/lammer/<table id>.db"
+        default=None, description="the live segment; default /var/lib/lammer/<table id>.db"
+    )
+    day_starts: str = Field(
+        default="06:00",
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="local time at which a gaming day (and a journal segment) begins, HH:MM",
+    )
+    time_zone: str | None = Field(
+        default=None, description="IANA zone of the gaming day (default: the system's)"
+    )
+    retention_days: int = Field(
+        default=365,
+        ge=1,
+        le=36_500,
+        strict=True,
+        description="closed segments older than this many gaming days may be removed",
+    )
+    retention_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        strict=True,
+        description="and only while the archive holds more than this (none: no byte cap)",
+    )
+    archive_command: Path | None = Field(
+        default=None,
+        description="run with an expired segment's path before it is removed (e.g. to copy "
+        "it off the box); the segment stays until the command exits 0",
+    )
+    hmac_key_file: Path | None = Field(
+        default=None,
+        description="key of the journal's hash chain (HMAC-SHA-256), readable by its owner "
+        "only; without it the chain is plain SHA-256",
+    )
+    snapshot_every: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        strict=True,
+        description="records between two snapshots of the table state at most",
+    )
+    snapshot_interval: float = Field(
+        default=600.0,
+        gt=0,
+        le=86_400,
+        description="seconds between two snapshots at most (while records are written)",
     )
 
     @field_validator("path")
@@ -330,6 +378,57 @@ class JournalSection(_Section):
                     raise ValueError(f"{parent} is not a directory")
                 break
         return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name") from exc
+        return value
+
+    @field_validator("archive_command")
+    @classmethod
+    def _command(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        if not os.access(value, os.X_OK):
+            raise ValueError(f"is not executable: {value}")
+        return value
+
+    @field_validator("hmac_key_file")
+    @classmethod
+    def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        mode = value.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ValueError(
+                f"must be readable by its owner only, got mode {mode:04o}: chmod 600 {value}"
+            )
+        if value.stat().st_size < 16:
+            raise ValueError(f"holds {value.stat().st_size} bytes: a key needs 16 or more")
+        return value
+
+    def read_key(self) -> bytes | None:
+        """The HMAC key (the file's bytes), or None."""
+        return None if self.hmac_key_file is None else self.hmac_key_file.read_bytes()
+
+    @property
+    def day_start(self) -> dt.time:
+        """``day_starts`` as a time."""
+        hour, minute = self.day_starts.split(":")
+        return dt.time(int(hour), int(minute))
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo | None:
+        """The zone of the gaming day (None: the system's)."""
+        return None if self.time_zone is None else zoneinfo.ZoneInfo(self.time_zone)
 
 
 class LoggingSection(_Section):
