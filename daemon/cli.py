@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check-config": ("daemon.check_config_cmd", "validate a table configuration file"),
     "journal": ("daemon.journal_cmd", "export a table's journal as JSON lines"),
     "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
-    "display": ("simulators.display", "a terminal display of one or more tables, live from MQTT"),
+    "display": ("display.terminal", "a terminal display of one or more tables, live from MQTT"),
     "demo": ("daemon.demo", "a simulated floor: broker, simulators, daemons and a display"),
 }
 

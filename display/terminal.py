@@ -1,4 +1,4 @@
-"""``lammer display``: a terminal table display, the stand-in for a real one.
+"""``lammer display``: the technician's terminal display of one or more tables.
 
 It subscribes to ``<prefix>/<table>/#`` for one or more tables and draws what
 ``mqtt-api.md`` publishes: availability, game, devices and alarms; the dynamic Cover All

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from daemon.payloads import parse_message
-from simulators.display import TOPICS, Link, TableView, card_text, follow, render, route
+from display.terminal import TOPICS, Link, TableView, card_text, follow, render, route
 from tests.conftest import Broker, free_port
 
 TS = "2026-06-15T20:31:07.412Z"
