@@ -81,7 +81,10 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     app = build_app(state)
     runner = web.AppRunner(
         app,
-        handler_args={"max_line_size": 4096, "max_field_size": 4096, "max_headers": 64},
+        # The request parser's bounds: a request line, a header, the number of headers.
+        max_line_size=4096,
+        max_field_size=4096,
+        max_headers=64,
         access_log=None,
     )
     await runner.setup()

@@ -1,10 +1,14 @@
 // Small DOM helpers shared by the pages. Text always goes in as text (never as HTML), so
 // nothing received can become markup.
 
+// h("div.panel#round", {attrs}, ...children): a tag with classes (.x) and an id (#x).
 export function h(tag, attrs = {}, ...children) {
-  const [name, ...classes] = tag.split(".");
-  const el = document.createElement(name || "div");
+  const parts = tag.match(/^[a-z0-9]*|[.#][^.#]+/g);
+  const el = document.createElement(parts[0] || "div");
+  const classes = parts.slice(1).filter((p) => p[0] === ".").map((p) => p.slice(1));
+  const id = parts.slice(1).find((p) => p[0] === "#");
   if (classes.length) el.className = classes.join(" ");
+  if (id) el.id = id.slice(1);
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key === "class") el.className = [el.className, value].filter(Boolean).join(" ");

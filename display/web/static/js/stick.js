@@ -127,6 +127,7 @@ async function showLogin(message = "") {
   $("terminal").hidden = true;
   $("login").hidden = false;
   $("who").textContent = "";
+  $("logout").hidden = true;
   const info = await (await fetch("/api/session", { credentials: "same-origin" })).json();
   $("login-message").textContent = info.users_configured === false
     ? "No users file is configured on this server: nobody can log in (lammer web --users FILE)." : message;
@@ -155,6 +156,7 @@ function start(info) {
   $("login").hidden = true;
   $("terminal").hidden = false;
   $("who").textContent = `stickperson: ${info.user}`;
+  $("logout").hidden = false;
   if (!feed) {
     feed = new Feed(tableId, render);
     window.lammerFeed = feed;
