@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import signal
 from collections.abc import Callable
@@ -66,6 +67,14 @@ Clock = Callable[[], datetime]
 REPLAY_EXTENSION_S = 30.0
 """Seconds of start time asked of systemd (EXTEND_TIMEOUT_USEC) at each step of a long
 journal replay (systemd/lammer@.service: READY comes only after the replay)."""
+
+
+def lammer_version() -> str:
+    """The installed lammer's version (``info``, ``--version``)."""
+    try:
+        return importlib.metadata.version("lammer")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
+        return "unknown"
 
 
 def utc_now() -> datetime:
@@ -113,6 +122,14 @@ class TableDaemon:
         # device sends it again, and the driver must ACK it without delivering it twice
         # (link-layer.md: "must not process it twice").
         self._last_frames: dict[Device, tuple[int, bytes]] = {}
+        c = config
+        self._info_body = payloads.build_info(
+            version=lammer_version(),
+            game=c.table.game,
+            craps_paytable=c.bonus_craps.paytable,
+            decks=c.bust_bonus.decks,
+            dealer_hits_soft_17=c.bust_bonus.dealer_hits_soft_17,
+        ).body
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -424,6 +441,7 @@ class TableDaemon:
             for name, d in state.devices
         }
         bodies: dict[str, dict[str, Any]] = {
+            "info": self._info_body,
             "state": payloads.state_body(game=state.game, devices=devices, alarms=alarms),
             "alarms": payloads.alarms_body(alarms),
         }

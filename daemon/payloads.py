@@ -46,7 +46,11 @@ from typing import Annotated, Any, Final, Literal, NamedTuple, Protocol, assert_
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from daemon.journal import format_ts  # the one writer of mqtt-api.md times
+from rules.bust_bonus import PAYTABLE as BUST_PAYTABLE
+from rules.cards import parse_card
+from rules.craps import paytable_odds
 from rules.craps_odds import live_probability
+from rules.errors import CardError
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
@@ -60,6 +64,9 @@ from rules.events import (
     Outcome,
     RollRecorded,
 )
+from rules.paytables import paytable as cover_all_table
+from rules.poker import POKER_GAMES
+from rules.table import PAYOUT_ALARMS
 
 # ---------------------------------------------------------------------------------------
 # Value types
@@ -153,6 +160,11 @@ class Alarm(_Model):
     device: DeviceName | None
     message: Text
     since: Timestamp
+    # Added: whether no payout is published while this alarm is active (a screen shows a
+    # "payouts paused" banner without knowing which codes mean that).
+    stops_payouts: bool = Field(
+        description="true while no payout is published because of this alarm"
+    )
 
 
 class StateBody(_Model):
@@ -176,6 +188,13 @@ class PayRowModel(_Model):
 
     hand: Text
     pays: Odds
+
+
+class CoverAllRowModel(_Model):
+    """One row of a whole Cover All Bonus pay table: its odds per column."""
+
+    hand: Text
+    pays: list[Odds] = Field(description="one per column, in the order of columns")
 
 
 class CoverAllPayoutsBody(_Model):
@@ -303,6 +322,9 @@ class BustBonusStateBody(_Model):
     betting_open: bool
     up_card: CardCode | None
     dealer_cards: list[CardCode] = Field(description="face-up cards only (shuffler-icd.md)")
+    # Added: the pay-table row of the up card, so a screen highlights it without mapping
+    # cards to rows itself.
+    paytable_row: Text | None = Field(description="the up card's pay-table row; null before it")
 
 
 class BustBonusResultBody(_Model):
@@ -318,6 +340,15 @@ class BustBonusResultBody(_Model):
     three_eights: bool
     pays: Odds | None = Field(description="for win; null otherwise")
     reason: Text | None = Field(default=None, description="for flagged: why it was not settled")
+    # Added: the pay-table cell that applies, so a screen highlights it without mapping cards
+    # to rows itself.
+    paytable_row: Text | None = Field(
+        description="the pay-table row of this hand (three 8s, else the up card's); "
+        "null for void and flagged",
+    )
+    column: Literal["suited", "off_suit"] | None = Field(
+        description="the pay-table column that paid; null unless win"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> BustBonusResultBody:
@@ -326,6 +357,63 @@ class BustBonusResultBody(_Model):
         if (self.outcome == "flagged") != (self.reason is not None):
             raise ValueError("a reason is given for a flagged result, and only for it")
         return self
+
+
+class CoverAllPaytableModel(_Model):
+    """A whole Cover All Bonus pay table, every column, as the regulation prints it."""
+
+    game: PokerGame
+    title: Text
+    columns: list[Annotated[int, Field(ge=1, le=9)]] = Field(
+        description="total hands of each column, as printed (most hands first)"
+    )
+    rows: list[CoverAllRowModel] = Field(description="highest hand first")
+
+
+class BonusCrapsPaytableModel(_Model):
+    """The Bonus Craps pay table in use (1 or 2) and each bet's odds."""
+
+    paytable: Literal[1, 2]
+    pays: dict[CrapsBet, Odds]
+
+
+class BustRowModel(_Model):
+    """One row of the Bust Bonus pay table (SDAR 20:18:15:30.16(12))."""
+
+    row: Text = Field(description="Ace, 2..9, 10, or Bust with three 8s")
+    off_suit: Odds
+    suited: Odds
+
+
+class BustBonusPaytableModel(_Model):
+    """The Bust Bonus pay table and the shoe's rules the table runs."""
+
+    decks: Annotated[int, Field(ge=1, le=8)]
+    dealer_hits_soft_17: bool
+    rows: list[BustRowModel]
+
+
+class PaytablesModel(_Model):
+    """The pay tables in use at this table; null for the games it does not play."""
+
+    cover_all: CoverAllPaytableModel | None
+    bonus_craps: BonusCrapsPaytableModel | None
+    bust_bonus: BustBonusPaytableModel | None
+
+
+class InfoBody(_Model):
+    """``info`` (retained; added topic): what this table runs, for screens and the pit.
+
+    Like zigbee2mqtt's ``bridge/info``: the lammer version, the contract version its
+    payloads follow, the game and the whole pay tables in use (a player display shows every
+    column). Nothing secret.
+    """
+
+    table: TableId
+    version: Text = Field(description="the lammer version publishing")
+    contract: Text = Field(description="the version of the MQTT contract (docs/mqtt.md)")
+    game: TableGame
+    paytables: PaytablesModel
 
 
 class ResponseBody(_Model):
@@ -387,6 +475,10 @@ class ResponseMessage(ResponseBody, _Envelope):
     """``response/<name>`` as published."""
 
 
+class InfoMessage(InfoBody, _Envelope):
+    """``info`` as published (added topic)."""
+
+
 REQUEST_NAMES: Final = ("roll_decision", "void_roll", "overturn")
 
 # topic (relative to the base topic) -> (model of the published message, retained)
@@ -401,6 +493,7 @@ TOPICS: Final[dict[str, tuple[type[_Model], bool]]] = {
     "craps/reversal": (CrapsReversalMessage, False),
     "bust_bonus/state": (BustBonusStateMessage, True),
     "bust_bonus/result": (BustBonusResultMessage, True),
+    "info": (InfoMessage, True),
     **{f"response/{name}": (ResponseMessage, False) for name in REQUEST_NAMES},
 }
 """Every JSON topic the daemon publishes, with its model and whether it is retained."""
@@ -579,8 +672,30 @@ def build_bust_bonus_result(outcome: BustBonusResult, *, table: str | None = Non
         three_eights=outcome.three_eights,
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
+        paytable_row=_bust_result_row(outcome),
+        column=None if outcome.outcome != "win" else "suited" if outcome.suited else "off_suit",
     )
     return _publication("bust_bonus/result", body, table)
+
+
+def _up_card_row(up_card: str | None) -> str | None:
+    if up_card is None:
+        return None
+    try:
+        card = parse_card(up_card)
+    except CardError:
+        return None  # not a card: the round is flagged, and the model refuses the code
+    return BUST_PAYTABLE.up_card_row(card).row
+
+
+def _bust_result_row(outcome: BustBonusResult) -> str | None:
+    """The pay-table row of a settled hand: three 8s (a busted hand of exactly three
+    eights, rule (12)), else the up card's; null for a void or flagged round."""
+    if outcome.outcome in ("void", "flagged"):
+        return None
+    if outcome.three_eights:
+        return BUST_PAYTABLE.three_eights.row
+    return _up_card_row(outcome.up_card)
 
 
 # State topics, from plain values or the rules' views (any object with the attributes)
@@ -643,12 +758,14 @@ def _alarm_models(alarms: Iterable[AlarmInput]) -> list[Alarm]:
     models = []
     for a in alarms:
         since = _field(a, "since")
+        code = _field(a, "code")
         models.append(
             Alarm(
-                code=_field(a, "code"),
+                code=code,
                 device=_field(a, "device"),
                 message=_field(a, "message"),
                 since=format_ts(since) if isinstance(since, datetime) else since,
+                stops_payouts=code in PAYOUT_ALARMS,
             )
         )
     return models
@@ -803,6 +920,7 @@ def build_bust_bonus_state(view: BustBonusViewLike, *, table: str | None = None)
         betting_open=view.betting_open,
         up_card=view.up_card,
         dealer_cards=list(view.dealer_cards),
+        paytable_row=_up_card_row(view.up_card),
     )
     return _publication("bust_bonus/state", body, table)
 
@@ -826,6 +944,62 @@ def build_response(
     if table is None:
         del dumped["table"]
     return Publication(f"response/{name}", False, dumped)
+
+
+CONTRACT_VERSION: Final = "1.2"
+"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
+lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``), docs/mqtt.md."""
+
+
+def build_info(
+    *,
+    version: str,
+    game: str,
+    craps_paytable: int,
+    decks: int,
+    dealer_hits_soft_17: bool,
+    table: str | None = None,
+) -> Publication:
+    """``info`` (added topic): the version, the game and the pay tables in use."""
+    cover_all = None
+    if game in POKER_GAMES:
+        pt = cover_all_table(game)
+        cover_all = CoverAllPaytableModel(
+            game=pt.game,
+            title=pt.title,
+            columns=list(pt.columns),
+            rows=[
+                CoverAllRowModel(hand=hand, pays=[format_odds(p) for p in pays])
+                for hand, pays in zip(pt.rows, pt.pays, strict=True)
+            ],
+        )
+    craps = None
+    if game == "CRAPS":
+        odds = paytable_odds(craps_paytable)
+        craps = BonusCrapsPaytableModel(
+            paytable=craps_paytable,  # type: ignore[arg-type]  # paytable_odds checked it
+            pays={bet: format_odds(odds[bet]) for bet in odds},
+        )
+    bust = None
+    if game == "BJ":
+        bust = BustBonusPaytableModel(
+            decks=decks,
+            dealer_hits_soft_17=dealer_hits_soft_17,
+            rows=[
+                BustRowModel(
+                    row=r.row, off_suit=format_odds(r.off_suit), suited=format_odds(r.suited)
+                )
+                for r in BUST_PAYTABLE.rows
+            ],
+        )
+    body = InfoBody(
+        table=table or _NO_TABLE,
+        version=version,
+        contract=CONTRACT_VERSION,
+        game=game,  # type: ignore[arg-type]  # validated
+        paytables=PaytablesModel(cover_all=cover_all, bonus_craps=craps, bust_bonus=bust),
+    )
+    return _publication("info", body, table)
 
 
 # ---------------------------------------------------------------------------------------

@@ -66,6 +66,10 @@ POKER_GAMES: tuple[Game, ...] = ("CSP", "FCP", "LIR", "MSP", "TCP", "UTH")
 
 TableEvent = DeviceFact | Decision
 
+PAYOUT_ALARMS: frozenset[str] = frozenset({"MODE_MISMATCH", "DECK_FAULT"})
+"""The alarms under which no payout is published: a round dealt while one is active is
+flagged (Cover All Bonus rule (1); shuffler-icd.md, "What the host must check")."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Alarm:

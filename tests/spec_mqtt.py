@@ -12,7 +12,8 @@ test that subscribes to a table (integration tests, the display's tests) can use
 raises ``SpecViolation`` (an ``AssertionError``) saying which clause is broken.
 
 Fields added to the spec by lammer are checked too (``craps/reversal``; ``void`` and
-``reason`` in ``bust_bonus/result``), marked "lammer addition" below. Unknown extra fields
+``reason`` in ``bust_bonus/result``; the ``info`` topic, ``stops_payouts`` of an alarm,
+``paytable_row`` and ``column`` of Bust Bonus), marked "lammer addition" below. Unknown extra fields
 are allowed: the spec lets the daemon add fields.
 """
 
@@ -44,6 +45,7 @@ RETAINED: Final[dict[str, bool]] = {
     "bust_bonus/state": True,
     "bust_bonus/result": True,
     "craps/reversal": False,  # lammer addition
+    "info": True,  # lammer addition
 }
 REQUEST_NAMES: Final = ("roll_decision", "void_roll", "overturn")
 
@@ -54,6 +56,8 @@ _GAMES = {"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"}
 _POSITIONS = {f"P{i}" for i in range(1, 9)} | {"DL"}
 _BETS = ("all_small", "all_tall", "make_em_all")
 _TOTALS = {2, 3, 4, 5, 6, 8, 9, 10, 11, 12}
+# Bust Bonus pay-table rows as SDAR 20:18:15:30.16(12) prints them (lammer addition)
+_BUST_ROWS = ("Ace", "2", "3", "4", "5", "6", "7", "8", "9", "10", "Bust with three 8s")
 
 
 def _fail(topic: str, what: str) -> SpecViolation:
@@ -169,6 +173,7 @@ def _alarm_list(body: _Body) -> None:
         since = a.has("since")
         if not isinstance(since, str) or not _TS.fullmatch(since):
             raise a.fail(f"since must be a UTC time with milliseconds and Z, got {since!r}")
+        a.boolean("stops_payouts")  # lammer addition
 
 
 def _state(body: _Body) -> None:
@@ -297,6 +302,9 @@ def _bust_state(body: _Body) -> None:
     # "dealer_cards (face-up cards only)": the up card comes first, and nothing without it.
     if cards and cards[0] != up:
         raise body.fail("dealer_cards start with the up card")
+    row = body.one_of("paytable_row", [*_BUST_ROWS[:-1], None])  # lammer addition
+    if (row is None) != (up is None):
+        raise body.fail("paytable_row is the up card's row, null before the up card")
 
 
 def _bust_result(body: _Body) -> None:
@@ -316,6 +324,72 @@ def _bust_result(body: _Body) -> None:
         raise body.fail(f"{outcome}: no pays")
     if outcome == "flagged" and not body.data.get("reason"):  # addition
         raise body.fail("a flagged result gives its reason")
+    row = body.one_of("paytable_row", [*_BUST_ROWS, None])  # lammer addition
+    column = body.one_of("column", ["suited", "off_suit", None])  # lammer addition
+    if outcome in ("void", "flagged") and row is not None:
+        raise body.fail(f"{outcome}: paytable_row is null")
+    if (outcome == "win") != (column is not None):
+        raise body.fail("column names the cell that paid: for a win, and only for it")
+    if column is not None and (column == "suited") != body.data["suited"]:
+        raise body.fail("column is suited exactly when the hand is suited")
+    if row == _BUST_ROWS[-1] and not body.data["three_eights"]:
+        raise body.fail("the three 8s row applies to three eights only")
+
+
+def _info(body: _Body) -> None:  # lammer addition
+    body.text("version")
+    body.text("contract")
+    game = body.one_of("game", [*_GAMES, "CRAPS"])
+    tables = body.sub("paytables")
+    assert tables is not None
+    cover_all = tables.sub("cover_all", nullable=True)
+    craps = tables.sub("bonus_craps", nullable=True)
+    bust = tables.sub("bust_bonus", nullable=True)
+    if (cover_all is not None) != (game in _GAMES - {"BJ"}):
+        raise body.fail("a Cover All pay table exactly at a poker table")
+    if (craps is not None) != (game == "CRAPS") or (bust is not None) != (game == "BJ"):
+        raise body.fail("the pay table of the table's own game, and no other")
+    if cover_all is not None:
+        if cover_all.one_of("game", _GAMES - {"BJ"}) != game:
+            raise cover_all.fail("the pay table of the table's game")
+        cover_all.text("title")
+        columns = cover_all.has("columns")
+        if (
+            not isinstance(columns, list)
+            or not columns
+            or not all(type(c) is int and 1 <= c <= 9 for c in columns)
+        ):
+            raise cover_all.fail(f"columns are total hands 1..9, got {columns!r}")
+        rows = cover_all.has("rows")
+        if not isinstance(rows, list) or not rows:
+            raise cover_all.fail("rows must be a non-empty list")
+        for i, row in enumerate(rows):
+            r = _Body(f"{cover_all.topic} rows[{i}]", row)
+            r.text("hand")
+            pays = r.has("pays")
+            if not isinstance(pays, list) or len(pays) != len(columns):
+                raise r.fail("one pays per column")
+            for cell in pays:
+                if not isinstance(cell, str) or not _ODDS.fullmatch(cell):
+                    raise r.fail(f"pays are exact decimal strings, got {cell!r}")
+    if craps is not None:
+        craps.one_of("paytable", [1, 2])
+        pays = craps.sub("pays")
+        assert pays is not None
+        for bet in _BETS:
+            pays.odds(bet)
+    if bust is not None:
+        bust.integer("decks", 1, 8)
+        bust.boolean("dealer_hits_soft_17")
+        rows = bust.has("rows")
+        if not isinstance(rows, list) or [
+            r.get("row") if isinstance(r, dict) else None for r in rows
+        ] != list(_BUST_ROWS):
+            raise bust.fail(f"rows are {list(_BUST_ROWS)} in that order")
+        for i, row in enumerate(rows):
+            r = _Body(f"{bust.topic} rows[{i}]", row)
+            r.odds("off_suit")
+            r.odds("suited")
 
 
 def _response(body: _Body) -> None:
@@ -339,6 +413,7 @@ _CHECKS: Final[dict[str, Callable[[_Body], None]]] = {
     "craps/reversal": _craps_reversal,
     "bust_bonus/state": _bust_state,
     "bust_bonus/result": _bust_result,
+    "info": _info,
 }
 
 

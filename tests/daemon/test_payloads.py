@@ -9,7 +9,7 @@ seeds, never from the code under test.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -34,6 +34,7 @@ from rules.events import (
     DiceRolled,
     HighestHand,
     RollRecorded,
+    RoundVoided,
 )
 from rules.paytables import cover_all_paytable
 from tests.spec_mqtt import RETAINED, SpecViolation, check_message
@@ -218,6 +219,7 @@ def test_state_and_alarms() -> None:
         "device": "shuffler",
         "message": "jammed",
         "since": "2026-11-29T14:03:07.123Z",
+        "stops_payouts": False,  # a jam alone pays on: the shuffler's checks decide
     }
     assert body["alarms"] == [expected_alarm]
     alarms = checked(payloads.build_alarms(table="t1", alarms=[alarm]))
@@ -288,6 +290,103 @@ def test_bust_bonus_state_shows_only_face_up_cards() -> None:
     assert body["outcome"] == "win"
     assert body["total"] == 26
     assert body["pays"] == "1"
+    assert (body["paytable_row"], body["column"]) == ("6", "off_suit")
+
+
+@pytest.mark.parametrize(
+    ("dealer", "row", "column", "pays"),
+    [
+        # sd-bust-bonus.txt (12): a king up is the "10" row; three 8s suited pay 75.
+        (["Kh", "6h", "Th"], "10", "suited", "20"),
+        (["8s", "8s", "8s"], "Bust with three 8s", "suited", "75"),
+        (["8s", "8d", "8h"], "Bust with three 8s", "off_suit", "25"),
+        (["As", "5d", "9c", "Kc"], "Ace", "off_suit", "3"),
+        (["Ts", "7d"], "10", None, None),  # 17 stands: lost, the up card's row, no column
+    ],
+)
+def test_bust_bonus_result_names_its_pay_table_cell(
+    dealer: list[str], row: str, column: str | None, pays: str | None
+) -> None:
+    state = bust_bonus.initial_state(6, False)
+    for card in dealer:
+        state, _ = bust_bonus.apply(state, CardDrawn(round_id=7, position="DL", card=card))
+    assert checked(payloads.build_bust_bonus_state(bust_bonus.view(state)))["paytable_row"] == (
+        row if row != "Bust with three 8s" else "8"
+    )
+    _, (result,) = bust_bonus.apply(state, DealerDone(round_id=7))
+    body = checked(payloads.outcome_message(result))
+    assert (body["paytable_row"], body["column"], body["pays"]) == (row, column, pays)
+
+
+def test_void_and_flagged_bust_results_name_no_cell() -> None:
+    state = bust_bonus.initial_state(6, False)
+    state, _ = bust_bonus.apply(state, CardDrawn(round_id=8, position="DL", card="9h"))
+    _, (void,) = bust_bonus.apply(state, RoundVoided(round_id=8))
+    body = checked(payloads.outcome_message(void))
+    assert (body["outcome"], body["paytable_row"], body["column"]) == ("void", None, None)
+    flagged = checked(payloads.outcome_message(bust_bonus.flagged_result(9, "review")))
+    assert (flagged["paytable_row"], flagged["column"]) == (None, None)
+    before = checked(
+        payloads.build_bust_bonus_state(bust_bonus.view(bust_bonus.initial_state(6, False)))
+    )
+    assert before["paytable_row"] is None
+
+
+def test_alarms_say_whether_they_stop_payouts() -> None:
+    # Cover All Bonus rule (1) and the deck check: no payout while either is active.
+    alarms = [
+        payloads.AlarmView(code=code, device="shuffler", message="m", since=datetime.now(UTC))
+        for code in ("MODE_MISMATCH", "DECK_FAULT", "DEVICE_FAULT_JAM", "DISCONNECTED")
+    ]
+    body = checked(payloads.build_alarms(alarms=alarms))
+    assert [a["stops_payouts"] for a in body["alarms"]] == [True, True, False, False]
+
+
+def _info(game: str, *, paytable: int = 1, decks: int = 6, h17: bool = False) -> dict[str, Any]:
+    return checked(
+        payloads.build_info(
+            version="9.9.9",
+            game=game,
+            craps_paytable=paytable,
+            decks=decks,
+            dealer_hits_soft_17=h17,
+        )
+    )
+
+
+def test_info_carries_the_whole_cover_all_table() -> None:
+    body = _info("UTH")
+    assert body["version"] == "9.9.9"
+    assert body["game"] == "UTH"
+    table = body["paytables"]["cover_all"]
+    assert body["paytables"]["bonus_craps"] is None
+    assert body["paytables"]["bust_bonus"] is None
+    # sd-cover-all-bonus.txt, Ultimate Texas Hold'em: columns 7..2 hands; a royal flush
+    # pays 100 to 1 at 5 hands, a full house 12 to 1 at 2.
+    assert table["columns"] == [7, 6, 5, 4, 3, 2]
+    rows = {r["hand"]: dict(zip(table["columns"], r["pays"], strict=True)) for r in table["rows"]}
+    assert rows["Royal Flush"][5] == "100"
+    assert rows["Full House"][2] == "12"
+    assert [r["hand"] for r in table["rows"]] == [
+        "Royal Flush",
+        "Straight Flush",
+        "Four of a Kind",
+        "Full House",
+    ]
+
+
+def test_info_for_craps_and_blackjack() -> None:
+    craps_info = _info("CRAPS", paytable=2)["paytables"]
+    # sd-bonus-craps.txt, Pay Table 2: 30, 30 and 150 to 1.
+    assert craps_info["bonus_craps"] == {
+        "paytable": 2,
+        "pays": {"all_small": "30", "all_tall": "30", "make_em_all": "150"},
+    }
+    assert craps_info["cover_all"] is None
+    bust = _info("BJ", decks=8, h17=True)["paytables"]["bust_bonus"]
+    assert (bust["decks"], bust["dealer_hits_soft_17"]) == (8, True)
+    assert bust["rows"][0] == {"row": "Ace", "off_suit": "3", "suited": "50"}
+    assert bust["rows"][-1] == {"row": "Bust with three 8s", "off_suit": "25", "suited": "75"}
 
 
 # --- the models refuse what the spec forbids -------------------------------------------

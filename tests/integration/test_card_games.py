@@ -173,6 +173,14 @@ async def test_a_full_cover_all_round(make_table: MakeTable, case: PokerCase) ->
     assert [(r["hand"], r["pays"]) for r in payouts[0]["paytable"]] == case.paytable
     assert payouts[0]["seq"] < result["seq"]
 
+    # info (lammer addition): the whole pay table, whose column for n hands is the same.
+    info = rec.latest("info")
+    assert info is not None
+    assert info["game"] == case.game
+    whole = info["paytables"]["cover_all"]
+    column = whole["columns"].index(case.n_hands)
+    assert [(r["hand"], r["pays"][column]) for r in whole["rows"]] == case.paytable
+
     # At SETTLE: the highest hand, where it is, its cards (face up now) and the odds.
     assert result["outcome"] == case.outcome
     assert result["hands"] == case.n_hands
