@@ -8,7 +8,8 @@ export function bustBonus(t) {
   const table = info && info.paytables && info.paytables.bust_bonus;
   const state = t.topics.get("bust_bonus/state") || null;
   const result = t.topics.get("bust_bonus/result") || null;
-  const inPlay = state && state.up_card && (!result || state.seq > result.seq) ? state : null;
+  // A round is in play from its up card (betting closed) until END or VOID reopens betting.
+  const inPlay = state && state.up_card && !state.betting_open && (!result || state.seq > result.seq) ? state : null;
   const shown = inPlay ? null : result;
   const row = inPlay ? inPlay.paytable_row : shown ? shown.paytable_row : null;
   const column = shown ? shown.column : null;

@@ -29,7 +29,9 @@ export const CHECK_REASONS = {
 
 export const VOID_CLAUSES = ["2", "3", "6"];
 
-export function reasonText(reason) {
-  const clause = CHECK_REASONS[reason];
-  return clause ? `${reason}: 4-4(c)(${clause}) ${CLAUSES[clause]}` : reason || "";
+// The clause of a CHECK's reason as the daemon words it ("ON_CHIPS (68 IAC ...): ..."),
+// from the reader's code at its start; null when it names none.
+export function clauseOf(reason) {
+  const code = (reason || "").match(/^[A-Z_]+/);
+  return code && CHECK_REASONS[code[0]] ? CHECK_REASONS[code[0]] : null;
 }
