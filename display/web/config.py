@@ -211,7 +211,9 @@ def validate_web_config(data: dict[str, Any], *, base_dir: Path | None = None) -
     except ValidationError as exc:
         problems: list[str] = []
         for error in exc.errors():
-            problems.extend(_describe(error).split("; ") if not error["loc"] else [_describe(error)])
+            problems.extend(
+                _describe(error).split("; ") if not error["loc"] else [_describe(error)]
+            )
         raise WebConfigError(None, problems) from exc
 
 

@@ -241,10 +241,10 @@ class Terminal:
             future.set_result(data)
 
     async def request(
-        self, table: str, name: str, body: dict[str, Any], *, timeout: float = 5.0
+        self, table: str, name: str, body: dict[str, Any], *, wait: float = 5.0
     ) -> dict[str, Any]:
         """Publish ``request/<name>`` for ``table``; the daemon's response, or
-        ``TimeoutError`` when none comes within ``timeout`` s."""
+        ``TimeoutError`` when none comes within ``wait`` s."""
         client = self.client
         if client is None:
             raise TerminalUnavailable("the terminal's connection to the broker is down")
@@ -257,7 +257,7 @@ class Terminal:
             await client.publish(
                 f"{self.config.prefix}/{table}/request/{name}", json.dumps(payload), qos=1
             )
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(wait):
                 return await future
         except aiomqtt.MqttError as exc:
             raise TerminalUnavailable(f"the request could not be published: {exc}") from exc

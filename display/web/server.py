@@ -337,9 +337,7 @@ async def action(request: web.Request) -> web.StreamResponse:
     request_body = {"operator": session.user, **parsed.model_dump()}
     log.info("action", table=table, action=name, user=session.user, **parsed.model_dump())
     try:
-        answer = await state.terminal.request(
-            table, name, request_body, timeout=state.request_timeout
-        )
+        answer = await state.terminal.request(table, name, request_body, wait=state.request_timeout)
     except TerminalUnavailable as exc:
         return _error(503, f"{exc}; try again")
     except TimeoutError:

@@ -157,7 +157,9 @@ class Store:
             if entry is None or entry.availability is None:
                 return None
             entry.availability = entry.availability_text = None
-            return table, wire("msg", table=table, topic="availability", retained=True, payload=None)
+            return table, wire(
+                "msg", table=table, topic="availability", retained=True, payload=None
+            )
         if payload not in (b"online", b"offline"):
             return self._drop("invalid", topic, "availability is neither online nor offline")
         entry = self._entry(table)
@@ -168,7 +170,8 @@ class Store:
         entry.availability_text = text
         return table, text
 
-    def _drop(self, reason: str, topic: str, detail: str) -> None:
+    def _drop(self, reason: str, topic: str, detail: str) -> tuple[str, str] | None:
+        """Count and log a dropped payload; None (nothing for the browsers)."""
         self.dropped[reason] += 1
         now = time.monotonic()
         if now - self._last_log >= 1.0:  # a flood must not flood the log too

@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,11 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-PASSWORDS = {"daemon": "daemon-secret-1", "display": "display-secret-2", "terminal": "term-3-secret"}
+PASSWORDS = {
+    "daemon": "daemon-secret-1",
+    "display": "display-secret-2",
+    "terminal": "term-3-secret",
+}
 STICKPERSON = ("alice", "correct horse battery")
 KEEPALIVE = 6
 """``lammer web --keepalive``: seconds of silence before a page shows "table closed"."""
@@ -214,7 +218,7 @@ def web(tmp_path_factory: pytest.TempPathFactory, auth_broker: AuthBroker) -> It
 async def browser() -> AsyncIterator[Browser]:
     """Debian's Chromium, headless, once per session (never a downloaded browser); a fresh
     profile (Playwright gives every launch a new temporary user data folder)."""
-    if not Path(CHROMIUM).exists():
+    if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: make setup installs Debian's chromium package")
     # The session's loop outlives every test: give it one executor thread, started now, so
     # the name lookups run in it are not taken for threads a test leaked.
@@ -239,10 +243,12 @@ async def context(browser: Browser) -> AsyncIterator[BrowserContext]:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def page(context: BrowserContext) -> AsyncIterator[Page]:
-    """A page that fails the test on a JavaScript error."""
+    """A page that fails the test on a JavaScript error or a refused resource (a CSP
+    violation is a console error)."""
     errors: list[str] = []
     new = await context.new_page()
     new.on("pageerror", lambda exc: errors.append(str(exc)))
+    new.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     yield new
     assert not errors, f"JavaScript errors: {errors}"
 
@@ -262,7 +268,7 @@ class AuthTable(Table):
             super()
             .config_text()
             .replace(
-                f'prefix = "lammer"\n',
+                'prefix = "lammer"\n',
                 f'prefix = "lammer"\nusername = "daemon"\npassword_file = "{secret}"\n',
                 1,
             )

@@ -163,7 +163,9 @@ async def test_bust_bonus_eights_suited_pays_75(
     await page.goto(f"{web.url}/table/{table.table_id}")
     await expect(page.locator("#pays")).to_have_text("75 to 1", timeout=WAIT)
     await expect(page.locator("#outcome")).to_have_text("Dealer busts, suited, three 8s")
-    await expect(page.locator("#paytable tr.lit")).to_have_attribute("data-row", "Bust with three 8s")
+    await expect(page.locator("#paytable tr.lit")).to_have_attribute(
+        "data-row", "Bust with three 8s"
+    )
     hit = page.locator("#paytable td.hit")
     await expect(hit).to_have_text("75 to 1")
     await expect(hit).to_have_attribute("data-column", "suited")
@@ -225,13 +227,15 @@ async def test_check_roll_decided_valid_in_the_browser_updates_the_player_page(
         decisions = [r for r in requests if r["topic"].endswith("/request/roll_decision")]
         assert len(decisions) == 1
         assert decisions[0]["operator"] == STICKPERSON[0]
-        assert decisions[0]["roll_id"] == 205 and decisions[0]["decision"] == "valid"
+        assert decisions[0]["roll_id"] == 205
+        assert decisions[0]["decision"] == "valid"
         decided = [
             r
             for r in table.journal("--kind", "decision")
             if isinstance(r.get("event"), dict) and r["event"].get("roll_id") == 205
         ]
-        assert decided and decided[-1]["event"]["operator"] == STICKPERSON[0]
+        assert decided
+        assert decided[-1]["event"]["operator"] == STICKPERSON[0]
     finally:
         spy.cancel()
 
@@ -257,7 +261,8 @@ async def test_an_action_without_a_session_is_refused_and_nothing_reaches_mqtt(
         }"""
         url = f"/api/table/{table.table_id}/roll_decision"
         status, answer = await anonymous.evaluate(post, [url, body, None])
-        assert status == 401 and answer["status"] == "error"
+        assert status == 401
+        assert answer["status"] == "error"
         status, _ = await anonymous.evaluate(post, [url, body, "forged"])
         assert status == 401
         await shoot(anonymous, "stick-login")
@@ -340,7 +345,9 @@ async def test_pit_shows_every_table_with_alarms(
     # A shuffler set to another game: MODE_MISMATCH stops payouts.
     wrong = make_table("UTH")
     await wrong.start("DECK,OK\n", mode="TCP")
-    await wrong.wait_topic("alarms", lambda b: any(a["code"] == "MODE_MISMATCH" for a in b["alarms"]))
+    await wrong.wait_topic(
+        "alarms", lambda b: any(a["code"] == "MODE_MISMATCH" for a in b["alarms"])
+    )
     await page.goto(f"{web.url}/pit")
     card = page.locator(f'[data-table="{wrong.table_id}"]')
     await expect(card.locator('[data-code="MODE_MISMATCH"]')).to_contain_text(

@@ -441,7 +441,14 @@ def good_payloads() -> list[tuple[str, bytes]]:
         ("craps/reversal", payload(47, roll_id=5003, bet="all_small", outcome="lose")),
         (
             "bust_bonus/state",
-            payload(60, round_id=77, betting_open=True, up_card="8h", dealer_cards=["8h"]),
+            payload(
+                60,
+                round_id=77,
+                betting_open=True,
+                up_card="8h",
+                dealer_cards=["8h"],
+                paytable_row="8",
+            ),
         ),
         (
             "bust_bonus/result",
@@ -455,6 +462,8 @@ def good_payloads() -> list[tuple[str, bytes]]:
                 suited=False,
                 three_eights=True,
                 pays="25",
+                paytable_row="Bust with three 8s",
+                column="off_suit",
             ),
         ),
     ]

@@ -44,7 +44,7 @@ export function craps(t) {
   });
   content.append(h("div.bets", {}, bets));
 
-  const last = h("div.panel", { style: "margin-top:28px" }, h("h2", {}, "Last roll"), rollLine(roll));
+  const last = h("div.panel.below", {}, h("h2", {}, "Last roll"), rollLine(roll));
   if (board.pending_roll) last.append(h("div.line.warn", {}, "A roll is under review by the stickperson"));
   const wins = (t.recent.get("craps/result") || []).filter((r) => r.outcome === "win").slice(-3);
   const reversed = new Set((t.recent.get("craps/reversal") || []).map((r) => `${r.roll_id}/${r.bet}`));
