@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -269,7 +270,7 @@ async def test_session_cookie_is_httponly_and_samesite_strict(web: Web) -> None:
 
 
 async def test_ws_messages_from_a_page_are_bounded(web: Web) -> None:
-    async with web.client.ws_connect("/ws?table=t1") as ws:
+    async with web.client.ws_connect(f"/ws?table=ws-{uuid.uuid4().hex[:8]}") as ws:
         hello = await ws.receive_json(timeout=5)
         assert hello["t"] == "hello"
         assert hello["keepalive"] == 6
@@ -281,13 +282,14 @@ async def test_ws_messages_from_a_page_are_bounded(web: Web) -> None:
 
 
 async def test_bad_payloads_never_reach_a_page_and_are_counted(web: Web, mosquitto: Broker) -> None:
-    async with web.client.ws_connect("/ws?table=t9") as ws:
+    table = f"bad-{uuid.uuid4().hex[:8]}"  # no other test's retained state under it
+    async with web.client.ws_connect(f"/ws?table={table}") as ws:
         assert (await ws.receive_json(timeout=5))["t"] == "hello"
         assert (await ws.receive_json(timeout=5))["t"] == "synced"
         async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
-            base = "lammer/t9"
+            base = f"lammer/{table}"
             good = {
-                "table": "t9",
+                "table": table,
                 "seq": 7,
                 "ts": "2026-06-15T20:31:07.412Z",
                 "roll_id": 5,
@@ -298,11 +300,11 @@ async def test_bad_payloads_never_reach_a_page_and_are_counted(web: Web, mosquit
             }
             bad = [
                 b"not json",
-                b'{"table":"t9","seq":1,"ts":"2026-06-15T20:31:07.412Z","roll_id":5}',
-                json.dumps({**good, "table": "t8"}).encode(),
+                json.dumps({k: v for k, v in good.items() if k != "dice"}).encode(),
+                json.dumps({**good, "table": "other"}).encode(),
                 json.dumps({**good, "seq": "7"}).encode(),
                 json.dumps({**good, "dice": [3, 9]}).encode(),
-                b'{"table":"t9","seq":NaN}',
+                json.dumps(good).replace('"seq": 7', '"seq": NaN').encode(),
                 b"[" * 5000,
                 b"x" * 70_000,
             ]
