@@ -1,6 +1,6 @@
 # lammer: two commands on a fresh Debian machine with Python 3.11.
-#   make demo   venv + dependencies (Mosquitto included), then a simulated casino floor
-#   make test   the same setup, then ruff, mypy (strict) and the whole test suite
+#   make demo   venv + dependencies (Mosquitto, Chromium included), then a simulated casino floor
+#   make test   the same setup, then ruff, mypy (strict), the import contracts and the tests
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lammer-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo lint typecheck bench setup system-deps clean
+.PHONY: test demo lint typecheck bench schemas setup system-deps clean
 
 setup: system-deps $(STAMP)
 
@@ -50,10 +50,16 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
 demo: setup
 	$(BIN)/lammer demo
+
+# The JSON Schemas of the MQTT contract in docs/schemas/, generated from the payload models
+# (tests/daemon/test_schemas.py fails when they are stale).
+schemas: setup
+	$(BIN)/python -m daemon.schemas docs/schemas
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

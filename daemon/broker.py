@@ -2,7 +2,7 @@
 
 Never a shared broker: each user gets its own on a free port of 127.0.0.1, with its own
 configuration. Every configuration the project starts has ``set_tcp_nodelay true``:
-with Nagle on either side about 0.5% of messages stall 40 ms (issue 5).
+with Nagle on either side about 0.5% of messages stall 40 ms.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Sections and who needs them:
 * ``[shuffler]`` for the card games, BJ included (the card-reading shoe speaks the
   shuffler protocol, shuffler-icd.md); ``[dice_reader]`` for CRAPS; ``[bonus_craps]``
   (CRAPS) and ``[bust_bonus]`` (BJ) have defaults. A section the game does not use is
-  accepted (one file may list every key, as issue 5's example does) and reported by
+  accepted (one file may list every key) and reported by
   ``TableConfig.notes()``, which ``lammer check-config`` prints.
 * ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults.
 """

@@ -4,7 +4,7 @@ message, in order, each with the daemon's ``seq``; and the outbox the MQTT link 
 SQLite in WAL mode with ``synchronous=FULL``: every commit is fsynced to the WAL before
 ``append`` returns, so a record that was appended survives a crash of the process
 (SIGKILL) *and* a power loss. The daemon acknowledges a device frame only after its
-record is appended, so an ACK means the event is durable (issue 5, "The pipeline"); a
+record is appended, so an ACK means the event is durable; a
 crash before that makes the device send the frame again (link-layer.md).
 
 ``seq`` is strictly increasing and never reused, also across restarts and even if rows
@@ -36,10 +36,11 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Final, Literal
 
+from daemon.clock import format_ts, parse_ts
 from daemon.errors import JournalError, JournalFileError, JournalValueError
 from daemon.outbox import OutboxMessage
 
@@ -78,20 +79,11 @@ CREATE TABLE retained_latest (
 """
 
 
-def format_ts(ts: datetime) -> str:
-    """UTC, ISO 8601 with milliseconds and ``Z`` (mqtt-api.md): ``2026-11-29T14:03:07.123Z``.
-
-    Raises ``JournalValueError`` for a naive datetime (its instant is unknown).
-    """
-    if ts.tzinfo is None or ts.utcoffset() is None:
-        raise JournalValueError(f"time {ts.isoformat()} has no time zone; pass an aware datetime")
-    utc = ts.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
-
-
-def parse_ts(text: str) -> datetime:
-    """The datetime of a ``format_ts`` string (aware, UTC)."""
-    return datetime.fromisoformat(text)
+def _ts_text(ts: datetime) -> str:
+    try:
+        return format_ts(ts)
+    except ValueError as exc:
+        raise JournalValueError(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -295,7 +287,7 @@ class Journal:
                 f"record must not hold {', '.join(reserved)}: the journal adds them"
             )
         body = _dumps(record, "record")
-        ts_text = format_ts(ts)
+        ts_text = _ts_text(ts)
         with self.batch():
             seq = self._last_seq + 1
             self._conn.execute(
@@ -321,7 +313,7 @@ class Journal:
         clash = sorted({"seq", "ts"} & body.keys())
         if clash:
             raise JournalValueError(f"body must not hold {', '.join(clash)}: the journal adds them")
-        ts_text = format_ts(ts)
+        ts_text = _ts_text(ts)
         meta = _dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
             seq = self._last_seq + 1

@@ -48,6 +48,45 @@ SECRET_KEYS: Final[frozenset[str]] = frozenset(
 
 HIDDEN: Final = "<hidden>"
 
+_IDS: Final = {"round_id": "round", "roll_id": "roll"}
+
+
+def event_context(event: object) -> dict[str, Any]:
+    """Log context of a fact, decision or outcome: the round or the roll it belongs to."""
+    return {
+        key: value
+        for name, key in _IDS.items()
+        if (value := getattr(event, name, None)) is not None
+    }
+
+
+def _plain(value: object) -> object:
+    return value if isinstance(value, str | int | bool | None) else str(value)
+
+
+def fact_fields(fact: object) -> dict[str, Any]:
+    """The fields of a device fact that may be logged at info: never a card
+    (shuffler-icd.md, "Card data is secret until it is face up"). Cards reach the log only
+    as a count; the other ``SECRET_KEYS`` not at all; the ids are ``event_context``'s."""
+    fields: dict[str, Any] = {}
+    for name in getattr(fact, "__dataclass_fields__", {}):
+        if name in _IDS:
+            continue
+        if name == "cards":
+            fields["card_count"] = len(getattr(fact, name))
+        elif name not in SECRET_KEYS:
+            fields[name] = _plain(getattr(fact, name))
+    return fields
+
+
+def outcome_fields(outcome: object) -> dict[str, Any]:
+    """The fields of an outcome, every one: outcomes are published, so what they carry is
+    already public (a flagged result carries no card)."""
+    return {
+        name: _plain(getattr(outcome, name))
+        for name in getattr(outcome, "__dataclass_fields__", {})
+    }
+
 
 def hide_secrets(_logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
     """structlog processor: hide ``SECRET_KEYS`` values unless logged at debug."""

@@ -1,7 +1,7 @@
 """The link to the MQTT broker: publish the journal's outbox in order, answer requests.
 
 ``MqttLink.run()`` keeps one connection to the broker for as long as the daemon runs
-(mqtt-api.md; issue 5, "The pipeline"):
+(mqtt-api.md):
 
 1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
@@ -95,15 +95,6 @@ class TlsSettings(Protocol):
     def cert_file(self) -> Path | None: ...
     @property
     def key_file(self) -> Path | None: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TlsFiles:
-    """A plain ``TlsSettings``."""
-
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
 
 
 class MqttLink:
@@ -274,7 +265,7 @@ class MqttLink:
             tls_params=tls,
             max_inflight_messages=self._window,
             queue_type=self._forwarding_queue(),
-            # Disable Nagle (issue 5): a small publish must not wait for the last ACK.
+            # Disable Nagle: a small publish must not wait for the last ACK.
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
         # Up to a full window awaits its PUBACK by design; do not warn about it.
@@ -406,7 +397,7 @@ class MqttLink:
         if self._outage_since is None:
             self._outage_since = time.monotonic()
             what = "mqtt connection lost" if was_up else "mqtt broker unreachable"
-            # Logged once per outage, not once per retry (issue 5).
+            # Logged once per outage, not once per retry.
             log.warning(
                 f"{what}; retrying with backoff, events queue in the journal",
                 host=self._host,

@@ -5,7 +5,7 @@ socket), ``WATCHDOG_USEC`` and ``WATCHDOG_PID``. Not under systemd (no ``NOTIFY_
 every method is a no-op, so the daemon calls them unconditionally.
 
 The unit is ``Type=notify``: the daemon sends ``ready()`` once the journal is replayed and
-its loops run (issue 5, "Around it"), ``watchdog()`` at ``watchdog_interval`` only while
+its loops run, ``watchdog()`` at ``watchdog_interval`` only while
 the pipeline is healthy, ``status(text)`` for ``systemctl status``, and ``stopping()``
 when it shuts down. Sending never blocks and never raises: a lost notification must not
 stop the table (the socket is non-blocking; a failure is reported by the return value).

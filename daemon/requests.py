@@ -2,8 +2,10 @@
 
 A request arrives on ``<base>/request/<name>`` as a JSON object with ``operator`` (who
 decides; required) and optionally ``request_id``; the answer goes to
-``<base>/response/<name>``. ``parse_request`` checks the form of a request and turns it
-into a ``rules.events.Decision``; whether the decision is legal now (is the roll pending?
+``<base>/response/<name>`` (``ResponseBody``, built by ``response_publication``: the
+requests and their answers live here together). ``parse_request`` checks the form of a
+request and turns it into a ``Request``: its ``request_id`` (read once) and the
+``rules.events.Decision`` it asks for; whether the decision is legal now (is the roll pending?
 is it still the latest?) is the rules' check (``rules.errors.DecisionError``), which the
 daemon answers with an error response in the same way. A bad request changes nothing.
 
@@ -21,12 +23,13 @@ Choices where the spec is silent (documented in the README):
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from daemon.payloads import build_response
+from daemon.payloads import Envelope, PayloadModel, Publication, TableId, Text
 from rules.events import Decision, RollDecided, RollVoided, VoidOverturned
 
 MAX_PAYLOAD: Final = 4096
@@ -146,6 +149,8 @@ REQUEST_MODELS: Final[dict[str, type[_Request]]] = {
 }
 """Every request of mqtt-api.md by name."""
 
+REQUEST_NAMES: Final = tuple(REQUEST_MODELS)
+
 _NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
 
 
@@ -173,10 +178,20 @@ def _constant(text: str) -> object:
     raise ValueError(f"{text} is not a number JSON allows")
 
 
-def parse_request(name: str, payload: bytes, *, at: datetime) -> Decision:
-    """The decision a request asks for. ``at`` is when it was received (the rules never read
-    a clock). Raises ``RequestError`` with a sentence saying what is wrong, and the request's
-    ``request_id`` when it could be read, for the error response."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """A well-formed request: its name, its own id (echoed in the response) and the
+    decision it asks for."""
+
+    name: str
+    request_id: str | int | None
+    decision: Decision
+
+
+def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
+    """The request and the decision it asks for. ``at`` is when it was received (the rules
+    never read a clock). Raises ``RequestError`` with a sentence saying what is wrong, and
+    the request's ``request_id`` when it could be read, for the error response."""
     if len(payload) > MAX_PAYLOAD:
         raise RequestError(
             f"the request is {len(payload)} bytes; at most {MAX_PAYLOAD} bytes are allowed"
@@ -205,6 +220,10 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Decision:
         raise RequestError(
             f"bad {name} request: {_describe(exc, name, model)}", request_id
         ) from exc
+    return Request(name=name, request_id=request_id, decision=_decision(request, at))
+
+
+def _decision(request: _Request, at: datetime) -> Decision:
     match request:
         case RollDecisionRequest():
             return RollDecided(
@@ -225,10 +244,38 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Decision:
     raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
 
 
-def response_body(
-    name: str, request_id: str | int | None, error: str | None, *, table: str | None = None
-) -> dict[str, Any]:
-    """The body of ``response/<name>``: ``request_id``, ``status`` ``ok`` (``error`` null) or
-    ``error`` with the sentence. ``table`` as given (left out if None, for the caller to
-    add); ``seq`` and ``ts`` are the journal's to add."""
-    return build_response(name, request_id=request_id, error=error, table=table).body
+# ---------------------------------------------------------------------------------------
+# Responses
+
+
+class ResponseBody(PayloadModel):
+    """``response/<name>`` (not retained): the answer to a request."""
+
+    table: TableId
+    request_id: str | int | None = Field(description="the request's own, echoed; null if none")
+    status: Literal["ok", "error"]
+    error: Text | None = Field(description="for error: a sentence a person understands")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ResponseBody:
+        if (self.status == "error") != (self.error is not None):
+            raise ValueError("an error response says why, and an ok response has no error")
+        return self
+
+
+class ResponseMessage(ResponseBody, Envelope):
+    """``response/<name>`` as published."""
+
+
+def response_publication(
+    name: str, request_id: str | int | None, error: str | None, *, table: str
+) -> Publication:
+    """``response/<name>``: ``status`` ok when ``error`` is None, else error with the
+    sentence; ``request_id`` echoed as it came."""
+    body = ResponseBody(
+        table=table,
+        request_id=request_id,
+        status="ok" if error is None else "error",
+        error=error,
+    )
+    return Publication(f"response/{name}", False, body.model_dump(mode="json"))

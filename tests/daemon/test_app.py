@@ -1,5 +1,5 @@
-"""The table daemon's wiring, in process: what a request, an outcome or a start writes to
-the journal's outbox and to the log (the end-to-end runs are in tests/integration)."""
+"""The table's core and its shell, in process: what a request, an outcome or a start writes
+to the journal's outbox and to the log (the end-to-end runs are in tests/integration)."""
 
 from __future__ import annotations
 
@@ -18,60 +18,60 @@ import pytest
 
 from daemon.app import TableDaemon
 from daemon.broker import free_port
-from daemon.config import validate_config
+from daemon.config import TableConfig, validate_config
+from daemon.core import TableCore
 from daemon.journal import Journal
 from daemon.logs import configure_logging
 from daemon.notify import Notifier
 from rules.events import CoverAllResult, DiceRolled, HighestHand
 
 
-@pytest.fixture
-def craps(tmp_path: Path) -> Iterator[TableDaemon]:
-    """A craps table's daemon with its journal open and replayed, no MQTT, no driver."""
-    config = validate_config(
+def _craps_config(tmp_path: Path) -> TableConfig:
+    return validate_config(
         {
             "table": {"id": "c1", "game": "CRAPS"},
             "dice_reader": {"port": str(tmp_path / "nothing")},
             "journal": {"path": str(tmp_path / "c1.db")},
         }
     )
-    daemon = TableDaemon(config, notifier=Notifier(None))
-    daemon.journal = Journal.open(config.journal_path)
-    daemon._replay()
-    daemon._on_start()
-    yield daemon
-    daemon.journal.close()
 
 
-def _responses(daemon: TableDaemon, name: str) -> list[dict[str, Any]]:
-    assert daemon.journal is not None
+@pytest.fixture
+def craps(tmp_path: Path) -> Iterator[TableCore]:
+    """A craps table's core with its journal open and replayed, no MQTT, no driver."""
+    config = _craps_config(tmp_path)
+    with Journal.open(config.journal_path) as journal:
+        core = TableCore(config, journal, version="test")
+        core.start()
+        yield core
+
+
+def _responses(core: TableCore, name: str) -> list[dict[str, Any]]:
     return [
-        json.loads(m.payload)
-        for m in daemon.journal.pending(10_000)
-        if m.topic == f"response/{name}"
+        json.loads(m.payload) for m in core.journal.pending(10_000) if m.topic == f"response/{name}"
     ]
 
 
 @pytest.mark.parametrize("request_id", [7, "r7", 0])
-async def test_a_response_echoes_the_request_id_as_it_came(
-    craps: TableDaemon, request_id: str | int
+def test_a_response_echoes_the_request_id_as_it_came(
+    craps: TableCore, request_id: str | int
 ) -> None:
     # mqtt-api.md "Requests": the answer holds the request's request_id; daemon/requests.py
     # takes a string or an integer and echoes it as it came: 7 is not "7" to a terminal.
-    craps.ingest(DiceRolled(roll_id=11, dice=(2, 3)))
+    craps.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
     good = {"operator": "Ann", "roll_id": 11, "clause": 3, "request_id": request_id}
-    await craps.handle_request("void_roll", json.dumps(good).encode())
+    assert craps.decide("void_roll", json.dumps(good).encode()) > 0
     bad = {"operator": "Ann", "roll_id": 99, "request_id": request_id}
-    await craps.handle_request("overturn", json.dumps(bad).encode())
+    assert craps.decide("overturn", json.dumps(bad).encode()) == 1  # the answer alone
     [ok] = _responses(craps, "void_roll")
     [error] = _responses(craps, "overturn")
     assert (ok["status"], ok["request_id"]) == ("ok", request_id)
     assert (error["status"], error["request_id"]) == ("error", request_id)
 
 
-async def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableDaemon) -> None:
+def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableCore) -> None:
     body = {"operator": "Ann", "roll_id": 1, "request_id": True}
-    await craps.handle_request("overturn", json.dumps(body).encode())
+    craps.decide("overturn", json.dumps(body).encode())
     [answer] = _responses(craps, "overturn")
     assert answer["status"] == "error"
     assert answer["request_id"] is None
@@ -93,7 +93,7 @@ class _LogStream(io.StringIO):
 
 
 async def test_every_line_the_running_table_logs_names_the_table(tmp_path: Path) -> None:
-    # Issue 5, "Logs": each line bound to the table; the driver's and the MQTT link's
+    # Every line bound to the table (README, "Logs"); the driver's and the MQTT link's
     # lines are logged by their own modules, inside the daemon's tasks.
     stream = _LogStream("open failed", "mqtt broker unreachable")
     configure_logging(fmt="json", level="info", stream=stream)
@@ -131,10 +131,9 @@ def test_an_unpublishable_outcome_logs_no_card(tmp_path: Path) -> None:
     )
     stream = io.StringIO()
     configure_logging(fmt="json", level="info", stream=stream)
-    daemon = TableDaemon(config, notifier=Notifier(None))
-    daemon.journal = Journal.open(config.journal_path)
+    journal = Journal.open(config.journal_path)
     try:
-        daemon._replay()
+        core = TableCore(config, journal, version="test")
         hand = HighestHand(hand="Flush", position="P3", cards=("Qh", "Jh", "Th", "8h", "7h"))
         wrong = CoverAllResult(
             round_id=812,
@@ -145,10 +144,10 @@ def test_an_unpublishable_outcome_logs_no_card(tmp_path: Path) -> None:
             pays=None,
             reason="a test",
         )
-        daemon._publish((wrong,), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
-        journaled = [r for r in daemon.journal.records() if r.kind == "daemon"]
+        core._publish((wrong,), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+        journaled = [r for r in journal.records() if r.kind == "daemon"]
     finally:
-        daemon.journal.close()
+        journal.close()
         configure_logging(fmt="json", level="info")
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     [error] = [line for line in lines if line["event"] == "outcome not publishable"]
@@ -160,19 +159,11 @@ def test_an_unpublishable_outcome_logs_no_card(tmp_path: Path) -> None:
 def test_a_long_replay_asks_systemd_for_more_start_time(tmp_path: Path) -> None:
     # systemd/lammer@.service: READY comes after the replay, and TimeoutStartSec would
     # kill a start that replays a big journal; EXTEND_TIMEOUT_USEC over a real socket.
-    config = validate_config(
-        {
-            "table": {"id": "c1", "game": "CRAPS"},
-            "dice_reader": {"port": str(tmp_path / "nothing")},
-            "journal": {"path": str(tmp_path / "c1.db")},
-        }
-    )
-    first = TableDaemon(config, notifier=Notifier(None))
+    config = _craps_config(tmp_path)
     with Journal.open(config.journal_path) as journal:
-        first.journal = journal
-        first._replay()
+        first = TableCore(config, journal, version="test")
         for roll in range(1, 21):
-            first.ingest(DiceRolled(roll_id=roll, dice=(1, 2)))
+            first.ingest("dice_reader", DiceRolled(roll_id=roll, dice=(1, 2)))
         records = journal.last_seq
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
         listener.bind(str(tmp_path / "notify"))
@@ -180,8 +171,7 @@ def test_a_long_replay_asks_systemd_for_more_start_time(tmp_path: Path) -> None:
         with Notifier(str(tmp_path / "notify")) as notifier:
             again = TableDaemon(config, notifier=notifier, replay_extend_every=10)
             with Journal.open(config.journal_path) as journal:
-                again.journal = journal
-                again._replay()
+                again.open_core(journal)
         got = []
         with contextlib.suppress(BlockingIOError):
             while True:

@@ -1,4 +1,4 @@
-"""The table configuration: issue 5 "Configuration", validated with errors naming the key."""
+"""The table configuration (README, "Configuration"), validated with errors naming the key."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from daemon.errors import ConfigFileError
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").glob("*.toml"))
 
-# The example of issue 5, verbatim but for the port; every key operators rely on.
+# The README's example, verbatim but for the port; every key operators rely on.
 ISSUE_EXAMPLE = """
 [table]
 id = "t1"

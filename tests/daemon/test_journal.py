@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from daemon.clock import format_ts
 from daemon.errors import JournalError, JournalFileError, JournalValueError
-from daemon.journal import KINDS, Journal, format_ts
+from daemon.journal import KINDS, Journal
 from daemon.outbox import Outbox, OutboxMessage
 
 T0 = datetime(2026, 11, 29, 14, 3, 7, 123456, tzinfo=UTC)
@@ -45,7 +46,7 @@ def test_format_ts_is_utc_milliseconds_z() -> None:
         == "2026-11-29T14:03:07.123Z"
     )
     assert format_ts(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000Z"
-    with pytest.raises(JournalValueError, match="no time zone"):
+    with pytest.raises(ValueError, match="no time zone"):
         format_ts(datetime(2026, 1, 2, 3, 4, 5))
 
 

@@ -9,10 +9,11 @@ import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from daemon import payloads
 from daemon.journal import Journal
 from daemon.mqtt import Backoff, MqttLink
+from daemon.publications import outcome_publication, state_publications
 from rules.events import CrapsBetSettled, RollRecorded
+from rules.table import DeviceState, TableState
 from tests.conftest import Broker
 from tests.daemon.test_mqtt import eventually, recording
 from tests.spec_mqtt import check_message, check_seq_order
@@ -24,23 +25,21 @@ T0 = datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
 def queue_roll(journal: Journal, roll_id: int, dice: tuple[int, int]) -> None:
     """What the daemon queues for one counted roll: craps/roll, then the state it changed."""
     at = T0 + timedelta(seconds=roll_id)
-    roll = payloads.build_outcome(
+    roll = outcome_publication(
         RollRecorded(roll_id=roll_id, dice=dice, total=sum(dice), status="counted", reason=None),
         table="t1",
     )
     assert roll is not None
     journal.append_publish(roll.topic, roll.body, retained=roll.retained, ts=at)
     if sum(dice) == 7:
-        lost = payloads.outcome_message(
-            CrapsBetSettled(roll_id=roll_id, bet="all_small", outcome="lose", pays=None)
+        lost = outcome_publication(
+            CrapsBetSettled(roll_id=roll_id, bet="all_small", outcome="lose", pays=None),
+            table="t1",
         )
-        journal.append_publish(lost.topic, {"table": "t1", **lost.body}, retained=False, ts=at)
-    state = payloads.build_state(
-        table="t1",
-        game="CRAPS",
-        devices={"dice_reader": payloads.DeviceView(connected=True, status="READY")},
-        alarms=[],
-    )
+        assert lost is not None
+        journal.append_publish(lost.topic, lost.body, retained=False, ts=at)
+    table = TableState(game="CRAPS", devices=(("dice_reader", DeviceState(connected=True)),))
+    [state] = [p for p in state_publications(table, table="t1") if p.topic == "state"]
     body = {**state.body, "last_roll": roll_id}  # an added field keeps every state distinct
     journal.append_publish("state", body, retained=True, ts=at)
 

@@ -1,4 +1,5 @@
-"""Payload models and builders (daemon/payloads.py) against mqtt-api.md.
+"""Payload models (daemon/payloads.py) and publications (daemon/publications.py) against
+mqtt-api.md.
 
 Every body a builder makes is put on the wire as the journal would (``seq`` and ``ts``
 added) and checked by tests/spec_mqtt.py, a checker written from the spec's table without
@@ -21,6 +22,14 @@ from pydantic import ValidationError
 
 from daemon import payloads
 from daemon.payloads import Publication
+from daemon.publications import (
+    bust_bonus_state_publication,
+    craps_board_publication,
+    info_publication,
+    outcome_publication,
+    state_publications,
+)
+from daemon.schemas import parse_message, schemas
 from rules import bust_bonus, craps
 from rules.events import (
     AlarmRaised,
@@ -37,6 +46,7 @@ from rules.events import (
     RoundVoided,
 )
 from rules.paytables import cover_all_paytable
+from rules.table import Alarm, DeviceState, TableState, initial_state
 from tests.spec_mqtt import RETAINED, SpecViolation, check_message
 
 TS = "2026-11-29T14:03:07.123Z"
@@ -45,6 +55,18 @@ TS = "2026-11-29T14:03:07.123Z"
 def wire(publication: Publication, *, seq: int = 1, table: str = "t1") -> bytes:
     """The payload as the journal publishes it: the body with table, seq and ts."""
     return json.dumps({"table": table, **publication.body, "seq": seq, "ts": TS}).encode()
+
+
+def published(outcome: Any, *, table: str = "t1") -> Publication:
+    """The publication of an outcome that has one."""
+    publication = outcome_publication(outcome, table=table)
+    assert publication is not None
+    return publication
+
+
+def by_topic(state: TableState) -> dict[str, Publication]:
+    """The state topics of a table, by topic."""
+    return {p.topic: p for p in state_publications(state, table="t1")}
 
 
 def checked(publication: Publication) -> dict[str, Any]:
@@ -56,7 +78,7 @@ def checked(publication: Publication) -> dict[str, Any]:
         base="lammer/t1",
         retained=publication.retained,
     )
-    payloads.parse_message(publication.topic, payload)
+    parse_message(publication.topic, payload)
     assert isinstance(body, dict)
     return body
 
@@ -71,7 +93,7 @@ def test_spec_example_csp_round_812() -> None:
     payouts = CoverAllPayouts(
         round_id=812, game="CSP", hands=3, paytable=cover_all_paytable("CSP", 3)
     )
-    body = checked(payloads.outcome_message(payouts))
+    body = checked(published(payouts))
     assert body["round_id"] == 812
     assert body["hands"] == 3
     assert body["paytable"] == [
@@ -93,7 +115,7 @@ def test_spec_example_csp_round_812() -> None:
         pays=Decimal(20),
         reason=None,
     )
-    body = checked(payloads.outcome_message(result))
+    body = checked(published(result))
     assert body["outcome"] == "win"
     assert body["highest"] == {
         "hand": "Flush",
@@ -106,7 +128,7 @@ def test_spec_example_csp_round_812() -> None:
 
 def test_three_card_poker_fractional_odds_are_exact() -> None:
     # sd-cover-all-bonus.txt, Three Card Poker, Straight with 5 total hands: 1.5 to 1.
-    pub = payloads.outcome_message(
+    pub = published(
         CoverAllPayouts(round_id=1, game="TCP", hands=5, paytable=cover_all_paytable("TCP", 5))
     )
     rows = {row["hand"]: row["pays"] for row in checked(pub)["paytable"]}
@@ -172,46 +194,42 @@ OUTCOMES = [
 
 @pytest.mark.parametrize("outcome", OUTCOMES, ids=lambda o: type(o).__name__)
 def test_every_outcome_builds_a_spec_payload(outcome: Any) -> None:
-    pub = payloads.outcome_message(outcome)
+    pub = published(outcome)
     body = checked(pub)
     assert pub.retained == RETAINED[pub.topic]
-    assert "table" not in pub.body  # the daemon adds it
-    assert payloads.build_outcome(outcome, table="t9") == Publication(
-        pub.topic, pub.retained, {"table": "t9", **pub.body}
-    )
+    assert pub.body["table"] == "t1"
+    other = published(outcome, table="t9")
+    assert other == Publication(pub.topic, pub.retained, {**pub.body, "table": "t9"})
     assert body["seq"] == 1
 
 
 def test_reversal_goes_on_the_added_topic() -> None:
-    pub = payloads.outcome_message(CrapsBetReversed(roll_id=9, bet="all_tall", outcome="lose"))
+    pub = published(CrapsBetReversed(roll_id=9, bet="all_tall", outcome="lose"))
     assert pub.topic == "craps/reversal"
     assert not pub.retained
-    assert pub.body == {"roll_id": 9, "bet": "all_tall", "outcome": "lose"}
+    assert pub.body == {"table": "t1", "roll_id": 9, "bet": "all_tall", "outcome": "lose"}
 
 
 def test_alarm_outcomes_are_published_as_the_whole_set() -> None:
     raised = AlarmRaised(code="MODE_MISMATCH", device="shuffler", message="set to UTH")
-    assert payloads.build_outcome(raised) is None
-    with pytest.raises(ValueError, match="alarms and state"):
-        payloads.outcome_message(raised)
+    assert outcome_publication(raised, table="t1") is None
 
 
 def test_state_and_alarms() -> None:
     since = datetime(2026, 11, 29, 16, 3, 7, 123456, tzinfo=timezone(timedelta(hours=2)))
-    alarm = payloads.AlarmView(code="JAM", device="shuffler", message="jammed", since=since)
-    pub = payloads.build_state(
-        table="t1",
+    alarm = Alarm(code="JAM", device="shuffler", message="jammed", since=since)
+    state = TableState(
         game="CRAPS",
-        devices={
-            "shuffler": payloads.DeviceView(connected=True, status="READY", mode="UTH"),
-            "dice_reader": {"connected": False, "status": "DISCONNECTED", "mode": "ignored"},
-        },
-        alarms=[alarm],
+        devices=(
+            ("shuffler", DeviceState(connected=True, mode="UTH")),
+            ("dice_reader", DeviceState(connected=False, faults=(("COVER_OPEN", ""),))),
+        ),
+        alarms=(alarm,),
     )
-    body = checked(pub)
+    body = checked(by_topic(state)["state"])
     assert body["devices"] == {
         "shuffler": {"connected": True, "status": "READY", "mode": "UTH"},
-        "dice_reader": {"connected": False, "status": "DISCONNECTED"},  # mode: shuffler only
+        "dice_reader": {"connected": False, "status": "COVER_OPEN"},  # mode: shuffler only
     }
     # UTC with milliseconds and Z, whatever zone the time came in.
     expected_alarm = {
@@ -222,13 +240,14 @@ def test_state_and_alarms() -> None:
         "stops_payouts": False,  # a jam alone pays on: the shuffler's checks decide
     }
     assert body["alarms"] == [expected_alarm]
-    alarms = checked(payloads.build_alarms(table="t1", alarms=[alarm]))
+    alarms = checked(by_topic(state)["alarms"])
     assert alarms["alarms"] == [expected_alarm]
-    assert payloads.alarms_body([]) == {"alarms": []}
-    assert payloads.state_body(game="BJ", devices={}, alarms=[])["game"] == "BJ"
-    naive = payloads.AlarmView(code="JAM", device=None, message="m", since=datetime(2026, 1, 1))
+    quiet = TableState(game="BJ", devices=())
+    assert by_topic(quiet)["alarms"].body == {"table": "t1", "alarms": []}
+    assert by_topic(quiet)["state"].body["game"] == "BJ"
+    naive = Alarm(code="JAM", device=None, message="m", since=datetime(2026, 1, 1))
     with pytest.raises(ValueError, match="no time zone"):
-        payloads.build_alarms(alarms=[naive])
+        state_publications(TableState(game="BJ", devices=(), alarms=(naive,)), table="t1")
 
 
 def test_craps_board_from_the_rules_view() -> None:
@@ -236,7 +255,7 @@ def test_craps_board_from_the_rules_view() -> None:
     state = craps.initial_state(1)
     for roll_id, dice in enumerate([(1, 1), (3, 3), (6, 5)], start=1):
         state, _ = craps.apply(state, DiceRolled(roll_id=roll_id, dice=dice))
-    body = checked(Publication("craps/board", True, payloads.craps_board_body(craps.board(state))))
+    body = checked(craps_board_publication(craps.board(state), table="t1"))
     assert body["paytable"] == 1
     assert body["betting_open"] is False
     assert body["numbers_hit"] == [2, 6, 11]
@@ -261,7 +280,7 @@ def test_craps_board_from_the_rules_view() -> None:
     assert body["all_tall"]["hit"] == [11]
     assert body["make_em_all"]["pays"] == "175"
     assert body["pending_roll"] is None
-    fresh = checked(payloads.build_craps_board(craps.board(craps.initial_state(2)), table="t1"))
+    fresh = checked(craps_board_publication(craps.board(craps.initial_state(2)), table="t1"))
     assert fresh["betting_open"] is True
     assert fresh["make_em_all"]["pays"] == "150"
 
@@ -275,17 +294,17 @@ def test_bust_bonus_state_shows_only_face_up_cards() -> None:
             state,
             CardDrawn(round_id=44, position=position, card=card),  # type: ignore[arg-type]
         )
-    body = checked(payloads.build_bust_bonus_state(bust_bonus.view(state), table="t1"))
+    body = checked(bust_bonus_state_publication(bust_bonus.view(state), table="t1"))
     assert body["up_card"] == "6h"
     assert body["dealer_cards"] == ["6h"]
     assert "Ks" not in json.dumps(body)
     assert body["betting_open"] is False
     state, _ = bust_bonus.apply(state, CardDrawn(round_id=44, position="DL", card="Qs"))
     state, outcomes = bust_bonus.apply(state, DealerDone(round_id=44))
-    after = checked(payloads.build_bust_bonus_state(bust_bonus.view(state)))
+    after = checked(bust_bonus_state_publication(bust_bonus.view(state), table="t1"))
     assert after["dealer_cards"] == ["6h", "Ks", "Qs"]
     (result,) = outcomes
-    body = checked(payloads.outcome_message(result))
+    body = checked(published(result))
     # 6 up, busted with 26, off-suit: the "6" row pays 1 to 1 (sd-bust-bonus.txt).
     assert body["outcome"] == "win"
     assert body["total"] == 26
@@ -310,11 +329,11 @@ def test_bust_bonus_result_names_its_pay_table_cell(
     state = bust_bonus.initial_state(6, False)
     for card in dealer:
         state, _ = bust_bonus.apply(state, CardDrawn(round_id=7, position="DL", card=card))
-    assert checked(payloads.build_bust_bonus_state(bust_bonus.view(state)))["paytable_row"] == (
-        row if row != "Bust with three 8s" else "8"
-    )
+    assert checked(bust_bonus_state_publication(bust_bonus.view(state), table="t1"))[
+        "paytable_row"
+    ] == (row if row != "Bust with three 8s" else "8")
     _, (result,) = bust_bonus.apply(state, DealerDone(round_id=7))
-    body = checked(payloads.outcome_message(result))
+    body = checked(published(result))
     assert (body["paytable_row"], body["column"], body["pays"]) == (row, column, pays)
 
 
@@ -322,29 +341,32 @@ def test_void_and_flagged_bust_results_name_no_cell() -> None:
     state = bust_bonus.initial_state(6, False)
     state, _ = bust_bonus.apply(state, CardDrawn(round_id=8, position="DL", card="9h"))
     _, (void,) = bust_bonus.apply(state, RoundVoided(round_id=8))
-    body = checked(payloads.outcome_message(void))
+    body = checked(published(void))
     assert (body["outcome"], body["paytable_row"], body["column"]) == ("void", None, None)
-    flagged = checked(payloads.outcome_message(bust_bonus.flagged_result(9, "review")))
+    flagged = checked(published(bust_bonus.flagged_result(9, "review")))
     assert (flagged["paytable_row"], flagged["column"]) == (None, None)
     before = checked(
-        payloads.build_bust_bonus_state(bust_bonus.view(bust_bonus.initial_state(6, False)))
+        bust_bonus_state_publication(
+            bust_bonus.view(bust_bonus.initial_state(6, False)), table="t1"
+        )
     )
     assert before["paytable_row"] is None
 
 
 def test_alarms_say_whether_they_stop_payouts() -> None:
     # Cover All Bonus rule (1) and the deck check: no payout while either is active.
-    alarms = [
-        payloads.AlarmView(code=code, device="shuffler", message="m", since=datetime.now(UTC))
+    alarms = tuple(
+        Alarm(code=code, device="shuffler", message="m", since=datetime.now(UTC))
         for code in ("MODE_MISMATCH", "DECK_FAULT", "DEVICE_FAULT_JAM", "DISCONNECTED")
-    ]
-    body = checked(payloads.build_alarms(alarms=alarms))
+    )
+    body = checked(by_topic(TableState(game="UTH", devices=(), alarms=alarms))["alarms"])
     assert [a["stops_payouts"] for a in body["alarms"]] == [True, True, False, False]
 
 
 def _info(game: str, *, paytable: int = 1, decks: int = 6, h17: bool = False) -> dict[str, Any]:
     return checked(
-        payloads.build_info(
+        info_publication(
+            table="t1",
             version="9.9.9",
             game=game,
             craps_paytable=paytable,
@@ -405,7 +427,7 @@ def test_flagged_cover_all_result_never_carries_cards() -> None:
         reason="SETTLE before ROUND",
     )
     with pytest.raises(ValidationError, match="no highest hand"):
-        payloads.outcome_message(leaky)
+        published(leaky)
 
 
 WIN: dict[str, Any] = {"roll_id": 1, "bet": "all_small", "outcome": "win"}
@@ -426,7 +448,7 @@ WIN: dict[str, Any] = {"roll_id": 1, "bet": "all_small", "outcome": "win"}
 def test_models_and_checker_both_refuse(topic: str, body: dict[str, Any], problem: str) -> None:
     payload = json.dumps({"table": "t1", "seq": 3, "ts": TS, **body}).encode()
     with pytest.raises(ValidationError, match=problem):
-        payloads.parse_message(topic, payload)
+        parse_message(topic, payload)
     with pytest.raises(SpecViolation):
         check_message(topic, payload)
 
@@ -446,20 +468,22 @@ def test_envelope_is_checked(envelope: dict[str, Any]) -> None:
     with pytest.raises(SpecViolation):
         check_message("alarms", payload)
     with pytest.raises(ValidationError):
-        payloads.parse_message("alarms", payload)
+        parse_message("alarms", payload)
 
 
 def test_checker_knows_the_retained_column_and_availability() -> None:
     assert check_message("lammer/t1/availability", b"offline", base="lammer/t1") == "offline"
     with pytest.raises(SpecViolation, match="online or offline"):
         check_message("availability", b'"online"')
-    roll = payloads.outcome_message(
-        RollRecorded(roll_id=1, dice=(1, 2), total=3, status="counted", reason=None)
-    )
+    roll = published(RollRecorded(roll_id=1, dice=(1, 2), total=3, status="counted", reason=None))
     with pytest.raises(SpecViolation, match="must not be retained"):
         check_message(roll.topic, wire(roll), retained=True)
     with pytest.raises(SpecViolation, match="not the base topic's table"):
-        check_message("lammer/t2/alarms", wire(payloads.build_alarms(alarms=[])), base="lammer/t2")
+        check_message(
+            "lammer/t2/alarms",
+            wire(by_topic(initial_state("BJ", at=datetime.now(UTC)))["alarms"]),
+            base="lammer/t2",
+        )
     with pytest.raises(SpecViolation, match="not a topic"):
         check_message("craps/rolls", b"{}")
     for topic, (_, retained) in payloads.TOPICS.items():
@@ -504,20 +528,20 @@ def test_odds_refuse_nonsense(value: str) -> None:
 
 
 def test_schemas_cover_every_topic_and_stay_open_for_additions() -> None:
-    schemas = payloads.schemas()
+    every = schemas()
     published = set(RETAINED) | {
         f"response/{n}" for n in ("roll_decision", "void_roll", "overturn")
     }
-    assert published <= set(schemas)
-    assert {"request/roll_decision", "request/void_roll", "request/overturn"} <= set(schemas)
+    assert published <= set(every)
+    assert {"request/roll_decision", "request/void_roll", "request/overturn"} <= set(every)
     for topic in published:  # plain JSON, open for the fields the spec lets us add
-        assert '"additionalProperties": false' not in json.dumps(schemas[topic]), topic
-    result = schemas["craps/result"]
+        assert '"additionalProperties": false' not in json.dumps(every[topic]), topic
+    result = every["craps/result"]
     assert set(result["required"]) >= {"table", "seq", "ts", "roll_id", "bet", "outcome"}
     pays = result["properties"]["pays"]["anyOf"]
     assert {"type": "null"} in pays
     assert all(alt.get("type") != "number" for alt in pays)  # never a float
-    assert schemas["state"]["x-retained"] is True
-    assert schemas["craps/roll"]["x-retained"] is False
+    assert every["state"]["x-retained"] is True
+    assert every["craps/roll"]["x-retained"] is False
     # Requests do refuse unknown fields (a misspelt field must not be ignored).
-    assert schemas["request/void_roll"]["additionalProperties"] is False
+    assert every["request/void_roll"]["additionalProperties"] is False

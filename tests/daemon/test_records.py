@@ -30,14 +30,11 @@ EVENT_TYPES: list[type[Any]] = [
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BadFrame:
-    """Shaped like a driver's event: raw bytes, a float, a dict, a nested union."""
+    """A registered class of its own: a time, a nested union, a Literal."""
 
     device: events.Device
-    raw: bytes
     reason: str
     at: datetime
-    elapsed: float
-    counts: dict[str, int]
     cause: events.DiceRolled | events.NoRoll | None
 
 
@@ -57,14 +54,10 @@ def strategy_for(hint: Any) -> st.SearchStrategy[Any]:
         if len(args) == 2 and args[1] is Ellipsis:
             return st.lists(strategy_for(args[0]), max_size=5).map(tuple)
         return st.tuples(*(strategy_for(a) for a in args))
-    if origin is dict:
-        return st.dictionaries(st.text(max_size=5), strategy_for(args[1]), max_size=3)
     simple: dict[Any, st.SearchStrategy[Any]] = {
         int: st.integers(),
         bool: st.booleans(),
         str: st.text(),
-        float: st.floats(allow_nan=False, allow_infinity=False),
-        bytes: st.binary(max_size=300),
         Decimal: st.decimals(allow_nan=False, allow_infinity=False),
         datetime: st.datetimes(
             timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5, minutes=-30))])
@@ -136,15 +129,8 @@ def test_record_shape_is_readable() -> None:
     )
     assert to_record(decided)["at"] == "2026-11-29T14:03:07+00:00"
     frame = BadFrame(
-        device="dice_reader",
-        raw=b"$ROLL,3*",
-        reason="bad CRC",
-        at=datetime(2026, 1, 1, tzinfo=UTC),
-        elapsed=0.5,
-        counts={},
-        cause=None,
+        device="dice_reader", reason="bad CRC", at=datetime(2026, 1, 1, tzinfo=UTC), cause=None
     )
-    assert to_record(frame)["raw"] == "24524f4c4c2c332a"
     assert to_record(frame)["type"] == "test.BadFrame"
 
 
@@ -214,6 +200,14 @@ def test_a_nested_record_of_the_wrong_type_is_refused() -> None:
 def test_unstorable_values_are_refused() -> None:
     with pytest.raises(RecordError, match="not a registered record type"):
         to_record(object())
+
+    @dataclass(frozen=True)
+    class Measured:  # no event has a float: refused, not guessed
+        elapsed: float
+
+    register(Measured, name="test.Measured")
+    with pytest.raises(RecordError, match=r"Measured\.elapsed: cannot store a float"):
+        to_record(Measured(elapsed=0.5))
     bad = events.CrapsBetSettled(roll_id=1, bet="all_tall", outcome="win", pays=Decimal("NaN"))
     with pytest.raises(RecordError, match=r"CrapsBetSettled\.pays: not a finite decimal"):
         to_record(bad)

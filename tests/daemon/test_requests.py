@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.requests import RequestError, parse_request, response_body
+from daemon.requests import RequestError, parse_request, response_publication
 from rules.events import RollDecided, RollVoided, VoidOverturned
 from tests.spec_mqtt import SpecViolation, check_message
 
@@ -18,8 +18,9 @@ AT = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
 
 
 def parse(name: str, body: Any) -> Any:
+    """The decision a request asks for (its ``request_id`` is checked where it matters)."""
     payload = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return parse_request(name, payload, at=AT)
+    return parse_request(name, payload, at=AT).decision
 
 
 def test_roll_decision() -> None:
@@ -28,6 +29,10 @@ def test_roll_decision() -> None:
         {"operator": " Ann (stick) ", "roll_id": 5003, "decision": "invalid", "request_id": "r1"},
     )
     assert decided == RollDecided(roll_id=5003, valid=False, operator="Ann (stick)", at=AT)
+    request = parse_request(
+        "overturn", b'{"operator": "Ann", "roll_id": 7, "request_id": 7}', at=AT
+    )
+    assert (request.name, request.request_id) == ("overturn", 7)  # read once, echoed as it came
     assert parse("roll_decision", {"operator": "Ann", "roll_id": "5003", "decision": "valid"}) == (
         RollDecided(roll_id=5003, valid=True, operator="Ann", at=AT)
     )
@@ -178,7 +183,7 @@ def test_any_object_gives_a_decision_or_a_request_error(body: dict[str, Any]) ->
     payload = json.dumps(body).encode()
     for name in ("roll_decision", "void_roll", "overturn"):
         try:
-            decision = parse_request(name, payload, at=AT)
+            decision = parse_request(name, payload, at=AT).decision
         except RequestError as exc:
             message = exc.message
         else:
@@ -190,16 +195,18 @@ def test_any_object_gives_a_decision_or_a_request_error(body: dict[str, Any]) ->
 
 
 def test_response_bodies_meet_the_spec() -> None:
-    ok = response_body("void_roll", "r1", None)
-    assert ok == {"request_id": "r1", "status": "ok", "error": None}
-    error = response_body("roll_decision", 7, "roll 5003 is not pending", table="t1")
+    ok = response_publication("void_roll", "r1", None, table="t1")
+    assert ok.topic == "response/void_roll"
+    assert not ok.retained
+    assert ok.body == {"table": "t1", "request_id": "r1", "status": "ok", "error": None}
+    error = response_publication("roll_decision", 7, "roll 5003 is not pending", table="t1").body
     assert error == {
         "table": "t1",
         "request_id": 7,
         "status": "error",
         "error": "roll 5003 is not pending",
     }
-    for name, body in (("void_roll", {"table": "t1", **ok}), ("roll_decision", error)):
+    for name, body in (("void_roll", ok.body), ("roll_decision", error)):
         payload = json.dumps({**body, "seq": 9, "ts": "2026-11-29T14:03:07.123Z"}).encode()
         check_message(f"response/{name}", payload, retained=False)
     # The checker catches an error response without its sentence.

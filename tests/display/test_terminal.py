@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from daemon.payloads import parse_message
+from daemon.schemas import parse_message
 from display.terminal import TOPICS, Link, TableView, card_text, follow, render, route
 from tests.conftest import Broker, free_port
 

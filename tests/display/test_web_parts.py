@@ -14,7 +14,11 @@ from typing import Any
 
 import pytest
 
-from daemon.payloads import build_bust_bonus_result, build_craps_board, build_info
+from daemon.publications import (
+    craps_board_publication,
+    info_publication,
+    outcome_publication,
+)
 from display.errors import UsersFileError, WebConfigError
 from display.web.config import load_web_config
 from display.web.contract import TOPICS, PayloadError, validate
@@ -43,11 +47,11 @@ def decoded(update: tuple[str, str] | None) -> dict[str, Any]:
 
 
 def test_what_the_daemon_builds_validates_for_the_pages() -> None:
-    info = build_info(
+    info = info_publication(
         table="t1", game="BJ", version="9.9", craps_paytable=1, decks=6, dealer_hits_soft_17=False
     )
-    board = build_craps_board(craps_board(initial_state(1)), table="t1")
-    result = build_bust_bonus_result(
+    board = craps_board_publication(craps_board(initial_state(1)), table="t1")
+    result = outcome_publication(
         BustBonusResult(
             round_id=51,
             outcome="win",
@@ -61,6 +65,7 @@ def test_what_the_daemon_builds_validates_for_the_pages() -> None:
         ),
         table="t1",
     )
+    assert result is not None
     for publication in (info, board, result):
         body = {**publication.body, "seq": 3, "ts": TS}
         assert validate(publication.topic, "t1", json.dumps(body).encode()) == body
@@ -102,7 +107,7 @@ def test_a_card_of_another_form_or_odds_as_a_float_are_refused() -> None:
 
 def test_store_ignores_a_seq_seen_and_an_older_retained_state() -> None:
     store = Store("lammer")
-    board = build_craps_board(craps_board(initial_state(1))).body
+    board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
     first = decoded(store.apply(*message("craps/board", 5, board)))
     assert first["payload"]["seq"] == 5
     assert first["retained"] is True
@@ -118,7 +123,8 @@ def test_store_keeps_the_last_rolls_and_forgets_a_deleted_state() -> None:
     roll = {"roll_id": 1, "dice": [1, 1], "total": 2, "status": "counted", "reason": None}
     for seq in range(1, 20):
         store.apply(*message("craps/roll", seq, {**roll, "roll_id": seq}))
-    store.apply(*message("craps/board", 20, build_craps_board(craps_board(initial_state(1))).body))
+    board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
+    store.apply(*message("craps/board", 20, board))
     cleared = decoded(store.apply("lammer/t1/craps/board", b""))
     assert cleared["payload"] is None
     kept = [json.loads(text)["payload"]["roll_id"] for text in store.snapshot("t1")]
@@ -141,10 +147,10 @@ def test_store_drops_and_counts_what_is_not_the_contract() -> None:
 
 
 def test_every_topic_the_pages_draw_is_one_the_daemon_publishes() -> None:
-    from daemon.payloads import TOPICS as DAEMON_TOPICS
+    from daemon.schemas import model_for
 
     for topic, (_, retained) in TOPICS.items():
-        assert DAEMON_TOPICS[topic][1] == retained, topic
+        assert model_for(topic)[1] == retained, topic
 
 
 # -- configuration ------------------------------------------------------------------------

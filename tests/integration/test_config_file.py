@@ -1,5 +1,5 @@
 """A bad configuration file: ``lammer run`` and ``lammer check-config`` both refuse it with
-exit status 2 and a message naming the key (issue 5, "Configuration")."""
+exit status 2 and a message naming the key (README, "Configuration")."""
 
 from __future__ import annotations
 

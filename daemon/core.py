@@ -1,0 +1,350 @@
+"""One table's synchronous core: journal -> rules -> journal (outbox), with no ``await``.
+
+``TableCore(config, journal)`` replays the open journal through the rules with the
+recorded times, so the table (open round, craps series, pending roll, alarms) is exactly
+what it was and ``seq`` goes on where it stopped. Then:
+
+* ``start()`` after a restart: no device is connected yet, whatever the journal last said;
+  the retained state goes out;
+* ``ingest(device, fact)`` for every device fact, in this order and in one SQLite
+  transaction (one fsync): the fact is journaled with its device (and the frame's link
+  sequence number and bytes), the rules' table machine turns it into a new state and
+  outcomes (pure), and every message they publish is written to the journal's outbox with
+  its ``seq`` and ``ts``. The caller acknowledges the frame only after ``ingest`` returns,
+  so an ACK means the event is durable (see ``daemon.app``);
+* ``bad_frame(device, raw, reason)``: kept in the journal with its bytes, for review;
+* ``decide(name, payload)`` for a stickperson's request: checked by the request models
+  and by the rules, journaled when legal (with the operator and the time), journaled with
+  its reason when refused, and answered on ``response/<name>`` either way.
+
+Each returns how many messages it queued, so the async shell (``daemon.app``) knows when
+to wake the MQTT link. Nothing here reads a clock but the injected one, starts a task or
+touches the network; the shell owns drivers, MQTT, signals and the watchdog.
+
+Log lines (structlog) are bound to the table and to the device, round or roll; no card
+still face down is logged at info (``daemon.logs.fact_fields``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from daemon.clock import Clock, utc_now
+from daemon.config import TableConfig
+from daemon.journal import Journal
+from daemon.logs import event_context, fact_fields, outcome_fields
+from daemon.payloads import Publication
+from daemon.publications import info_publication, outcome_publication, state_publications
+from daemon.records import from_record, to_record
+from daemon.requests import RequestError, parse_request, response_publication
+from rules import table
+from rules.errors import DecisionError, RulesError
+from rules.events import (
+    AlarmCleared,
+    AlarmRaised,
+    Decision,
+    Device,
+    DeviceDisconnected,
+    DeviceFact,
+    Outcome,
+)
+
+log = structlog.get_logger("lammer.daemon")
+
+LastFrame = tuple[int, bytes]
+"""A device's last journaled frame: its link sequence number and its bytes."""
+
+
+@dataclass
+class Health:
+    """What the watchdog looks at: the journal answers (and why not, when it does not)."""
+
+    journal_ok: bool = True
+    last_error: str | None = None
+
+
+class TableCore:
+    """The table's state, its journal and what it publishes. See the module docstring."""
+
+    def __init__(
+        self,
+        config: TableConfig,
+        journal: Journal,
+        *,
+        version: str,
+        clock: Clock = utc_now,
+        on_replay_progress: Callable[[], object] | None = None,
+        replay_progress_every: int = 50_000,
+    ) -> None:
+        """Replay ``journal`` (open, writable) into the table of ``config``.
+
+        ``on_replay_progress`` is called every ``replay_progress_every`` records of the
+        replay (the shell asks systemd for more start time there).
+        """
+        self.config = config
+        self.journal = journal
+        self.clock = clock
+        self.table_id = config.table.id
+        self.health = Health()
+        self.log = log.bind(table=self.table_id)
+        # The body last queued on each retained state topic, so an unchanged state is not
+        # published again (republishing after a reconnect is the MQTT link's job).
+        self._published_state: dict[str, dict[str, Any]] = {}
+        self._info = info_publication(
+            table=self.table_id,
+            version=version,
+            game=config.table.game,
+            craps_paytable=config.bonus_craps.paytable,
+            decks=config.bust_bonus.decks,
+            dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+        )
+        self.last_frames: dict[Device, LastFrame] = {}
+        """Each device's last journaled frame, as the journal holds it. A frame can be
+        journaled and its ACK never reach the device (the daemon died between the two);
+        after a restart the device sends it again, and the driver, which starts from this,
+        must ACK it without delivering it twice (link-layer.md)."""
+        self.state = self._replay(on_replay_progress, replay_progress_every)
+
+    # ------------------------------------------------------------------ replay
+
+    def _initial_state(self, at: datetime) -> table.TableState:
+        c = self.config
+        return table.initial_state(
+            c.table.game,
+            at=at,
+            craps_paytable=c.bonus_craps.paytable,
+            decks=c.bust_bonus.decks,
+            dealer_hits_soft_17=c.bust_bonus.dealer_hits_soft_17,
+        )
+
+    def _replay(self, on_progress: Callable[[], object] | None, every: int) -> table.TableState:
+        """The table rebuilt from the journal, exactly, with the recorded times."""
+        state: table.TableState | None = None
+        facts = 0
+        for count, record in enumerate(self.journal.records(), start=1):
+            if on_progress is not None and count % every == 0:
+                on_progress()
+            if state is None:
+                state = self._initial_state(record.ts)
+            if record.kind == "publish":
+                body = record.record.get("payload")
+                if record.record.get("retained") and isinstance(body, dict):
+                    self._published_state[str(record.record["topic"])] = _strip(body)
+                continue
+            event = _replayable(record.kind, record.record)
+            if event is None:
+                continue
+            device = record.record.get("device")
+            link_seq, raw = record.record.get("link_seq"), record.record.get("raw")
+            if isinstance(link_seq, int) and isinstance(raw, str) and isinstance(device, str):
+                self.last_frames[device] = (  # type: ignore[index]  # journaled by ingest
+                    link_seq,
+                    raw.encode("ascii", "replace"),
+                )
+            try:
+                state, _ = table.apply(state, event, at=record.ts)
+                facts += 1
+            except RulesError as exc:  # pragma: no cover - a decision is journaled only when legal
+                self.log.error("journal record not replayable", seq=record.seq, error=str(exc))
+        result = state if state is not None else self._initial_state(self.clock())
+        self.log.info(
+            "journal replayed",
+            events=facts,
+            last_seq=self.journal.last_seq,
+            round=table.open_round_id(result),
+        )
+        return result
+
+    def start(self) -> int:
+        """After a restart no device is connected yet, whatever the journal last said;
+        then every retained state topic whose content changed goes out."""
+        queued = 0
+        for device, device_state in self.state.devices:
+            if device_state.connected:
+                queued += self.ingest(
+                    device, DeviceDisconnected(device=device, reason="lammer restarted")
+                )
+        with self._batch():
+            queued += self._queue_state(self.clock())
+        return queued
+
+    # ------------------------------------------------------------------ devices
+
+    def ingest(
+        self, device: Device, fact: DeviceFact, *, link_seq: int | None = None, raw: bytes = b""
+    ) -> int:
+        """Journal one device fact, apply it, and queue what it publishes (one
+        transaction). Returns the number of messages queued."""
+        at = self.clock()
+        record: dict[str, Any] = {"device": device, "event": to_record(fact)}
+        if link_seq is not None:
+            record["link_seq"] = link_seq
+            record["raw"] = raw.decode("ascii", "replace")
+        with self._batch():
+            seq = self._journal("device", record, at=at)
+            if link_seq is not None:
+                self.last_frames[device] = (link_seq, raw)
+            flog = self.log.bind(seq=seq, device=device, **event_context(fact))
+            flog.info("device event", fact=type(fact).__name__, **fact_fields(fact))
+            try:
+                self.state, outcomes = table.apply(self.state, fact, at=at)
+            except RulesError as exc:  # a fact never raises by design; keep running if it does
+                flog.error("rules rejected a device fact", error=str(exc))
+                return 0
+            return self._publish(outcomes, at)
+
+    def bad_frame(self, device: Device, raw: bytes, reason: str) -> None:
+        """Keep a bad frame (its bytes and why) in the journal for review."""
+        self._journal(
+            "device", {"bad_frame": {"device": device, "raw": raw.hex(), "reason": reason}}
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def decide(self, name: str, payload: bytes) -> int:
+        """A stickperson's request from MQTT: check, journal, apply, answer. Returns the
+        number of messages queued."""
+        at = self.clock()
+        try:
+            request = parse_request(name, payload, at=at)
+        except RequestError as exc:
+            return self._refuse(name, payload, exc.request_id, str(exc), at)
+        rlog = self.log.bind(request=name, request_id=request.request_id)
+        decision = request.decision
+        try:
+            new_state, outcomes = table.apply(self.state, decision, at=at)
+        except DecisionError as exc:
+            return self._refuse(name, payload, request.request_id, str(exc), at)
+        with self._batch():
+            seq = self._journal("decision", {"event": to_record(decision)}, at=at)
+            self.state = new_state
+            queued = self._publish(outcomes, at)
+            queued += self._respond(name, request.request_id, None, at)
+        rlog.info(
+            "decision applied",
+            seq=seq,
+            decision=type(decision).__name__,
+            roll=decision.roll_id,
+            operator=decision.operator,
+        )
+        return queued
+
+    def _refuse(
+        self,
+        name: str,
+        payload: bytes,
+        request_id: str | int | None,
+        error: str,
+        at: datetime,
+    ) -> int:
+        """Journal a refused request for the record (who asked what, and why it was
+        refused) and answer it; replay skips it (a decision record without an event)."""
+        self.log.bind(request=name, request_id=request_id).warning("request rejected", error=error)
+        rejected = {"name": name, "payload": payload.decode("utf-8", "replace"), "error": error}
+        with self._batch():
+            self._journal("decision", {"rejected": rejected}, at=at)
+            return self._respond(name, request_id, error, at)
+
+    def _respond(
+        self, name: str, request_id: str | int | None, error: str | None, at: datetime
+    ) -> int:
+        return self._queue(response_publication(name, request_id, error, table=self.table_id), at)
+
+    # ------------------------------------------------------------------ publishing
+
+    def _batch(self) -> Any:
+        return self.journal.batch()
+
+    def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
+        try:
+            seq = self.journal.append(kind, record, ts=at or self.clock())
+        except Exception as exc:
+            self.health.journal_ok = False
+            self.health.last_error = str(exc)
+            raise
+        self.health.journal_ok = True
+        return seq
+
+    def _queue(self, publication: Publication, at: datetime) -> int:
+        topic, retained, body = publication
+        self.journal.append_publish(topic, body, retained=retained, ts=at)
+        if retained:
+            self._published_state[topic] = body
+        return 1
+
+    def _publish(self, outcomes: tuple[Outcome, ...], at: datetime) -> int:
+        queued = 0
+        for outcome in outcomes:
+            if isinstance(outcome, AlarmRaised):
+                self.log.warning(
+                    "alarm raised",
+                    code=outcome.code,
+                    alarm_device=outcome.device,
+                    message=outcome.message,
+                )
+                continue  # published below as the `alarms` and `state` topics
+            if isinstance(outcome, AlarmCleared):
+                self.log.info("alarm cleared", code=outcome.code, alarm_device=outcome.device)
+                continue
+            try:
+                publication = outcome_publication(outcome, table=self.table_id)
+            except ValueError as exc:
+                # A bug between the rules and the payload contract must not stop the table:
+                # keep the outcome in the journal for review and go on. Only what names the
+                # outcome is logged: the payload model refuses an outcome precisely when it
+                # may carry a card still face down (a flagged result with a hand), so its
+                # fields stay in the protected journal.
+                self.log.error(
+                    "outcome not publishable",
+                    error=str(exc),
+                    outcome=type(outcome).__name__,
+                    **event_context(outcome),
+                )
+                self._journal(
+                    "daemon", {"unpublishable": to_record(outcome), "error": str(exc)}, at=at
+                )
+                continue
+            assert publication is not None  # only the alarm outcomes have none
+            self.log.info("outcome", topic=publication.topic, **outcome_fields(outcome))
+            queued += self._queue(publication, at)
+        return queued + self._queue_state(at)
+
+    def _queue_state(self, at: datetime) -> int:
+        """Queue every retained state topic whose content changed."""
+        queued = 0
+        for publication in (self._info, *state_publications(self.state, table=self.table_id)):
+            if self._published_state.get(publication.topic) != publication.body:
+                queued += self._queue(publication, at)
+        return queued
+
+    # ------------------------------------------------------------------ health
+
+    def journal_answers(self) -> bool:
+        """True when the journal answers a query (the watchdog's check)."""
+        try:
+            next(iter(self.journal.records(self.journal.last_seq)), None)
+        except Exception as exc:
+            self.health.last_error = str(exc)
+            return False
+        return True
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _strip(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in ("seq", "ts")}
+
+
+def _replayable(kind: str, data: dict[str, Any]) -> DeviceFact | Decision | None:
+    """The fact or decision a journal record holds, or None (bad frames, refused
+    requests, publishes...)."""
+    if kind not in ("device", "decision") or "event" not in data:
+        return None
+    event: DeviceFact | Decision = from_record(data["event"])
+    return event

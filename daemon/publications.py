@@ -1,0 +1,371 @@
+"""What the table publishes: the rules' outcomes and the table's state as mqtt-api.md bodies.
+
+Every builder returns a ``Publication(topic, retained, body)`` whose body holds ``table``
+and is validated by its topic's model (``daemon.payloads``); ``seq`` and ``ts`` are the
+journal's to add (``Journal.append_publish``), because a republished retained state keeps
+its original pair (mqtt-api.md, "Conventions").
+
+* ``outcome_publication(outcome, table=...)``: one rules outcome (``None`` for the alarm
+  outcomes, which change the active set published on ``alarms`` and ``state``);
+* ``state_publications(state, table=...)``: every retained state topic of a
+  ``rules.table.TableState`` (``state``, ``alarms``, and ``craps/board`` or
+  ``bust_bonus/state`` for the game, also built alone from the rules' views by
+  ``craps_board_publication`` and ``bust_bonus_state_publication``); the daemon queues
+  those whose body changed;
+* ``info_publication(...)``: the table's ``info`` (version, game, pay tables in use).
+
+A body is built straight from the rules' values; whatever the shapes of the spec leave
+open is decided once here: ``mode`` appears for the shuffler only; each alarm carries
+``stops_payouts``; times are written by ``daemon.clock.format_ts``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import assert_never
+
+from daemon.clock import format_ts
+from daemon.payloads import (
+    CONTRACT_VERSION,
+    TOPICS,
+    Alarm,
+    AlarmsBody,
+    BetProgressModel,
+    BonusCrapsPaytableModel,
+    BustBonusPaytableModel,
+    BustBonusResultBody,
+    BustBonusStateBody,
+    BustRowModel,
+    CoverAllPayoutsBody,
+    CoverAllPaytableModel,
+    CoverAllResultBody,
+    CoverAllRowModel,
+    CrapsBoardBody,
+    CrapsResultBody,
+    CrapsReversalBody,
+    CrapsRollBody,
+    DeviceState,
+    HighestModel,
+    InfoBody,
+    PayloadModel,
+    PayRowModel,
+    PaytablesModel,
+    PendingRollModel,
+    Publication,
+    StateBody,
+    format_odds,
+)
+from rules import bust_bonus, craps
+from rules.bust_bonus import PAYTABLE as BUST_PAYTABLE
+from rules.cards import parse_card
+from rules.craps_odds import live_probability
+from rules.errors import CardError
+from rules.events import (
+    AlarmCleared,
+    AlarmRaised,
+    BustBonusResult,
+    CoverAllPayouts,
+    CoverAllResult,
+    CrapsBet,
+    CrapsBetReversed,
+    CrapsBetSettled,
+    Device,
+    Outcome,
+    RollRecorded,
+)
+from rules.paytables import paytable as cover_all_table
+from rules.poker import POKER_GAMES
+from rules.table import PAYOUT_ALARMS, TableState
+
+
+def _publication(topic: str, body: PayloadModel) -> Publication:
+    _, retained = TOPICS[topic]
+    return Publication(topic, retained, body.model_dump(mode="json"))
+
+
+def _odds_or_none(value: Decimal | None) -> str | None:
+    return None if value is None else format_odds(value)
+
+
+# ---------------------------------------------------------------------------------------
+# Outcomes
+
+
+def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
+    """The publication of one rules outcome, or ``None`` for ``AlarmRaised`` and
+    ``AlarmCleared``: they change the active set, which goes out whole on ``alarms`` and
+    ``state`` (``state_publications``).
+
+    Raises ``ValueError`` (a ``pydantic.ValidationError``) for an outcome the contract
+    refuses, such as a flagged result that carries cards.
+    """
+    match outcome:
+        case CoverAllPayouts():
+            return _cover_all_payouts(outcome, table)
+        case CoverAllResult():
+            return _cover_all_result(outcome, table)
+        case RollRecorded():
+            return _publication(
+                "craps/roll",
+                CrapsRollBody(
+                    table=table,
+                    roll_id=outcome.roll_id,
+                    dice=list(outcome.dice),
+                    total=outcome.total,
+                    status=outcome.status,
+                    reason=outcome.reason,
+                ),
+            )
+        case CrapsBetSettled():
+            return _publication(
+                "craps/result",
+                CrapsResultBody(
+                    table=table,
+                    roll_id=outcome.roll_id,
+                    bet=outcome.bet,
+                    outcome=outcome.outcome,
+                    pays=_odds_or_none(outcome.pays),
+                ),
+            )
+        case CrapsBetReversed():
+            return _publication(
+                "craps/reversal",
+                CrapsReversalBody(
+                    table=table, roll_id=outcome.roll_id, bet=outcome.bet, outcome=outcome.outcome
+                ),
+            )
+        case BustBonusResult():
+            return _bust_bonus_result(outcome, table)
+        case AlarmRaised() | AlarmCleared():
+            return None
+        case _:
+            assert_never(outcome)
+
+
+def _cover_all_payouts(outcome: CoverAllPayouts, table: str) -> Publication:
+    """``cover_all/payouts`` at ``ROUND``: the pay table for that many hands, highest first."""
+    body = CoverAllPayoutsBody(
+        table=table,
+        round_id=outcome.round_id,
+        game=outcome.game,  # type: ignore[arg-type]  # validated: never BJ
+        hands=outcome.hands,
+        paytable=[PayRowModel(hand=r.hand, pays=format_odds(r.pays)) for r in outcome.paytable],
+    )
+    return _publication("cover_all/payouts", body)
+
+
+def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
+    """``cover_all/result`` at ``SETTLE``/``VOID``, or a flagged round (no cards: the model
+    refuses a flagged result with a highest hand, shuffler-icd.md "Card data is secret")."""
+    highest = outcome.highest
+    body = CoverAllResultBody(
+        table=table,
+        round_id=outcome.round_id,
+        game=outcome.game,  # type: ignore[arg-type]  # validated: never BJ
+        hands=outcome.hands,
+        outcome=outcome.outcome,
+        highest=None
+        if highest is None
+        else HighestModel(
+            hand=highest.hand,
+            position=highest.position,  # type: ignore[arg-type]  # CM is never a hand
+            cards=list(highest.cards),
+        ),
+        pays=_odds_or_none(outcome.pays),
+        reason=outcome.reason,
+    )
+    return _publication("cover_all/result", body)
+
+
+def _up_card_row(up_card: str | None) -> str | None:
+    """The Bust Bonus pay-table row of an up card (``"10"`` for a king), or None."""
+    if up_card is None:
+        return None
+    try:
+        card = parse_card(up_card)
+    except CardError:
+        return None  # not a card: the round is flagged, and the model refuses the code
+    return BUST_PAYTABLE.up_card_row(card).row
+
+
+def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
+    """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason).
+
+    ``paytable_row`` is the row of this hand: three 8s (a busted hand of exactly three
+    eights pays that row instead, rule (12)), else the up card's; null for a void or
+    flagged round. ``column`` is the column that paid (a win only)."""
+    settled = outcome.outcome in ("win", "lose")
+    if not settled:
+        row = None
+    elif outcome.three_eights:
+        row = BUST_PAYTABLE.three_eights.row
+    else:
+        row = _up_card_row(outcome.up_card)
+    body = BustBonusResultBody(
+        table=table,
+        round_id=outcome.round_id,
+        outcome=outcome.outcome,
+        up_card=outcome.up_card,
+        dealer_cards=list(outcome.dealer_cards),
+        total=outcome.total,
+        suited=outcome.suited,
+        three_eights=outcome.three_eights,
+        pays=_odds_or_none(outcome.pays),
+        reason=outcome.reason,
+        paytable_row=row,
+        column=None if outcome.outcome != "win" else "suited" if outcome.suited else "off_suit",
+    )
+    return _publication("bust_bonus/result", body)
+
+
+# ---------------------------------------------------------------------------------------
+# State
+
+
+def state_publications(state: TableState, *, table: str) -> list[Publication]:
+    """Every retained state topic of the table as it is now (``info`` aside): ``state``,
+    ``alarms``, and ``craps/board`` or ``bust_bonus/state`` where the game has one."""
+    alarms = [
+        Alarm(
+            code=a.code,
+            device=a.device,
+            message=a.message,
+            since=format_ts(a.since),
+            stops_payouts=a.code in PAYOUT_ALARMS,
+        )
+        for a in state.alarms
+    ]
+    devices = {
+        name: DeviceState(
+            connected=d.connected,
+            status=d.status,
+            mode=d.mode if name == "shuffler" else None,
+        )
+        for name, d in state.devices
+    }
+    publications = [_state(state, devices, alarms, table)]
+    publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
+    if state.craps is not None:
+        publications.append(craps_board_publication(craps.board(state.craps), table=table))
+    if state.bust is not None:
+        publications.append(bust_bonus_state_publication(bust_bonus.view(state.bust), table=table))
+    return publications
+
+
+def bust_bonus_state_publication(view: bust_bonus.BustBonusView, *, table: str) -> Publication:
+    """``bust_bonus/state``: the round, betting, the face-up dealer cards (the up card alone
+    before ``END``: shuffler-icd.md "Card data is secret until it is face up") and the up
+    card's pay-table row."""
+    body = BustBonusStateBody(
+        table=table,
+        round_id=view.round_id,
+        betting_open=view.betting_open,
+        up_card=view.up_card,
+        dealer_cards=list(view.dealer_cards),
+        paytable_row=_up_card_row(view.up_card),
+    )
+    return _publication("bust_bonus/state", body)
+
+
+def _state(
+    state: TableState, devices: dict[Device, DeviceState], alarms: list[Alarm], table: str
+) -> Publication:
+    """``state``: the game, each device (``connected``, ``status``, and ``mode`` for the
+    shuffler only, as the spec lists it), the active alarms."""
+    body = StateBody(
+        table=table,
+        game=state.game,
+        devices=devices,
+        alarms=alarms,
+    )
+    publication = _publication("state", body)
+    for name, device in publication.body["devices"].items():
+        if name != "shuffler":
+            del device["mode"]  # the spec lists mode "for the shuffler"
+    return publication
+
+
+def _bet(bet: CrapsBet, progress: craps.BetBoard) -> BetProgressModel:
+    chance = None if progress.complete else live_probability(bet, progress.hit)
+    return BetProgressModel(
+        pays=format_odds(progress.pays),
+        hit=sorted(progress.hit),
+        remaining=sorted(progress.remaining),
+        complete=progress.complete,
+        chance=None if chance is None else f"{chance.numerator}/{chance.denominator}",
+    )
+
+
+def craps_board_publication(board: craps.CrapsBoard, *, table: str) -> Publication:
+    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll."""
+    pending = board.pending_roll
+    body = CrapsBoardBody(
+        table=table,
+        paytable=board.paytable,  # type: ignore[arg-type]  # validated: 1 or 2
+        betting_open=board.betting_open,
+        numbers_hit=sorted(board.numbers_hit),
+        all_small=_bet("all_small", board.all_small),
+        all_tall=_bet("all_tall", board.all_tall),
+        make_em_all=_bet("make_em_all", board.make_em_all),
+        pending_roll=None
+        if pending is None
+        else PendingRollModel(
+            roll_id=pending.roll_id, dice=list(pending.dice), reason=pending.reason
+        ),
+    )
+    return _publication("craps/board", body)
+
+
+# ---------------------------------------------------------------------------------------
+# info
+
+
+def info_publication(
+    *,
+    table: str,
+    version: str,
+    game: str,
+    craps_paytable: int,
+    decks: int,
+    dealer_hits_soft_17: bool,
+) -> Publication:
+    """``info`` (added topic): the version, the game and the whole pay tables in use."""
+    cover_all = None
+    if game in POKER_GAMES:
+        pt = cover_all_table(game)
+        cover_all = CoverAllPaytableModel(
+            game=pt.game,
+            title=pt.title,
+            columns=list(pt.columns),
+            rows=[
+                CoverAllRowModel(hand=hand, pays=[format_odds(p) for p in pays])
+                for hand, pays in zip(pt.rows, pt.pays, strict=True)
+            ],
+        )
+    bonus_craps = None
+    if game == "CRAPS":
+        odds = craps.paytable_odds(craps_paytable)
+        bonus_craps = BonusCrapsPaytableModel(
+            paytable=craps_paytable,  # type: ignore[arg-type]  # paytable_odds checked it
+            pays={bet: format_odds(odds[bet]) for bet in odds},
+        )
+    bust = None
+    if game == "BJ":
+        bust = BustBonusPaytableModel(
+            decks=decks,
+            dealer_hits_soft_17=dealer_hits_soft_17,
+            rows=[
+                BustRowModel(
+                    row=r.row, off_suit=format_odds(r.off_suit), suited=format_odds(r.suited)
+                )
+                for r in BUST_PAYTABLE.rows
+            ],
+        )
+    body = InfoBody(
+        table=table,
+        version=version,
+        contract=CONTRACT_VERSION,
+        game=game,  # type: ignore[arg-type]  # validated
+        paytables=PaytablesModel(cover_all=cover_all, bonus_craps=bonus_craps, bust_bonus=bust),
+    )
+    return _publication("info", body)
