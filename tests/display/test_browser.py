@@ -366,3 +366,43 @@ async def test_pit_shows_every_table_with_alarms(
     await expect(player.locator("#banner")).to_contain_text("Payouts paused:", timeout=WAIT)
     await expect(player.locator("#banner")).to_contain_text("TCP")
     await shoot(player, "table-payouts-paused")
+
+
+async def test_void_then_overturn_from_the_terminal_redraws_the_player_page(
+    web: WebServer, make_table: MakeTable, context: BrowserContext
+) -> None:
+    table = make_table("CRAPS")
+    await table.start("ROLL,301,1,1\nROLL,302,1,2\n")
+    player = await context.new_page()
+    await player.goto(f"{web.url}/table/{table.table_id}")
+    three = player.locator('#numbers [data-number="3"]')
+    await expect(three).to_have_class("number lit", timeout=WAIT)
+
+    stick = await context.new_page()
+    await login(stick, web, table.table_id)
+    await expect(stick.locator("#void")).to_have_text("Void roll 302", timeout=WAIT)
+    await expect(stick.locator("#overturn")).to_be_disabled()
+    await stick.select_option("#clause", "3")
+    await stick.click("#void")
+    await expect(stick.locator("#confirm-text")).to_contain_text("4-4(c)(3)")
+    await stick.click("#confirm-yes")
+    await expect(stick.locator("#answer")).to_have_text(
+        "The table accepted: roll 302 declared invalid under (c)(3).", timeout=WAIT
+    )
+    await expect(three).to_have_class("number", timeout=WAIT)  # no longer hit
+    await expect(player.locator("#lastroll")).to_have_attribute("data-status", "declared_invalid")
+
+    await expect(stick.locator("#overturn")).to_have_text("Overturn roll 302", timeout=WAIT)
+    await stick.click("#overturn")
+    await stick.click("#confirm-yes")
+    await expect(stick.locator("#answer")).to_have_text(
+        "The table accepted: roll 302 reinstated.", timeout=WAIT
+    )
+    await expect(three).to_have_class("number lit", timeout=WAIT)
+    # Both decisions are in the table's record, made by the logged-in stickperson.
+    void = [
+        r
+        for r in table.journal("--kind", "decision")
+        if isinstance(r.get("event"), dict) and r["event"].get("roll_id") == 302
+    ]
+    assert [r["event"]["operator"] for r in void] == [STICKPERSON[0], STICKPERSON[0]]
