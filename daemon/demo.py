@@ -118,11 +118,14 @@ class Floor:
         return proc  # type: ignore[no-any-return]
 
     def start(self) -> None:
-        """Broker, then simulators, then daemons."""
+        """Broker, then lammer web, simulators and daemons."""
         try:
             self.broker.start()
         except BrokerError as exc:
             raise SystemExit(f"lammer demo: {exc}") from exc
+        # Before the tables, so nothing slow (the Argon2 hash of adduser) comes between the
+        # daemons' start and the demo's counter subscribing: the rolls are not retained.
+        self._start_web()
         for i, t in enumerate(TABLES):
             link = self.workdir / f"{t.table_id}-{t.device}"
             argv = [_bin("lammer-sim"), *t.sim_args, "--link", str(link)]
@@ -138,7 +141,6 @@ class Floor:
             cfg = self.workdir / f"{t.table_id}.toml"
             cfg.write_text(_config(t, self.workdir, self.port))
             self._spawn(f"lammer-{t.table_id}", [_bin("lammer"), "run", "--config", str(cfg)])
-        self._start_web()
 
     def _start_web(self) -> None:
         """``lammer web`` on the demo broker, with one stickperson (``urls()`` says where)."""
