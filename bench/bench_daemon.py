@@ -1,5 +1,6 @@
-"""Daemon end to end (issue 5 "Speed and footprint"): latency from a device frame to the
-display's message, beside the broker's own floor; the daemon's idle CPU and its memory.
+"""Daemon end to end (bench/README.md, speed and footprint goals): latency from a device
+frame to the display's message, beside the broker's own floor; the daemon's idle CPU and its
+memory.
 
 Everything is real: a private Mosquitto on a free port (its own config, ``set_tcp_nodelay
 true``), a pty whose master side this benchmark drives as the dice reader, and the daemon
@@ -53,10 +54,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine, percentile
 from daemon.broker import Broker, BrokerError, mosquitto_path
-from drivers.driver import next_seq
-from drivers.link import BadFrame
-from drivers.messages import Ack, Decoded, Hello, Message, MessageDecoder, Nak, Query, Roll
+from drivers.link import BadFrame, next_seq
+from drivers.messages import Ack, Decoded, DeviceMessage, Message, MessageDecoder, Nak, Query
 from drivers.messages import encode_message as encode
+from rules.events import MAX_ID, DeviceHello, DiceRolled
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 TABLE: Final = "bench1"
@@ -65,8 +66,8 @@ BASE: Final = f"{PREFIX}/{TABLE}"
 FLOOR_TOPIC: Final = "lammer-bench-floor/echo"
 RETRANSMIT_AFTER: Final = 0.5  # link-layer.md: no ACK within 500 ms -> send the frame again
 EVENT_TIMEOUT: Final = 15.0  # a message that takes this long means something broke
-GOAL_OVER_FLOOR_MS: Final = 5.0  # issue 5: p99 within 5 ms of the floor
-GOAL_RSS_MB: Final = 80.0  # issue 5: memory under 80 MB
+GOAL_OVER_FLOOR_MS: Final = 5.0  # bench/README.md: p99 within 5 ms of the floor
+GOAL_RSS_MB: Final = 80.0  # bench/README.md: memory under 80 MB
 
 
 class BenchError(Exception):
@@ -250,7 +251,10 @@ class DiceReader:
 
     async def hello(self) -> tuple[float, float]:
         """Answer a QUERY: HELLO with sequence 1, which resets the numbering."""
-        hello = Hello(seq=1, model="BENCH", firmware="1.0", serial="B1")
+        hello = DeviceMessage(
+            seq=1,
+            fact=DeviceHello(device="dice_reader", model="BENCH", firmware="1.0", serial="B1"),
+        )
         return await self.send(lambda _seq: hello, reset=True)
 
     async def send(
@@ -344,13 +348,13 @@ def rolls(seed: int = 5) -> Iterator[tuple[int, tuple[int, int]]]:
     rng = random.Random(seed)
     roll_id = 0
     while True:
-        roll_id = roll_id % 999999 + 1  # dice-reader-icd.md: roll ids 1 to 999999
+        roll_id = roll_id % MAX_ID + 1  # dice-reader-icd.md: roll ids 1 to 999999
         yield roll_id, (rng.randint(1, 6), rng.randint(1, 6))
 
 
-def roll(roll_id: int, dice: tuple[int, int], seq: int) -> Roll:
+def roll(roll_id: int, dice: tuple[int, int], seq: int) -> DeviceMessage:
     """The ``ROLL`` frame's message with link sequence ``seq``."""
-    return Roll(seq=seq, roll_id=roll_id, dice=dice)
+    return DeviceMessage(seq=seq, fact=DiceRolled(roll_id=roll_id, dice=dice))
 
 
 async def measure_daemon(

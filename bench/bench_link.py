@@ -1,5 +1,6 @@
-"""Link and driver speed (issue 4 "Speed"): frame-to-event latency through a real pty, frames
-per second sustained, and the codec alone, beside the wire time of the same frames.
+"""Link and driver speed (bench/README.md "Link and driver"): frame-to-event latency through
+a real pty, frames per second sustained, and the codec alone, beside the wire time of the
+same frames.
 
 A thread plays the dice reader on the pty's master side, stop-and-wait as link-layer.md
 says: it writes a ROLL frame, notes the time, and waits for the ACK before the next one.
@@ -30,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import machine, median_rate, percentile
 from drivers.driver import DeviceDriver
 from drivers.events import Connected, Received
-from drivers.messages import Decoded, MessageDecoder, Roll, encode_message
+from drivers.messages import Decoded, DeviceMessage, MessageDecoder, encode_message
+from drivers.settings import DriverSettings
+from rules.events import DiceRolled
 
 BAUDS = (115200, 9600)
 
@@ -43,7 +46,12 @@ def wire_ms(nbytes: int, baud: int) -> float:
 def frames(count: int) -> list[bytes]:
     """``count`` ROLL frames with sequence numbers 1, 2, ... (wrapping after 9999)."""
     return [
-        encode_message(Roll(seq=1 + i % 9999, roll_id=1 + i, dice=(1 + i % 6, 1 + i * 5 % 6)))
+        encode_message(
+            DeviceMessage(
+                seq=1 + i % 9999,
+                fact=DiceRolled(roll_id=1 + i, dice=(1 + i % 6, 1 + i * 5 % 6)),
+            )
+        )
         for i in range(count)
     ]
 
@@ -76,7 +84,7 @@ async def measure_pty(count: int) -> tuple[list[float], float]:
     with tempfile.TemporaryDirectory() as tmp:
         link = Path(tmp) / "dice"
         link.symlink_to(os.ttyname(slave))
-        driver = DeviceDriver(device="dice_reader", url=str(link))
+        driver = DeviceDriver(DriverSettings(device="dice_reader", url=str(link)))
         sent: list[float] = []
         got: list[float] = []
         writer = threading.Thread(target=play_device, args=(master, wire, sent))

@@ -33,6 +33,7 @@ from daemon.core import TableCore
 from daemon.journal import Journal
 from daemon.mqtt import Backoff, MqttLink
 from daemon.notify import Notifier
+from daemon.requests import Incoming
 from drivers.driver import DeviceDriver
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
 from rules import table
@@ -116,8 +117,8 @@ class TableDaemon:
         m = self.config.mqtt
         link: MqttLink | None = None
 
-        async def on_request(name: str, payload: bytes) -> None:
-            if core.decide(name, payload) and link is not None:
+        async def on_request(incoming: Incoming) -> None:
+            if core.decide(incoming) and link is not None:
                 link.notify()
 
         link = MqttLink(
@@ -140,26 +141,10 @@ class TableDaemon:
         for device in table.devices_for(self.config.table.game):
             section = self.config.shuffler if device == "shuffler" else self.config.dice_reader
             assert section is not None  # load_config checks the game's device is configured
-            drivers.append(
-                (
-                    device,
-                    DeviceDriver(
-                        device=device,
-                        url=section.port,
-                        baudrate=section.baudrate,
-                        bytesize=section.bytesize,
-                        parity=section.parity,
-                        stopbits=section.stopbits,
-                        xonxoff=section.xonxoff,
-                        rtscts=section.rtscts,
-                        ack_deadline=section.ack_deadline,
-                        silence_timeout=section.silence_timeout,
-                        reconnect_initial=section.reconnect_initial,
-                        reconnect_max=section.reconnect_max,
-                        last_frame=core.last_frames.get(device),
-                    ),
-                )
+            driver = DeviceDriver(
+                section.driver_settings(device), last_frame=core.last_frames.get(device)
             )
+            drivers.append((device, driver))
         return drivers
 
     # ------------------------------------------------------------------ devices
@@ -227,9 +212,28 @@ def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: A
 
 
 def install_signal_handlers(task: asyncio.Task[None]) -> None:
-    """SIGTERM and SIGINT cancel the daemon's task: a clean stop (offline published,
-    journal closed)."""
+    """SIGTERM, SIGINT and SIGHUP (a closed terminal) cancel the daemon's task: a clean
+    stop (offline published, journal closed). SIGUSR1 logs every asyncio task with where
+    it waits (``kill -USR1``: what a stuck daemon is doing, without stopping it)."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGUSR1, log_tasks)
+
+
+def log_tasks() -> None:
+    """Log every asyncio task of the loop, with the stack where it waits."""
+    for running in asyncio.all_tasks():
+        frames = [
+            f"{f.f_code.co_filename}:{f.f_lineno} {f.f_code.co_name}"
+            for f in running.get_stack(limit=12)
+        ]
+        log.warning(
+            "task",
+            task=running.get_name(),
+            done=running.done(),
+            cancelling=running.cancelling(),
+            stack=frames,
+        )

@@ -65,17 +65,22 @@ def wait_listening(host: str, port: int, *, timeout: float = 10.0) -> bool:
 @dataclass
 class Broker:
     """A private Mosquitto on 127.0.0.1. ``stop()`` then ``start()`` simulate an outage on
-    the same port, so clients reconnect to the same address."""
+    the same port, so clients reconnect to the same address.
+
+    With ``config_file`` (``lammer broker-config``'s ``mosquitto.conf``, say) the broker runs
+    that configuration as it is; ``host`` and ``port`` must then name one of its listeners.
+    """
 
     workdir: Path
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = None
+    config_file: Path | None = None
 
     @property
     def conf(self) -> Path:
-        """The broker's own configuration file."""
-        return self.workdir / "mosquitto.conf"
+        """The broker's configuration file: ``config_file``, or its own in ``workdir``."""
+        return self.config_file or self.workdir / "mosquitto.conf"
 
     @property
     def log(self) -> Path:
@@ -84,7 +89,8 @@ class Broker:
 
     def start(self) -> None:
         """Start the broker and return once it accepts connections."""
-        self.conf.write_text(broker_config(self.port))
+        if self.config_file is None:
+            self.conf.write_text(broker_config(self.port))
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [mosquitto_path(), "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT

@@ -17,6 +17,10 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("daemon.run_cmd", "run one table: drivers, rules, journal and MQTT"),
     "check-config": ("daemon.check_config_cmd", "validate a table configuration file"),
+    "broker-config": (
+        "daemon.broker_config_cmd",
+        "write the Mosquitto configuration (users, ACL, TLS) for the tables given",
+    ),
     "journal": ("daemon.journal_cmd", "export a table's journal as JSON lines"),
     "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
     "display": ("display.terminal", "a terminal display of one or more tables, live from MQTT"),

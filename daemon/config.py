@@ -11,7 +11,7 @@ defaults. ``TableConfig.model_json_schema()`` gives the JSON Schema for tooling.
 
 Sections and who needs them:
 
-* ``[table]`` always: ``id`` (usable as one MQTT topic level) and ``game``.
+* ``[table]`` always: ``id`` (one MQTT topic level, without ``.`` or spaces) and ``game``.
 * ``[shuffler]`` for the card games, BJ included (the card-reading shoe speaks the
   shuffler protocol, shuffler-icd.md); ``[dice_reader]`` for CRAPS; ``[bonus_craps]``
   (CRAPS) and ``[bust_bonus]`` (BJ) have defaults. A section the game does not use is
@@ -43,8 +43,9 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
-from drivers.driver import DeviceDriver
 from drivers.errors import DriverConfigError
+from drivers.settings import DriverSettings
+from rules.events import Device
 
 TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
 CARD_GAMES: frozenset[str] = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"})
@@ -53,6 +54,9 @@ DEFAULT_STATE_DIR = Path("/var/lib/lammer")  # systemd StateDirectory=lammer
 
 # MQTT topic wildcards and separator (MQTT 3.1.1 section 4.7): a table id is one level.
 _TOPIC_FORBIDDEN = frozenset("/+#\0")
+# mqtt-api.md "Conventions": no '.' or spaces, which floor brokers such as NATS refuse.
+_FLOOR_FORBIDDEN = frozenset(".")
+_PREFIX_MAX = 128
 
 
 def _num(value: float) -> str:
@@ -119,7 +123,9 @@ class _Section(BaseModel):
 class TableSection(_Section):
     """``[table]``: who the table is and what it plays."""
 
-    id: str = Field(description="Table id: one MQTT topic level, also the systemd instance")
+    id: str = Field(
+        description="Table id: one MQTT topic level without . or spaces; the systemd instance"
+    )
     game: TableGame = Field(description="CSP FCP LIR MSP TCP UTH BJ CRAPS")
 
     @field_validator("id")
@@ -134,6 +140,13 @@ class TableSection(_Section):
             raise ValueError(f"must be usable as one MQTT topic level, got {value!r} ({shown})")
         if len(value) > 64:
             raise ValueError(f"must be at most 64 characters, got {len(value)}")
+        floor = sorted({c for c in value if c in _FLOOR_FORBIDDEN or c.isspace()})
+        if floor:
+            shown = ", ".join(repr(c) for c in floor)
+            raise ValueError(
+                f"must not hold '.' or spaces (mqtt-api.md: floor brokers such as NATS "
+                f"refuse them), got {value!r} ({shown})"
+            )
         return value
 
 
@@ -181,23 +194,27 @@ class DeviceSection(_Section):
         if self.reconnect_max < self.reconnect_initial:
             return self
         try:
-            DeviceDriver(
-                device="shuffler",
-                url=self.port,
-                baudrate=self.baudrate,
-                bytesize=self.bytesize,
-                parity=self.parity,
-                stopbits=self.stopbits,
-                xonxoff=self.xonxoff,
-                rtscts=self.rtscts,
-                ack_deadline=self.ack_deadline,
-                silence_timeout=self.silence_timeout,
-                reconnect_initial=self.reconnect_initial,
-                reconnect_max=self.reconnect_max,
-            )
+            self.driver_settings("shuffler")
         except DriverConfigError as exc:
             raise ValueError(str(exc)) from exc
         return self
+
+    def driver_settings(self, device: Device) -> DriverSettings:
+        """This section as the driver takes it (``DriverConfigError`` if it cannot work)."""
+        return DriverSettings(
+            device=device,
+            url=self.port,
+            baudrate=self.baudrate,
+            bytesize=self.bytesize,
+            parity=self.parity,
+            stopbits=self.stopbits,
+            xonxoff=self.xonxoff,
+            rtscts=self.rtscts,
+            ack_deadline=self.ack_deadline,
+            silence_timeout=self.silence_timeout,
+            reconnect_initial=self.reconnect_initial,
+            reconnect_max=self.reconnect_max,
+        )
 
 
 class TlsSection(_Section):
@@ -246,6 +263,19 @@ class MqttSection(_Section):
             raise ValueError(f"must be topic levels separated by single '/', got {value!r}")
         if any(c in "+#\0" for c in value) or value.startswith("$"):
             raise ValueError(f"must not hold '+', '#' or start with '$', got {value!r}")
+        # The prefix is in every topic, as the table id is (mqtt-api.md "Conventions"), and
+        # is written into the broker's ACL by broker-config: one printable line, bounded.
+        odd = sorted(
+            {c for c in value if c in _FLOOR_FORBIDDEN or c.isspace() or not c.isprintable()}
+        )
+        if odd:
+            shown = ", ".join(repr(c) for c in odd)
+            raise ValueError(
+                f"must not hold '.', spaces or control characters (floor brokers such as "
+                f"NATS refuse them), got {value!r} ({shown})"
+            )
+        if len(value) > _PREFIX_MAX:
+            raise ValueError(f"must be at most {_PREFIX_MAX} characters, got {len(value)}")
         return value
 
     @field_validator("client_id")
@@ -258,7 +288,17 @@ class MqttSection(_Section):
     @field_validator("password_file")
     @classmethod
     def _password_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        mode = value.stat().st_mode & 0o777
+        if mode & 0o077:
+            # A secret others may read (or replace) is no secret: refuse it, as ssh does.
+            raise ValueError(
+                f"must be readable by its owner only, got mode {mode:04o} "
+                f"(group or others may read or write it): chmod 600 {value}"
+            )
+        return value
 
     def read_password(self) -> str | None:
         """The password from ``password_file`` (first line, without its newline), or None."""

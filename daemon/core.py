@@ -41,7 +41,16 @@ from daemon.logs import event_context, fact_fields, outcome_fields
 from daemon.payloads import Publication
 from daemon.publications import info_publication, outcome_publication, state_publications
 from daemon.records import from_record, to_record
-from daemon.requests import RequestError, parse_request, response_publication
+from daemon.requests import (
+    MAX_PAYLOAD,
+    DropCounter,
+    Incoming,
+    RequestError,
+    classify,
+    malformed_reason,
+    parse_request,
+    response_publication,
+)
 from rules import table
 from rules.errors import DecisionError, RulesError
 from rules.events import (
@@ -103,6 +112,8 @@ class TableCore:
             decks=config.bust_bonus.decks,
             dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
         )
+        self.dropped = DropCounter()
+        """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
         self.last_frames: dict[Device, LastFrame] = {}
         """Each device's last journaled frame, as the journal holds it. A frame can be
         journaled and its ACK never reach the device (the daemon died between the two);
@@ -206,20 +217,34 @@ class TableCore:
 
     # ------------------------------------------------------------------ requests
 
-    def decide(self, name: str, payload: bytes) -> int:
+    def decide(self, incoming: Incoming) -> int:
         """A stickperson's request from MQTT: check, journal, apply, answer. Returns the
-        number of messages queued."""
+        number of messages queued.
+
+        In this order, before anything parses the payload: the name against the known
+        requests; an unknown name of the right shape is answered with an error, a name of
+        any other shape is dropped and counted (``DropCounter``); a payload over 4 KiB is
+        refused with its size, SHA-256 and first bytes kept for the record."""
         at = self.clock()
+        name = incoming.name
+        if classify(name) == "malformed":
+            self._drop(incoming, malformed_reason(name, incoming.name_length), at)
+            return 0
+        # An unknown name of the right shape is answered on response/<name> by
+        # parse_request, with the request's own id when it can be read.
+        if incoming.oversize:
+            error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"
+            return self._refuse(incoming, None, error, at)
         try:
-            request = parse_request(name, payload, at=at)
+            request = parse_request(name, incoming.payload, at=at)
         except RequestError as exc:
-            return self._refuse(name, payload, exc.request_id, str(exc), at)
+            return self._refuse(incoming, exc.request_id, str(exc), at)
         rlog = self.log.bind(request=name, request_id=request.request_id)
         decision = request.decision
         try:
             new_state, outcomes = table.apply(self.state, decision, at=at)
         except DecisionError as exc:
-            return self._refuse(name, payload, request.request_id, str(exc), at)
+            return self._refuse(incoming, request.request_id, str(exc), at)
         with self._batch():
             seq = self._journal("decision", {"event": to_record(decision)}, at=at)
             self.state = new_state
@@ -236,19 +261,39 @@ class TableCore:
 
     def _refuse(
         self,
-        name: str,
-        payload: bytes,
+        incoming: Incoming,
         request_id: str | int | None,
         error: str,
         at: datetime,
     ) -> int:
         """Journal a refused request for the record (who asked what, and why it was
         refused) and answer it; replay skips it (a decision record without an event)."""
-        self.log.bind(request=name, request_id=request_id).warning("request rejected", error=error)
-        rejected = {"name": name, "payload": payload.decode("utf-8", "replace"), "error": error}
+        name = incoming.name
+        self.log.bind(request=name, request_id=request_id).warning(
+            "request rejected", error=error, size=incoming.size
+        )
         with self._batch():
-            self._journal("decision", {"rejected": rejected}, at=at)
+            self._journal("decision", {"rejected": {**incoming.summary(), "error": error}}, at=at)
             return self._respond(name, request_id, error, at)
+
+    def _drop(self, incoming: Incoming, reason: str, at: datetime) -> None:
+        """Count a request that cannot be answered; the log and the journal hear of drops
+        once a minute at most (a flood of them costs one line and one record a minute)."""
+        report = self.dropped.add(incoming, reason, at)
+        if report is not None:
+            self._report_drops(report, at)
+
+    def flush_drops(self) -> None:
+        """Report drops counted since the last report, if a minute has passed (the shell
+        calls this from its timer, so a flood that stops is still reported)."""
+        at = self.clock()
+        report = self.dropped.due(at)
+        if report is not None:
+            self._report_drops(report, at)
+
+    def _report_drops(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("requests dropped: names that cannot be answered", **report)
+        self._journal("decision", {"dropped_requests": report}, at=at)
 
     def _respond(
         self, name: str, request_id: str | int | None, error: str | None, at: datetime

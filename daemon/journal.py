@@ -52,7 +52,7 @@ stickperson's request), ``outcome`` (what the rules concluded), ``alarm`` (raise
 cleared), ``publish`` (a message for MQTT; written only by ``append_publish``)."""
 
 APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer journal
-SCHEMA_VERSION: Final = 1  # PRAGMA user_version
+SCHEMA_VERSION: Final = 2  # PRAGMA user_version (2: outbox.refused)
 
 _PAGE = 256  # rows fetched at a time by records()
 _RESERVED = frozenset({"seq", "ts", "kind"})  # keys of an exported line (JournalRecord.to_json)
@@ -69,7 +69,8 @@ CREATE TABLE outbox (
     topic     TEXT NOT NULL,
     payload   BLOB NOT NULL,
     retained  INTEGER NOT NULL,
-    published INTEGER NOT NULL DEFAULT 0
+    published INTEGER NOT NULL DEFAULT 0,
+    refused   TEXT
 );
 CREATE INDEX outbox_pending ON outbox(seq) WHERE published = 0;
 CREATE TABLE retained_latest (
@@ -331,6 +332,22 @@ class Journal:
 
     # -- the Outbox protocol (daemon/outbox.py) ---------------------------------------
 
+    def set_aside(self, seq: int, reason: str) -> None:
+        """Take message ``seq`` out of the queue because the client or the broker refused
+        it (``reason`` says why); it stays in the journal, marked refused, for review.
+
+        Committed like ``mark_published``. Raises ``JournalValueError`` for a ``seq``
+        that is not a message.
+        """
+        self._writable()
+        row = self._conn.execute("SELECT 1 FROM outbox WHERE seq = ?", (seq,)).fetchone()
+        if row is None:
+            raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self._path)
+        with self.batch():
+            self._conn.execute(
+                "UPDATE outbox SET published = 1, refused = ? WHERE seq = ?", (reason[:500], seq)
+            )
+
     def pending(self, limit: int = 100) -> list[OutboxMessage]:
         """Messages not yet published, in ``seq`` order, at most ``limit``."""
         rows = self._conn.execute(
@@ -391,7 +408,8 @@ class Journal:
         last = after_seq
         while True:
             query = (
-                "SELECT r.seq, r.ts, r.kind, r.body, o.payload, o.published FROM records r "
+                "SELECT r.seq, r.ts, r.kind, r.body, o.payload, o.published, o.refused "
+                "FROM records r "
                 "LEFT JOIN outbox o ON o.seq = r.seq WHERE r.seq > ?"
                 + (" AND r.kind = ?" if kind is not None else "")
                 + " ORDER BY r.seq LIMIT ?"
@@ -401,11 +419,13 @@ class Journal:
                 rows = self._conn.execute(query, params).fetchall()
             except sqlite3.DatabaseError as exc:
                 raise JournalFileError(f"journal {self._path}: {exc}", path=self._path) from exc
-            for seq, ts_text, row_kind, body, payload, published in rows:
+            for seq, ts_text, row_kind, body, payload, published, refused in rows:
                 record = json.loads(body)
                 if row_kind == "publish" and payload is not None:
                     record["payload"] = json.loads(payload)
-                    record["published"] = bool(published)
+                    record["published"] = bool(published) and refused is None
+                    if refused is not None:
+                        record["refused"] = refused
                 yield JournalRecord(seq=seq, ts=parse_ts(ts_text), kind=row_kind, record=record)
             if len(rows) < _PAGE:
                 return
@@ -485,7 +505,21 @@ def _setup(conn: sqlite3.Connection, path: Path) -> None:
         conn.execute("BEGIN IMMEDIATE")
         _create(conn)
         conn.execute("COMMIT")
+    else:
+        _migrate(conn)
     _restrict_mode(path)
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a journal of an older schema up to ``SCHEMA_VERSION`` (one transaction)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version >= SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    if version < 2:  # schema 2 added outbox.refused
+        conn.execute("ALTER TABLE outbox ADD COLUMN refused TEXT")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute("COMMIT")
 
 
 def _create(conn: sqlite3.Connection) -> None:

@@ -35,17 +35,21 @@ order. ``on_request`` answers them through the journal (``response/<name>``).
 
 Stopping: cancelling ``run()`` (SIGTERM through the daemon's TaskGroup) or ``close()``
 publishes ``offline`` (retained) before a clean DISCONNECT, since the broker sends the
-will only for an unclean loss.
+will only for an unclean loss; so does any error that ends a connection other than its
+loss (a fault of the journal, a bug), so availability never stays ``online`` for a daemon
+that stopped. A message the client refuses (a topic or a payload MQTT cannot carry) is
+set aside in the journal with the reason (``Outbox.set_aside``) and the queue goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
@@ -54,14 +58,19 @@ import aiomqtt
 import structlog
 
 from daemon.outbox import Outbox, OutboxMessage
+from daemon.requests import Incoming
 
 log = structlog.get_logger("lammer.mqtt")
 
 ONLINE: Final = b"online"
 OFFLINE: Final = b"offline"
 
-RequestHandler = Callable[[str, bytes], Awaitable[None]]
-"""``on_request(name, payload)``: a request received on ``<base>/request/<name>``."""
+RequestHandler = Callable[[Incoming], Awaitable[None]]
+"""``on_request(incoming)``: a request received on ``<base>/request/<name>``, bounded."""
+
+REQUEST_QUEUE: Final = 256
+"""Requests waiting for the table at most; more are dropped and counted (a flood cannot
+grow the daemon's memory)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +155,9 @@ class MqttLink:
         self._timeout = timeout
         self._close_timeout = close_timeout
         self._wake = asyncio.Event()
-        self._requests: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self._requests: asyncio.Queue[Incoming] = asyncio.Queue(REQUEST_QUEUE)
+        self.requests_overflowed = 0
+        """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
         self._client: aiomqtt.Client | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
@@ -261,7 +272,11 @@ class MqttLink:
             will=aiomqtt.Will(self.availability_topic, OFFLINE, qos=1, retain=True),
             clean_session=True,  # see "Sessions" in the module docstring
             keepalive=self._keepalive,
-            timeout=self._timeout,
+            # aiomqtt bounds its waits with asyncio.wait_for, which in Python 3.11 swallows a
+            # cancellation that arrives as the awaited PUBACK does (the wait returns
+            # normally): a SIGTERM then left the daemon running. So aiomqtt waits without
+            # a bound, and every wait here is bounded by asyncio.timeout instead.
+            timeout=math.inf,
             tls_params=tls,
             max_inflight_messages=self._window,
             queue_type=self._forwarding_queue(),
@@ -274,21 +289,48 @@ class MqttLink:
 
     async def _session(self) -> None:
         client = self._new_client()
-        async with client:
+        async with self._connected(client):
             self._client = client
             self._note_connected()
             try:
-                await client.publish(self.availability_topic, ONLINE, qos=1, retain=True)
+                async with asyncio.timeout(self._timeout):
+                    await client.publish(self.availability_topic, ONLINE, qos=1, retain=True)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
                 await self._publish_all(client, self._outbox.retained(), mark=False)
-                await client.subscribe(f"{self._base}/request/+", qos=1)
+                async with asyncio.timeout(self._timeout):
+                    await client.subscribe(f"{self._base}/request/+", qos=1)
                 await self._serve(client)
-            except asyncio.CancelledError:
+            except (aiomqtt.MqttError, OSError):
+                raise  # the connection is gone: the broker publishes the will (offline)
+            except BaseException:
+                # Anything else ends with a clean DISCONNECT, which suppresses the will: a
+                # stop, or a fault that ends the daemon (the journal, a bug). Displays must
+                # not keep seeing online, so say offline first.
                 await self._say_offline(client)
                 raise
             finally:
                 self._client = None
+
+    @contextlib.asynccontextmanager
+    async def _connected(self, client: aiomqtt.Client) -> AsyncIterator[None]:
+        """``async with client``, each way bounded by ``asyncio.timeout`` (see
+        ``_new_client``): a broker that does not answer is an outage, not a hang."""
+        async with asyncio.timeout(self._timeout):
+            await client.__aenter__()
+        try:
+            yield
+        except BaseException as exc:
+            # The error that ended the session is what counts; a failed DISCONNECT on top
+            # of it is only logged.
+            try:
+                async with asyncio.timeout(self._close_timeout):
+                    await client.__aexit__(type(exc), exc, exc.__traceback__)
+            except (aiomqtt.MqttError, OSError) as close_exc:
+                log.debug("mqtt disconnect after an error failed", error=str(close_exc))
+            raise
+        async with asyncio.timeout(self._close_timeout):  # pragma: no cover - serve never returns
+            await client.__aexit__(None, None, None)
 
     async def _say_offline(self, client: aiomqtt.Client) -> None:
         # A clean DISCONNECT does not fire the will: say offline ourselves.
@@ -337,12 +379,31 @@ class MqttLink:
             ]
             try:
                 for message, task in zip(chunk, tasks, strict=True):
-                    await task
+                    try:
+                        async with asyncio.timeout(self._timeout):
+                            await task
+                    except (ValueError, TypeError) as exc:
+                        # The client refuses this message (a topic or payload MQTT cannot
+                        # carry): no retry can send it, so it must not hold the queue.
+                        self._set_aside(message, exc, mark=mark)
+                        continue
                     if mark:
                         self._outbox.mark_published(message.seq)
                         self._published += 1
             finally:
                 await _cancel_all(tasks)
+
+    def _set_aside(self, message: OutboxMessage, exc: Exception, *, mark: bool) -> None:
+        reason = f"refused by the MQTT client: {exc}"
+        log.error(
+            "mqtt message refused; set aside in the journal",
+            seq=message.seq,
+            topic=message.topic[:100],
+            size=len(message.payload),
+            error=str(exc),
+        )
+        if mark:
+            self._outbox.set_aside(message.seq, reason)
 
     # -- requests ------------------------------------------------------------------------
 
@@ -369,9 +430,20 @@ class MqttLink:
             log.warning("mqtt ignored a retained request (stale by definition)", name=name)
             return
         payload = message.payload
-        # paho gives bytes; aiomqtt may have decoded a number: keep what came.
+        # paho gives bytes; aiomqtt may have decoded a number: keep what came. Bounded at
+        # once: a 100 MB request is kept as its size, hash and first bytes, never queued.
         data = bytes(payload) if isinstance(payload, bytes | bytearray) else str(payload).encode()
-        self._requests.put_nowait((name, data))
+        incoming = Incoming.receive(name, data)
+        try:
+            self._requests.put_nowait(incoming)
+        except asyncio.QueueFull:
+            self.requests_overflowed += 1
+            if self.requests_overflowed == 1 or self.requests_overflowed % 1000 == 0:
+                log.warning(
+                    "mqtt request queue full: request dropped",
+                    name=incoming.name,
+                    dropped=self.requests_overflowed,
+                )
 
     async def _watch(self, client: aiomqtt.Client) -> None:
         # Never yields (see _forwarding_queue); raises MqttError when the connection drops.
@@ -380,12 +452,12 @@ class MqttLink:
 
     async def _dispatch(self) -> None:
         while True:
-            name, payload = await self._requests.get()
+            incoming = await self._requests.get()
             try:
-                await self._on_request(name, payload)
+                await self._on_request(incoming)
             except Exception:
                 # A handler bug must not take the link down; the request is logged.
-                log.exception("mqtt request handler failed", name=name, size=len(payload))
+                log.exception("mqtt request handler failed", name=incoming.name, size=incoming.size)
             finally:
                 self._requests.task_done()
 

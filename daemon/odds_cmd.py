@@ -220,8 +220,8 @@ _BUST_COLUMNS = (
 
 
 def _bust_bonus(args: argparse.Namespace) -> str:
-    from rules.bust_bonus import PAYTABLE
     from rules.bust_odds import odds_table
+    from rules.paytables import BUST_BONUS as PAYTABLE
 
     odds = odds_table(args.decks, args.hits_soft_17)
     up_rows = PAYTABLE.rows[: len(odds.up_cards)]  # the last row is three 8s

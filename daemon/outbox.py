@@ -34,6 +34,11 @@ class Outbox(Protocol):
         """Record that the message ``seq`` reached the broker (QoS 1 acknowledged)."""
         ...
 
+    def set_aside(self, seq: int, reason: str) -> None:
+        """Take the message ``seq`` out of the queue: the client or the broker refused it
+        (kept in the record as refused, with ``reason``)."""
+        ...
+
     def retained(self) -> list[OutboxMessage]:
         """The latest published retained message of every topic, in ``seq`` order."""
         ...

@@ -56,11 +56,11 @@ from daemon.payloads import (
     format_odds,
 )
 from rules import bust_bonus, craps
-from rules.bust_bonus import PAYTABLE as BUST_PAYTABLE
 from rules.cards import parse_card
 from rules.craps_odds import live_probability
 from rules.errors import CardError
 from rules.events import (
+    POKER_GAMES,
     AlarmCleared,
     AlarmRaised,
     BustBonusResult,
@@ -73,8 +73,7 @@ from rules.events import (
     Outcome,
     RollRecorded,
 )
-from rules.paytables import paytable as cover_all_table
-from rules.poker import POKER_GAMES
+from rules.paytables import BUST_BONUS, bonus_craps_odds, cover_all_table
 from rules.table import PAYOUT_ALARMS, TableState
 
 
@@ -185,7 +184,7 @@ def _up_card_row(up_card: str | None) -> str | None:
         card = parse_card(up_card)
     except CardError:
         return None  # not a card: the round is flagged, and the model refuses the code
-    return BUST_PAYTABLE.up_card_row(card).row
+    return BUST_BONUS.up_card_row(card).row
 
 
 def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
@@ -198,7 +197,7 @@ def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
     if not settled:
         row = None
     elif outcome.three_eights:
-        row = BUST_PAYTABLE.three_eights.row
+        row = BUST_BONUS.three_eights.row
     else:
         row = _up_card_row(outcome.up_card)
     body = BustBonusResultBody(
@@ -344,7 +343,7 @@ def info_publication(
         )
     bonus_craps = None
     if game == "CRAPS":
-        odds = craps.paytable_odds(craps_paytable)
+        odds = bonus_craps_odds(craps_paytable)
         bonus_craps = BonusCrapsPaytableModel(
             paytable=craps_paytable,  # type: ignore[arg-type]  # paytable_odds checked it
             pays={bet: format_odds(odds[bet]) for bet in odds},
@@ -358,7 +357,7 @@ def info_publication(
                 BustRowModel(
                     row=r.row, off_suit=format_odds(r.off_suit), suited=format_odds(r.suited)
                 )
-                for r in BUST_PAYTABLE.rows
+                for r in BUST_BONUS.rows
             ],
         )
     body = InfoBody(

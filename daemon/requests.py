@@ -17,14 +17,22 @@ Choices where the spec is silent (documented in the README):
 * Unknown fields are an error (a misspelt field must not be silently ignored).
 * ``operator`` is trimmed, 1 to 100 characters, no control characters (it is kept in the
   table's record with the decision).
-* A request payload is at most 4096 bytes of UTF-8.
+* A request payload is at most 4096 bytes of UTF-8 (mqtt-api.md).
+
+What arrives is bounded before anything else looks at it (``Incoming.receive``): a payload
+over 4 KiB is kept only as its size, SHA-256 and first 256 bytes, and ``classify`` sorts a
+name into a known request, an unknown name that can be answered (``[a-z0-9_]{1,64}``, on
+``response/<name>``), or a name of any other shape, which is dropped and counted (it may
+not be answerable on a valid topic; mqtt-api.md "Requests").
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -34,6 +42,115 @@ from rules.events import Decision, RollDecided, RollVoided, VoidOverturned
 
 MAX_PAYLOAD: Final = 4096
 MAX_OPERATOR: Final = 100
+HEAD_BYTES: Final = 256
+"""How much of a refused oversize payload is kept for the record."""
+NAME_MAX: Final = 64
+NAME_PATTERN: Final = re.compile(rf"[a-z0-9_]{{1,{NAME_MAX}}}")
+"""The shape of a request name (mqtt-api.md "Requests")."""
+NAME_KEPT: Final = 80
+"""How much of a name of another shape is kept for the record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Incoming:
+    """A request as received, already bounded: a name of the right shape and a payload
+    within ``MAX_PAYLOAD`` are kept whole; otherwise only their first characters or bytes,
+    with their length and (for a payload) its SHA-256."""
+
+    name: str
+    name_length: int
+    payload: bytes
+    size: int
+    sha256: str
+
+    @classmethod
+    def receive(cls, name: str, payload: bytes) -> Incoming:
+        """Bound a request as it comes off the wire (before any parsing)."""
+        oversize = len(payload) > MAX_PAYLOAD
+        return cls(
+            name=name if len(name) <= NAME_KEPT else name[:NAME_KEPT],
+            name_length=len(name),
+            payload=payload[:HEAD_BYTES] if oversize else payload,
+            size=len(payload),
+            sha256=hashlib.sha256(payload).hexdigest(),
+        )
+
+    @property
+    def oversize(self) -> bool:
+        """More than ``MAX_PAYLOAD`` bytes: refused before any JSON parsing."""
+        return self.size > MAX_PAYLOAD
+
+    def summary(self) -> dict[str, object]:
+        """What the journal keeps of a refused or dropped request (bounded)."""
+        return {
+            "name": self.name,
+            "name_length": self.name_length,
+            "size": self.size,
+            "sha256": self.sha256,
+            "head": self.payload[:HEAD_BYTES].decode("utf-8", "replace"),
+        }
+
+
+Kind = Literal["known", "unknown", "malformed"]
+
+
+def classify(name: str) -> Kind:
+    """``known``: a request of mqtt-api.md; ``unknown``: a name of the right shape that is
+    not one (answered with an error); ``malformed``: any other name (dropped, counted)."""
+    if name in REQUEST_MODELS:
+        return "known"
+    return "unknown" if NAME_PATTERN.fullmatch(name) else "malformed"
+
+
+def unknown_request_error(name: str) -> str:
+    """The error answered to a request name of the right shape that is not a request."""
+    return f"unknown request {name!r}: the requests are {_NAMES_TEXT}"
+
+
+class DropCounter:
+    """Counts dropped requests and says when to report them: at the first drop, then at
+    most once per ``interval`` (a report carries the count since the last one and the
+    first dropped request of that interval, bounded)."""
+
+    def __init__(self, interval: timedelta = timedelta(minutes=1)) -> None:
+        self.interval = interval
+        self.total = 0
+        self._count = 0
+        self._first: dict[str, object] | None = None
+        self._reported_at: datetime | None = None
+
+    def add(self, incoming: Incoming, reason: str, at: datetime) -> dict[str, object] | None:
+        """Count one drop; returns a report when one is due."""
+        self.total += 1
+        self._count += 1
+        if self._first is None:
+            self._first = {**incoming.summary(), "reason": reason}
+        return self.due(at)
+
+    def due(self, at: datetime) -> dict[str, object] | None:
+        """A report of the drops not yet reported, if there are some and one is due."""
+        if not self._count:
+            return None
+        if self._reported_at is not None and at - self._reported_at < self.interval:
+            return None
+        report: dict[str, object] = {
+            "count": self._count,
+            "total": self.total,
+            "first": self._first,
+        }
+        self._count = 0
+        self._first = None
+        self._reported_at = at
+        return report
+
+
+def malformed_reason(name: str, length: int) -> str:
+    """Why a name is of the wrong shape, in words for the log and the journal."""
+    if length == 0:
+        return "an empty request name"
+    if length > NAME_MAX:
+        return f"a request name of {length} characters (at most {NAME_MAX})"
+    return "a request name with characters other than a-z, 0-9 and _"
 
 
 class RequestError(ValueError):
@@ -213,7 +330,7 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
     request_id = raw_id if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else None
     model = REQUEST_MODELS.get(name)
     if model is None:
-        raise RequestError(f"unknown request {name!r}: the requests are {_NAMES_TEXT}", request_id)
+        raise RequestError(unknown_request_error(name), request_id)
     try:
         request = model.model_validate(data)
     except ValidationError as exc:

@@ -7,14 +7,14 @@ suppresses duplicates, reconnects with jittered exponential backoff, and turns f
 
 Use it as an async iterator, closed deterministically on exit::
 
-    driver = DeviceDriver(device="shuffler", url="/dev/ttyUSB0")
+    driver = DeviceDriver(DriverSettings(device="shuffler", url="/dev/ttyUSB0"))
     async with contextlib.aclosing(driver.events()) as events:
         async for event in events:
             journal(event)  # the ACK goes out when the loop asks for the next event
 
 Policies, each from link-layer.md unless said otherwise:
 
-* ACK contract (issue 5): a good new frame is ACKed when the consumer asks for the next event,
+* ACK contract: a good new frame is ACKed when the consumer asks for the next event,
   so an ACK means the consumer's loop body ran (journaled it). A consumer slower than
   ``ack_deadline`` (link-layer.md: 250 ms) is logged; the device then retransmits, and the
   retransmission is ACKed as a duplicate.
@@ -30,9 +30,10 @@ Policies, each from link-layer.md unless said otherwise:
   quiet for half of it; no byte by the end of it is a disconnect (``DeviceTimeout``).
 * The port's loss (USB unplugged, pty closed, socket dropped, I/O error) gives
   ``Disconnected``; reopening waits ``reconnect_initial * 2**n`` capped at ``reconnect_max``,
-  jittered to 50-100 % of that, and starts again from ``reconnect_initial`` once a good frame
-  arrives. Only cancellation (or closing the iterator) stops the driver; the port is closed
-  and waited for (pyserial-asyncio closes it in a background task: we await it).
+  jittered to 50-100 % of that (``drivers.backoff``), and starts again from
+  ``reconnect_initial`` once a good frame arrives. Only cancellation (or closing the
+  iterator) stops the driver; the port is closed and waited for (pyserial-asyncio closes it
+  in a background task: we await it).
 * Memory is bounded: the stream reader pauses the port beyond its limit, the decoder holds one
   line, and answers to a device that does not read are dropped beyond a small buffer.
 * Logging: structlog bound with device and url; frames in hex at debug only, never a card at
@@ -45,7 +46,6 @@ import asyncio
 import os
 import random
 import time
-import urllib.parse
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -54,19 +54,19 @@ import serial
 import serial_asyncio_fast
 import structlog
 
-from drivers.errors import DeviceTimeout, DriverConfigError, LinkLost
+from drivers.errors import DeviceTimeout, LinkLost
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
-from drivers.link import MAX_SEQ, BadFrame
+from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
-    Hello,
+    DeviceMessage,
     MessageDecoder,
     Nak,
     Query,
     encode_message,
-    to_fact,
 )
+from drivers.settings import DriverSettings
 from rules import events as ev
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ READ_SIZE: Final = 4096
 READ_LIMIT: Final = 16 * 1024  # the stream reader pauses the port beyond twice this
 WRITE_LIMIT: Final = 4096  # answers queued for a device that does not read: drop beyond
 CLOSE_TIMEOUT: Final = 5.0
-MAX_BAUDRATE: Final = 2**31 - 1  # what termios (a C int) holds; real lines stop near 12 Mbaud
 CONNECT_TIMEOUT: Final = 5.0
 _QUERY: Final = encode_message(Query())
 
@@ -104,7 +103,10 @@ class _Port(serial.Serial):
 class _Transport(serial_asyncio_fast.SerialTransport):
     """pyserial-asyncio-fast 0.16 leaves its writer registered once a buffered write has
     drained; the next "writable" then asserts on the empty buffer, again and again. Stop
-    watching for "writable" when there is nothing to write."""
+    watching for "writable" when there is nothing to write.
+
+    This overrides private parts of 0.16 (``pyproject.toml`` pins ``<0.17`` and names the
+    upstream fix to watch; a test in ``tests/drivers/test_driver.py`` checks they exist)."""
 
     def _write_ready(self) -> None:
         if not self._write_buffer:
@@ -136,83 +138,36 @@ class _Link:
     dropped: int = 0  # answers dropped in a row because the device does not read
 
 
-def next_seq(seq: int) -> int:
-    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md)."""
-    return 1 if seq >= MAX_SEQ else seq + 1
-
-
 class DeviceDriver:
     """The host side of one device's link (see the module docstring for every policy).
 
-    ``url`` is a device path, a pty path (or a symlink to one) or ``socket://host:port``.
-    Settings that cannot work raise ``DriverConfigError`` here, not later.
+    ``settings`` says which device, where and how (``DriverSettings`` checked them when it
+    was built). ``rng`` jitters the reconnect delays (a seeded one in tests). ``last_frame``
+    is the consumer's record of the last frame it took, ``(seq, raw)``, carried across a
+    restart of the host: a retransmission of it is ACKed again, not delivered twice.
     """
 
     def __init__(
         self,
+        settings: DriverSettings,
         *,
-        device: ev.Device,
-        url: str,
-        baudrate: int = 115200,
-        bytesize: int = 8,
-        parity: str = "N",
-        stopbits: float = 1,
-        xonxoff: bool = False,
-        rtscts: bool = False,
-        ack_deadline: float = 0.25,
-        silence_timeout: float | None = None,
-        reconnect_initial: float = 0.5,
-        reconnect_max: float = 30.0,
         rng: random.Random | None = None,
         last_frame: tuple[int, bytes] | None = None,
     ) -> None:
-        if device not in ("shuffler", "dice_reader"):
-            raise DriverConfigError(f"device {device!r} is not 'shuffler' or 'dice_reader'")
-        self._socket = _check_url(url)
-        if not 0 < baudrate <= MAX_BAUDRATE:
-            # Beyond a C int, pyserial's termios call raises OverflowError at open time,
-            # which would end the driver: refuse it here, with the reason.
-            raise DriverConfigError(f"baud rate {baudrate} is out of range 1..{MAX_BAUDRATE}")
-        if ack_deadline <= 0:
-            raise DriverConfigError(f"ack_deadline {ack_deadline} s is not positive")
-        if silence_timeout is not None and silence_timeout <= 0:
-            raise DriverConfigError(f"silence_timeout {silence_timeout} s is not positive")
-        if not 0 < reconnect_initial <= reconnect_max:
-            raise DriverConfigError(
-                f"reconnect delays must be 0 < initial ({reconnect_initial} s)"
-                f" <= max ({reconnect_max} s)"
-            )
-        self.device: ev.Device = device
-        self.url = url
-        self.baudrate = baudrate
-        # link-layer.md "Physical": 8N1 without flow control by default; every port
-        # setting is configurable per device.
-        if bytesize not in (5, 6, 7, 8) or parity not in "NEOMS" or len(parity) != 1:
-            raise DriverConfigError(f"port settings {bytesize}{parity}{stopbits} are not valid")
-        if stopbits not in (1, 1.5, 2):
-            raise DriverConfigError(f"stop bits {stopbits} is not 1, 1.5 or 2")
-        self.bytesize = bytesize
-        self.parity = parity
-        self.stopbits = stopbits
-        self.xonxoff = xonxoff
-        self.rtscts = rtscts
-        self.ack_deadline = ack_deadline
-        self.silence_timeout = silence_timeout
-        self.reconnect_initial = reconnect_initial
-        self.reconnect_max = reconnect_max
+        self.settings = settings
+        self.device: ev.Device = settings.device
+        self.url = settings.url
+        self._socket = settings.socket_address
+        self._backoff = settings.backoff
         self._rng = rng if rng is not None else random.Random()
-        self._log = structlog.get_logger("lammer.driver").bind(device=device, url=url)
+        self._log = structlog.get_logger("lammer.driver").bind(device=self.device, url=self.url)
         # The last delivered frame (seq, raw). Kept across reconnects: a retransmission of a
         # frame whose ACK died with the port must not be delivered twice (link-layer.md).
-        # ``last_frame`` carries it across a restart of the host (the consumer's record of
-        # the last frame it took), for a frame whose ACK died with the process.
         self._last: tuple[int, bytes] | None = last_frame
 
     def backoff(self, attempt: int) -> float:
-        """Seconds to wait before reopening after ``attempt`` failures in a row (0 first):
-        ``reconnect_initial * 2**attempt`` capped at ``reconnect_max``, jittered to 50-100 %."""
-        cap = min(self.reconnect_max, self.reconnect_initial * 2.0 ** min(attempt, 64))
-        return cap / 2 + self._rng.uniform(0, cap / 2)
+        """Seconds to wait before reopening after ``attempt`` failures in a row (0 first)."""
+        return self._backoff.delay(attempt, self._rng)
 
     async def events(self) -> AsyncGenerator[DriverEvent, None]:
         """Run the link until cancelled or closed, yielding every event in order.
@@ -268,6 +223,8 @@ class DeviceDriver:
             self._send(link, encode_message(Nak(seq=seq)))
             return BadFrameReceived(device=self.device, raw=item.raw, reason=item.reason)
         msg = item.message
+        assert isinstance(msg, DeviceMessage), "the decoder refuses host messages from a device"
+        hello = isinstance(msg.fact, ev.DeviceHello)  # a HELLO resets the sequence
         if self._last is not None:
             last_seq, last_raw = self._last
             if msg.seq == last_seq and item.raw == last_raw:
@@ -275,23 +232,21 @@ class DeviceDriver:
                 self._log.debug("repeat ACKed again", seq=msg.seq)
                 self._send(link, encode_message(Ack(seq=msg.seq)))
                 return None
-            if msg.seq == last_seq and not isinstance(msg, Hello):  # a HELLO resets
+            if msg.seq == last_seq and not hello:
                 # Not a retransmission (its bytes differ): the device restarted unseen.
                 self._log.warning(
                     "sequence number repeated with other content: a new frame", seq=msg.seq
                 )
-            elif msg.seq != next_seq(last_seq) and not isinstance(msg, Hello):
+            elif msg.seq != next_seq(last_seq) and not hello:
                 self._log.warning("sequence gap", expected=next_seq(last_seq), seq=msg.seq)
-        fact = to_fact(msg, self.device)
-        assert fact is not None, "the decoder refuses host messages from a device"
         self._log.debug("frame", seq=msg.seq, raw=item.raw.hex())
-        return Received(device=self.device, seq=msg.seq, raw=item.raw, fact=fact)
+        return Received(device=self.device, seq=msg.seq, raw=item.raw, fact=msg.fact)
 
     def _acknowledge(self, link: _Link, event: Received, arrived: float) -> None:
         self._send(link, encode_message(Ack(seq=event.seq)))
         self._last = (event.seq, event.raw)
         late = time.monotonic() - arrived
-        if late > self.ack_deadline:  # link-layer.md: ACK within 250 ms
+        if late > self.settings.ack_deadline:  # link-layer.md: ACK within 250 ms
             self._log.warning("ACK late: consumer slow", seq=event.seq, seconds=round(late, 3))
 
     # -----------------------------------------------------------------------------------
@@ -306,14 +261,15 @@ class DeviceDriver:
         else:
             # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
             # cancelled executor open would leave an open port behind.
+            line = self.settings
             ser = _Port(
-                self.url,
-                baudrate=self.baudrate,
-                bytesize=self.bytesize,
-                parity=self.parity,
-                stopbits=self.stopbits,
-                xonxoff=self.xonxoff,
-                rtscts=self.rtscts,
+                line.url,
+                baudrate=line.baudrate,
+                bytesize=line.bytesize,
+                parity=line.parity,
+                stopbits=line.stopbits,
+                xonxoff=line.xonxoff,
+                rtscts=line.rtscts,
                 exclusive=True,  # flock: a second opener fails instead of stealing frames
             )
             loop = asyncio.get_running_loop()
@@ -326,10 +282,11 @@ class DeviceDriver:
     async def _read(self, link: _Link) -> bytes:
         """The next bytes from the device. Raises ``LinkLost`` or ``DeviceTimeout``."""
         try:
-            if self.silence_timeout is None:
+            silence = self.settings.silence_timeout
+            if silence is None:
                 data = await link.reader.read(READ_SIZE)
             else:
-                data = await self._read_or_probe(link, self.silence_timeout)
+                data = await self._read_or_probe(link, silence)
         except DeviceTimeout:
             raise  # a TimeoutError, hence an OSError: not a lost port
         except (OSError, EOFError) as exc:
@@ -382,34 +339,3 @@ class DeviceDriver:
                 await writer.wait_closed()
         except Exception as exc:  # the loss itself, reported again by wait_closed
             self._log.debug("closed", error=str(exc))
-
-
-def _check_url(url: str) -> tuple[str, int] | None:
-    """``(host, port)`` for ``socket://host:port``, ``None`` for a device path."""
-    if "://" not in url:
-        if not url:
-            raise DriverConfigError("the device URL is empty")
-        if "\0" in url:
-            raise DriverConfigError(f"device path {url!r} contains a NUL byte")
-        return None
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError as exc:
-        raise DriverConfigError(f"{url!r} is not a URL: {exc}") from exc
-    if parts.scheme != "socket":
-        raise DriverConfigError(
-            f"URL scheme {parts.scheme!r} is not supported: use a device path or socket://host:port"
-        )
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise DriverConfigError(f"bad port in {url!r}: {exc}") from exc
-    if not parts.hostname or port is None:
-        raise DriverConfigError(f"{url!r} is not socket://host:port")
-    try:
-        # What the resolver does on every connect: a name it cannot encode would end the
-        # driver there (UnicodeError) instead of here, with the reason.
-        parts.hostname.encode("idna")
-    except UnicodeError as exc:
-        raise DriverConfigError(f"host name in {url!r} is not valid: {exc}") from exc
-    return parts.hostname, port

@@ -34,7 +34,8 @@ MAX_BODY: Final = 240  # link-layer.md "Frames": BODY at most 240 bytes
 MAX_LINE: Final = 256  # link-layer.md "Frames": a line longer than 256 bytes is a bad frame
 MAX_SEQ: Final = 9999  # link-layer.md "Sequence numbers": wraps from 9999 back to 1
 
-_NUMBER = re.compile(r"0|[1-9][0-9]{0,8}")  # canonical decimal: no sign, space or leading 0
+NUMBER: Final = re.compile(r"0|[1-9][0-9]{0,8}")
+"""A canonical decimal number: ASCII digits, no sign, space or leading zero (at most 9)."""
 _TYPE = re.compile(r"[A-Z]+")
 _CRC = re.compile(rb"[0-9A-F]{4}")
 _NOT_PRINTABLE = re.compile(rb"[^\x20-\x7e]")
@@ -49,6 +50,12 @@ def crc16(body: bytes) -> int:
     link-layer.md "Frames": the check value for ``b"123456789"`` is ``0x29B1``.
     """
     return binascii.crc_hqx(body, 0xFFFF)
+
+
+def next_seq(seq: int) -> int:
+    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md
+    "Sequence numbers": 0 is only ever ``QUERY``'s and ``NAK,0``'s)."""
+    return 1 if seq >= MAX_SEQ else seq + 1
 
 
 def check_body(body: str) -> None:
@@ -82,7 +89,7 @@ def parse_number(
     Raises ``FrameError`` naming ``what`` (and carrying ``seq`` for the NAK); the bad text is
     quoted unless ``quote`` is false (a field of a secret HAND or CARD body).
     """
-    if not _NUMBER.fullmatch(text):
+    if not NUMBER.fullmatch(text):
         shown = f" {text[:12]!r}" if quote else ""
         raise FrameError(f"{what}{shown} is not a decimal number", seq=seq)
     value = int(text)

@@ -1,19 +1,35 @@
-"""Typed messages of both devices, both directions (shuffler-icd.md, dice-reader-icd.md,
-link-layer.md), and the message decoder that the driver and the simulators share.
+"""The messages of both devices, both directions (shuffler-icd.md, dice-reader-icd.md,
+link-layer.md), each declared once, and the message decoder the driver and the simulators
+share.
 
-Every message is a frozen, slotted, keyword-only dataclass with its ``seq``, validated when it
-is built, so a message that exists can always be encoded::
+A device message is what the device states, a fact of the shared event model
+(``rules.events``), with the sequence number the link layer gave it::
 
-    DeviceMessage (device -> host)
-        both:         Hello, Status
-        shuffler:     Mode, Deck, Hand, Round, Settle, CardMsg, End, Void
-        dice reader:  Roll, NoRoll, Check
-    HostMessage (host -> device): Ack, Nak, Query
+    DeviceMessage(seq=4, fact=HandDealt(round_id=812, position="P1", cards=("9c", ...)))
 
-``encode_message(msg)`` gives the whole frame; ``parse_body(body, device=..., sender=...)``
-parses a body and raises ``FrameError`` with a specific reason; ``MessageDecoder`` turns bytes
-into ``Decoded`` or ``BadFrame`` values (never raises on input); ``to_fact`` maps a device
-message to the shared event model (``rules.events``).
+There is no second dataclass per message type: a wire twin of every fact repeated its fields
+under a colliding name (``NoRoll`` twice) and needed a mapping kept in step by hand, although
+the wire adds nothing to a fact but ``seq``. Instead each device message type is one
+``declare(...)`` below, as zigpy-znp declares each command once: its wire ``TYPE``, the fact
+it carries, which devices send it, whether it is secret, and the fact's fields in wire order
+with the codec of each (``Number``, ``Word``, ``Choice``, ``Cards``, ...). Everything else is
+derived from the declarations: ``DEVICE_TYPES``, ``SENT_BY``, ``FIELD_COUNTS``,
+``SECRET_TYPES``, parsing, the checks a message passes when it is built, and encoding.
+Adding a device message is one declaration here, plus its fact and its rule in ``rules/``.
+
+``HELLO`` and ``STATUS`` facts name the device, which their bytes do not: the port says it.
+So reading a device message takes the device (the driver knows which device it reads); a
+decoder given no device reads the host's messages only (a simulated device's decoder).
+
+The host's messages state no fact: ``Ack``, ``Nak`` and ``Query`` are three small classes::
+
+    Message = DeviceMessage | HostMessage        HostMessage = Ack | Nak | Query
+
+A message that exists can always be encoded: a ``DeviceMessage`` checks its fact against
+the declaration when it is built (``FrameError``). ``encode_message(msg)`` gives the whole
+frame; ``parse_body(body, device=..., sender=...)`` parses a body and raises ``FrameError``
+with a specific reason; ``MessageDecoder`` turns bytes into ``Decoded`` or ``BadFrame`` values
+(never raises on input).
 
 Choices where the specs are silent (documented in the README):
 
@@ -27,18 +43,24 @@ Choices where the specs are silent (documented in the README):
 * ``QUERY`` always has sequence number 0; ``ACK`` 1..9999; ``NAK`` 0..9999 (0: the sequence
   number could not be read); device messages 1..9999.
 
-Reasons never quote card codes (a HAND body is secret until SETTLE, shuffler-icd.md).
+Reasons never quote a field of a secret message (``HAND``, ``CARD``): a HAND body is secret
+until SETTLE (shuffler-icd.md), and reasons are logged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Final, Literal, TypeAlias, assert_never, cast, get_args
+from itertools import chain
+from types import MappingProxyType
+from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
 
 from drivers.errors import FrameError
 from drivers.link import (
     MAX_SEQ,
+    NUMBER,
     BadFrame,
     Frame,
     FrameDecoder,
@@ -52,26 +74,16 @@ from rules.cards import RANKS, SUITS
 Device: TypeAlias = ev.Device
 Sender: TypeAlias = Literal["device", "host"]
 
-MAX_ID: Final = 999_999  # round ids and roll ids: "1 to 999999" (both ICDs)
 MAX_HANDS: Final = 99
 
-GAMES: Final[frozenset[str]] = frozenset(get_args(ev.Game))
-POSITIONS: Final[frozenset[str]] = frozenset(ev.POSITIONS)
-DECK_RESULTS: Final[frozenset[str]] = frozenset(get_args(ev.DeckResult))
-NOROLL_REASONS: Final[frozenset[str]] = frozenset(get_args(ev.NoRollReason))
-CHECK_REASONS: Final[frozenset[str]] = frozenset(get_args(ev.CheckReason))
-
-SECRET_TYPES: Final = frozenset(("HAND", "CARD"))
-"""Bodies that carry cards, secret until face up (shuffler-icd.md): reasons never quote them."""
+WireFact: TypeAlias = ev.DeviceHello | ev.DeviceStatus | ev.ShufflerFact | ev.DiceFact
+"""Every fact a device states in a frame (link state, ``DeviceConnected`` and
+``DeviceDisconnected``, is the driver's, not a frame's)."""
 
 _CARD = re.compile(f"[{RANKS}][{SUITS}]")
-_STATUS_CODE = re.compile(r"[A-Z_]+")
+_CODE = re.compile(r"[A-Z_]+")
 _WORD_FORBIDDEN = re.compile(r"[^\x20-\x7e]|[$*,]")
 _TEXT_FORBIDDEN = re.compile(r"[^\x20-\x7e]|[$*]")
-
-
-# ---------------------------------------------------------------------------------------
-# Field checks (raise FrameError; ``seq`` travels along for the NAK)
 
 
 def _check_seq(kind: str, seq: int, low: int, high: int = MAX_SEQ) -> None:
@@ -79,30 +91,148 @@ def _check_seq(kind: str, seq: int, low: int, high: int = MAX_SEQ) -> None:
         raise FrameError(f"{kind} sequence number {seq!r} is out of range {low}..{high}")
 
 
-def _check_id(kind: str, what: str, value: int, seq: int) -> None:
-    if not isinstance(value, int) or not 1 <= value <= MAX_ID:
-        raise FrameError(f"{kind} {what} {value!r} is out of range 1..{MAX_ID}", seq=seq)
+# ---------------------------------------------------------------------------------------
+# Field codecs: how one field of a fact is read, checked and written
 
 
-def _check_choice(kind: str, what: str, value: str, allowed: frozenset[str], seq: int) -> None:
-    if value not in allowed:
-        # A misplaced field of a HAND or CARD may be a secret card: never quote it there.
-        shown = "" if kind in SECRET_TYPES else f" {value[:20]!r}"
-        raise FrameError(
-            f"{kind} {what}{shown} is not one of {', '.join(sorted(allowed))}", seq=seq
-        )
+class Field:
+    """How one field of a fact travels: ``read`` from ``width`` wire fields (and checked),
+    ``check``ed when a message is built, ``write``n back. Errors are ``FrameError`` naming the
+    message type and ``what``, with ``seq`` for the NAK.
+
+    The base takes one text field as it is, and checks nothing.
+    """
+
+    width: ClassVar[int] = 1
+    rest: ClassVar[bool] = False
+    """Only a message's last field may be ``rest``: it takes the rest of the body, ``,``
+    included."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def read(self, texts: Sequence[str], at: int, spec: MessageType, seq: int) -> Any:
+        """The value of this field from the wire fields from ``texts[at]`` on, checked."""
+        value = texts[at]
+        self.check(value, spec, seq)
+        return value
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """Raise ``FrameError`` unless ``value`` may be sent."""
+
+    def write(self, value: Any) -> tuple[str, ...]:
+        """The wire fields of ``value``."""
+        return (value,)
 
 
-def _check_word(kind: str, what: str, value: str, seq: int) -> None:
-    if not value:
-        raise FrameError(f"{kind} {what} is empty", seq=seq)
-    if _WORD_FORBIDDEN.search(value):
-        raise FrameError(
-            f"{kind} {what} may hold printable ASCII only, without '$', '*' or ','", seq=seq
-        )
+class Number(Field):
+    """A canonical decimal number in ``low..high`` (a round id, a roll id, a count)."""
+
+    __slots__ = ("high", "low")
+
+    def __init__(self, what: str, low: int, high: int) -> None:
+        super().__init__(what)
+        self.low = low
+        self.high = high
+
+    def read(self, texts: Sequence[str], at: int, spec: MessageType, seq: int) -> Any:
+        """The number (``FrameError`` for one that is not canonical or out of range)."""
+        return _number(texts[at], self.what, self.low, self.high, spec, seq)
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """An ``int`` in range."""
+        if not isinstance(value, int) or not self.low <= value <= self.high:
+            raise FrameError(
+                f"{spec.kind} {self.what} {value!r} is out of range {self.low}..{self.high}",
+                seq=seq,
+            )
+
+    def write(self, value: Any) -> tuple[str, ...]:
+        """The decimal digits."""
+        return (str(value),)
 
 
-def _check_card(kind: str, card: str, index: int, seq: int) -> None:
+class Word(Field):
+    """Non-empty printable ASCII without ``$``, ``*`` or ``,`` (HELLO's model, firmware,
+    serial)."""
+
+    __slots__ = ()
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """Non-empty, and no byte that framing or field splitting would take."""
+        if not value:
+            raise FrameError(f"{spec.kind} {self.what} is empty", seq=seq)
+        if _WORD_FORBIDDEN.search(value):
+            raise FrameError(
+                f"{spec.kind} {self.what} may hold printable ASCII only, without '$', '*' or ','",
+                seq=seq,
+            )
+
+
+class Text(Field):
+    """Free text, possibly empty, that may hold ``,`` (STATUS's last field, link-layer.md
+    "Device status"): it takes the rest of the body."""
+
+    rest = True
+    __slots__ = ()
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """Printable ASCII without the framing bytes."""
+        if _TEXT_FORBIDDEN.search(value):
+            raise FrameError(
+                f"{spec.kind} {self.what} may hold printable ASCII only, without '$' or '*'",
+                seq=seq,
+            )
+
+
+class Code(Field):
+    """An upper-case code (``READY``, ``JAM``, ``CAMERA_FAULT``)."""
+
+    __slots__ = ()
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """Upper-case letters and ``_`` only."""
+        if not _CODE.fullmatch(value):
+            raise FrameError(
+                f"{spec.kind} {self.what} {value[:20]!r} is not upper-case letters and '_'",
+                seq=seq,
+            )
+
+
+class Choice(Field):
+    """One of a fixed set of spec names (a game, a position, a reason)."""
+
+    __slots__ = ("allowed",)
+
+    def __init__(self, what: str, allowed: Sequence[str]) -> None:
+        super().__init__(what)
+        self.allowed = frozenset(allowed)
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """One of ``allowed``; a misplaced field of a secret message may be a card: never
+        quoted there."""
+        if value not in self.allowed:
+            shown = "" if spec.secret else f" {value[:20]!r}"
+            raise FrameError(
+                f"{spec.kind} {self.what}{shown} is not one of {', '.join(sorted(self.allowed))}",
+                seq=seq,
+            )
+
+
+def _number(text: str, what: str, low: int, high: int, spec: MessageType, seq: int) -> int:
+    if NUMBER.fullmatch(text):
+        value = int(text)
+        if low <= value <= high:
+            return value
+    # The reason, built only for a bad frame.
+    return parse_number(
+        text, what=f"{spec.kind} {what}", low=low, high=high, seq=seq, quote=not spec.secret
+    )
+
+
+def _check_card(kind: str, card: object, index: int, seq: int) -> None:
     if not isinstance(card, str) or not _CARD.fullmatch(card):
         # Never quote the text: it may be a secret card with one bad byte (shuffler-icd.md).
         raise FrameError(
@@ -111,290 +241,286 @@ def _check_card(kind: str, card: str, index: int, seq: int) -> None:
         )
 
 
-def _check_die(kind: str, which: int, value: int, low: int, seq: int) -> None:
-    if not isinstance(value, int) or not low <= value <= 6:
-        raise FrameError(f"{kind} die {which} {value!r} is out of range {low}..6", seq=seq)
+class Cards(Field):
+    """At least one 2-character card code, written without separators (``9c9d5h``)."""
+
+    __slots__ = ()
+
+    def read(self, texts: Sequence[str], at: int, spec: MessageType, seq: int) -> Any:
+        """The codes, two characters each."""
+        text = texts[at]
+        if len(text) % 2:
+            raise FrameError(
+                f"{spec.kind} {self.what} field has {len(text)} characters: every card is 2",
+                seq=seq,
+            )
+        cards = tuple(text[i : i + 2] for i in range(0, len(text), 2))
+        self.check(cards, spec, seq)
+        return cards
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """A non-empty tuple of card codes."""
+        if not isinstance(value, tuple) or not value:
+            raise FrameError(f"{spec.kind} has no cards", seq=seq)
+        for index, card in enumerate(value):
+            _check_card(spec.kind, card, index, seq)
+
+    def write(self, value: Any) -> tuple[str, ...]:
+        """The codes, joined."""
+        return ("".join(value),)
+
+
+class OneCard(Field):
+    """One card code (``CARD``)."""
+
+    __slots__ = ()
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """A card code."""
+        _check_card(spec.kind, value, 0, seq)
+
+
+class Dice(Field):
+    """Two dice, one wire field each, each ``low..6`` (0 where unreadable: ``CHECK``)."""
+
+    width = 2
+    __slots__ = ("low",)
+
+    def __init__(self, low: int) -> None:
+        super().__init__("dice")
+        self.low = low
+
+    def read(self, texts: Sequence[str], at: int, spec: MessageType, seq: int) -> Any:
+        """Both dice."""
+        return (
+            _number(texts[at], "die 1", self.low, 6, spec, seq),
+            _number(texts[at + 1], "die 2", self.low, 6, spec, seq),
+        )
+
+    def check(self, value: Any, spec: MessageType, seq: int) -> None:
+        """Two ints, each in range."""
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise FrameError(f"{spec.kind} needs exactly two dice", seq=seq)
+        for which, die in enumerate(value, start=1):
+            if not isinstance(die, int) or not self.low <= die <= 6:
+                raise FrameError(
+                    f"{spec.kind} die {which} {die!r} is out of range {self.low}..6", seq=seq
+                )
+
+    def write(self, value: Any) -> tuple[str, ...]:
+        """One decimal digit per die."""
+        return (str(value[0]), str(value[1]))
 
 
 # ---------------------------------------------------------------------------------------
-# Device -> host, both devices
+# The declaration of a device message type
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hello:
-    """``HELLO,<seq>,<model>,<firmware>,<serial>``: power-up or reconnect; resets the
-    sequence (link-layer.md)."""
+@dataclass(frozen=True, slots=True)
+class MessageType:
+    """One device message type, as ``declare`` builds it (see the module docstring).
 
-    TYPE: ClassVar[str] = "HELLO"
-    seq: int
-    model: str
-    firmware: str
-    serial: str
+    ``fields`` are the fact's fields in wire order, each with its codec; a fact's ``device``
+    field (``HELLO``, ``STATUS``) is not on the wire: ``parse`` takes it from the reader.
+    """
 
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_word(self.TYPE, "model", self.model, self.seq)
-        _check_word(self.TYPE, "firmware", self.firmware, self.seq)
-        _check_word(self.TYPE, "serial number", self.serial, self.seq)
+    kind: str
+    fact: type[WireFact]
+    sent_by: frozenset[Device]
+    fields: tuple[tuple[str, Field], ...]
+    secret: bool
+    names_device: bool
+    count: int
+    """Wire fields after TYPE and SEQ."""
+    rest: bool
+    """Whether the last field takes the rest of the body (``STATUS`` text may hold ``,``)."""
 
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (self.model, self.firmware, self.serial)
+    def read(self, texts: Sequence[str], seq: int, device: Device) -> DeviceMessage:
+        """The message of sequence number ``seq`` from ``count`` wire fields, sent by
+        ``device``; ``FrameError`` for the first field that is wrong."""
+        _check_seq(self.kind, seq, 1)
+        values: dict[str, Any] = {"device": device} if self.names_device else {}
+        at = 0
+        for name, codec in self.fields:
+            values[name] = codec.read(texts, at, self, seq)
+            at += codec.width
+        # Every field was checked as it was read: no second pass.
+        return DeviceMessage._checked(seq, self.fact(**values))
 
+    def check(self, fact: WireFact, seq: int) -> None:
+        """Raise ``FrameError`` unless every field of ``fact`` may be sent."""
+        for name, codec in self.fields:
+            codec.check(getattr(fact, name), self, seq)
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Status:
-    """``STATUS,<seq>,<code>,<text>``: ``READY`` clears every fault; any other code is a tilt
-    (link-layer.md "Device status"). ``text`` may be empty and may contain ``,``."""
-
-    TYPE: ClassVar[str] = "STATUS"
-    seq: int
-    code: str
-    text: str
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        if not _STATUS_CODE.fullmatch(self.code):
-            raise FrameError(
-                f"STATUS code {self.code[:20]!r} is not upper-case letters and '_'", seq=self.seq
-            )
-        if _TEXT_FORBIDDEN.search(self.text):
-            raise FrameError(
-                "STATUS text may hold printable ASCII only, without '$' or '*'", seq=self.seq
-            )
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (self.code, self.text)
+    def write(self, fact: WireFact) -> tuple[str, ...]:
+        """The wire fields of ``fact``, after TYPE and SEQ."""
+        return tuple(chain.from_iterable(codec.write(getattr(fact, n)) for n, codec in self.fields))
 
 
-# ---------------------------------------------------------------------------------------
-# Device -> host, shuffler (and card-reading shoe)
+def declare(
+    kind: str,
+    fact: type[WireFact],
+    *,
+    sent_by: Sequence[Device],
+    secret: bool = False,
+    **fields: Field,
+) -> MessageType:
+    """Declare the device message ``kind`` carrying ``fact``, with ``fields`` in wire order.
+
+    Raises ``TypeError`` (at import) unless ``fields`` name exactly the fact's fields, in
+    the fact's order, ``device`` apart, and only the last one takes the rest of the body.
+    """
+    own = [f.name for f in dataclasses.fields(fact)]
+    names_device = own[:1] == ["device"]
+    if own[names_device:] != list(fields):
+        raise TypeError(f"{kind}: fields {list(fields)} are not {fact.__name__}'s {own}")
+    if any(codec.rest for codec in list(fields.values())[:-1]):
+        raise TypeError(f"{kind}: only the last field may take the rest of the body")
+    return MessageType(
+        kind=kind,
+        fact=fact,
+        sent_by=frozenset(sent_by),
+        fields=tuple(fields.items()),
+        secret=secret,
+        names_device=names_device,
+        count=sum(codec.width for codec in fields.values()),
+        rest=any(codec.rest for codec in fields.values()),
+    )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Mode:
-    """``MODE,<seq>,<game>``: the game the shuffler is set to."""
+BOTH: Final[tuple[Device, ...]] = ev.DEVICES
+SHUFFLER: Final[tuple[Device, ...]] = ("shuffler",)
+DICE_READER: Final[tuple[Device, ...]] = ("dice_reader",)
+ROUND_ID: Final = Number("round id", 1, ev.MAX_ID)
+ROLL_ID: Final = Number("roll id", 1, ev.MAX_ID)
+POSITION: Final = Choice("position", ev.POSITIONS)
 
-    TYPE: ClassVar[str] = "MODE"
-    seq: int
-    game: ev.Game
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_choice(self.TYPE, "game", self.game, GAMES, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (self.game,)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Deck:
-    """``DECK,<seq>,<result>``: the deck check after a shuffle."""
-
-    TYPE: ClassVar[str] = "DECK"
-    seq: int
-    result: ev.DeckResult
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_choice(self.TYPE, "result", self.result, DECK_RESULTS, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (self.result,)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hand:
-    """``HAND,<seq>,<round id>,<position>,<cards>``: one position's cards (secret until
-    ``SETTLE``); ``cards`` are 2-character codes, written without separators."""
-
-    TYPE: ClassVar[str] = "HAND"
-    seq: int
-    round_id: int
-    position: ev.Position
-    cards: tuple[str, ...]
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "round id", self.round_id, self.seq)
-        _check_choice(self.TYPE, "position", self.position, POSITIONS, self.seq)
-        if not isinstance(self.cards, tuple) or not self.cards:
-            raise FrameError("HAND has no cards", seq=self.seq)
-        for index, card in enumerate(self.cards):
-            _check_card(self.TYPE, card, index, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.round_id), self.position, "".join(self.cards))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Round:
-    """``ROUND,<seq>,<round id>,<hands>``: the green button; ``hands`` hands are in play."""
-
-    TYPE: ClassVar[str] = "ROUND"
-    seq: int
-    round_id: int
-    hands: int
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "round id", self.round_id, self.seq)
-        if not isinstance(self.hands, int) or not 0 <= self.hands <= MAX_HANDS:
-            raise FrameError(
-                f"ROUND hands {self.hands!r} is out of range 0..{MAX_HANDS}", seq=self.seq
-            )
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.round_id), str(self.hands))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settle:
-    """``SETTLE,<seq>,<round id>``: every player bet reconciled; the cards are face up."""
-
-    TYPE: ClassVar[str] = "SETTLE"
-    seq: int
-    round_id: int
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "round id", self.round_id, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.round_id),)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CardMsg:
-    """``CARD,<seq>,<round id>,<position>,<card>`` (``BJ`` only): one card in draw order."""
-
-    TYPE: ClassVar[str] = "CARD"
-    seq: int
-    round_id: int
-    position: ev.Position
-    card: str
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "round id", self.round_id, self.seq)
+# Device -> host (shuffler-icd.md and dice-reader-icd.md "Device to host"; link-layer.md
+# "Device status"). One ``declare`` per message type: adding a message is one more here.
+DECLARED: Final[tuple[MessageType, ...]] = (
+    # both devices
+    declare(
+        "HELLO",
+        ev.DeviceHello,
+        sent_by=BOTH,
+        model=Word("model"),
+        firmware=Word("firmware"),
+        serial=Word("serial number"),
+    ),
+    declare("STATUS", ev.DeviceStatus, sent_by=BOTH, code=Code("code"), text=Text("text")),
+    # shuffler (and the card-reading shoe)
+    declare("MODE", ev.ModeReported, sent_by=SHUFFLER, game=Choice("game", ev.GAMES)),
+    declare("DECK", ev.DeckChecked, sent_by=SHUFFLER, result=Choice("result", ev.DECK_RESULTS)),
+    declare(
+        "HAND",
+        ev.HandDealt,
+        sent_by=SHUFFLER,
+        secret=True,
+        round_id=ROUND_ID,
+        position=POSITION,
+        cards=Cards("cards"),
+    ),
+    declare(
+        "ROUND",
+        ev.RoundDealt,
+        sent_by=SHUFFLER,
+        round_id=ROUND_ID,
+        hands=Number("hands", 0, MAX_HANDS),
+    ),
+    declare("SETTLE", ev.RoundSettled, sent_by=SHUFFLER, round_id=ROUND_ID),
+    declare(
+        "CARD",
+        ev.CardDrawn,
+        sent_by=SHUFFLER,
+        secret=True,
+        round_id=ROUND_ID,
         # shuffler-icd.md: CARD is BJ only, and blackjack has no community cards.
-        _check_choice(self.TYPE, "position", self.position, POSITIONS - {"CM"}, self.seq)
-        _check_card(self.TYPE, self.card, 0, self.seq)
+        position=Choice("position", [p for p in ev.POSITIONS if p != "CM"]),
+        card=OneCard("card"),
+    ),
+    declare("END", ev.DealerDone, sent_by=SHUFFLER, round_id=ROUND_ID),
+    declare("VOID", ev.RoundVoided, sent_by=SHUFFLER, round_id=ROUND_ID),
+    # dice reader
+    declare("ROLL", ev.DiceRolled, sent_by=DICE_READER, roll_id=ROLL_ID, dice=Dice(1)),
+    declare(
+        "NOROLL",
+        ev.NoRoll,
+        sent_by=DICE_READER,
+        roll_id=ROLL_ID,
+        reason=Choice("reason", ev.NOROLL_REASONS),
+    ),
+    declare(
+        "CHECK",
+        ev.RollCheck,
+        sent_by=DICE_READER,
+        roll_id=ROLL_ID,
+        dice=Dice(0),  # 0 where unreadable (dice-reader-icd.md)
+        reason=Choice("reason", ev.CHECK_REASONS),
+    ),
+)
+"""Every device message type."""
 
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.round_id), self.position, self.card)
+DEVICE_TYPES: Final[Mapping[str, MessageType]] = MappingProxyType({t.kind: t for t in DECLARED})
+"""Every device message type by its wire TYPE."""
+_BY_FACT: Final[dict[type[WireFact], MessageType]] = {t.fact: t for t in DECLARED}
+if len(DEVICE_TYPES) != len(DECLARED) or len(_BY_FACT) != len(DECLARED):
+    raise TypeError("two declarations share a TYPE or a fact")
+if set(_BY_FACT) != set(get_args(WireFact)):
+    missing = ", ".join(sorted(f.__name__ for f in set(get_args(WireFact)) - set(_BY_FACT)))
+    raise TypeError(f"facts a device sends but no declaration carries: {missing}")
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class End:
-    """``END,<seq>,<round id>`` (``BJ`` only): the dealer's hand is complete and face up."""
-
-    TYPE: ClassVar[str] = "END"
-    seq: int
-    round_id: int
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "round id", self.round_id, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.round_id),)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Void:
-    """``VOID,<seq>,<round id>``: the dealer cancelled the round (misdeal)."""
-
-    TYPE: ClassVar[str] = "VOID"
-    seq: int
-    round_id: int
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "round id", self.round_id, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.round_id),)
-
-
-# ---------------------------------------------------------------------------------------
-# Device -> host, dice reader
+SENT_BY: Final[Mapping[Device, frozenset[str]]] = MappingProxyType(
+    {d: frozenset(t.kind for t in DECLARED if d in t.sent_by) for d in ev.DEVICES}
+)
+"""The message types each device sends (shuffler-icd.md, dice-reader-icd.md "Device to host")."""
+SECRET_TYPES: Final = frozenset(t.kind for t in DECLARED if t.secret)
+"""Bodies that carry cards, secret until face up (shuffler-icd.md): reasons never quote them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Roll:
-    """``ROLL,<seq>,<roll id>,<die 1>,<die 2>``: a proper roll, each die 1-6."""
+class DeviceMessage:
+    """A device's frame: its sequence number (1..9999) and the fact it states.
 
-    TYPE: ClassVar[str] = "ROLL"
+    Built only if the fact may be sent (``FrameError`` otherwise), so it can always be
+    encoded.
+    """
+
     seq: int
-    roll_id: int
-    dice: tuple[int, int]
+    fact: WireFact
 
     def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "roll id", self.roll_id, self.seq)
-        _check_dice(self.TYPE, self.dice, 1, self.seq)
+        spec = _BY_FACT.get(type(self.fact))
+        if spec is None:
+            raise FrameError(f"{type(self.fact).__name__} is not a fact a device sends in a frame")
+        _check_seq(spec.kind, self.seq, 1)
+        spec.check(self.fact, self.seq)
+
+    @classmethod
+    def _checked(cls, seq: int, fact: WireFact) -> DeviceMessage:
+        """A message whose fields the parser has just checked (``__post_init__`` skipped)."""
+        message = object.__new__(cls)
+        object.__setattr__(message, "seq", seq)
+        object.__setattr__(message, "fact", fact)
+        return message
+
+    @property
+    def message_type(self) -> MessageType:
+        """Its declaration."""
+        return _BY_FACT[type(self.fact)]
+
+    @property
+    def kind(self) -> str:
+        """The wire TYPE (``HAND``)."""
+        return self.message_type.kind
+
+    @property
+    def secret(self) -> bool:
+        """Whether it carries cards that may be face down (never logged above debug)."""
+        return self.message_type.secret
 
     def fields(self) -> tuple[str, ...]:
         """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.roll_id), str(self.dice[0]), str(self.dice[1]))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NoRoll:
-    """``NOROLL,<seq>,<roll id>,<reason>``: invalid under 68 IAC 10-4-4(b); never counts."""
-
-    TYPE: ClassVar[str] = "NOROLL"
-    seq: int
-    roll_id: int
-    reason: ev.NoRollReason
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "roll id", self.roll_id, self.seq)
-        _check_choice(self.TYPE, "reason", self.reason, NOROLL_REASONS, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.roll_id), self.reason)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Check:
-    """``CHECK,<seq>,<roll id>,<die 1>,<die 2>,<reason>``: 68 IAC 10-4-4(c) condition the
-    stickperson decides; a die is 0 where unreadable."""
-
-    TYPE: ClassVar[str] = "CHECK"
-    seq: int
-    roll_id: int
-    dice: tuple[int, int]
-    reason: ev.CheckReason
-
-    def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
-        _check_id(self.TYPE, "roll id", self.roll_id, self.seq)
-        _check_dice(self.TYPE, self.dice, 0, self.seq)
-        _check_choice(self.TYPE, "reason", self.reason, CHECK_REASONS, self.seq)
-
-    def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
-        return (str(self.roll_id), str(self.dice[0]), str(self.dice[1]), self.reason)
-
-
-def _check_dice(kind: str, dice: tuple[int, int], low: int, seq: int) -> None:
-    if not isinstance(dice, tuple) or len(dice) != 2:
-        raise FrameError(f"{kind} needs exactly two dice", seq=seq)
-    _check_die(kind, 1, dice[0], low, seq)
-    _check_die(kind, 2, dice[1], low, seq)
+        return self.message_type.write(self.fact)
 
 
 # ---------------------------------------------------------------------------------------
@@ -405,14 +531,14 @@ def _check_dice(kind: str, dice: tuple[int, int], low: int, seq: int) -> None:
 class Ack:
     """``ACK,<seq>``: the device frame ``seq`` arrived (1..9999)."""
 
-    TYPE: ClassVar[str] = "ACK"
+    kind: ClassVar[str] = "ACK"
     seq: int
 
     def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 1)
+        _check_seq(self.kind, self.seq, 1)
 
     def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
+        """The fields after TYPE and SEQ, as on the wire: none."""
         return ()
 
 
@@ -420,14 +546,14 @@ class Ack:
 class Nak:
     """``NAK,<seq>``: a bad frame; ``seq`` 0 when its sequence number could not be read."""
 
-    TYPE: ClassVar[str] = "NAK"
+    kind: ClassVar[str] = "NAK"
     seq: int
 
     def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 0)
+        _check_seq(self.kind, self.seq, 0)
 
     def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
+        """The fields after TYPE and SEQ, as on the wire: none."""
         return ()
 
 
@@ -435,32 +561,30 @@ class Nak:
 class Query:
     """``QUERY,0``: the device answers ``HELLO`` then its configuration (``MODE``)."""
 
-    TYPE: ClassVar[str] = "QUERY"
+    kind: ClassVar[str] = "QUERY"
     seq: int = 0
 
     def __post_init__(self) -> None:
-        _check_seq(self.TYPE, self.seq, 0, 0)
+        _check_seq(self.kind, self.seq, 0, 0)
 
     def fields(self) -> tuple[str, ...]:
-        """The fields after TYPE and SEQ, as on the wire."""
+        """The fields after TYPE and SEQ, as on the wire: none."""
         return ()
 
 
-ShufflerMessage = Mode | Deck | Hand | Round | Settle | CardMsg | End | Void
-DiceMessage = Roll | NoRoll | Check
-DeviceMessage = Hello | Status | ShufflerMessage | DiceMessage
 HostMessage = Ack | Nak | Query
 Message = DeviceMessage | HostMessage
 
-_COMMON: Final = ("HELLO", "STATUS")
-SENT_BY: Final[dict[Device, frozenset[str]]] = {
-    "shuffler": frozenset(
-        (*_COMMON, "MODE", "DECK", "HAND", "ROUND", "SETTLE", "CARD", "END", "VOID")
-    ),
-    "dice_reader": frozenset((*_COMMON, "ROLL", "NOROLL", "CHECK")),
-}
-"""The message types each device sends (shuffler-icd.md, dice-reader-icd.md "Device to host")."""
-HOST_TYPES: Final = frozenset(("ACK", "NAK", "QUERY"))
+HOST_MESSAGES: Final[Mapping[str, type[HostMessage]]] = MappingProxyType(
+    {cls.kind: cls for cls in (Ack, Nak, Query)}
+)
+"""The host's message classes by wire TYPE; none has fields after TYPE and SEQ."""
+HOST_TYPES: Final = frozenset(HOST_MESSAGES)
+
+FIELD_COUNTS: Final[Mapping[str, int]] = MappingProxyType(
+    {**{t.kind: t.count for t in DECLARED}, **dict.fromkeys(HOST_TYPES, 0)}
+)
+"""Fields after TYPE,SEQ per message type, both directions."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -469,7 +593,7 @@ HOST_TYPES: Final = frozenset(("ACK", "NAK", "QUERY"))
 
 def encode_body(msg: Message) -> str:
     """The body of ``msg``: ``TYPE,SEQ,fields...``."""
-    return ",".join((msg.TYPE, str(msg.seq), *msg.fields()))
+    return ",".join((msg.kind, str(msg.seq), *msg.fields()))
 
 
 def encode_message(msg: Message) -> bytes:
@@ -478,177 +602,47 @@ def encode_message(msg: Message) -> bytes:
     return encode_frame(encode_body(msg))
 
 
-def _int(text: str, kind: str, what: str, seq: int, low: int, high: int) -> int:
-    return parse_number(
-        text, what=f"{kind} {what}", low=low, high=high, seq=seq, quote=kind not in SECRET_TYPES
-    )
-
-
-def _split_cards(text: str, seq: int) -> tuple[str, ...]:
-    if len(text) % 2:
-        raise FrameError(f"HAND cards field has {len(text)} characters: every card is 2", seq=seq)
-    return tuple(text[i : i + 2] for i in range(0, len(text), 2))
-
-
-def _dice(a: str, b: str, kind: str, seq: int, low: int) -> tuple[int, int]:
-    return (_int(a, kind, "die 1", seq, low, 6), _int(b, kind, "die 2", seq, low, 6))
-
-
-# Fields after TYPE,SEQ per message type (shuffler-icd.md, dice-reader-icd.md, link-layer.md).
-FIELD_COUNTS: Final[dict[str, int]] = {
-    "HELLO": 3,
-    "STATUS": 2,
-    "MODE": 1,
-    "DECK": 1,
-    "HAND": 3,
-    "ROUND": 2,
-    "SETTLE": 1,
-    "CARD": 3,
-    "END": 1,
-    "VOID": 1,
-    "ROLL": 3,
-    "NOROLL": 2,
-    "CHECK": 4,
-    "ACK": 0,
-    "NAK": 0,
-    "QUERY": 0,
-}
-
-
-def _build(kind: str, seq: int, f: list[str]) -> Message:
-    """The message of ``kind`` from its fields. Text fields of a Literal type are cast here and
-    checked against their allowed values by the dataclass itself."""
-    match kind:
-        case "HELLO":
-            return Hello(seq=seq, model=f[0], firmware=f[1], serial=f[2])
-        case "STATUS":
-            return Status(seq=seq, code=f[0], text=f[1])
-        case "MODE":
-            return Mode(seq=seq, game=cast("ev.Game", f[0]))
-        case "DECK":
-            return Deck(seq=seq, result=cast("ev.DeckResult", f[0]))
-        case "HAND":
-            return Hand(
-                seq=seq,
-                round_id=_int(f[0], kind, "round id", seq, 1, MAX_ID),
-                position=cast("ev.Position", f[1]),
-                cards=_split_cards(f[2], seq),
-            )
-        case "ROUND":
-            return Round(
-                seq=seq,
-                round_id=_int(f[0], kind, "round id", seq, 1, MAX_ID),
-                hands=_int(f[1], kind, "hands", seq, 0, MAX_HANDS),
-            )
-        case "SETTLE":
-            return Settle(seq=seq, round_id=_int(f[0], kind, "round id", seq, 1, MAX_ID))
-        case "CARD":
-            return CardMsg(
-                seq=seq,
-                round_id=_int(f[0], kind, "round id", seq, 1, MAX_ID),
-                position=cast("ev.Position", f[1]),
-                card=f[2],
-            )
-        case "END":
-            return End(seq=seq, round_id=_int(f[0], kind, "round id", seq, 1, MAX_ID))
-        case "VOID":
-            return Void(seq=seq, round_id=_int(f[0], kind, "round id", seq, 1, MAX_ID))
-        case "ROLL":
-            return Roll(
-                seq=seq,
-                roll_id=_int(f[0], kind, "roll id", seq, 1, MAX_ID),
-                dice=_dice(f[1], f[2], kind, seq, 1),
-            )
-        case "NOROLL":
-            return NoRoll(
-                seq=seq,
-                roll_id=_int(f[0], kind, "roll id", seq, 1, MAX_ID),
-                reason=cast("ev.NoRollReason", f[1]),
-            )
-        case "CHECK":
-            return Check(
-                seq=seq,
-                roll_id=_int(f[0], kind, "roll id", seq, 1, MAX_ID),
-                dice=_dice(f[1], f[2], kind, seq, 0),  # 0 where unreadable (dice-reader-icd.md)
-                reason=cast("ev.CheckReason", f[3]),
-            )
-        case "ACK":
-            return Ack(seq=seq)
-        case "NAK":
-            return Nak(seq=seq)
-        case _:
-            return Query(seq=seq)
-
-
 def parse_body(body: str, *, device: Device | None, sender: Sender | None = None) -> Message:
     """Parse a frame body (between ``$`` and ``*``) into a message.
 
-    ``device`` limits device-to-host types to those that device sends (``None``: either);
-    ``sender`` limits the direction (``"device"``: what a host receives, ``"host"``: what a
-    device receives, ``None``: both). Raises ``FrameError`` with a specific reason and, when
-    the sequence number could be read, ``seq`` for the NAK.
+    ``device`` is the device whose messages are read (``None``: none, a device reading the
+    host); ``sender`` limits the direction (``"device"``: what a host receives, ``"host"``:
+    what a device receives, ``None``: both). Raises ``FrameError`` with a specific reason
+    and, when the sequence number could be read, ``seq`` for the NAK.
     """
     kind, seq = read_header(body)
-    count = FIELD_COUNTS.get(kind)
-    if count is None:
-        raise FrameError(f"unknown message type {kind[:12]!r}", seq=seq)
-    if kind in HOST_TYPES:
+    host = HOST_MESSAGES.get(kind)
+    spec = DEVICE_TYPES.get(kind)
+    if host is not None:
         if sender == "device":
             raise FrameError(f"{kind} is sent by the host, not by a device", seq=seq)
+        count, rest = 0, False
+    elif spec is None:
+        raise FrameError(f"unknown message type {kind[:12]!r}", seq=seq)
     elif sender == "host":
         raise FrameError(f"{kind} is sent by a device, not by the host", seq=seq)
-    elif device is not None and kind not in SENT_BY[device]:
+    elif device is None:
+        raise FrameError(f"{kind} is a device message: this reader takes the host's", seq=seq)
+    elif device not in spec.sent_by:
         raise FrameError(f"{kind} is not a {device} message", seq=seq)
-    # Only STATUS's last field (free text) may contain ',' (link-layer.md "Device status").
-    parts = body.split(",", count + 1) if kind == "STATUS" else body.split(",")
+    else:
+        count, rest = spec.count, spec.rest
+    parts = body.split(",", count + 1) if rest else body.split(",")
     if len(parts) != count + 2:
         raise FrameError(
             f"{kind} has {len(parts) - 2} fields after the sequence number, expected {count}",
             seq=seq,
         )
     try:
-        return _build(kind, seq, parts[2:])
+        if host is not None:
+            return host(seq=seq)
+        assert spec is not None  # every other case raised above
+        assert device is not None
+        return spec.read(parts[2:], seq, device)
     except FrameError as exc:
         if exc.seq is None:
             raise FrameError(exc.reason, seq=seq if seq > 0 else None) from exc
         raise
-
-
-def to_fact(msg: Message, device: Device) -> ev.DeviceFact | None:
-    """The shared event model's fact for a device message (``None`` for ACK, NAK, QUERY)."""
-    match msg:
-        case Hello():
-            return ev.DeviceHello(
-                device=device, model=msg.model, firmware=msg.firmware, serial=msg.serial
-            )
-        case Status():
-            return ev.DeviceStatus(device=device, code=msg.code, text=msg.text)
-        case Mode():
-            return ev.ModeReported(game=msg.game)
-        case Deck():
-            return ev.DeckChecked(result=msg.result)
-        case Hand():
-            return ev.HandDealt(round_id=msg.round_id, position=msg.position, cards=msg.cards)
-        case Round():
-            return ev.RoundDealt(round_id=msg.round_id, hands=msg.hands)
-        case Settle():
-            return ev.RoundSettled(round_id=msg.round_id)
-        case CardMsg():
-            return ev.CardDrawn(round_id=msg.round_id, position=msg.position, card=msg.card)
-        case End():
-            return ev.DealerDone(round_id=msg.round_id)
-        case Void():
-            return ev.RoundVoided(round_id=msg.round_id)
-        case Roll():
-            return ev.DiceRolled(roll_id=msg.roll_id, dice=msg.dice)
-        case NoRoll():
-            return ev.NoRoll(roll_id=msg.roll_id, reason=msg.reason)
-        case Check():
-            return ev.RollCheck(roll_id=msg.roll_id, dice=msg.dice, reason=msg.reason)
-        case Ack() | Nak() | Query():
-            return None
-        case _:
-            assert_never(msg)
 
 
 # ---------------------------------------------------------------------------------------
@@ -692,13 +686,3 @@ class MessageDecoder:
         except FrameError as exc:
             return BadFrame(raw=item.raw, reason=exc.reason, seq=exc.seq)
         return Decoded(raw=item.raw, message=message)
-
-
-MESSAGE_TYPES: Final[dict[str, type[Message]]] = {
-    cls.TYPE: cls
-    for cls in (
-        *(Hello, Status, Mode, Deck, Hand, Round, Settle, CardMsg, End, Void),
-        *(Roll, NoRoll, Check, Ack, Nak, Query),
-    )
-}
-"""Every message class by its wire TYPE."""

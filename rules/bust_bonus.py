@@ -20,11 +20,16 @@ dealer's hand is complete and face up; ``VOID`` cancels the round.
   (shuffler-icd.md, "What the host must check"), is not settled: it is ``flagged`` at
   ``END`` with the reasons, and kept in full for review.
 * ``VOID`` gives the outcome ``void``: nothing of the round pays.
-* Out of order (shuffler-icd.md, "What the host must check"): anything for a round that
-  is already closed (a card after ``END``, a second ``END``), or an ``END``/``VOID`` for a
-  round that is not open, is flagged at once for that round id and changes nothing else.
-  A ``CARD`` of a new round id while another round is open means the shoe moved on: the
+* Out of order (shuffler-icd.md, "What the host must check"): an ``END``/``VOID`` for a
+  round that is not open is flagged at once for that round id and changes nothing else. A
+  ``CARD`` of a new round id while another round is open means the shoe moved on: the
   open round is flagged as interrupted (it can never settle) and the new round opens.
+* Late frames: anything for a round already closed (a card after ``END``, a second ``END``
+  or ``VOID``) finds its result published and standing (shuffler-icd.md: a late frame
+  "does not publish a second result for that round"). Nothing changes; the outcome is an
+  ``AlarmRaised`` ``LATE_FRAME`` saying what arrived for which round, which the table keeps
+  among its alarms, and the journal keeps the frame for review. The shoe's ``HELLO`` ends
+  the memory of closed round ids (``forget_closed``).
 
 Card secrecy (shuffler-icd.md, "Card data is secret until it is face up"): before ``END``
 only the up card is face up, so ``view`` shows only it, and a result published before or
@@ -34,114 +39,28 @@ reason that names another card.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
-from importlib import resources
-from typing import Literal, assert_never
+from decimal import Decimal
+from typing import Final, Literal, assert_never
 
-from rules.blackjack import card_value, dealer_stands, hand_total
+from rules.blackjack import dealer_stands, hand_total
 from rules.cards import Card, parse_card
-from rules.errors import CardError, ConfigError, PaytableError
-from rules.events import BustBonusResult, CardDrawn, DealerDone, Outcome, RoundVoided
+from rules.errors import CardError, ConfigError
+from rules.events import (
+    LATE_FRAME,
+    AlarmRaised,
+    BustBonusResult,
+    CardDrawn,
+    DealerDone,
+    Outcome,
+    RoundVoided,
+)
+from rules.paytables import BUST_BONUS, BustPaytable
 
-# ---------------------------------------------------------------------------------------
-# The pay table (rule (12)), as data in rules/data/bust_bonus.json
-
-UP_CARD_ROWS: tuple[str, ...] = ("Ace", "2", "3", "4", "5", "6", "7", "8", "9", "10")
-"""The up-card rows as the seed writes them; index ``value - 1`` for blackjack value 1..10."""
-
-THREE_EIGHTS_ROW = "Bust with three 8s"
-"""The row that pays "instead of" the up card's row for exactly three eights."""
-
-EIGHT = 8
-THREE_EIGHTS_CARDS = 3
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BustPayRow:
-    """One row of the Bust Bonus pay table: its name as the seed writes it, odds to 1."""
-
-    row: str
-    off_suit: Decimal
-    suited: Decimal
-
-    def pays(self, *, suited: bool) -> Decimal:
-        """The odds of this row for a suited or off-suit bust."""
-        return self.suited if suited else self.off_suit
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BustPaytable:
-    """The pay table: one row per up card (Ace, 2..9, 10), then "Bust with three 8s"."""
-
-    rows: tuple[BustPayRow, ...]
-
-    def up_card_row(self, up_card: Card) -> BustPayRow:
-        """The row of ``up_card``: ``Ace``, ``2``..``9``, or ``10`` for any ten-value card."""
-        return self.rows[card_value(up_card) - 1]
-
-    @property
-    def three_eights(self) -> BustPayRow:
-        """The "Bust with three 8s" row."""
-        return self.rows[len(UP_CARD_ROWS)]
-
-
-def load_paytable(text: str) -> BustPaytable:
-    """Parse and validate pay-table JSON; ``PaytableError`` says exactly what is wrong.
-
-    Odds are strings holding exact decimals (never JSON numbers: no float ever touches
-    money), every row of the seed appears once in the seed's order, and every odds is
-    a positive decimal.
-    """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PaytableError(f"Bust Bonus pay table is not JSON: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
-        raise PaytableError('Bust Bonus pay table: expected an object with a "rows" list')
-    expected = (*UP_CARD_ROWS, THREE_EIGHTS_ROW)
-    rows = data["rows"]
-    names = [row.get("row") if isinstance(row, dict) else None for row in rows]
-    if tuple(names) != expected:
-        raise PaytableError(
-            f"Bust Bonus pay table rows are {names}: expected exactly {list(expected)}"
-        )
-    return BustPaytable(
-        rows=tuple(
-            BustPayRow(
-                row=row["row"],
-                off_suit=_odds(row, "off_suit"),
-                suited=_odds(row, "suited"),
-            )
-            for row in rows
-        )
-    )
-
-
-def _odds(row: dict[str, object], column: str) -> Decimal:
-    value = row.get(column)
-    where = f"Bust Bonus pay table, row {row['row']!r}, column {column!r}"
-    if not isinstance(value, str):
-        raise PaytableError(f'{where}: odds must be a decimal string such as "25", not {value!r}')
-    try:
-        odds = Decimal(value)
-    except InvalidOperation as exc:
-        raise PaytableError(f"{where}: {value!r} is not a decimal") from exc
-    if not odds.is_finite() or odds <= 0:
-        raise PaytableError(f"{where}: odds must be positive, not {value!r}")
-    return odds
-
-
-def _load_packaged_paytable() -> BustPaytable:
-    # Package data, read once at import: the pay table is configuration, not I/O at play.
-    text = resources.files("rules").joinpath("data/bust_bonus.json").read_text(encoding="utf-8")
-    return load_paytable(text)
-
-
-PAYTABLE: BustPaytable = _load_packaged_paytable()
-"""The pay table of SDAR 20:18:15:30.16(12)."""
+EIGHT: Final = 8
+THREE_EIGHTS_CARDS: Final = 3
+"""Rule (12)'s "Bust with three 8s": exactly three cards, all eights."""
 
 
 def is_suited(cards: Sequence[Card]) -> bool:
@@ -154,7 +73,7 @@ def is_three_eights(cards: Sequence[Card]) -> bool:
     return len(cards) == THREE_EIGHTS_CARDS and all(card.rank == EIGHT for card in cards)
 
 
-def bust_pays(cards: Sequence[Card], paytable: BustPaytable = PAYTABLE) -> Decimal | None:
+def bust_pays(cards: Sequence[Card], paytable: BustPaytable = BUST_BONUS) -> Decimal | None:
     """What a Bust Bonus wager pays (to 1) on the dealer's complete hand, or None if it loses.
 
     The up card is ``cards[0]``. A hand that does not bust loses (rule (9)), blackjack
@@ -166,15 +85,16 @@ def bust_pays(cards: Sequence[Card], paytable: BustPaytable = PAYTABLE) -> Decim
     return row.pays(suited=is_suited(cards))
 
 
-def up_card_row_name(card: Card) -> str:
-    """The pay-table row of an up card: ``Ace``, ``2``..``9``, or ``10`` for ``T J Q K``."""
-    return UP_CARD_ROWS[card_value(card) - 1]
-
-
 # ---------------------------------------------------------------------------------------
 # The round state machine
 
-Phase = Literal["idle", "open", "ended", "void", "interrupted"]
+ClosedAs = Literal["ended", "void", "interrupted"]
+Phase = Literal["idle", "open"] | ClosedAs
+_CLOSED_AS: dict[ClosedAs, str] = {
+    "ended": "ended",
+    "void": "was voided",
+    "interrupted": "was interrupted",
+}
 
 CLOSED_MEMORY = 64
 """How many recently closed round ids are remembered to flag late frames for them.
@@ -200,7 +120,7 @@ class BustBonusState:
     dealer_cards: tuple[str, ...] = ()
     round_cards: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
-    closed: tuple[int, ...] = ()
+    closed: tuple[tuple[int, ClosedAs], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -230,6 +150,17 @@ def open_round_id(state: BustBonusState) -> int | None:
     return state.round_id if state.phase == "open" else None
 
 
+def is_closed(state: BustBonusState, round_id: int) -> bool:
+    """Whether ``round_id`` is a recently closed round: any frame for it is a late frame."""
+    return any(closed_id == round_id for closed_id, _ in state.closed)
+
+
+def forget_closed(state: BustBonusState) -> BustBonusState:
+    """The state after the shoe's ``HELLO``: no closed round id is remembered any more
+    (shuffler-icd.md: the round counter may start again after power-up)."""
+    return replace(state, closed=())
+
+
 def view(state: BustBonusState) -> BustBonusView:
     """What the displays may see now (shuffler-icd.md: nothing before it is face up)."""
     up_card = state.dealer_cards[0] if state.dealer_cards else None
@@ -248,8 +179,9 @@ def apply(
     state: BustBonusState, fact: CardDrawn | DealerDone | RoundVoided
 ) -> tuple[BustBonusState, tuple[Outcome, ...]]:
     """The state after ``fact`` and what it concluded. Never raises on device input."""
-    if fact.round_id in state.closed:
-        return state, (_out_of_order(fact, f"round {fact.round_id} is already closed"),)
+    for closed_id, how in state.closed:
+        if closed_id == fact.round_id:
+            return state, (_late(fact, how),)
     match fact:
         case CardDrawn():
             return _card(state, fact)
@@ -387,14 +319,30 @@ def flagged_result(round_id: int, reason: str) -> BustBonusResult:
     return _unsettled(round_id, "flagged", reason)
 
 
+def _frame(fact: CardDrawn | DealerDone | RoundVoided) -> str:
+    return {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
+
+
 def _out_of_order(fact: CardDrawn | DealerDone | RoundVoided, why: str) -> BustBonusResult:
-    frame = {CardDrawn: "CARD", DealerDone: "END", RoundVoided: "VOID"}[type(fact)]
-    return flagged_result(fact.round_id, f"{frame} out of order: {why}")
+    return flagged_result(fact.round_id, f"{_frame(fact)} out of order: {why}")
 
 
-def _close(state: BustBonusState, phase: Phase) -> BustBonusState:
+def _late(fact: CardDrawn | DealerDone | RoundVoided, how: ClosedAs) -> AlarmRaised:
+    # A CARD's position only: the card may be one nobody has seen (the journal has it).
+    what = f"CARD at {fact.position}" if isinstance(fact, CardDrawn) else _frame(fact)
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="shuffler",
+        message=(
+            f"{what} for round {fact.round_id} arrived after the round {_CLOSED_AS[how]}: its "
+            "result stands; the frame is kept in the journal for review"
+        ),
+    )
+
+
+def _close(state: BustBonusState, phase: ClosedAs) -> BustBonusState:
     assert state.round_id is not None
-    closed = (*state.closed, state.round_id)[-CLOSED_MEMORY:]
+    closed = (*state.closed, (state.round_id, phase))[-CLOSED_MEMORY:]
     return replace(state, phase=phase, closed=closed)
 
 

@@ -1,6 +1,6 @@
 """The exact odds of the Bust Bonus wager, by recursion over the shoe, in fractions.
 
-Conventions (issue 3):
+Conventions (the regulation is silent on them; the README lists them):
 
 * The shoe is ``decks`` full decks; only the dealer's cards leave it (the players' cards
   are ignored: the dealer's hand is then an unbiased draw from a full shoe).
@@ -37,8 +37,9 @@ from fractions import Fraction
 from functools import lru_cache
 
 from rules.blackjack import ACE, TEN, dealer_stands, total_of_values
-from rules.bust_bonus import EIGHT, PAYTABLE, THREE_EIGHTS_CARDS, UP_CARD_ROWS, BustPaytable
+from rules.bust_bonus import EIGHT, THREE_EIGHTS_CARDS
 from rules.errors import ConfigError
+from rules.paytables import BUST_BONUS, UP_CARD_ROWS, BustPaytable
 
 SUITS_PER_DECK = 4
 CARDS_PER_DECK = 52
@@ -93,7 +94,7 @@ class BustOdds:
     house_edge: Fraction
 
 
-def odds_table(decks: int, hits_soft_17: bool, paytable: BustPaytable = PAYTABLE) -> BustOdds:
+def odds_table(decks: int, hits_soft_17: bool, paytable: BustPaytable = BUST_BONUS) -> BustOdds:
     """The exact odds of every up card and the house edge; ``ConfigError`` for decks < 1."""
     if isinstance(decks, bool) or not isinstance(decks, int) or decks < 1:
         raise ConfigError(f"a Bust Bonus shoe holds a whole number of decks >= 1, not {decks!r}")

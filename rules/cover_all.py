@@ -5,7 +5,7 @@ included in Caribbean Stud, Four Card Poker, Three Card Poker and Ultimate Texas
 is a qualifying hand of the game's pay table; rule (6): only the highest qualifying hand
 pays; rule (4): the odds depend on the number of hands in the round.
 
-"Highest" is the pay table's row order first (issue 2: the seed's row order is the rank
+"Highest" is the pay table's row order first (rule (9): the seed's row order is the rank
 order for the bonus, so in Four Card Poker a royal flush outranks four kings although the
 game itself ranks quads higher), then the game's full ranking with kickers, then the lower
 position (P1 before P8, players before DL).
@@ -27,9 +27,9 @@ from typing import Final
 
 from rules.cards import DECK, as_cards, parse_cards
 from rules.errors import CardError, HandError
-from rules.events import POSITIONS, Position
-from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_paytable, paytable
-from rules.poker import RANKINGS, PokerGame, best_cards, evaluator, poker_game
+from rules.events import POSITIONS, PokerGame, Position
+from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_paytable, cover_all_table
+from rules.poker import RANKINGS, best_cards, evaluator, poker_game
 
 # ---------------------------------------------------------------------------------------
 # The games' deals (shuffler-icd.md, "Games")
@@ -294,7 +294,7 @@ def resolve_round(
             cards=codes,
             best=best,
         )
-    table = paytable(g)
+    table = cover_all_table(g)
     odds = table.pays[table.rows.index(row)][table.columns.index(hands)]
     return Win(
         game=g,

@@ -2,14 +2,23 @@
 
 The side bets are SD 20:18:33:12 (``seeds/sd-bonus-craps.txt``); which rolls count is
 68 IAC 10-4-4 (``seeds/in-craps-invalid-rolls.txt``) as the host must apply it
-(``spec/dice-reader-icd.md``, "What the host must do"). The pay tables are data
-(``rules/data/bonus_craps.json``).
+(``spec/dice-reader-icd.md``, "What the host must do"). The bets and pay tables are data
+(``rules.paytables``).
 
 Everything goes through ``apply(state, event) -> (state, outcomes)``. The bet state is
-never patched: it is derived from the ledger of counted rolls (each counted roll carries the
-lammers after it), so voiding a roll pops it and the board is exactly what it was before the
-roll counted, and overturning the void pushes it again. Illegal decisions raise
+never patched: it is derived from the counted rolls (each carries the lammers of its series
+after it), so voiding a roll drops it and the board is exactly what it was before the roll
+counted, and overturning the void counts it again. Illegal decisions raise
 ``DecisionError`` and, the state being immutable, change nothing.
+
+**The ledger** is the table's record of every roll, decision and reversal, with who decided
+and when (dice-reader-icd.md, "What the host must do"): the daemon's journal, which keeps
+every event that came in and every outcome that went out, and replays through ``apply`` to
+this state exactly. This module keeps no copy of it. A state holds only what a decision can
+still address (the pending roll and those behind it, the latest roll, the last two counted
+rolls) and the latest ``RECENT_ROLLS`` roll events (one per roll id), which tell a decision
+on a roll the reader never reported ("unknown roll") from one whose window has closed, and
+a late copy of a roll event from a new roll.
 
 Choices where the specs are silent (documented for the README):
 
@@ -23,26 +32,33 @@ Choices where the specs are silent (documented for the README):
 * **Pending rolls are decided in order.** Only the first pending ``CHECK`` can be decided;
   a ``CHECK`` that arrived behind it waits with the ``ROLL``s and becomes pending in turn.
 * **Roll ids.** A roll event equal to the latest one (same type, id and fields) is a repeat
-  of it, kept in the ledger and otherwise ignored. Any other event is a new roll even if its
-  id was seen before (the reader's counter wraps at 999999 and restarts after a power-up):
-  decisions can only address the first pending roll or the latest roll, so an id is never
-  ambiguous. A decision naming an id the ledger has never seen is an "unknown roll".
+  of it and changes nothing (the journal has it). A roll event equal to an earlier one of
+  the latest ``RECENT_ROLLS`` (the latest event with its id) is a late frame: that roll is
+  recorded, and counted or settled if it was, already; its results stand and nothing
+  changes. The outcome is an ``AlarmRaised`` ``LATE_FRAME`` naming the roll, which the table
+  keeps among its alarms (shuffler-icd.md's rule for settled rounds, "What the host must
+  check", applied to rolls); the journal keeps the frame for review. Any other event is a
+  new roll even if its id was seen before (the reader's counter wraps at 999999 and
+  restarts after a power-up, when the reader's ``HELLO`` ends the memory of earlier rolls:
+  ``forget_recent``): decisions can only address the first pending roll or the latest
+  roll, so an id is never ambiguous. A decision naming an id that none of the latest
+  ``RECENT_ROLLS`` roll events carried is an "unknown roll".
 * A ``NOROLL`` never counts and never waits: it is recorded at once, with dice ``(0, 0)``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal, InvalidOperation
-from importlib import resources
-from itertools import islice
+from decimal import Decimal
 from types import MappingProxyType
-from typing import Final, Literal, assert_never, get_args, overload
+from typing import Final, Literal, assert_never
 
-from rules.errors import ConfigError, DecisionError, PaytableError, RulesError
+from rules.errors import DecisionError, RulesError
 from rules.events import (
+    LATE_FRAME,
+    MAX_ID,
+    AlarmRaised,
     CheckReason,
     CrapsBet,
     CrapsBetReversed,
@@ -60,15 +76,7 @@ from rules.events import (
     VoidClause,
     VoidOverturned,
 )
-
-SEVEN: Final = 7
-"""The total that loses every incomplete bet and begins a new series (20:18:33:12(1)(b))."""
-
-ROLL_ID_MAX: Final = 999_999
-"""Roll ids are the reader's own counter, 1 to 999999 (dice-reader-icd.md)."""
-
-BETS: Final[tuple[CrapsBet, ...]] = get_args(CrapsBet)
-"""The three side bets in the seed's order: All Small, All Tall, Make 'Em All."""
+from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, BetRule, bonus_craps_odds
 
 NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
     {"OFF_TABLE": "68 IAC 10-4-4(b)(1)", "EXTRA_DICE": "68 IAC 10-4-4(b)(2)"}
@@ -114,116 +122,6 @@ class RollError(RulesError, ValueError):
 
 
 # ---------------------------------------------------------------------------------------
-# Pay tables (data)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BetRule:
-    """One side bet as the seed defines it: the numbers to roll before a seven."""
-
-    bet: CrapsBet
-    name: str
-    clause: str
-    numbers: frozenset[int]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BonusCrapsData:
-    """The validated contents of ``bonus_craps.json``: bet rules and the pay tables."""
-
-    rules: tuple[BetRule, ...]
-    paytables: Mapping[int, Mapping[CrapsBet, Decimal]]
-
-
-def _fail(message: str) -> PaytableError:
-    return PaytableError(f"bonus_craps.json: {message}")
-
-
-def _numbers(bet: str, value: object) -> frozenset[int]:
-    if not isinstance(value, list) or not value:
-        raise _fail(f"bets.{bet}.numbers must be a non-empty list of totals")
-    out: set[int] = set()
-    for item in value:
-        # bool is an int to Python; a total of true is a data error all the same.
-        if type(item) is not int or not 2 <= item <= 12 or item == SEVEN:
-            raise _fail(f"bets.{bet}.numbers: {item!r} is not a total of 2 to 12 other than 7")
-        if item in out:
-            raise _fail(f"bets.{bet}.numbers: {item} is listed twice")
-        out.add(item)
-    return frozenset(out)
-
-
-def _odds(where: str, value: object) -> Decimal:
-    # Odds are strings holding an exact decimal (mqtt-api.md "Conventions"): a JSON number
-    # would pass through float on the way in.
-    if not isinstance(value, str):
-        raise _fail(f"{where} must be a string holding an exact decimal, not {value!r}")
-    try:
-        odds = Decimal(value)
-    except InvalidOperation:
-        raise _fail(f"{where}: {value!r} is not a decimal") from None
-    if not odds.is_finite() or odds <= 0:
-        raise _fail(f"{where}: {value!r} is not a positive amount to 1")
-    return odds
-
-
-def parse_data(text: str) -> BonusCrapsData:
-    """Validate the text of ``bonus_craps.json``; ``PaytableError`` names the bad field."""
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _fail(f"not JSON: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise _fail("the top level must be an object")
-    bets, tables = raw.get("bets"), raw.get("paytables")
-    if not isinstance(bets, dict) or set(bets) != set(BETS):
-        raise _fail(f"bets must be an object with exactly {', '.join(BETS)}")
-    rules: list[BetRule] = []
-    for bet in BETS:
-        spec = bets[bet]
-        if not isinstance(spec, dict):
-            raise _fail(f"bets.{bet} must be an object")
-        name, clause = spec.get("name"), spec.get("clause")
-        if not isinstance(name, str) or not name or not isinstance(clause, str):
-            raise _fail(f"bets.{bet} needs a name and a clause (strings)")
-        rules.append(
-            BetRule(bet=bet, name=name, clause=clause, numbers=_numbers(bet, spec.get("numbers")))
-        )
-    if not isinstance(tables, dict) or not tables:
-        raise _fail("paytables must be a non-empty object")
-    paytables: dict[int, Mapping[CrapsBet, Decimal]] = {}
-    for key, row in tables.items():
-        # Plain ASCII digits, no leading zero: str.isdigit() also holds for "²", which
-        # int() refuses, and "01" would silently replace pay table 1.
-        if not (key.isascii() and key.isdigit() and key[0] != "0"):
-            raise _fail(f"paytables: {key!r} is not a pay table number")
-        if not isinstance(row, dict) or set(row) != set(BETS):
-            raise _fail(f"paytables.{key} must give the odds of exactly {', '.join(BETS)}")
-        paytables[int(key)] = MappingProxyType(
-            {bet: _odds(f"paytables.{key}.{bet}", row[bet]) for bet in BETS}
-        )
-    return BonusCrapsData(rules=tuple(rules), paytables=MappingProxyType(paytables))
-
-
-DATA: Final = parse_data(
-    resources.files("rules").joinpath("data", "bonus_craps.json").read_text(encoding="utf-8")
-)
-"""The pay tables and bet rules lammer runs, loaded and validated once at import."""
-
-RULES: Final[Mapping[CrapsBet, BetRule]] = MappingProxyType({r.bet: r for r in DATA.rules})
-"""Each bet's rule, by bet."""
-
-
-def paytable_odds(paytable: int) -> Mapping[CrapsBet, Decimal]:
-    """The odds (to 1) of each bet under a pay table; ``ConfigError`` for an unknown one."""
-    # bool is an int; "paytable: true" in a configuration is a mistake, not pay table 1.
-    if type(paytable) is not int or paytable not in DATA.paytables:
-        known = " or ".join(str(k) for k in sorted(DATA.paytables))
-        raise ConfigError(f"Bonus Craps pay table {paytable!r} does not exist: choose {known}")
-    return DATA.paytables[paytable]
-
-
-# ---------------------------------------------------------------------------------------
 # State
 
 
@@ -257,103 +155,9 @@ class CountedRoll:
     """Numbers hit in the series after this roll; empty after a seven (a new series)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerEntry:
-    """One line of the table's roll record: what came in and what it changed.
-
-    Decisions carry who decided (``operator``) and when (``at``); reversals are among the
-    outcomes of the decision that caused them.
-    """
-
-    event: DiceFact | Decision
-    outcomes: tuple[Outcome, ...]
-    note: str | None = None
-
-
-LEDGER_MEMORY: Final = 2000
-"""The latest ledger entries kept in memory (between this and twice this many)."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Node:
-    entry: LedgerEntry
-    below: _Node | None
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Ledger(Sequence[LedgerEntry]):
-    """The table's roll record, oldest first: a persistent list.
-
-    Appending shares everything before it, so each state keeps its own record at O(1) a
-    step and replaying a long journal stays linear. Equality and hashing walk the entries
-    (not recursion: a day's record is deeper than Python's stack).
-    """
-
-    _top: _Node | None = None
-    _size: int = 0
-
-    def append(self, entry: LedgerEntry) -> Ledger:
-        """A new ledger with ``entry`` after the others; this one is unchanged.
-
-        Memory is bounded: once the ledger holds ``2 * LEDGER_MEMORY`` entries it keeps
-        only the latest ``LEDGER_MEMORY`` (one copy of that many every ``LEDGER_MEMORY``
-        appends: O(1) amortised). The table's full record is the daemon's journal, which
-        keeps every roll and decision with who and when; what a decision can still
-        address (the pending roll, the latest roll) is never among the dropped entries.
-        """
-        if self._size + 1 > 2 * LEDGER_MEMORY:
-            kept = [*list(reversed(self))[: LEDGER_MEMORY - 1][::-1], entry]
-            top: _Node | None = None
-            for item in kept:
-                top = _Node(item, top)
-            return Ledger(top, len(kept))
-        return Ledger(_Node(entry, self._top), self._size + 1)
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __reversed__(self) -> Iterator[LedgerEntry]:
-        node = self._top
-        while node is not None:
-            yield node.entry
-            node = node.below
-
-    def __iter__(self) -> Iterator[LedgerEntry]:
-        return iter(list(reversed(self))[::-1])
-
-    @overload
-    def __getitem__(self, index: int) -> LedgerEntry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[LedgerEntry, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> LedgerEntry | tuple[LedgerEntry, ...]:
-        if isinstance(index, slice):
-            return tuple(self)[index]
-        position = index + self._size if index < 0 else index
-        if not 0 <= position < self._size:
-            raise IndexError(f"ledger index {index} out of range for {self._size} entries")
-        return next(islice(reversed(self), self._size - 1 - position, None))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Ledger):
-            return NotImplemented
-        if self._size != other._size:
-            return False
-        mine, theirs = self._top, other._top
-        while mine is not theirs:  # a shared past is equal without looking
-            assert mine is not None  # same size, so both end together
-            assert theirs is not None
-            if mine.entry != theirs.entry:
-                return False
-            mine, theirs = mine.below, theirs.below
-        return True
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"Ledger({list(self)!r})"
+RECENT_ROLLS: Final = 100
+"""How many of the latest roll events (one per roll id) a state keeps: to word a refused
+decision, and to know a late copy of a roll event."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -363,7 +167,8 @@ class CrapsState:
     ``counted`` is the latest two counted rolls, in order (the bets are derived from them:
     each carries the lammers after it; two are enough to undo the latest), ``queue`` the
     pending ``CHECK`` (first) and the rolls waiting behind it, ``latest`` the latest roll
-    event, ``latest_invalid`` whether it stands declared invalid, ``ledger`` the record.
+    event, ``latest_invalid`` whether it stands declared invalid, ``recent_rolls`` the latest
+    roll event of each recent roll id, oldest first (at most ``RECENT_ROLLS``).
     """
 
     paytable: int
@@ -371,7 +176,7 @@ class CrapsState:
     queue: tuple[Arrival, ...] = ()
     latest: Arrival | None = None
     latest_invalid: bool = False
-    ledger: Ledger = Ledger()
+    recent_rolls: tuple[DiceFact, ...] = ()
 
 
 def initial_state(paytable: int) -> CrapsState:
@@ -379,7 +184,7 @@ def initial_state(paytable: int) -> CrapsState:
 
     ``ConfigError`` for a pay table the data does not hold (1 and 2).
     """
-    paytable_odds(paytable)
+    bonus_craps_odds(paytable)
     return CrapsState(paytable=paytable)
 
 
@@ -473,7 +278,7 @@ def _bet_board(rule: BetRule, pays: Decimal, hit: frozenset[int]) -> BetBoard:
 def board(state: CrapsState) -> CrapsBoard:
     """The board of the current series: lammers, per bet progress, betting, pending roll."""
     hit = _series_hit(state.counted)
-    odds = paytable_odds(state.paytable)
+    odds = bonus_craps_odds(state.paytable)
     pending = None
     if state.queue:
         front = state.queue[0]
@@ -484,9 +289,9 @@ def board(state: CrapsState) -> CrapsBoard:
         # may yet be the series' first, so betting waits for the decision.
         betting_open=_series_empty(state.counted) and not state.queue,
         numbers_hit=tuple(sorted(hit)),
-        all_small=_bet_board(RULES["all_small"], odds["all_small"], hit),
-        all_tall=_bet_board(RULES["all_tall"], odds["all_tall"], hit),
-        make_em_all=_bet_board(RULES["make_em_all"], odds["make_em_all"], hit),
+        all_small=_bet_board(BET_RULES["all_small"], odds["all_small"], hit),
+        all_tall=_bet_board(BET_RULES["all_tall"], odds["all_tall"], hit),
+        make_em_all=_bet_board(BET_RULES["make_em_all"], odds["make_em_all"], hit),
         pending_roll=pending,
     )
 
@@ -500,7 +305,7 @@ def _settlements(
 ) -> tuple[CrapsBetSettled, ...]:
     """What one counted roll settles, given the lammers before it (pure, so undo is exact)."""
     out: list[CrapsBetSettled] = []
-    for rule in DATA.rules:
+    for rule in BONUS_CRAPS.rules:
         if rule.numbers <= before:
             continue  # won earlier in the series and taken down: 20:18:33:12(1)(c), (1)(f)
         if total == SEVEN:
@@ -530,7 +335,7 @@ def _count(
     recorded = RollRecorded(
         roll_id=arrival.roll_id, dice=arrival.dice, total=total, status=status, reason=reason
     )
-    settled = _settlements(paytable_odds(state.paytable), before, arrival.roll_id, total)
+    settled = _settlements(bonus_craps_odds(state.paytable), before, arrival.roll_id, total)
     # Only the latest counted roll can be voided, and undoing it needs only the one before.
     return replace(state, counted=(*state.counted[-1:], roll)), (recorded, *settled)
 
@@ -574,9 +379,9 @@ def _pending(arrival: Arrival, reason: str) -> RollRecorded:
 
 
 def _validate_fact(fact: DiceFact) -> None:
-    if type(fact.roll_id) is not int or not 1 <= fact.roll_id <= ROLL_ID_MAX:
+    if type(fact.roll_id) is not int or not 1 <= fact.roll_id <= MAX_ID:
         raise RollError(
-            f"roll id {fact.roll_id!r} is out of range 1 to {ROLL_ID_MAX}", roll_id=fact.roll_id
+            f"roll id {fact.roll_id!r} is out of range 1 to {MAX_ID}", roll_id=fact.roll_id
         )
     match fact:
         case DiceRolled(dice=dice):
@@ -610,13 +415,18 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
     _validate_fact(fact)
     latest = state.latest
     if latest is not None and latest.fact == fact:
-        # The same roll reported twice (same id and fields): record it, count it once.
-        note = f"repeat of roll {fact.roll_id}: already recorded, ignored"
-        entry = LedgerEntry(event=fact, outcomes=(), note=note)
-        return replace(state, ledger=state.ledger.append(entry)), ()
+        # The same roll reported twice (same id and fields): it counts once.
+        return state, ()
+    if _known(state, fact.roll_id) == fact:
+        return state, (_late(fact),)
     arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact)
     # A new roll closes the void and overturn windows of the one before (module docstring).
-    new = replace(state, latest=arrival, latest_invalid=False)
+    new = replace(
+        state,
+        latest=arrival,
+        latest_invalid=False,
+        recent_rolls=_remember(state.recent_rolls, fact),
+    )
     outcomes: tuple[Outcome, ...]
     match fact:
         case NoRoll(reason=reason):
@@ -641,9 +451,49 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
             new, outcomes = _count(new, arrival, "counted", None)  # "A ROLL counts at once."
         case _:
             assert_never(fact)
-    return replace(
-        new, ledger=new.ledger.append(LedgerEntry(event=fact, outcomes=outcomes))
-    ), outcomes
+    return new, outcomes
+
+
+def _remember(recent: tuple[DiceFact, ...], fact: DiceFact) -> tuple[DiceFact, ...]:
+    """The recent roll events with ``fact`` the latest, the only one of its roll id, the
+    oldest dropped beyond ``RECENT_ROLLS``: a copy of at most that many per roll event."""
+    kept = tuple(f for f in recent if f.roll_id != fact.roll_id)
+    return (*kept[max(0, len(kept) - RECENT_ROLLS + 1) :], fact)
+
+
+def _known(state: CrapsState, roll_id: int) -> DiceFact | None:
+    """The latest recent roll event with ``roll_id``, if any."""
+    for fact in reversed(state.recent_rolls):
+        if fact.roll_id == roll_id:
+            return fact
+    return None
+
+
+_FRAMES: Final[Mapping[type[DiceFact], str]] = MappingProxyType(
+    {DiceRolled: "ROLL", NoRoll: "NOROLL", RollCheck: "CHECK"}
+)
+
+
+def _late(fact: DiceFact) -> AlarmRaised:
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="dice_reader",
+        message=(
+            f"{_FRAMES[type(fact)]} for roll {fact.roll_id} arrived again after later rolls: "
+            "that roll is recorded already and its results stand; the frame is kept in the "
+            "journal for review"
+        ),
+    )
+
+
+def forget_recent(state: CrapsState) -> CrapsState:
+    """The state after the reader's ``HELLO``: earlier roll events are forgotten (its roll
+    counter may start again after a power-up), except those a decision can still address
+    (the pending roll, those behind it, the latest)."""
+    recent: tuple[DiceFact, ...] = ()
+    for arrival in (*state.queue, *((state.latest,) if state.latest is not None else ())):
+        recent = _remember(recent, arrival.fact)
+    return replace(state, recent_rolls=recent)
 
 
 def _drain(
@@ -680,15 +530,10 @@ def _validate_decision(state: CrapsState, decision: Decision) -> None:
 
 def _refuse(state: CrapsState, roll_id: int, message: str) -> DecisionError:
     """The error for an illegal decision; "unknown roll" first if the reader never sent it."""
-    # Scanning the ledger is linear, so it is done only on the way to an error.
-    if not any(
-        not isinstance(entry.event, RollDecided | RollVoided | VoidOverturned)
-        and entry.event.roll_id == roll_id
-        for entry in state.ledger
-    ):
+    if _known(state, roll_id) is None:
         message = (
             f"unknown roll {roll_id}: the dice reader has reported no such roll"
-            f" in the latest {len(state.ledger)} entries of the roll record"
+            f" among its latest {len(state.recent_rolls)} roll events"
         )
     return DecisionError(message, roll_id=roll_id)
 
@@ -742,7 +587,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
             rest = replace(rest, latest_invalid=True)
     rest, drained = _drain(rest, front, state.queue[1:])
     outcomes = (*outcomes, *drained)
-    return _record(rest, decision, outcomes)
+    return rest, outcomes
 
 
 def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Outcome, ...]]:
@@ -771,7 +616,7 @@ def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Ou
     # Undo by construction: the lammers are those of the roll before; what the roll settled
     # is recomputed from them and taken back (dice-reader-icd.md: "undone exactly").
     taken_back = _settlements(
-        paytable_odds(state.paytable), _series_hit(before), roll_id, voided.total
+        bonus_craps_odds(state.paytable), _series_hit(before), roll_id, voided.total
     )
     outcomes: tuple[Outcome, ...] = (
         RollRecorded(
@@ -783,7 +628,7 @@ def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Ou
         ),
         *(CrapsBetReversed(roll_id=roll_id, bet=s.bet, outcome=s.outcome) for s in taken_back),
     )
-    return _record(replace(state, counted=before, latest_invalid=True), decision, outcomes)
+    return replace(state, counted=before, latest_invalid=True), outcomes
 
 
 def _overturn(
@@ -810,14 +655,7 @@ def _overturn(
         )
     reason = f"declaration of invalid overturned by {decision.operator} ({_OVERTURN_CLAUSE})"
     new, outcomes = _count(replace(state, latest_invalid=False), latest, "reinstated", reason)
-    return _record(new, decision, outcomes)
-
-
-def _record(
-    state: CrapsState, decision: Decision, outcomes: tuple[Outcome, ...]
-) -> tuple[CrapsState, tuple[Outcome, ...]]:
-    entry = LedgerEntry(event=decision, outcomes=outcomes)
-    return replace(state, ledger=state.ledger.append(entry)), outcomes
+    return new, outcomes
 
 
 # ---------------------------------------------------------------------------------------

@@ -21,8 +21,9 @@ from fractions import Fraction
 from functools import cache
 from typing import Final
 
-from rules.craps import BETS, RULES, SEVEN, RollError, paytable_odds
+from rules.craps import RollError
 from rules.events import CrapsBet
+from rules.paytables import BET_RULES, CRAPS_BETS, SEVEN, bonus_craps_odds
 
 WAYS: Final[dict[int, int]] = {
     total: sum(1 for a in range(1, 7) for b in range(1, 7) if a + b == total)
@@ -63,9 +64,9 @@ def live_probability(bet: CrapsBet, hit: Iterable[int]) -> Fraction:
                 f"{total!r} cannot be a number hit: numbers are the totals 2 to 12 other than "
                 "7 (a seven ends the series)"
             )
-    if bet not in RULES:
-        raise RollError(f"{bet!r} is not a Bonus Craps bet: choose {', '.join(BETS)}")
-    return _complete(RULES[bet].numbers - seen)
+    if bet not in BET_RULES:
+        raise RollError(f"{bet!r} is not a Bonus Craps bet: choose {', '.join(CRAPS_BETS)}")
+    return _complete(BET_RULES[bet].numbers - seen)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,15 +87,15 @@ def odds_table(paytable: int) -> tuple[BetOdds, ...]:
 
     ``ConfigError`` for a pay table the data does not hold.
     """
-    pays = paytable_odds(paytable)
+    pays = bonus_craps_odds(paytable)
     out: list[BetOdds] = []
-    for bet in BETS:
-        probability = _complete(RULES[bet].numbers)
+    for bet in CRAPS_BETS:
+        probability = _complete(BET_RULES[bet].numbers)
         win = pays[bet]
         out.append(
             BetOdds(
                 bet=bet,
-                name=RULES[bet].name,
+                name=BET_RULES[bet].name,
                 probability=probability,
                 pays=win,
                 # Fraction(Decimal) is exact: the edge is a fraction in lowest terms.

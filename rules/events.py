@@ -22,13 +22,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal
+from typing import Final, Literal, get_args
 
 # ---------------------------------------------------------------------------------------
-# Vocabulary (spec names)
+# Vocabulary (spec names): each spelled out here once; every layer imports it from here.
 
 Device = Literal["shuffler", "dice_reader"]
-Game = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"]
+DEVICES: Final[tuple[Device, ...]] = get_args(Device)
+
+PokerGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH"]
+"""The poker games, which carry the Cover All Bonus (shuffler-icd.md "Games")."""
+Game = Literal[PokerGame, "BJ"]
+"""What the shuffler's ``MODE`` names: the poker games and the blackjack shoe's ``BJ``."""
+TableGame = Literal[Game, "CRAPS"]
+"""What a table plays (its configuration): a shuffler's game, or ``CRAPS`` (dice reader)."""
+POKER_GAMES: Final[tuple[PokerGame, ...]] = get_args(PokerGame)
+GAMES: Final[tuple[Game, ...]] = get_args(Game)
+TABLE_GAMES: Final[tuple[TableGame, ...]] = get_args(TableGame)
+
+MAX_ID: Final = 999_999
+"""Round ids and roll ids are the device's own counter, 1 to 999999 (shuffler-icd.md,
+dice-reader-icd.md): it wraps, and may start again at 1 after a power-up."""
+
 Position = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL", "CM"]
 DeckResult = Literal["OK", "SHORT", "EXTRA", "DUPLICATE", "FOREIGN"]
 NoRollReason = Literal["OFF_TABLE", "EXTRA_DICE"]  # 68 IAC 10-4-4(b)(1), (b)(2)
@@ -38,7 +53,10 @@ CheckReason = Literal[  # 68 IAC 10-4-4(c): (1) (4) (5) (7) (8) (9) (10) (11)
 VoidClause = Literal[2, 3, 6]  # 68 IAC 10-4-4(c)(2), (3), (6): what the reader cannot see
 CrapsBet = Literal["all_small", "all_tall", "make_em_all"]
 
-POSITIONS: tuple[Position, ...] = ("P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL", "CM")
+POSITIONS: Final[tuple[Position, ...]] = get_args(Position)
+DECK_RESULTS: Final[tuple[DeckResult, ...]] = get_args(DeckResult)
+NOROLL_REASONS: Final[tuple[NoRollReason, ...]] = get_args(NoRollReason)
+CHECK_REASONS: Final[tuple[CheckReason, ...]] = get_args(CheckReason)
 
 # ---------------------------------------------------------------------------------------
 # Device facts: both devices
@@ -315,9 +333,17 @@ class BustBonusResult:
     reason: str | None
 
 
+LATE_FRAME: Final = "LATE_FRAME"
+"""The alarm a game's machine raises for a late frame: one for a round (or roll) whose result
+is already published. The result stands (shuffler-icd.md "What the host must check": a
+screen must never turn a paid round into "flagged"); the daemon's journal keeps the frame
+for review. ``rules.table`` says when it clears."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlarmRaised:
-    """A check of the specs failed; stays active until cleared."""
+    """A check of the specs failed; stays active until cleared. A game's machine may return
+    one among its outcomes (``LATE_FRAME``): the table keeps it in its list of alarms."""
 
     code: str
     device: Device | None

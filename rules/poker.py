@@ -6,7 +6,8 @@ Three rankings cover the six games:
   exactly five cards; an Ultimate Texas Hold'em hand is the best five of seven.
 * ``FOUR_CARD``: Four Card Poker, the best four of five (players) or six (dealer). Four of a
   kind ranks above a straight flush, three of a kind above a flush, a flush above a straight
-  (issue 2); A-K-Q-J of one suit is its royal flush, four aces its top hand.
+  (the game's own ranking; README "Choices"); A-K-Q-J of one suit is its royal flush, four
+  aces its top hand.
 * ``THREE_CARD``: Three Card Poker. Straight flush, three of a kind, straight, flush, pair;
   A-K-Q suited is its royal flush.
 
@@ -31,15 +32,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations, combinations_with_replacement
-from typing import Final, Literal
+from typing import Final
 
 from rules.errors import HandError
-
-PokerGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH"]
-"""The shuffler's poker game codes (shuffler-icd.md, "Games")."""
-
-POKER_GAMES: Final[tuple[PokerGame, ...]] = ("CSP", "FCP", "LIR", "MSP", "TCP", "UTH")
-"""Every poker game code, in the order of the spec's table."""
+from rules.events import POKER_GAMES, PokerGame
 
 
 def poker_game(game: str) -> PokerGame:

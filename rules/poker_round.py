@@ -30,9 +30,15 @@ frames out of order:
   flagged, and so is the open round if there is one (the shuffler and the host disagree
   about which round is being dealt, so neither can be trusted);
 * a second ``HAND`` for a position, a second ``ROUND``, ``SETTLE`` before ``ROUND``;
-* anything for a round already closed (settled, void, flagged, abandoned): flagged, and
-  nothing else changes. The last ``CLOSED_MEMORY`` closed round ids are remembered, far
-  more than a stray frame could lag and far fewer than the counter's 999999 before it wraps.
+* anything for a round already closed (settled, void, flagged, abandoned) is a late frame:
+  its result is published already and stands (shuffler-icd.md, "What the host must check":
+  a screen must never turn a paid round into "flagged"; for a flagged round, the first
+  reason stands). Nothing changes and no result is published: the outcome is an
+  ``AlarmRaised`` ``LATE_FRAME`` saying what arrived for which round, which the table keeps
+  among its alarms; the journal keeps the frame for review. The last ``CLOSED_MEMORY``
+  closed round ids are remembered, far more than a stray frame could lag and far fewer than
+  the counter's 999999 before it wraps, until the shuffler says ``HELLO``
+  (``forget_closed``: its round counter may start again after a power-up).
 """
 
 from __future__ import annotations
@@ -43,24 +49,26 @@ from typing import Final, Literal, assert_never
 from rules.cover_all import Flagged, NoQualifier, Win, check_deal, check_hand, resolve_round
 from rules.errors import ConfigError, HandError
 from rules.events import (
+    LATE_FRAME,
+    MAX_ID,
+    AlarmRaised,
     CoverAllPayouts,
     CoverAllResult,
     Game,
     HandDealt,
     HighestHand,
     Outcome,
+    PokerGame,
     Position,
     RoundDealt,
     RoundSettled,
     RoundVoided,
 )
 from rules.paytables import cover_all_paytable
-from rules.poker import PokerGame, poker_game
+from rules.poker import poker_game
 
 CLOSED_MEMORY: Final = 64
 """How many closed round ids are remembered to recognise late frames."""
-
-MAX_ROUND_ID: Final = 999999  # shuffler-icd.md: "Round ids are ... 1 to 999999"
 
 Closing = Literal["settled", "void", "flagged", "abandoned"]
 PokerFact = HandDealt | RoundDealt | RoundSettled | RoundVoided
@@ -96,16 +104,27 @@ def open_round_id(state: PokerRoundState) -> int | None:
     return state.round_id
 
 
+def is_closed(state: PokerRoundState, round_id: int) -> bool:
+    """Whether ``round_id`` is a recently closed round: any frame for it is a late frame."""
+    return any(closed_id == round_id for closed_id, _ in state.closed)
+
+
+def forget_closed(state: PokerRoundState) -> PokerRoundState:
+    """The state after the shuffler's ``HELLO``: no closed round id is remembered any more
+    (shuffler-icd.md: a shuffler's round counter may start again after power-up). The open
+    round, if any, stays open."""
+    return replace(state, closed=())
+
+
 def apply(state: PokerRoundState, fact: PokerFact) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
     """The state after ``fact`` and what it concluded. Never raises on device input."""
     rid = fact.round_id
-    if not 1 <= rid <= MAX_ROUND_ID:
-        reason = f"{_frame(fact)} for round {rid}: round ids run from 1 to {MAX_ROUND_ID}"
+    if not 1 <= rid <= MAX_ID:
+        reason = f"{_frame(fact)} for round {rid}: round ids run from 1 to {MAX_ID}"
         return state, (_flag(state, rid, None, reason),)
     for closed_id, how in state.closed:
         if closed_id == rid:
-            reason = f"{_frame(fact)} for round {rid}, which was already {how}: out of order"
-            return state, (_flag(state, rid, None, reason),)
+            return state, (_late(fact, how),)
     if isinstance(fact, HandDealt):
         return _hand(state, fact)
     if state.round_id != rid:
@@ -133,6 +152,18 @@ def _frame(fact: PokerFact) -> str:
             return "VOID"
         case _:
             assert_never(fact)
+
+
+def _late(fact: PokerFact, how: Closing) -> AlarmRaised:
+    return AlarmRaised(
+        code=LATE_FRAME,
+        device="shuffler",
+        message=(
+            f"{_frame(fact)} for round {fact.round_id} arrived after the round was "
+            f"{'voided' if how == 'void' else how}: its result stands; the frame is kept in "
+            "the journal for review"
+        ),
+    )
 
 
 def flagged_result(game: Game, round_id: int, hands: int | None, reason: str) -> CoverAllResult:

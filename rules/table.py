@@ -18,6 +18,16 @@ It routes each fact or decision to the game's own machine (``poker_round``,
 * **Frames for another game** (a ``ROLL`` at a poker table, a ``CARD`` outside ``BJ``):
   alarm ``UNEXPECTED_FRAME`` until the device says ``HELLO`` again; the frame changes
   nothing.
+* **Late frames** (shuffler-icd.md, "What the host must check": a late frame for a settled
+  or void round "raises an alarm and is journaled for review, but does not publish a second
+  result for that round"): a game's machine answers a frame for a round it has closed, or a
+  copy of a roll it has recorded, with an ``AlarmRaised`` ``LATE_FRAME`` instead of a result;
+  the table keeps it among its alarms (one per device: a later late frame updates its
+  message) and flags nothing, whatever the shuffler's mode or deck. It clears when the
+  device's play goes on in order: for the shuffler, the next ``SETTLE``, ``END`` or ``VOID``
+  of the open round; for the dice reader, the next roll event recorded; or when the device
+  says ``HELLO``. A ``HELLO`` also ends the game's memory of closed rounds and recent rolls
+  (shuffler-icd.md: a round counter may start again after power-up).
 
 The time of each event is passed in (``at``); nothing here reads a clock, so replaying
 the journal with its recorded times rebuilds the table exactly, alarms' ``since``
@@ -28,11 +38,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal, assert_never, get_args
+from typing import assert_never
 
 from rules import bust_bonus, craps, poker_round
 from rules.errors import ConfigError, DecisionError
 from rules.events import (
+    LATE_FRAME,
+    POKER_GAMES,
+    TABLE_GAMES,
     AlarmCleared,
     AlarmRaised,
     CardDrawn,
@@ -53,16 +66,14 @@ from rules.events import (
     Outcome,
     RollCheck,
     RollDecided,
+    RollRecorded,
     RollVoided,
     RoundDealt,
     RoundSettled,
     RoundVoided,
+    TableGame,
     VoidOverturned,
 )
-
-TableGame = Game | Literal["CRAPS"]
-TABLE_GAMES: tuple[str, ...] = (*get_args(Game), "CRAPS")
-POKER_GAMES: tuple[Game, ...] = ("CSP", "FCP", "LIR", "MSP", "TCP", "UTH")
 
 TableEvent = DeviceFact | Decision
 
@@ -135,7 +146,7 @@ def initial_state(
     """A table that has just started: devices not yet connected (alarmed), nothing dealt."""
     if game not in TABLE_GAMES:
         raise ConfigError(f"unknown table game {game!r}: expected one of {', '.join(TABLE_GAMES)}")
-    table_game: TableGame = game  # type: ignore[assignment]  # checked just above
+    table_game: TableGame = game
     devices = devices_for(table_game)
     state = TableState(
         game=table_game,
@@ -197,7 +208,11 @@ def apply(
             if state.craps is None:
                 return _unexpected(state, "dice_reader", event, at)
             new_craps, outcomes = craps.apply(state.craps, event)
-            return replace(state, craps=new_craps), outcomes
+            state, outcomes = _game_alarms(replace(state, craps=new_craps), outcomes, at)
+            if any(isinstance(o, RollRecorded) for o in outcomes):  # recorded in order
+                state, cleared = _clear(state, LATE_FRAME, "dice_reader")
+                outcomes += cleared
+            return state, outcomes
         case RollDecided() | RollVoided() | VoidOverturned():
             if state.craps is None:
                 raise _not_craps(event.roll_id)
@@ -286,8 +301,20 @@ def _hello(
     if hello.device not in dict(state.devices):
         return _unexpected(state, hello.device, None, at)
     state = _set_device(state, hello.device, replace(state.device(hello.device), hello=hello))
-    # A HELLO starts the device afresh: a frame for another game was the old session's.
-    return _clear(state, "UNEXPECTED_FRAME", hello.device)
+    # A HELLO starts the device afresh: its round or roll counter may start again
+    # (shuffler-icd.md "What the host must check"), so earlier round and roll ids are
+    # forgotten; a frame for another game, or a late one, was the old session's.
+    if hello.device == "shuffler":
+        state = replace(
+            state,
+            poker=None if state.poker is None else poker_round.forget_closed(state.poker),
+            bust=None if state.bust is None else bust_bonus.forget_closed(state.bust),
+        )
+    elif state.craps is not None:
+        state = replace(state, craps=craps.forget_recent(state.craps))
+    state, unexpected = _clear(state, "UNEXPECTED_FRAME", hello.device)
+    state, late = _clear(state, LATE_FRAME, hello.device)
+    return state, unexpected + late
 
 
 def _status(
@@ -418,17 +445,59 @@ def _poker(
     state: TableState, fact: HandDealt | RoundDealt | RoundSettled | RoundVoided, at: datetime
 ) -> tuple[TableState, tuple[Outcome, ...]]:
     assert state.poker is not None
-    del at
+    late = poker_round.is_closed(state.poker, fact.round_id)
+    closes = isinstance(fact, RoundSettled | RoundVoided) and (
+        poker_round.open_round_id(state.poker) == fact.round_id
+    )
     new_poker, outcomes = poker_round.apply(state.poker, fact)
     state = replace(state, poker=new_poker)
-    return _filter(state, fact.round_id, outcomes)
+    return _round_outcomes(state, fact.round_id, outcomes, late=late, closes=closes, at=at)
 
 
 def _bust(
     state: TableState, fact: CardDrawn | DealerDone | RoundVoided, at: datetime
 ) -> tuple[TableState, tuple[Outcome, ...]]:
     assert state.bust is not None
-    del at
+    late = bust_bonus.is_closed(state.bust, fact.round_id)
+    closes = isinstance(fact, DealerDone | RoundVoided) and (
+        bust_bonus.open_round_id(state.bust) == fact.round_id
+    )
     new_bust, outcomes = bust_bonus.apply(state.bust, fact)
     state = replace(state, bust=new_bust)
-    return _filter(state, fact.round_id, outcomes)
+    return _round_outcomes(state, fact.round_id, outcomes, late=late, closes=closes, at=at)
+
+
+def _round_outcomes(
+    state: TableState,
+    round_id: int,
+    outcomes: tuple[Outcome, ...],
+    *,
+    late: bool,
+    closes: bool,
+    at: datetime,
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """A card game's outcomes for a frame of ``round_id``, with the table's checks on top."""
+    state, outcomes = _game_alarms(state, outcomes, at)
+    if late:
+        # The round's result is published and stands: nothing to flag or withhold.
+        return state, outcomes
+    state, outcomes = _filter(state, round_id, outcomes)
+    if closes:  # the shuffler's play goes on in order
+        state, cleared = _clear(state, LATE_FRAME, "shuffler")
+        outcomes += cleared
+    return state, outcomes
+
+
+def _game_alarms(
+    state: TableState, outcomes: tuple[Outcome, ...], at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """A game's machine names an alarm among its outcomes (``LATE_FRAME``); the table keeps
+    the list of active alarms, so it raises (or updates) it here, with its ``since``."""
+    out: list[Outcome] = []
+    for outcome in outcomes:
+        if isinstance(outcome, AlarmRaised):
+            state, raised = _raise(state, outcome.code, outcome.device, outcome.message, at)
+            out.extend(raised)
+        else:
+            out.append(outcome)
+    return state, tuple(out)

@@ -34,12 +34,11 @@ import signal
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import get_args
 
 import structlog
 
 from drivers.messages import DeviceMessage
-from rules.events import Game
+from rules.events import GAMES
 from simulators.device_link import ACK_TIMEOUT, LinkTimings
 from simulators.dice import DiceGame
 from simulators.faults import Faults
@@ -178,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="device", required=True, metavar="DEVICE")
 
     shuffler = sub.add_parser("shuffler", help="an i-Deal-style shuffler (or BJ card-reading shoe)")
-    shuffler.add_argument("--game", required=True, choices=get_args(Game), help="the mode")
+    shuffler.add_argument("--game", required=True, choices=GAMES, help="the mode")
     shuffler.add_argument("--rounds", type=_count, help="play N rounds, then stop")
     shuffler.add_argument(
         "--interval",
@@ -280,7 +279,7 @@ def _print_path(path: str) -> None:
 
 
 def _record(path: Path, sent: Sequence[DeviceMessage]) -> None:
-    path.write_text(format_script(Send((m.TYPE, *m.fields())) for m in sent), encoding="utf-8")
+    path.write_text(format_script(Send((m.kind, *m.fields())) for m in sent), encoding="utf-8")
 
 
 async def serve(args: argparse.Namespace) -> int:

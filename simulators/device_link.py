@@ -39,17 +39,17 @@ from typing import Final
 import structlog
 
 from drivers.errors import FrameError
-from drivers.link import MAX_SEQ, BadFrame
+from drivers.link import MAX_SEQ, BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
     DeviceMessage,
     MessageDecoder,
-    Mode,
     Nak,
     Query,
     encode_body,
 )
+from rules.events import ModeReported
 from simulators.faults import Faults, hit, plan_transmission
 from simulators.scripts import DeviceKind, Send
 
@@ -79,11 +79,6 @@ class LinkTimings:
             )
         if self.fast_retries < 0:
             raise ValueError(f"fast_retries={self.fast_retries} must be >= 0")
-
-
-def next_seq(seq: int) -> int:
-    """The sequence number after ``seq``: +1, wrapping from 9999 back to 1 (link-layer.md)."""
-    return 1 if seq >= MAX_SEQ else seq + 1
 
 
 @dataclass(slots=True)
@@ -285,7 +280,7 @@ class DeviceLink:
         seq = 1 if step.kind == "HELLO" else self._next
         message = step.message(seq, self.device)
         self._next = next_seq(seq)
-        if isinstance(message, Mode):
+        if isinstance(message.fact, ModeReported):
             self.config = [step]  # QUERY is answered with the current MODE
         return message
 
@@ -296,7 +291,7 @@ class DeviceLink:
         t = self.timings
         while not self._signals.empty():  # leftovers of the previous frame
             self._signals.get_nowait()
-        self._in_flight, self._in_flight_kind = message.seq, message.TYPE
+        self._in_flight, self._in_flight_kind = message.seq, message.kind
         retries = 0
         try:
             await self._transmit(body)

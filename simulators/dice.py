@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import get_args
 
-from rules.events import CheckReason, NoRollReason
+from rules.events import CHECK_REASONS, MAX_ID, NOROLL_REASONS
 from simulators.faults import Faults, hit
 from simulators.scripts import Send, Sleep, Step
 from simulators.shuffler import next_id
 
-NOROLL_REASONS: tuple[NoRollReason, ...] = get_args(NoRollReason)
-CHECK_REASONS: tuple[CheckReason, ...] = get_args(CheckReason)
 DICE_FAULT_CODES = ("CAMERA_FAULT", "COVER_OPEN")  # dice-reader-icd.md "STATUS"
 
 
@@ -48,8 +45,8 @@ class DiceGame:
         for name, rate in (("noroll rate", noroll_rate), ("check rate", check_rate)):
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{name} {rate} is not a probability between 0 and 1")
-        if not 1 <= first_roll <= 999_999:
-            raise ValueError(f"roll id {first_roll}: expected 1 to 999999")
+        if not 1 <= first_roll <= MAX_ID:
+            raise ValueError(f"roll id {first_roll}: expected 1 to {MAX_ID}")
         if interval < 0:
             raise ValueError(f"interval {interval}: expected seconds >= 0")
         self.rng = rng

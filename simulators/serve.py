@@ -32,7 +32,7 @@ from pathlib import Path
 
 import structlog
 
-from drivers.messages import CardMsg, DeviceMessage, Hand, encode_body
+from drivers.messages import DeviceMessage, encode_body
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
 from simulators.scripts import DeviceKind, DropAck, Send, Sleep, Step, Unplug
@@ -395,7 +395,7 @@ class SimulatedDevice:
 
     def _log_sent(self, message: DeviceMessage) -> None:
         # shuffler-icd.md "Card data is secret until it is face up": cards at debug only.
-        if isinstance(message, Hand | CardMsg):
+        if message.secret:
             self.log.debug("sent", frame=encode_body(message))
         else:
             self.log.info("sent", frame=encode_body(message))

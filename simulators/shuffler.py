@@ -35,16 +35,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 from rules.cards import DECK, Card, format_cards
-from rules.events import DeckResult, Game, Position
+from rules.events import GAMES, MAX_ID, DeckResult, Game, PokerGame, Position
 from simulators.faults import Faults, hit
 from simulators.scripts import Send, Sleep, Step
 
-PokerGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH"]
 DealerRule = Literal["S17", "H17"]
-GAMES: tuple[Game, ...] = get_args(Game)
 BAD_DECKS: tuple[DeckResult, ...] = ("SHORT", "EXTRA", "DUPLICATE", "FOREIGN")
 SHUFFLER_FAULT_CODES = ("JAM", "DOOR_OPEN", "CAMERA_FAULT")  # shuffler-icd.md "STATUS"
 BJ_SEATS: tuple[Position, ...] = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
@@ -81,10 +79,8 @@ LAYOUTS: dict[PokerGame, PokerLayout] = {
 }
 """shuffler-icd.md "Games" and the pay tables of SD Cover All Bonus rule (9)."""
 
-MAX_ROUND_ID = 999_999  # shuffler-icd.md: "Round ids are the device's own counter, 1 to 999999"
 
-
-def next_id(current: int, maximum: int = MAX_ROUND_ID) -> int:
+def next_id(current: int, maximum: int = MAX_ID) -> int:
     """The device counter after ``current``: 1..maximum, then 1 again."""
     return 1 if current >= maximum else current + 1
 
@@ -153,8 +149,8 @@ class ShufflerGame:
             raise ValueError(f"a shoe of {decks} decks: expected 1 to 8")
         if not 0.0 < penetration <= 1.0:
             raise ValueError(f"penetration {penetration}: expected a fraction in (0, 1]")
-        if not 1 <= first_round <= MAX_ROUND_ID:
-            raise ValueError(f"round id {first_round}: expected 1 to {MAX_ROUND_ID}")
+        if not 1 <= first_round <= MAX_ID:
+            raise ValueError(f"round id {first_round}: expected 1 to {MAX_ID}")
         if interval < 0:
             raise ValueError(f"interval {interval}: expected seconds >= 0")
         self.game: Game = game

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import io
 import json
 import re
 import socket
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from daemon.core import TableCore
 from daemon.journal import Journal
 from daemon.logs import configure_logging
 from daemon.notify import Notifier
+from daemon.requests import Incoming
 from rules.events import CoverAllResult, DiceRolled, HighestHand
 
 
@@ -46,6 +48,12 @@ def craps(tmp_path: Path) -> Iterator[TableCore]:
         yield core
 
 
+def request(name: str, body: object) -> Incoming:
+    """A request as the MQTT link hands it on."""
+    payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return Incoming.receive(name, payload)
+
+
 def _responses(core: TableCore, name: str) -> list[dict[str, Any]]:
     return [
         json.loads(m.payload) for m in core.journal.pending(10_000) if m.topic == f"response/{name}"
@@ -60,9 +68,9 @@ def test_a_response_echoes_the_request_id_as_it_came(
     # takes a string or an integer and echoes it as it came: 7 is not "7" to a terminal.
     craps.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
     good = {"operator": "Ann", "roll_id": 11, "clause": 3, "request_id": request_id}
-    assert craps.decide("void_roll", json.dumps(good).encode()) > 0
+    assert craps.decide(request("void_roll", good)) > 0
     bad = {"operator": "Ann", "roll_id": 99, "request_id": request_id}
-    assert craps.decide("overturn", json.dumps(bad).encode()) == 1  # the answer alone
+    assert craps.decide(request("overturn", bad)) == 1  # the answer alone
     [ok] = _responses(craps, "void_roll")
     [error] = _responses(craps, "overturn")
     assert (ok["status"], ok["request_id"]) == ("ok", request_id)
@@ -71,7 +79,7 @@ def test_a_response_echoes_the_request_id_as_it_came(
 
 def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableCore) -> None:
     body = {"operator": "Ann", "roll_id": 1, "request_id": True}
-    craps.decide("overturn", json.dumps(body).encode())
+    craps.decide(request("overturn", body))
     [answer] = _responses(craps, "overturn")
     assert answer["status"] == "error"
     assert answer["request_id"] is None
@@ -178,3 +186,95 @@ def test_a_long_replay_asks_systemd_for_more_start_time(tmp_path: Path) -> None:
                 got.append(listener.recv(4096).decode())
     assert records > 20
     assert got == ["EXTEND_TIMEOUT_USEC=30000000"] * (records // 10)
+
+
+# --- requests from hostile clients (mqtt-api.md "Requests") -----------------------------
+
+
+class _Clock:
+    """A clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _records(core: TableCore, key: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for r in core.journal.records(kind="decision"):
+        value = r.record.get(key)
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+def test_names_that_cannot_be_answered_are_dropped_and_counted(tmp_path: Path) -> None:
+    # A 65,000-character name once made a response topic MQTT cannot carry and ended the
+    # daemon for good; such a name is dropped (no response), counted, and reported once a
+    # minute at most, in one bounded record.
+    clock = _Clock()
+    config = _craps_config(tmp_path)
+    with Journal.open(config.journal_path) as journal:
+        core = TableCore(config, journal, version="test", clock=clock)
+        before = journal.last_seq
+        long_name = "x" * 65_000
+        for name in [long_name, "", "Void_Roll", "void roll", "rolldecisión"] * 200:
+            assert core.decide(request(name, {"operator": "Ann", "roll_id": 1})) == 0
+        assert [m for m in journal.pending(10_000) if m.topic.startswith("response/")] == []
+        [report] = _records(core, "dropped_requests")
+        assert (report["count"], report["total"]) == (1, 1)  # reported at once, then held
+        first = report["first"]
+        assert first["name"] == "x" * 80  # bounded
+        assert first["name_length"] == 65_000
+        assert first["reason"] == "a request name of 65000 characters (at most 64)"
+        assert journal.last_seq == before + 1  # one record for a thousand drops
+        clock.now += timedelta(seconds=30)
+        core.flush_drops()
+        assert len(_records(core, "dropped_requests")) == 1  # not yet a minute
+        clock.now += timedelta(seconds=31)
+        core.flush_drops()
+        second = _records(core, "dropped_requests")[1]
+        assert (second["count"], second["total"]) == (999, 1000)
+        assert second["first"]["reason"] == "an empty request name"
+        core.flush_drops()
+        assert len(_records(core, "dropped_requests")) == 2  # nothing new to report
+        # The table still answers a good request.
+        core.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
+        core.decide(request("void_roll", {"operator": "Ann", "roll_id": 11, "clause": 3}))
+        assert _responses(core, "void_roll")[-1]["status"] == "ok"
+
+
+def test_an_unknown_name_of_the_right_shape_is_answered(craps: TableCore) -> None:
+    assert craps.decide(request("reset_table", {"operator": "Ann"})) == 1
+    [answer] = _responses(craps, "reset_table")
+    assert answer["status"] == "error"
+    assert answer["error"].startswith("unknown request 'reset_table'")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"[" * 100_000,  # 10^5-deep JSON: refused on its size, never parsed
+        json.dumps({"operator": "A" * 5000, "roll_id": 1}).encode(),
+        b"\xff" * 4097,
+    ],
+    ids=["deep", "long", "binary"],
+)
+def test_a_request_over_4_kib_is_refused_before_parsing(craps: TableCore, payload: bytes) -> None:
+    craps.decide(request("overturn", payload))
+    [answer] = _responses(craps, "overturn")
+    assert answer["status"] == "error"
+    assert answer["error"] == f"the request is {len(payload)} bytes; at most 4096 bytes are allowed"
+    [refused] = _records(craps, "rejected")
+    assert refused["size"] == len(payload)
+    assert refused["sha256"] == hashlib.sha256(payload).hexdigest()
+    assert len(refused["head"].encode()) <= 3 * 256  # the first 256 bytes, as text
+    assert refused["head"] == payload[:256].decode("utf-8", "replace")
+
+
+def test_deep_json_within_4_kib_is_a_clear_error(craps: TableCore) -> None:
+    craps.decide(request("overturn", b"[" * 4000))
+    [answer] = _responses(craps, "overturn")
+    assert answer["error"].startswith("the request is not valid JSON")

@@ -66,3 +66,28 @@ def test_schema() -> None:
     assert result.returncode == 0
     schema = json.loads(result.stdout)
     assert set(schema["properties"]) >= {"table", "shuffler", "dice_reader", "mqtt", "journal"}
+
+
+def test_a_password_file_others_may_read_or_a_missing_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "t1.toml"
+    path.write_text(
+        '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+        '[mqtt]\nusername = "lammer-t1"\npassword_file = "t1.mqtt-password"\n'
+    )
+    secret = tmp_path / "t1.mqtt-password"
+    result = lammer("check-config", path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[1:] == [f"mqtt.password_file: no such file: {secret}"]
+
+    secret.write_text("s3cret\n")
+    secret.chmod(0o644)
+    result = lammer("check-config", path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[1:] == [
+        "mqtt.password_file: must be readable by its owner only, got mode 0644 "
+        f"(group or others may read or write it): chmod 600 {secret}"
+    ]
+
+    secret.chmod(0o600)
+    result = lammer("check-config", path)
+    assert result.returncode == 0, result.stderr

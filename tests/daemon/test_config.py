@@ -195,7 +195,7 @@ def test_table_id_with_topic_characters_is_rejected(table_id: str) -> None:
     assert [p.split(":")[0] for p in info.value.problems] == ["table.id"]
 
 
-@given(st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True))
+@given(st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True))
 def test_plain_table_ids_are_accepted(table_id: str) -> None:
     config = validate_config(
         {"table": {"id": table_id, "game": "CRAPS"}, "dice_reader": {"port": "x"}}
@@ -209,8 +209,46 @@ def test_empty_table_id_is_rejected() -> None:
     assert info.value.problems == ("table.id: must not be empty",)
 
 
+@pytest.mark.parametrize("table_id", ["t.1", "t 1", "pit.3.t1", ".t1", "t1."])
+def test_table_id_with_a_dot_or_space_is_rejected_for_the_floor(table_id: str) -> None:
+    # mqtt-api.md "Conventions": one topic level without '.' or spaces (NATS refuses them).
+    with pytest.raises(ConfigFileError) as info:
+        validate_config({"table": {"id": table_id, "game": "CRAPS"}, "dice_reader": {"port": "x"}})
+    (problem,) = info.value.problems
+    assert problem.startswith("table.id: must not hold '.' or spaces")
+    assert repr(table_id) in problem
+
+
+@pytest.mark.parametrize(
+    ("prefix", "shown"),
+    [
+        ("lammer\ntopic readwrite lammer", "'\\n', ' '"),  # a line of its own in the broker's ACL
+        ("casino.floor1", "'.'"),
+        ("lammer\x7f", "'\\x7f'"),
+        ("pit 3/lammer", "' '"),
+        ("a\tb", "'\\t'"),
+    ],
+)
+def test_prefix_with_a_dot_space_or_control_character_is_rejected(prefix: str, shown: str) -> None:
+    data = {"table": {"id": "t1", "game": "CRAPS"}, "dice_reader": {"port": "x"}}
+    with pytest.raises(ConfigFileError) as info:
+        validate_config({**data, "mqtt": {"prefix": prefix}})
+    (problem,) = info.value.problems
+    assert problem.startswith("mqtt.prefix: must not hold '.', spaces or control characters")
+    assert problem.endswith(f"({shown})")
+
+
+def test_prefix_is_bounded() -> None:
+    data = {"table": {"id": "t1", "game": "CRAPS"}, "dice_reader": {"port": "x"}}
+    assert validate_config({**data, "mqtt": {"prefix": "a/" * 63 + "bc"}}).mqtt.prefix
+    with pytest.raises(ConfigFileError) as info:
+        validate_config({**data, "mqtt": {"prefix": "a" * 129}})
+    assert info.value.problems == ("mqtt.prefix: must be at most 128 characters, got 129",)
+
+
 def test_password_comes_from_a_file_next_to_the_config(tmp_path: Path) -> None:
     (tmp_path / "t1.password").write_text("s3cret\n")
+    (tmp_path / "t1.password").chmod(0o600)
     config = load_config(
         write(
             tmp_path,
@@ -232,6 +270,37 @@ def test_password_file_problems(tmp_path: Path) -> None:
         f"mqtt.password_file: no such file: {tmp_path / 'missing.password'}",
         "mqtt.username: required when mqtt.password_file is set",
     }
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620, 0o602, 0o660])
+def test_password_file_others_may_read_or_write_is_refused(tmp_path: Path, mode: int) -> None:
+    secret = tmp_path / "t1.password"
+    secret.write_text("s3cret\n")
+    secret.chmod(mode)
+    found = problems(
+        tmp_path,
+        '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+        '[mqtt]\nusername = "lammer-t1"\npassword_file = "t1.password"\n',
+    )
+    assert found == (
+        f"mqtt.password_file: must be readable by its owner only, got mode {mode:04o} "
+        f"(group or others may read or write it): chmod 600 {secret}",
+    )
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400])
+def test_password_file_of_its_owner_only_is_accepted(tmp_path: Path, mode: int) -> None:
+    secret = tmp_path / "t1.password"
+    secret.write_text("s3cret\n")
+    secret.chmod(mode)
+    config = load_config(
+        write(
+            tmp_path,
+            '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+            '[mqtt]\nusername = "lammer-t1"\npassword_file = "t1.password"\n',
+        )
+    )
+    assert config.mqtt.read_password() == "s3cret"
 
 
 def test_tls_files_must_exist_and_pair(tmp_path: Path) -> None:

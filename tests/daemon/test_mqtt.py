@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import os
 import random
@@ -25,8 +26,10 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.mqtt import Backoff, MqttLink
+from daemon.errors import JournalError
+from daemon.mqtt import REQUEST_QUEUE, Backoff, MqttLink
 from daemon.outbox import OutboxMessage
+from daemon.requests import Incoming
 from tests.conftest import Broker
 
 BASE = "lammer/t1"
@@ -40,6 +43,7 @@ class FakeOutbox:
     def __init__(self) -> None:
         self.rows: list[OutboxMessage] = []
         self.marked: list[int] = []
+        self.refused: dict[int, str] = {}
         self.hold = False
 
     def add(self, topic: str, body: dict[str, object], *, retained: bool = False) -> OutboxMessage:
@@ -58,6 +62,10 @@ class FakeOutbox:
     def mark_published(self, seq: int) -> None:
         assert seq not in self.marked, f"seq {seq} marked twice"
         self.marked.append(seq)
+
+    def set_aside(self, seq: int, reason: str) -> None:
+        self.mark_published(seq)
+        self.refused[seq] = reason
 
     def retained(self) -> list[OutboxMessage]:
         done = set(self.marked)
@@ -117,14 +125,14 @@ async def eventually(check: Callable[[], bool], what: str, limit: float = 20.0) 
         raise AssertionError(f"gave up waiting for: {what}") from None
 
 
-async def _ignore(name: str, payload: bytes) -> None:
+async def _ignore(incoming: Incoming) -> None:
     return None
 
 
 def make_link(
     broker: Broker,
     outbox: FakeOutbox,
-    on_request: Callable[[str, bytes], Awaitable[None]] = _ignore,
+    on_request: Callable[[Incoming], Awaitable[None]] = _ignore,
     *,
     rng: random.Random | None = None,
     client_id: str = "lammer-t1",
@@ -323,7 +331,7 @@ KILLED_LINK = textwrap.dedent(
     from tests.daemon.test_mqtt import FakeOutbox
 
     async def main() -> None:
-        async def ignore(name: str, payload: bytes) -> None: ...
+        async def ignore(incoming: object) -> None: ...
         link = MqttLink(host=sys.argv[1], port=int(sys.argv[2]), client_id="lammer-killed",
                         base_topic=sys.argv[3], outbox=FakeOutbox(), on_request=ignore,
                         keepalive=5, rng=random.Random(1))
@@ -382,10 +390,10 @@ async def test_will_says_offline_when_the_daemon_dies(mosquitto: Broker) -> None
 async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
     got: list[tuple[str, bytes]] = []
 
-    async def on_request(name: str, payload: bytes) -> None:
-        if payload == b"boom":
+    async def on_request(incoming: Incoming) -> None:
+        if incoming.payload == b"boom":
             raise RuntimeError("a handler bug")  # must not take the link down
-        got.append((name, payload))
+        got.append((incoming.name, incoming.payload))
 
     # A retained request is stale by definition: never handed on.
     async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
@@ -438,3 +446,75 @@ def test_backoff_and_link_refuse_nonsense() -> None:
             outbox=FakeOutbox(),
             on_request=_ignore,
         )
+
+
+async def test_a_message_the_client_refuses_is_set_aside_and_the_queue_goes_on(
+    mosquitto: Broker,
+) -> None:
+    # A topic MQTT cannot carry (over 65,535 bytes) once raised inside the publish loop
+    # and ended the daemon, again at every restart since it stayed queued.
+    outbox = FakeOutbox()
+    outbox.add("ev/1", {"i": 1})
+    bad = outbox.add("x" * 70_000, {"i": 2})
+    outbox.add("ev/3", {"i": 3})
+    link = make_link(mosquitto, outbox)
+    async with recording(mosquitto) as rec, running(link) as task:
+        await eventually(lambda: rec.seqs() == [1, 3], "the messages around the refused one")
+        assert not task.done()
+        assert link.connected
+    assert outbox.marked == [1, 2, 3]
+    assert list(outbox.refused) == [bad.seq]
+    assert outbox.refused[bad.seq].startswith("refused by the MQTT client: ")
+
+
+class FailingOutbox(FakeOutbox):
+    """An outbox whose disk fails when a message is marked published."""
+
+    def mark_published(self, seq: int) -> None:
+        raise JournalError("journal t1.db: database or disk is full")
+
+
+async def test_a_fault_that_ends_the_link_says_offline(mosquitto: Broker) -> None:
+    # A clean DISCONNECT suppresses the will: after a fatal error availability once stayed
+    # retained "online" for a daemon that had stopped.
+    outbox = FailingOutbox()
+    outbox.hold = True
+    link = make_link(mosquitto, outbox, client_id="lammer-t1-fault")
+    async with recording(mosquitto, f"{BASE}/availability") as rec:
+        task = asyncio.create_task(link.run())
+        await eventually(lambda: rec.on("availability")[-1:] == [b"online"], "online")
+        outbox.add("ev/1", {"i": 1})
+        outbox.hold = False
+        link.notify()
+        await asyncio.wait({task})
+        with pytest.raises(JournalError, match="disk is full"):
+            task.result()
+        await eventually(lambda: rec.on("availability")[-1:] == [b"offline"], "offline")
+    async with recording(mosquitto, f"{BASE}/availability") as late:
+        await eventually(lambda: late.on("availability") == [b"offline"], "retained offline")
+
+
+async def test_a_flood_of_requests_is_bounded(mosquitto: Broker) -> None:
+    # Requests wait in a bounded queue, bounded themselves: a 100 MB request is kept as
+    # its size, hash and first bytes, and a flood beyond the queue is dropped and counted.
+    release = asyncio.Event()
+    got: list[Incoming] = []
+
+    async def slow(incoming: Incoming) -> None:
+        await release.wait()
+        got.append(incoming)
+
+    link = make_link(mosquitto, FakeOutbox(), slow)
+    big = b"[" * 5_000_000
+    async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await eventually(lambda: link.tcp_nodelay is not None, "subscribed")
+        await asyncio.sleep(0.2)
+        await client.publish(f"{BASE}/request/overturn", big, qos=1)
+        for i in range(REQUEST_QUEUE + 50):
+            await client.publish(f"{BASE}/request/overturn", str(i).encode(), qos=1)
+        await eventually(lambda: link.requests_overflowed >= 50, "the overflow counted")
+        release.set()
+        await eventually(lambda: len(got) == REQUEST_QUEUE + 1, "the queued ones handled")
+    first = got[0]
+    assert (first.size, first.oversize, len(first.payload)) == (len(big), True, 256)
+    assert first.sha256 == hashlib.sha256(big).hexdigest()

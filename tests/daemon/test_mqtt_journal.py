@@ -45,7 +45,7 @@ def queue_roll(journal: Journal, roll_id: int, dice: tuple[int, int]) -> None:
 
 
 def link_for(broker: Broker, journal: Journal) -> MqttLink:
-    async def ignore(name: str, payload: bytes) -> None: ...
+    async def ignore(incoming: object) -> None: ...
 
     return MqttLink(
         host=broker.host,

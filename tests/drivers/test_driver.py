@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import serial
+import serial_asyncio_fast
 
 from drivers import messages as m
-from drivers.driver import DeviceDriver, _Port, next_seq
+from drivers.backoff import Backoff
+from drivers.driver import DeviceDriver, _Port, _Transport
 from drivers.errors import DriverConfigError
 from drivers.events import (
     BadFrameReceived,
@@ -28,18 +32,27 @@ from drivers.events import (
     Received,
     as_fact,
 )
+from drivers.link import next_seq
+from drivers.settings import DriverSettings
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
-HELLO = m.Hello(seq=1, model="IDEAL-SIM", firmware="2.1.0", serial="SN0001")
-DICE_HELLO = m.Hello(seq=1, model="DICE-SIM", firmware="1.0.0", serial="DR0042")
+HELLO = m.DeviceMessage(
+    seq=1,
+    fact=ev.DeviceHello(device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN0001"),
+)
+DICE_HELLO = m.DeviceMessage(
+    seq=1,
+    fact=ev.DeviceHello(device="dice_reader", model="DICE-SIM", firmware="1.0.0", serial="DR0042"),
+)
 
 
 def fast_driver(device: ev.Device, url: str, **kwargs: float | None) -> DeviceDriver:
     """A driver with small injected delays (no patched constants)."""
     options: dict[str, float | None] = {"reconnect_initial": 0.02, "reconnect_max": 0.1}
     options.update(kwargs)
-    return DeviceDriver(device=device, url=url, rng=random.Random(4), **options)  # type: ignore[arg-type]
+    settings = DriverSettings(device=device, url=url, **options)  # type: ignore[arg-type]
+    return DeviceDriver(settings, rng=random.Random(4))
 
 
 @contextlib.asynccontextmanager
@@ -82,7 +95,7 @@ async def test_hello_is_acked_only_when_the_consumer_asks_for_the_next_event(
         assert first == Connected(device="shuffler", url=str(link_path))
         assert await pty_device.expect() == m.Query()  # link-layer.md: QUERY after connecting
         pty_device.send(HELLO)
-        pty_device.send(m.Mode(seq=2, game="CSP"))
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="CSP")))
         hello = await pull(events)
         assert hello == Received(
             device="shuffler",
@@ -112,7 +125,10 @@ async def test_repeats_are_acked_again_and_delivered_once(
 ) -> None:
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
-        hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
+        hand = m.DeviceMessage(
+            seq=2,
+            fact=ev.HandDealt(round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c")),
+        )
         pty_device.send(HELLO)
         pty_device.send(HELLO)  # the ACK was "lost": the same frame again
         assert isinstance(await pull(events), Received)
@@ -125,7 +141,7 @@ async def test_repeats_are_acked_again_and_delivered_once(
             round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c")
         )
         pty_device.send(hand)  # retransmitted while the consumer holds it
-        pty_device.send(m.Round(seq=3, round_id=812, hands=1))
+        pty_device.send(m.DeviceMessage(seq=3, fact=ev.RoundDealt(round_id=812, hands=1)))
         got = await pull(events)
         assert isinstance(got, Received)
         assert got.seq == 3  # seq 2 was not delivered twice
@@ -136,20 +152,18 @@ async def test_a_frame_taken_before_a_host_restart_is_acked_not_delivered_again(
     pty_device: PtyDevice, link_path: Path
 ) -> None:
     # The previous host process journaled HAND seq 2 and died before its ACK went out.
-    hand = m.Hand(seq=2, round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
-    last = (2, m.encode_message(hand))
-    driver = DeviceDriver(
-        device="shuffler",
-        url=str(link_path),
-        rng=random.Random(4),
-        reconnect_initial=0.02,
-        reconnect_max=0.1,
-        last_frame=last,
+    hand = m.DeviceMessage(
+        seq=2, fact=ev.HandDealt(round_id=812, position="P1", cards=("9c", "9d", "5h", "5s", "2c"))
     )
+    last = (2, m.encode_message(hand))
+    settings = DriverSettings(
+        device="shuffler", url=str(link_path), reconnect_initial=0.02, reconnect_max=0.1
+    )
+    driver = DeviceDriver(settings, rng=random.Random(4), last_frame=last)
     async with running(driver) as events:
         await connect(events, pty_device)
         pty_device.send(hand)  # the device retransmits: no ACK came
-        pty_device.send(m.Round(seq=3, round_id=812, hands=1))
+        pty_device.send(m.DeviceMessage(seq=3, fact=ev.RoundDealt(round_id=812, hands=1)))
         got = await pull(events)
         assert isinstance(got, Received)
         assert got.seq == 3  # the HAND was not delivered a second time
@@ -201,12 +215,14 @@ async def test_wrong_device_and_host_messages_are_bad_frames(
 ) -> None:
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
-        pty_device.send(m.Roll(seq=1, roll_id=1, dice=(1, 2)))
+        pty_device.send(m.DeviceMessage(seq=1, fact=ev.DiceRolled(roll_id=1, dice=(1, 2))))
         pty_device.send(m.Ack(seq=1))
         first, second = await pull(events), await pull(events)
         assert first == BadFrameReceived(
             device="shuffler",
-            raw=m.encode_message(m.Roll(seq=1, roll_id=1, dice=(1, 2))),
+            raw=m.encode_message(
+                m.DeviceMessage(seq=1, fact=ev.DiceRolled(roll_id=1, dice=(1, 2)))
+            ),
             reason="ROLL is not a shuffler message",
         )
         assert isinstance(second, BadFrameReceived)
@@ -220,12 +236,13 @@ async def test_hello_resets_the_sequence_and_a_number_repeated_with_other_conten
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
         pty_device.send(HELLO)
-        pty_device.send(m.Mode(seq=2, game="UTH"))
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="UTH")))
         # Same number, other content: no retransmission but a device that restarted while
         # its HELLO was lost. Dropping it would lose an event the device saw ACKed.
-        pty_device.send(m.Mode(seq=2, game="TCP"))
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="TCP")))
         pty_device.send(HELLO)  # the device restarted (its bytes equal the first HELLO's)
-        pty_device.send(m.Mode(seq=2, game="UTH"))  # after the reset, the same bytes are new
+        # After the reset, the same bytes are new.
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="UTH")))
         got = [await pull(events) for _ in range(5)]
         assert all(isinstance(e, Received) for e in got)
         assert [e.fact for e in got if isinstance(e, Received)] == [
@@ -248,7 +265,7 @@ async def test_unplug_reconnects_and_a_frame_whose_ack_died_is_not_delivered_twi
             await connect(events, device)
             device.send(HELLO)
             assert isinstance(await pull(events), Received)
-            settle_msg = m.Settle(seq=2, round_id=812)
+            settle_msg = m.DeviceMessage(seq=2, fact=ev.RoundSettled(round_id=812))
             device.send(settle_msg)
             got = await pull(events)
             assert isinstance(got, Received)
@@ -264,7 +281,7 @@ async def test_unplug_reconnects_and_a_frame_whose_ack_died_is_not_delivered_twi
             assert isinstance(await pull(events), Connected)
             assert await device.expect() == m.Query()
             device.send(settle_msg)  # the device retransmits: it never saw the ACK
-            device.send(m.Void(seq=3, round_id=813))
+            device.send(m.DeviceMessage(seq=3, fact=ev.RoundVoided(round_id=813)))
             nxt = await pull(events)
             assert isinstance(nxt, Received)
             assert nxt.seq == 3  # SETTLE was journaled once
@@ -418,25 +435,25 @@ def test_settings_that_cannot_work_fail_at_once(kwargs: dict[str, object], fragm
     options: dict[str, object] = {"device": "shuffler", "url": "/dev/ttyUSB0"}
     options.update(kwargs)
     with pytest.raises(DriverConfigError, match=fragment):
-        DeviceDriver(**options)  # type: ignore[arg-type]
+        DriverSettings(**options)  # type: ignore[arg-type]
 
 
 def test_backoff_is_jittered_exponential_and_capped() -> None:
-    driver = DeviceDriver(
-        device="shuffler",
-        url="/dev/null",
-        reconnect_initial=0.5,
-        reconnect_max=30.0,
-        rng=random.Random(1),
+    settings = DriverSettings(
+        device="shuffler", url="/dev/null", reconnect_initial=0.5, reconnect_max=30.0
     )
+    driver = DeviceDriver(settings, rng=random.Random(1))
     delays = [driver.backoff(n) for n in range(12)]
     for n, delay in enumerate(delays):
         cap = min(30.0, 0.5 * 2**n)
         assert cap / 2 <= delay <= cap
     assert max(delays) <= 30.0
     assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
-    again = DeviceDriver(device="shuffler", url="/dev/null", rng=random.Random(1))
+    again = DeviceDriver(DriverSettings(device="shuffler", url="/dev/null"), rng=random.Random(1))
     assert [again.backoff(n) for n in range(12)] == delays  # seedable
+    # The driver's delays are the shared policy's (drivers.backoff), draw for draw.
+    rng = random.Random(1)
+    assert delays == [Backoff(0.5, 30.0).delay(n, rng) for n in range(12)]
 
 
 def test_sequence_wraps_from_9999_to_1() -> None:
@@ -506,5 +523,39 @@ def test_port_write_reports_a_full_buffer_instead_of_spinning() -> None:
         finally:
             port.close()
     finally:
+        os.close(master)
+        os.close(slave)
+
+
+PRIVATE_PARTS = ("_write_ready", "_remove_writer", "_fatal_error", "_abort")
+
+
+async def test_the_private_parts_of_pyserial_asyncio_fast_the_driver_overrides_are_there() -> None:
+    # drivers/driver.py's _Transport works around a bug of pyserial-asyncio-fast 0.16 by
+    # overriding private methods and reading a private buffer (pyproject.toml pins <0.17 and
+    # names the upstream fix). If a release renames them, the workaround silently stops
+    # applying: fail here, loudly, instead.
+    base = serial_asyncio_fast.SerialTransport
+    missing = [name for name in PRIVATE_PARTS if not callable(getattr(base, name, None))]
+    assert not missing, (
+        f"pyserial-asyncio-fast {version('pyserial-asyncio-fast')} has no {missing}: "
+        "drivers/driver.py's _Transport overrides them; check whether the upstream fix of "
+        "the deferred-write bug is released, then drop or port _Transport"
+    )
+    assert list(inspect.signature(base._fatal_error).parameters) == ["self", "exc", "message"]
+    assert list(inspect.signature(base._write_ready).parameters) == ["self"]
+    master, slave = os.openpty()
+    port = _Port(os.ttyname(slave), exclusive=True)
+    try:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        transport = _Transport(loop, asyncio.StreamReaderProtocol(reader), port)
+        assert isinstance(getattr(transport, "_write_buffer", None), list), (
+            "SerialTransport._write_buffer is gone: _Transport._write_ready reads it"
+        )
+        transport.abort()
+        await asyncio.sleep(0.05)  # the transport closes the port in a background task
+    finally:
+        port.close()
         os.close(master)
         os.close(slave)

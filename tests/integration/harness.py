@@ -76,12 +76,14 @@ class Recorder:
     """A real MQTT subscriber to ``<base>/#`` that records and checks every message.
 
     It reconnects by itself (the broker may be stopped and started by a test); ``ready``
-    is set while it is subscribed.
+    is set while it is subscribed. ``login`` (user, password) is for a broker that refuses
+    anonymous clients (``lammer broker-config``).
     """
 
-    def __init__(self, broker: Broker, base: str) -> None:
+    def __init__(self, broker: Broker, base: str, *, login: tuple[str, str] | None = None) -> None:
         self.broker = broker
         self.base = base
+        self.login = login
         self.messages: list[Received] = []
         self.violations: list[str] = []
         self.connections = 0
@@ -110,6 +112,8 @@ class Recorder:
                     self.broker.host,
                     self.broker.port,
                     identifier=f"test-recorder-{uuid.uuid4().hex[:8]}",
+                    username=None if self.login is None else self.login[0],
+                    password=None if self.login is None else self.login[1],
                     protocol=aiomqtt.ProtocolVersion.V5,
                     timeout=5,
                 ) as client:
@@ -330,6 +334,8 @@ class Table:
     game: str
     extra_config: str = ""
     table_id: str = field(default="")
+    mqtt_login: tuple[str, Path] | None = None
+    """The daemon's ``[mqtt] username`` and ``password_file``, if the broker wants them."""
     recorder: Recorder = field(init=False)
     sim: Sim | None = field(default=None, init=False)
     daemon: Daemon | None = field(default=None, init=False)
@@ -376,10 +382,18 @@ class Table:
             f'[{self.device}]\nport = "{self.link}"\n'
             "reconnect_initial = 0.05\nreconnect_max = 0.2\n\n"
             f'[mqtt]\nhost = "{self.broker.host}"\nport = {self.broker.port}\n'
-            f'prefix = "{PREFIX}"\nreconnect_initial = 0.05\nreconnect_max = 0.3\n\n'
+            f'prefix = "{PREFIX}"\nreconnect_initial = 0.05\nreconnect_max = 0.3\n'
+            + self._login_lines()
+            + "\n"
             f'[journal]\npath = "{self.journal_path}"\n\n'
             '[logging]\nformat = "json"\nlevel = "info"\n\n' + self.extra_config
         )
+
+    def _login_lines(self) -> str:
+        if self.mqtt_login is None:
+            return ""
+        user, password_file = self.mqtt_login
+        return f'username = "{user}"\npassword_file = "{password_file}"\n'
 
     # -- lifecycle ---------------------------------------------------------------------------
 

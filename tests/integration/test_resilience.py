@@ -270,11 +270,15 @@ async def test_corrupt_frames_every_event_once_and_in_order(make_table: MakeTabl
     assert any("CRC" in b["reason"] or "crc" in b["reason"] for b in bad)
 
 
-async def test_sigterm_stops_cleanly_offline_exit_0(make_table: MakeTable) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=str)
+async def test_a_stop_signal_stops_cleanly_offline_exit_0(
+    make_table: MakeTable, sig: signal.Signals
+) -> None:
+    # SIGHUP too: a closed terminal once ended the daemon with 129, the journal unclosed.
     table = make_table("CRAPS")
     await table.start("ROLL,1,3,3\n")
     await table.wait_published()
-    status = await table.stop_daemon(signal.SIGTERM)
+    status = await table.stop_daemon(sig)
     assert status == 0
     await table.wait_for(lambda: _availability(table)[-1] == "offline", what="offline")
     offline = table.recorder.on("availability")[-1]

@@ -18,18 +18,18 @@ from hypothesis import strategies as st
 
 from rules import bust_bonus
 from rules.bust_bonus import (
-    PAYTABLE,
     BustBonusState,
     BustBonusView,
     apply,
     initial_state,
-    load_paytable,
     open_round_id,
     view,
 )
 from rules.cards import DECK, Card, parse_cards
 from rules.errors import ConfigError, PaytableError
 from rules.events import (
+    LATE_FRAME,
+    AlarmRaised,
     BustBonusResult,
     CardDrawn,
     DealerDone,
@@ -37,6 +37,7 @@ from rules.events import (
     Position,
     RoundVoided,
 )
+from rules.paytables import BUST_BONUS, parse_bust_bonus
 
 SEED = Path(__file__).parent / "fixtures" / "sd-bust-bonus.txt"
 
@@ -120,8 +121,8 @@ def result_of(outcomes: list[Outcome]) -> BustBonusResult:
 
 
 def test_data_matches_every_cell_of_the_seed() -> None:
-    assert [row.row for row in PAYTABLE.rows] == list(SEED_ROWS)
-    for row in PAYTABLE.rows:
+    assert [row.row for row in BUST_BONUS.rows] == list(SEED_ROWS)
+    for row in BUST_BONUS.rows:
         assert (row.off_suit, row.suited) == SEED_ROWS[row.row], row.row
     assert len(SEED_ROWS) == 11
 
@@ -157,11 +158,11 @@ def _rows_json(**change: object) -> str:
 )
 def test_bad_paytable_data_is_refused_with_a_specific_error(text: str, match: str) -> None:
     with pytest.raises(PaytableError, match=match):
-        load_paytable(text)
+        parse_bust_bonus(text)
 
 
 def test_good_paytable_data_loads() -> None:
-    table = load_paytable(_rows_json(suited="60"))
+    table = parse_bust_bonus(_rows_json(suited="60"))
     assert table.rows[0].suited == Decimal(60)
     assert table.three_eights.row == "Bust with three 8s"
 
@@ -394,20 +395,48 @@ def test_void_pays_nothing_and_keeps_the_hole_card_secret() -> None:
     assert open_round_id(state) is None
 
 
+def late_frame(arrived: str) -> tuple[Outcome, ...]:
+    """The outcomes of a late frame: the alarm saying what arrived, and no second result
+    (shuffler-icd.md "What the host must check")."""
+    message = f"{arrived}: its result stands; the frame is kept in the journal for review"
+    return (AlarmRaised(code=LATE_FRAME, device="shuffler", message=message),)
+
+
+@pytest.mark.parametrize(
+    ("fact", "arrived"),
+    [
+        (CardDrawn(round_id=1, position="DL", card="5c"), "CARD at DL for round 1"),
+        (DealerDone(round_id=1), "END for round 1"),
+        (RoundVoided(round_id=1), "VOID for round 1"),
+    ],
+)
+def test_frames_for_a_settled_round_raise_the_late_frame_alarm_and_change_nothing(
+    fact: CardDrawn | DealerDone | RoundVoided, arrived: str
+) -> None:
+    state, _ = play(initial_state(6, False), 1, "Ts7d")
+    after, out = apply(state, fact)
+    assert after == state
+    assert out == late_frame(f"{arrived} arrived after the round ended")  # no card named
+
+
+def test_a_late_frame_for_a_void_round_publishes_no_second_result() -> None:
+    state, _ = play(initial_state(6, False), 3, "6h", end=False)
+    state, (void_result,) = apply(state, RoundVoided(round_id=3))
+    assert isinstance(void_result, BustBonusResult)
+    assert void_result.outcome == "void"
+    after, out = apply(state, DealerDone(round_id=3))
+    assert after == state
+    assert out == late_frame("END for round 3 arrived after the round was voided")
+
+
 @pytest.mark.parametrize(
     ("fact", "reason"),
     [
-        (
-            CardDrawn(round_id=1, position="DL", card="5c"),
-            "CARD out of order: round 1 is already closed",
-        ),
-        (DealerDone(round_id=1), "END out of order: round 1 is already closed"),
-        (RoundVoided(round_id=1), "VOID out of order: round 1 is already closed"),
         (DealerDone(round_id=2), "END out of order: round 2 is not open (no round is open)"),
         (RoundVoided(round_id=2), "VOID out of order: round 2 is not open (no round is open)"),
     ],
 )
-def test_frames_for_a_closed_or_unopened_round_are_flagged_and_change_nothing(
+def test_frames_for_an_unopened_round_are_flagged_and_change_nothing(
     fact: CardDrawn | DealerDone | RoundVoided, reason: str
 ) -> None:
     state, _ = play(initial_state(6, False), 1, "Ts7d")
@@ -439,9 +468,9 @@ def test_a_new_round_while_one_is_open_flags_the_interrupted_round() -> None:
     assert result.dealer_cards == ("6h",)  # the hole card Kd never shows
     assert open_round_id(state) == 5
     assert view(state).up_card == "Tc"
-    # Round 4 is closed now: a late frame for it is flagged.
+    # Round 4 is closed now: a late frame for it finds its flag standing.
     _, late = apply(state, DealerDone(round_id=4))
-    assert result_of(list(late)).reason == "END out of order: round 4 is already closed"
+    assert late == late_frame("END for round 4 arrived after the round was interrupted")
 
 
 def test_interrupted_round_does_not_publish_reasons_that_name_hidden_cards() -> None:
@@ -453,11 +482,19 @@ def test_interrupted_round_does_not_publish_reasons_that_name_hidden_cards() -> 
     assert "1 more problem(s)" in reason
 
 
-def test_card_after_end_is_flagged() -> None:
+def test_card_after_end_changes_nothing_and_publishes_no_second_result() -> None:
     state, _ = play(initial_state(6, False), 2, "Ts7d")
-    after, out = apply(state, CardDrawn(round_id=2, position="DL", card="4c"))
+    after, out = apply(state, CardDrawn(round_id=2, position="P3", card="4c"))
     assert after == state
-    assert result_of(list(out)).outcome == "flagged"
+    assert out == late_frame("CARD at P3 for round 2 arrived after the round ended")
+
+
+def test_after_the_shoe_says_hello_a_closed_round_id_opens_a_new_round() -> None:
+    # shuffler-icd.md: a HELLO ends the memory of closed round ids (the counter may restart).
+    state, _ = play(initial_state(6, False), 1, "Ts7d")
+    state = bust_bonus.forget_closed(state)
+    state, out = play(state, 1, "6hKd9s")
+    assert result_of(out).outcome == "win"
 
 
 def test_a_round_id_closed_long_ago_may_open_again() -> None:

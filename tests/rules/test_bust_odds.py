@@ -10,10 +10,10 @@ from functools import cache
 
 import pytest
 
-from rules.bust_bonus import PAYTABLE
 from rules.bust_odds import BustOdds, odds_table
 from rules.cards import DECK, Card
 from rules.errors import ConfigError
+from rules.paytables import BUST_BONUS
 from tests.rules.test_bust_bonus import SEED_ROWS, dealt_hand, seed_pays
 
 CONFIGS = [(1, False), (1, True), (6, False), (6, True), (8, True)]
@@ -196,10 +196,10 @@ def test_agrees_with_an_independent_simulation(decks: int, h17: bool, seed: int)
     second = sum(
         r.probability
         * (
-            Fraction(PAYTABLE.rows[i].suited) ** 2 * r.suited_bust
-            + Fraction(PAYTABLE.rows[i].off_suit) ** 2 * r.off_suit_bust
-            + Fraction(PAYTABLE.three_eights.suited) ** 2 * r.three_eights_suited
-            + Fraction(PAYTABLE.three_eights.off_suit) ** 2 * r.three_eights_off_suit
+            Fraction(BUST_BONUS.rows[i].suited) ** 2 * r.suited_bust
+            + Fraction(BUST_BONUS.rows[i].off_suit) ** 2 * r.off_suit_bust
+            + Fraction(BUST_BONUS.three_eights.suited) ** 2 * r.three_eights_suited
+            + Fraction(BUST_BONUS.three_eights.off_suit) ** 2 * r.three_eights_off_suit
             + r.no_bust
         )
         for i, r in enumerate(table.up_cards)

@@ -28,8 +28,9 @@ from rules.cover_all import (
     resolve_round,
 )
 from rules.errors import CardError, HandError
+from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, cover_all_columns
-from rules.poker import POKER_GAMES, PokerGame, evaluate_four_card
+from rules.poker import evaluate_four_card
 from tests.rules.test_paytables import REGULATION
 
 CARD_CODE = re.compile(r"(?<![A-Za-z])[2-9TJQKA][cdhs](?![a-z])")  # a code, not in a word
@@ -196,7 +197,7 @@ def test_a_board_that_plays_ties_every_hand_and_p1_wins() -> None:
 
 def test_four_card_poker_royal_flush_outranks_four_nines_for_the_bonus() -> None:
     # The game ranks quads above a straight flush, but the bonus ranks by the seed's rows:
-    # Four Aces, Royal Flush, Four of A Kind (Other) (issue 2).
+    # Four Aces, Royal Flush, Four of A Kind (Other) (Cover All Bonus rule (9)).
     cards = {"P1": "9c9d9h9s2c", "P2": "AsKsQsJs3d", "DL": "5c5d4h6s7d8h"}
     result = resolve_round("FCP", 3, cards)
     assert isinstance(result, Win)

@@ -9,18 +9,21 @@ from decimal import Decimal
 import pytest
 
 from rules.craps import (
-    LEDGER_MEMORY,
+    RECENT_ROLLS,
     CrapsState,
     RollError,
     apply,
     apply_all,
     board,
+    forget_recent,
     initial_state,
     latest_roll_id,
     latest_status,
 )
 from rules.errors import DecisionError
 from rules.events import (
+    LATE_FRAME,
+    AlarmRaised,
     CheckReason,
     CrapsBet,
     CrapsBetReversed,
@@ -51,16 +54,19 @@ DICE |= {9: (4, 5), 10: (5, 5), 11: (5, 6), 12: (6, 6)}
 
 
 class Table:
-    """A test driver: numbers roll ids itself and keeps every outcome."""
+    """A test driver: numbers roll ids itself and keeps every outcome, and a record of every
+    accepted event with its outcomes, as the daemon's journal (the ledger) does."""
 
     def __init__(self, paytable: int = 1) -> None:
         self.state = initial_state(paytable)
         self.next_id = 5001
         self.outcomes: list[Outcome] = []
+        self.record: list[tuple[DiceFact | Decision, tuple[Outcome, ...]]] = []
 
     def do(self, event: DiceFact | Decision) -> tuple[Outcome, ...]:
         self.state, out = apply(self.state, event)
         self.outcomes.extend(out)
+        self.record.append((event, out))
         return out
 
     def roll(self, *totals: int) -> tuple[Outcome, ...]:
@@ -90,6 +96,11 @@ class Table:
             apply(self.state, decision)
         assert info.value.roll_id == decision.roll_id
         assert self.state == before
+
+
+def ids(state: CrapsState) -> tuple[int, ...]:
+    """The roll ids of the recent roll events a state keeps, oldest first."""
+    return tuple(fact.roll_id for fact in state.recent_rolls)
 
 
 def decide(roll_id: int, *, valid: bool, operator: str = "stick-ann") -> RollDecided:
@@ -405,22 +416,84 @@ def test_decision_and_overturn_refusals_name_the_reason() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Roll ids, bad facts and the ledger
+# Roll ids, bad facts and the record
 
 
 def test_a_repeat_of_the_latest_roll_is_recorded_and_counted_once() -> None:
     table = Table()
     fact = DiceRolled(roll_id=42, dice=(1, 1))
     table.do(fact)
+    counted = table.state
     assert table.do(fact) == ()
     assert board(table.state).numbers_hit == (2,)
-    assert table.state.ledger[-1].event == fact
-    assert table.state.ledger[-1].note == "repeat of roll 42: already recorded, ignored"
+    assert table.state == counted  # the journal records the repeat; the table is unchanged
     # The same id with other dice is another roll (the reader's counter restarted).
     table.do(DiceRolled(roll_id=42, dice=(1, 2)))
     assert board(table.state).numbers_hit == (2, 3)
     table.do(void(42))
     assert board(table.state).numbers_hit == (2,)
+
+
+def late_frame(kind: str, roll_id: int) -> tuple[Outcome, ...]:
+    """A late copy's only outcome: the alarm (shuffler-icd.md's rule for settled rounds)."""
+    return (
+        AlarmRaised(
+            code=LATE_FRAME,
+            device="dice_reader",
+            message=(
+                f"{kind} for roll {roll_id} arrived again after later rolls: that roll is "
+                "recorded already and its results stand; the frame is kept in the journal "
+                "for review"
+            ),
+        ),
+    )
+
+
+def test_a_late_copy_of_a_roll_that_paid_settles_nothing_again() -> None:
+    table = Table()
+    out = table.roll(2, 3, 4, 5, 6)
+    assert settled(out) == [(5005, "all_small", "win", SEED_PAYS[1]["all_small"])]
+    paid = DiceRolled(roll_id=5005, dice=DICE[6])
+    table.roll(8)
+    before = table.state
+    assert table.do(paid) == late_frame("ROLL", 5005)
+    assert table.state == before
+    # A void window is the latest roll's: the late copy did not reopen roll 5005's.
+    table.refused(void(5005), "roll 5005 cannot be declared invalid: roll 5006 has arrived")
+
+
+@pytest.mark.parametrize("kind", ["NOROLL", "CHECK"])
+def test_a_late_copy_of_a_noroll_or_check_changes_nothing(kind: str) -> None:
+    table = Table()
+    table.roll(2)
+    fact: DiceFact = (
+        NoRoll(roll_id=5002, reason="OFF_TABLE")
+        if kind == "NOROLL"
+        else RollCheck(roll_id=5002, dice=(3, 4), reason="BOWL")
+    )
+    table.do(fact)
+    table.take_id()
+    if kind == "CHECK":
+        table.do(decide(5002, valid=False))
+    table.roll(3)
+    before = table.state
+    assert table.do(fact) == late_frame(kind, 5002)
+    assert table.state == before
+
+
+def test_a_seen_roll_id_with_other_content_is_a_new_roll_and_hello_forgets_recent_rolls() -> None:
+    table = Table()
+    table.roll(2, 3)
+    # Roll 5001 again, other dice: the reader's counter restarted, a new roll (docstring).
+    table.do(DiceRolled(roll_id=5001, dice=DICE[4]))
+    assert board(table.state).numbers_hit == (2, 3, 4)
+    # After the reader's HELLO, even an exact copy of a recent roll is a new roll.
+    copy = DiceRolled(roll_id=5002, dice=DICE[3])
+    assert table.do(copy) == late_frame("ROLL", 5002)
+    table.state = forget_recent(table.state)
+    assert ids(table.state) == (5001,)  # the latest roll stays addressable
+    assert [o.status for o in table.do(copy) if isinstance(o, RollRecorded)] == ["counted"]
+    table.refused(void(5001), "roll 5001 cannot be declared invalid: roll 5002 has arrived")
 
 
 @pytest.mark.parametrize(
@@ -444,30 +517,30 @@ def test_a_fact_that_cannot_be_is_refused_and_changes_nothing(fact: DiceFact, me
     assert isinstance(info.value, ValueError)
 
 
-def test_the_ledger_keeps_every_roll_decision_and_reversal_with_who_and_when() -> None:
+def test_the_record_keeps_every_roll_decision_and_reversal_with_who_and_when() -> None:
     table = Table()
     table.roll(7)
     table.do(void(5001, operator="stick-cy"))
-    table.refused(void(5001), "already declared invalid")  # refused: not in the ledger
+    table.refused(void(5001), "already declared invalid")  # refused: not in the record
     table.do(overturn(5001, operator="floor-di"))
-    ledger = table.state.ledger
-    assert [type(e.event).__name__ for e in ledger] == [
+    record = table.record
+    assert [type(event).__name__ for event, _ in record] == [
         "DiceRolled",
         "RollVoided",
         "VoidOverturned",
     ]
-    voided, reinstated = ledger[1].event, ledger[2].event
+    voided, reinstated = record[1][0], record[2][0]
     assert isinstance(voided, RollVoided)
     assert isinstance(reinstated, VoidOverturned)
     assert (voided.operator, voided.at, voided.clause) == ("stick-cy", AT, 2)
     assert (reinstated.operator, reinstated.at) == ("floor-di", AT)
-    assert len(reversed_(ledger[1].outcomes)) == 3
-    assert len(settled(ledger[2].outcomes)) == 3
-    assert isinstance(ledger[1].outcomes[0], RollRecorded)
-    assert ledger[1].outcomes[0].reason is not None
-    assert "declared invalid by stick-cy" in ledger[1].outcomes[0].reason
-    # The ledger is the journal: replaying its events rebuilds the same state.
-    replayed, outcomes = apply_all(initial_state(1), [e.event for e in ledger])
+    assert len(reversed_(record[1][1])) == 3
+    assert len(settled(record[2][1])) == 3
+    assert isinstance(record[1][1][0], RollRecorded)
+    assert record[1][1][0].reason is not None
+    assert "declared invalid by stick-cy" in record[1][1][0].reason
+    # The journal is the ledger: replaying its events rebuilds the same state and outcomes.
+    replayed, outcomes = apply_all(initial_state(1), [event for event, _ in record])
     assert replayed == table.state
     assert list(outcomes) == table.outcomes
 
@@ -478,34 +551,37 @@ def test_state_is_immutable() -> None:
         state.paytable = 2  # type: ignore[misc]
 
 
-def test_the_ledger_is_a_sequence_that_a_long_day_does_not_break() -> None:
+def test_a_long_day_replays_to_an_equal_state_and_a_diverging_one_to_another() -> None:
     facts = [DiceRolled(roll_id=i, dice=DICE[2 + i % 11]) for i in range(1, 5001)]
     state, _ = apply_all(initial_state(1), facts)
     again, _ = apply_all(initial_state(1), facts)  # built apart: nothing shared
-    ledger = state.ledger
-    # Memory is bounded (the journal is the full record): the latest entries, contiguous.
-    assert LEDGER_MEMORY <= len(ledger) <= 2 * LEDGER_MEMORY
-    assert [e.event for e in ledger] == facts[-len(ledger) :]
-    assert ledger[-1].event == facts[-1]
-    assert ledger[1234].event == facts[len(facts) - len(ledger) + 1234]
-    assert [e.event for e in ledger[-3:]] == facts[-3:]
-    with pytest.raises(IndexError, match=f"ledger index {len(ledger)} out of range"):
-        ledger[len(ledger)]
-    assert again == state  # compared entry by entry, far deeper than the stack
-    assert hash(again.ledger) == hash(ledger)
+    # Memory is bounded (the journal is the full record): the latest roll ids, in order.
+    assert ids(state) == tuple(f.roll_id for f in facts[-RECENT_ROLLS:])
+    assert again == state
+    assert hash(again) == hash(state)
     longer, _ = apply(state, DiceRolled(roll_id=1, dice=(1, 1)))
-    assert longer.ledger != ledger
-    assert [e.event for e in state.ledger] == facts[-len(ledger) :]  # the older state is intact
+    assert longer != state
+    assert ids(state) == tuple(f.roll_id for f in facts[-RECENT_ROLLS:])  # intact
+    assert ids(longer) == (*ids(state)[1:], 1)
+    # A replay that diverged (one roll id misread) shows the same board but is not equal.
+    misread = [*facts[:-50], DiceRolled(roll_id=777_777, dice=facts[-50].dice), *facts[-49:]]
+    other, _ = apply_all(initial_state(1), misread)
+    assert board(other) == board(state)
+    assert other != state
 
 
-def test_the_ledger_stays_bounded_however_long_the_table_runs() -> None:
+def test_the_roll_ids_kept_stay_bounded_however_long_the_table_runs() -> None:
     state = initial_state(1)
     sizes = []
-    for i in range(1, 3 * 2 * LEDGER_MEMORY):
+    for i in range(1, 12_000):
         state, _ = apply(state, DiceRolled(roll_id=i % 999_999 + 1, dice=DICE[2 + i % 11]))
-        sizes.append(len(state.ledger))
-    assert max(sizes) == 2 * LEDGER_MEMORY
+        sizes.append(len(ids(state)))
+    assert max(sizes) == RECENT_ROLLS
+    # A roll id that came again is kept once, as the latest.
+    state, _ = apply(state, DiceRolled(roll_id=11_990, dice=(1, 1)))
+    assert ids(state).count(11_990) == 1
+    assert ids(state)[-1] == 11_990
     # Roll 2 (the first) is long gone from memory: a decision on it is refused as unknown
     # in the window the rules still hold (the journal has it).
-    with pytest.raises(DecisionError, match=r"unknown roll 2: .* latest"):
+    with pytest.raises(DecisionError, match=r"unknown roll 2: .* latest 100 roll events"):
         apply(state, RollVoided(roll_id=2, clause=2, operator="stick", at=AT))

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rules.craps import DATA, RULES, initial_state, parse_data, paytable_odds
+from rules.craps import initial_state
 from rules.errors import ConfigError, PaytableError
 from rules.events import CrapsBet
+from rules.paytables import BET_RULES, BONUS_CRAPS, bonus_craps_odds, parse_bonus_craps
 
 SEED = Path(__file__).parent / "fixtures" / "sd-bonus-craps.txt"
 DATA_FILE = Path(__file__).parents[2] / "rules" / "data" / "bonus_craps.json"
@@ -47,19 +48,19 @@ def seed_numbers() -> dict[str, frozenset[int]]:
 
 def test_every_pay_table_cell_matches_the_seed() -> None:
     seed = seed_pay_tables()
-    assert set(seed) == {rule.name for rule in DATA.rules}
-    assert sorted(DATA.paytables) == [1, 2]
-    for rule in DATA.rules:
+    assert set(seed) == {rule.name for rule in BONUS_CRAPS.rules}
+    assert sorted(BONUS_CRAPS.paytables) == [1, 2]
+    for rule in BONUS_CRAPS.rules:
         table_1, table_2 = seed[rule.name]
-        assert DATA.paytables[1][rule.bet] == Decimal(table_1)
-        assert DATA.paytables[2][rule.bet] == Decimal(table_2)
+        assert BONUS_CRAPS.paytables[1][rule.bet] == Decimal(table_1)
+        assert BONUS_CRAPS.paytables[2][rule.bet] == Decimal(table_2)
 
 
 def test_bet_names_and_numbers_match_the_seed() -> None:
     numbers = seed_numbers()
     for bet, name in SEED_NAMES.items():
-        assert RULES[bet].name == name
-        assert RULES[bet].numbers == numbers[bet]
+        assert BET_RULES[bet].name == name
+        assert BET_RULES[bet].numbers == numbers[bet]
     assert numbers["make_em_all"] == numbers["all_small"] | numbers["all_tall"]
 
 
@@ -68,7 +69,7 @@ def test_unknown_pay_table_is_a_config_error(paytable: object) -> None:
     with pytest.raises(ConfigError, match=r"pay table .* does not exist: choose 1 or 2"):
         initial_state(paytable)  # type: ignore[arg-type]
     with pytest.raises(ConfigError):
-        paytable_odds(paytable)  # type: ignore[arg-type]
+        bonus_craps_odds(paytable)  # type: ignore[arg-type]
 
 
 def _data(**changes: object) -> str:
@@ -86,7 +87,7 @@ def _data(**changes: object) -> str:
 
 
 def test_shipped_data_parses_to_what_is_loaded() -> None:
-    assert parse_data(_data()) == DATA
+    assert parse_bonus_craps(_data()) == BONUS_CRAPS
 
 
 @pytest.mark.parametrize(
@@ -113,11 +114,11 @@ def test_shipped_data_parses_to_what_is_loaded() -> None:
 )
 def test_bad_data_names_the_field(changes: dict[str, object], message: str) -> None:
     with pytest.raises(PaytableError, match=message):
-        parse_data(_data(**changes))
+        parse_bonus_craps(_data(**changes))
 
 
 def test_data_that_is_not_json_is_a_paytable_error() -> None:
     with pytest.raises(PaytableError, match="not JSON"):
-        parse_data("{")
+        parse_bonus_craps("{")
     with pytest.raises(PaytableError, match="top level must be an object"):
-        parse_data("[]")
+        parse_bonus_craps("[]")

@@ -21,8 +21,8 @@ from rules.paytables import (
     ColumnError,
     cover_all_columns,
     cover_all_paytable,
-    parse_paytables,
-    paytable,
+    cover_all_table,
+    parse_cover_all,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sd-cover-all-bonus.txt"
@@ -81,7 +81,7 @@ def test_every_cell_equals_the_regulation(game: str, row: str, hands: int, cell:
 @pytest.mark.parametrize("game", sorted(REGULATION))
 def test_rows_and_columns_are_the_regulation_s(game: str) -> None:
     columns, rows = REGULATION[game]
-    table = paytable(game)
+    table = cover_all_table(game)
     assert list(table.columns) == columns
     assert [name for name, _ in rows] == list(table.rows) == list(COVER_ALL_ROWS[game])  # type: ignore[index]
     assert cover_all_columns(game) == tuple(sorted(columns))
@@ -214,10 +214,10 @@ def other_odds() -> Any:
 )
 def test_bad_data_is_rejected_naming_the_cell(broken: Any, message: str) -> None:
     with pytest.raises(PaytableError, match=message):
-        parse_paytables(json.dumps(broken))
+        parse_cover_all(json.dumps(broken))
 
 
 def test_shipped_data_validates_and_not_json_is_rejected() -> None:
-    assert parse_paytables(json.dumps(shipped())) == {g: paytable(g) for g in REGULATION}
+    assert parse_cover_all(json.dumps(shipped())) == {g: cover_all_table(g) for g in REGULATION}
     with pytest.raises(PaytableError, match="is not JSON"):
-        parse_paytables("{")
+        parse_cover_all("{")

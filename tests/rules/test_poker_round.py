@@ -14,20 +14,23 @@ from rules.cards import DECK
 from rules.cover_all import LAYOUTS, NoQualifier, Win, resolve_round
 from rules.errors import ConfigError
 from rules.events import (
+    LATE_FRAME,
+    POKER_GAMES,
     POSITIONS,
+    AlarmRaised,
     CoverAllPayouts,
     CoverAllResult,
     HandDealt,
     HighestHand,
     Outcome,
     PayRow,
+    PokerGame,
     Position,
     RoundDealt,
     RoundSettled,
     RoundVoided,
 )
 from rules.paytables import cover_all_paytable
-from rules.poker import POKER_GAMES, PokerGame
 from rules.poker_round import (
     CLOSED_MEMORY,
     PokerFact,
@@ -61,6 +64,13 @@ def run(
 
 def flagged(outcomes: Sequence[Outcome]) -> list[CoverAllResult]:
     return [o for o in outcomes if isinstance(o, CoverAllResult) and o.outcome == "flagged"]
+
+
+def late_frame(arrived: str) -> list[Outcome]:
+    """The outcomes of a late frame: the alarm saying what arrived, and no second result
+    (shuffler-icd.md "What the host must check")."""
+    message = f"{arrived}: its result stands; the frame is kept in the journal for review"
+    return [AlarmRaised(code=LATE_FRAME, device="shuffler", message=message)]
 
 
 ROUND_812 = [  # shuffler-icd.md, "Example: one Caribbean Stud round"
@@ -139,8 +149,9 @@ def test_void_pays_nothing(after_round: bool) -> None:
         reason=None,
     )
     assert open_round_id(state) is None
-    _, late = run([RoundSettled(round_id=812)], state)
-    assert flagged(late)[0].reason == "SETTLE for round 812, which was already void: out of order"
+    after, late = run([RoundSettled(round_id=812)], state)
+    assert late == late_frame("SETTLE for round 812 arrived after the round was voided")
+    assert after == state
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,8 +235,8 @@ def test_a_new_round_abandons_the_open_one() -> None:
         " settled or voided"
     )
     assert open_round_id(state) == 813
-    [late] = flagged(run([RoundSettled(round_id=812)], state)[1])
-    assert late.reason == "SETTLE for round 812, which was already abandoned: out of order"
+    late = run([RoundSettled(round_id=812)], state)[1]
+    assert late == late_frame("SETTLE for round 812 arrived after the round was abandoned")
 
 
 def test_round_for_another_round_id_flags_both() -> None:
@@ -253,9 +264,9 @@ def test_frames_for_a_round_never_dealt_are_flagged(fact: PokerFact, frame: str)
     state, outcomes = run([fact])
     [result] = flagged(outcomes)
     assert result.reason == f"{frame} for round 4, which was never dealt (no HAND): out of order"
-    # a late HAND for it is recognised as belonging to a closed round
-    [again] = flagged(run([hand(4, "P1", "AsKsQsJsTs")], state)[1])
-    assert again.reason == "HAND for P1 for round 4, which was already flagged: out of order"
+    # a late HAND for it is recognised as belonging to a closed round: its flag stands
+    again = run([hand(4, "P1", "AsKsQsJsTs")], state)[1]
+    assert again == late_frame("HAND for P1 for round 4 arrived after the round was flagged")
 
 
 def test_late_frames_for_a_settled_round_leave_the_open_round_alone() -> None:
@@ -264,9 +275,7 @@ def test_late_frames_for_a_settled_round_leave_the_open_round_alone() -> None:
     before = state
     state, outcomes = run([hand(812, "P2", "AsKsQsJsTs")], state)
     assert state == before
-    [result] = flagged(outcomes)
-    assert result.round_id == 812
-    assert result.reason == "HAND for P2 for round 812, which was already settled: out of order"
+    assert outcomes == late_frame("HAND for P2 for round 812 arrived after the round was settled")
 
 
 @pytest.mark.parametrize("round_id", [0, 1_000_000, -3])
@@ -283,7 +292,9 @@ def test_closed_round_ids_are_remembered_boundedly() -> None:
         state, _ = run([hand(rid, "P1", "AsKsQsJsTs"), RoundVoided(round_id=rid)], state)
     assert len(state.closed) == CLOSED_MEMORY
     # round 1 is forgotten: a HAND for it opens a round; round 2 is still remembered
-    assert flagged(run([hand(2, "P1", "AsKsQsJsTs")], state)[1])
+    assert run([hand(2, "P1", "AsKsQsJsTs")], state)[1] == late_frame(
+        "HAND for P1 for round 2 arrived after the round was voided"
+    )
     opened, outcomes = run([hand(1, "P1", "AsKsQsJsTs")], state)
     assert (open_round_id(opened), outcomes) == (1, [])
 

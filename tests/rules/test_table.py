@@ -35,6 +35,7 @@ from rules.events import (
     Outcome,
     RollCheck,
     RollDecided,
+    RollRecorded,
     RoundDealt,
     RoundSettled,
     RoundVoided,
@@ -235,6 +236,137 @@ def test_craps_and_blackjack_are_routed_to_their_machines() -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# Late frames: a published result stands (shuffler-icd.md "What the host must check")
+
+SHUFFLER_HELLO = DeviceHello(device="shuffler", model="IDEAL", firmware="2", serial="SN1")
+READER_HELLO = DeviceHello(device="dice_reader", model="DICE", firmware="1", serial="DR1")
+
+
+def results(out: list[Outcome]) -> list[CoverAllResult | BustBonusResult]:
+    return [o for o in out if isinstance(o, CoverAllResult | BustBonusResult)]
+
+
+def late_alarm(state: table.TableState, device: str) -> table.Alarm:
+    [alarm] = [a for a in table.alarms(state) if a.code == "LATE_FRAME"]
+    assert alarm.device == device
+    return alarm
+
+
+def round_813() -> tuple[DeviceFact, ...]:
+    return tuple(
+        HandDealt(round_id=813, position=f.position, cards=f.cards)
+        if isinstance(f, HandDealt)
+        else type(f)(round_id=813, **({"hands": 3} if isinstance(f, RoundDealt) else {}))
+        for f in ROUND_812
+    )
+
+
+@pytest.mark.parametrize(
+    "late",
+    [
+        RoundSettled(round_id=812),
+        RoundVoided(round_id=812),
+        RoundDealt(round_id=812, hands=3),
+        HandDealt(round_id=812, position="P2", cards=("As", "Ks", "Qs", "Js", "Ts")),
+    ],
+)
+def test_a_late_frame_for_a_paid_round_raises_an_alarm_and_publishes_no_second_result(
+    late: DeviceFact,
+) -> None:
+    state, out = run(ready_poker("CSP"), *ROUND_812)
+    assert [r.outcome for r in results(out)] == ["win"]
+    after, out = run(state, late)
+    assert results(out) == []  # the win stands: no "flagged" for round 812
+    assert not [o for o in out if isinstance(o, CoverAllPayouts)]
+    alarm = late_alarm(after, "shuffler")
+    assert "for round 812 arrived after the round was settled" in alarm.message
+    assert "its result stands" in alarm.message
+    assert alarm.since == T0 + timedelta(seconds=1)
+    assert out == [AlarmRaised(code="LATE_FRAME", device="shuffler", message=alarm.message)]
+    assert after.poker == state.poker
+    # The next round settled in order clears it; the alarm never flagged anything.
+    cleared, out = run(after, *round_813())
+    assert [r.outcome for r in results(out)] == ["win"]
+    assert "LATE_FRAME" not in codes(cleared)
+    assert out[-1] == AlarmCleared(code="LATE_FRAME", device="shuffler")
+
+
+def test_a_late_frame_while_the_mode_is_wrong_still_flags_no_settled_round() -> None:
+    state, _ = run(ready_poker("CSP"), *ROUND_812)
+    state, _ = run(state, ModeReported(game="TCP"))  # no round is open: nothing to flag
+    after, out = run(state, RoundSettled(round_id=812))
+    assert results(out) == []
+    assert {"MODE_MISMATCH", "LATE_FRAME"} <= codes(after)
+
+
+def test_a_second_late_frame_updates_the_alarm_and_hello_clears_it_and_the_memory() -> None:
+    state, _ = run(ready_poker("CSP"), *ROUND_812)
+    state, _ = run(state, RoundSettled(round_id=812))
+    first = late_alarm(state, "shuffler")
+    state, out = run(state, RoundVoided(round_id=812))
+    second = late_alarm(state, "shuffler")
+    assert "VOID for round 812" in second.message
+    assert second.since == first.since  # one alarm, its message updated
+    assert out == [AlarmRaised(code="LATE_FRAME", device="shuffler", message=second.message)]
+    state, out = run(state, SHUFFLER_HELLO)
+    assert "LATE_FRAME" not in codes(state)
+    assert AlarmCleared(code="LATE_FRAME", device="shuffler") in out
+    # The shuffler restarted: its round counter may begin again, so 812 is a new round.
+    _, out = run(state, *ROUND_812)
+    assert [r.outcome for r in results(out)] == ["win"]
+
+
+def test_a_late_end_for_an_ended_bust_bonus_round_keeps_its_result() -> None:
+    bj = table.initial_state("BJ", at=T0, decks=6, dealer_hits_soft_17=False)
+    bj, _ = run(bj, DeviceConnected(device="shuffler"), ModeReported(game="BJ"))
+    cards = [("DL", "6s"), ("DL", "Ts"), ("DL", "8s")]
+    dealt = tuple(CardDrawn(round_id=5, position=p, card=c) for p, c in cards)  # type: ignore[arg-type]
+    state, out = run(bj, *dealt, DealerDone(round_id=5))
+    assert [r.outcome for r in results(out)] == ["win"]
+    for late in (DealerDone(round_id=5), RoundVoided(round_id=5), dealt[0]):
+        state, out = run(state, late)
+        assert results(out) == []
+    assert "CARD at DL for round 5 arrived after the round ended" in (
+        late_alarm(state, "shuffler").message
+    )
+    assert "6s" not in late_alarm(state, "shuffler").message  # no card in an alarm
+    next_round = tuple(CardDrawn(round_id=6, position="DL", card=c) for c in ("Ts", "7s"))
+    state, out = run(state, *next_round, DealerDone(round_id=6))
+    assert [r.outcome for r in results(out)] == ["lose"]
+    assert "LATE_FRAME" not in codes(state)
+
+
+def test_a_late_copy_of_a_settled_roll_pays_nothing_again() -> None:
+    craps_state = table.initial_state("CRAPS", at=T0, craps_paytable=1)
+    rolls = [DiceRolled(roll_id=i + 1, dice=d) for i, d in enumerate([(1, 1), (1, 2), (2, 2)])]
+    rolls += [DiceRolled(roll_id=4, dice=(2, 3)), DiceRolled(roll_id=5, dice=(3, 3))]
+    state, out = run(craps_state, DeviceConnected(device="dice_reader"), *rolls)
+    assert [o.bet for o in out if isinstance(o, CrapsBetSettled)] == ["all_small"]
+    state, _ = run(state, DiceRolled(roll_id=6, dice=(4, 4)))
+    after, out = run(state, rolls[-1])  # roll 5, the one that paid, again
+    assert out == [
+        AlarmRaised(
+            code="LATE_FRAME",
+            device="dice_reader",
+            message=(
+                "ROLL for roll 5 arrived again after later rolls: that roll is recorded "
+                "already and its results stand; the frame is kept in the journal for review"
+            ),
+        )
+    ]
+    assert after.craps == state.craps
+    assert "LATE_FRAME" in codes(after)
+    cleared, out = run(after, DiceRolled(roll_id=7, dice=(5, 5)))
+    assert "LATE_FRAME" not in codes(cleared)
+    assert AlarmCleared(code="LATE_FRAME", device="dice_reader") in out
+    # After the reader's HELLO (a power-up may restart its counter) the same frame is a roll.
+    restarted, _ = run(after, READER_HELLO)
+    assert "LATE_FRAME" not in codes(restarted)
+    _, out = run(restarted, rolls[-1])
+    assert [o.total for o in out if isinstance(o, RollRecorded)] == [6]
+
+
+# ---------------------------------------------------------------------------------------
 # No device fact can crash the table: whatever the devices say, in any order.
 
 _codes = [c.code for c in DECK]
@@ -294,3 +426,46 @@ def test_no_sequence_of_device_facts_makes_the_table_raise(
     for o in out:
         if isinstance(o, CoverAllResult) and o.outcome == "flagged":
             assert o.highest is None
+    assert_results_stand(out)
+
+
+def assert_results_stand(out: list[Outcome]) -> None:
+    """Once a round has paid, lost or been voided, nothing else is published for it
+    (shuffler-icd.md "What the host must check"; no HELLO here, so no round id restarts)."""
+    final: set[int] = set()
+    for o in out:
+        if isinstance(o, CoverAllResult | BustBonusResult | CoverAllPayouts):
+            assert o.round_id not in final, o
+            if not isinstance(o, CoverAllPayouts) and o.outcome != "flagged":
+                final.add(o.round_id)
+
+
+_round_facts: st.SearchStrategy[DeviceFact] = st.one_of(
+    st.builds(
+        HandDealt,
+        round_id=_round,
+        position=_positions,
+        cards=st.lists(st.sampled_from(_codes), min_size=2, max_size=5, unique=True).map(tuple),
+    ),
+    st.builds(RoundDealt, round_id=_round, hands=st.integers(1, 3)),
+    st.builds(RoundSettled, round_id=_round),
+    st.builds(RoundVoided, round_id=_round),
+    st.builds(
+        CardDrawn,
+        round_id=_round,
+        position=st.sampled_from(["P1", "DL"]),
+        card=st.sampled_from(_codes),
+    ),
+    st.builds(DealerDone, round_id=_round),
+    st.builds(DeckChecked, result=st.sampled_from(["OK", "OK", "OK", "SHORT"])),
+)
+
+
+@pytest.mark.parametrize("game", ["CSP", "LIR", "BJ"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(facts=st.lists(_round_facts, max_size=30))
+def test_at_a_ready_table_a_published_result_stands_whatever_comes_late(
+    game: str, facts: list[DeviceFact]
+) -> None:
+    _, out = run(ready_poker(game), *facts)
+    assert_results_stand(out)

@@ -59,14 +59,14 @@ async def test_seeded_rounds_then_exit_0_with_a_record_that_replays(
     expected = [
         str(s) for s in ShufflerGame("MSP", random.Random(4)).rounds(3) if isinstance(s, Send)
     ]
-    played = [m for m in host.delivered if m.TYPE not in ("HELLO", "MODE")]
-    assert [",".join((m.TYPE, *m.fields())) for m in played] == expected
+    played = [m for m in host.delivered if m.kind not in ("HELLO", "MODE")]
+    assert [",".join((m.kind, *m.fields())) for m in played] == expected
     # No card at info level (shuffler-icd.md "Card data is secret until it is face up").
-    hand = next(m for m in host.delivered if m.TYPE == "HAND")
+    hand = next(m for m in host.delivered if m.kind == "HAND")
     assert "".join(hand.fields()[-1:]) not in stderr
     # The record is a script of every acknowledged frame.
     replay = parse_script(record.read_text(), device="shuffler")
-    assert [str(s) for s in replay] == [",".join((m.TYPE, *m.fields())) for m in host.delivered]
+    assert [str(s) for s in replay] == [",".join((m.kind, *m.fields())) for m in host.delivered]
 
 
 async def test_linger_keeps_serving_until_sigterm(no_leaks: None, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ async def test_linger_keeps_serving_until_sigterm(no_leaks: None, tmp_path: Path
     path = await first_line(proc)
     async with ScriptedHost("dice_reader", link) as host:
         delivered = await host.wait_for(4)
-        assert [m.TYPE for m in delivered] == ["HELLO", "ROLL", "ROLL", "CHECK"]
+        assert [m.kind for m in delivered] == ["HELLO", "ROLL", "ROLL", "CHECK"]
         await asyncio.sleep(0.2)
         assert proc.returncode is None, "--linger: still serving"
         host.send(b"$QUERY,0*8F46\r\n")  # still answering

@@ -13,20 +13,19 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from drivers.errors import FrameError
-from drivers.link import BadFrame
+from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
     Decoded,
     DeviceMessage,
-    Hello,
     Message,
     MessageDecoder,
-    Mode,
     Nak,
     Query,
     encode_message,
 )
-from simulators.device_link import DeviceLink, LinkTimings, next_seq
+from rules import events as ev
+from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults
 from simulators.scripts import DeviceKind, Send
 
@@ -107,12 +106,12 @@ async def test_power_up_numbers_from_one_stop_and_wait(make_link: Make) -> None:
     link.power_up()
     deck = asyncio.create_task(link.send(Send.of("DECK", "OK")))
     hello = await wire.next()
-    assert isinstance(hello, Hello)
+    assert isinstance(hello.fact, ev.DeviceHello)
     assert hello.seq == 1
     await wire.nothing_more()  # stop-and-wait: MODE waits for ACK 1
     wire.say(Ack(seq=1))
     mode = await wire.next()
-    assert mode == Mode(seq=2, game="CSP")
+    assert mode == DeviceMessage(seq=2, fact=ev.ModeReported(game="CSP"))
     wire.say(Ack(seq=2))
     assert (await wire.next()).seq == 3
     assert not deck.done()
@@ -193,13 +192,13 @@ async def test_query_is_answered_with_hello_then_the_current_mode(make_link: Mak
     link, wire = make_link(auto_ack=True)
     await link.send(Send.of("MODE", "UTH"))  # the dealer changed the game
     await link.send(Send.of("DECK", "OK"))
-    assert [(await wire.next()).TYPE for _ in range(2)] == ["MODE", "DECK"]
+    assert [(await wire.next()).kind for _ in range(2)] == ["MODE", "DECK"]
     wire.say(Query())
     await link.wait_idle()
     hello, mode = await wire.next(), await wire.next()
-    assert isinstance(hello, Hello)
+    assert isinstance(hello.fact, ev.DeviceHello)
     assert hello.seq == 1
-    assert mode == Mode(seq=2, game="UTH")
+    assert mode == DeviceMessage(seq=2, fact=ev.ModeReported(game="UTH"))
     assert (await link.send(Send.of("DECK", "OK"))).seq == 3
     assert link.queries == 1
 
@@ -209,11 +208,11 @@ async def test_dice_reader_answers_query_with_hello_only(make_link: Make) -> Non
     await link.send(Send.of("ROLL", 5001, 6, 5))
     wire.say(Query())
     await link.wait_idle()
-    assert (await wire.next()).TYPE == "ROLL"
+    assert (await wire.next()).kind == "ROLL"
     hello = await wire.next()
-    assert isinstance(hello, Hello)
+    assert isinstance(hello.fact, ev.DeviceHello)
     assert hello.seq == 1
-    assert [m.TYPE for m in link.sent] == ["ROLL", "HELLO"]
+    assert [m.kind for m in link.sent] == ["ROLL", "HELLO"]
 
 
 async def test_query_during_a_frame_finishes_it_then_resends_it_at_once(
@@ -222,15 +221,15 @@ async def test_query_during_a_frame_finishes_it_then_resends_it_at_once(
     link, wire = make_link(timings=SLOW)
     hand = asyncio.create_task(link.send(Send.of("HAND", 812, "P1", "9c9d5h5s2c")))
     queued = asyncio.create_task(link.send(Send.of("ROUND", 812, 1)))
-    assert (await wire.next()).TYPE == "HAND"
+    assert (await wire.next()).kind == "HAND"
     wire.say(Query())  # the timers are an hour: only the QUERY can bring it again now
     again = await wire.next()
-    assert (again.TYPE, again.seq) == ("HAND", 1)
+    assert (again.kind, again.seq) == ("HAND", 1)
     wire.say(Ack(seq=1))
     assert (await hand).seq == 1
     for expected in (("HELLO", 1), ("MODE", 2), ("ROUND", 3)):
         message = await wire.next()
-        assert (message.TYPE, message.seq) == expected
+        assert (message.kind, message.seq) == expected
         wire.say(Ack(seq=message.seq))
     await queued
 

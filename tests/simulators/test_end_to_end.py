@@ -2,8 +2,8 @@
 link and over each fault (bellows' ``test_ash_end_to_end``).
 
 The driver must deliver every frame the simulator had acknowledged exactly once and in order:
-the simulator's own log (``SimulatedDevice.sent``) is the expectation, mapped to facts with the
-codec's ``to_fact``. Bad frames the faults made must come out as ``BadFrameReceived`` (nothing
+the simulator's own log (``SimulatedDevice.sent``) is the expectation, the facts its messages
+carry. Bad frames the faults made must come out as ``BadFrameReceived`` (nothing
 received is lost), and each unplug as one ``Disconnected``.
 """
 
@@ -19,8 +19,8 @@ import pytest
 
 from drivers.driver import DeviceDriver
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
-from drivers.messages import Deck, Mode, Status, to_fact
-from rules.events import DeviceFact, Game
+from drivers.settings import DriverSettings
+from rules.events import DeckChecked, DeviceFact, DeviceStatus, Game, ModeReported
 from simulators.device_link import LinkTimings
 from simulators.dice import DiceGame
 from simulators.faults import RATES, Faults
@@ -128,13 +128,10 @@ async def test_driver_delivers_every_frame_once_in_order(
         tcp_port=0 if case.tcp else None,
     ) as sim:
         url = f"socket://127.0.0.1:{sim.tcp.port}" if sim.tcp is not None else str(link)
-        driver = DeviceDriver(
-            device=case.device,
-            url=url,
-            reconnect_initial=0.01,
-            reconnect_max=0.05,
-            rng=random.Random(0),
+        settings = DriverSettings(
+            device=case.device, url=url, reconnect_initial=0.01, reconnect_max=0.05
         )
+        driver = DeviceDriver(settings, rng=random.Random(0))
 
         async def consume() -> None:
             async with contextlib.aclosing(driver.events()) as stream:
@@ -156,11 +153,11 @@ async def test_driver_delivers_every_frame_once_in_order(
             await asyncio.gather(consumer, return_exceptions=True)
 
     assert frames == sum(isinstance(s, Send) for s in steps)
-    expected: list[DeviceFact | None] = [to_fact(m, case.device) for m in sim.sent]
+    expected: list[DeviceFact] = [m.fact for m in sim.sent]
     delivered = [e.fact for e in events if isinstance(e, Received)]
     assert delivered == expected
     # Every frame the game produced is among them, in order (nothing lost on the way).
-    played = [",".join((m.TYPE, *m.fields())) for m in sim.sent]
+    played = [",".join((m.kind, *m.fields())) for m in sim.sent]
     game_frames = [str(s) for s in steps if isinstance(s, Send)]
     assert _in_order(played, game_frames)
     hellos = played.count(str(hello))
@@ -187,9 +184,9 @@ async def test_driver_delivers_every_frame_once_in_order(
     happened = {
         "drop_ack": sim.link.acks_dropped,
         "disconnect": sim.unplugs,
-        "wrong_mode": sum(isinstance(m, Mode) and m.game != case.game for m in sim.sent),
-        "bad_deck": sum(isinstance(m, Deck) and m.result != "OK" for m in sim.sent),
-        "status": sum(isinstance(m, Status) and m.code != "READY" for m in sim.sent),
+        "wrong_mode": sum(isinstance(f, ModeReported) and f.game != case.game for f in expected),
+        "bad_deck": sum(isinstance(f, DeckChecked) and f.result != "OK" for f in expected),
+        "status": sum(isinstance(f, DeviceStatus) and f.code != "READY" for f in expected),
     }
     if len(rates) == 1:
         (only,) = rates

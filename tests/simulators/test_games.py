@@ -13,8 +13,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.messages import CardMsg, Check, Deck, DeviceMessage, Hand, Mode, NoRoll, Roll
-from drivers.messages import Round as RoundMsg
+from drivers.messages import WireFact
+from rules.events import (
+    CardDrawn,
+    DealerDone,
+    DeckChecked,
+    DiceRolled,
+    HandDealt,
+    ModeReported,
+    NoRoll,
+    RollCheck,
+    RoundDealt,
+    RoundSettled,
+    RoundVoided,
+)
 from simulators.dice import DiceGame
 from simulators.faults import Faults
 from simulators.scripts import Send, Sleep, Step
@@ -33,18 +45,18 @@ POKER = {
 RANKS, SUITS = "23456789TJQKA", "cdhs"
 
 
-def messages(steps: list[Step]) -> list[DeviceMessage]:
-    """Each frame as the codec reads it (the codec validates every field)."""
-    return [s.message(1, "shuffler") for s in steps if isinstance(s, Send)]
+def messages(steps: list[Step]) -> list[WireFact]:
+    """What each frame states, as the codec reads it (the codec validates every field)."""
+    return [s.message(1, "shuffler").fact for s in steps if isinstance(s, Send)]
 
 
-def split_rounds(msgs: list[DeviceMessage]) -> list[list[DeviceMessage]]:
+def split_rounds(msgs: list[WireFact]) -> list[list[WireFact]]:
     """Group frames by round: each round starts at its DECK check (or bare MODE)."""
-    rounds: list[list[DeviceMessage]] = []
-    current: list[DeviceMessage] = []
+    rounds: list[list[WireFact]] = []
+    current: list[WireFact] = []
     for msg in msgs:
         current.append(msg)
-        if msg.TYPE in ("SETTLE", "VOID", "END"):
+        if isinstance(msg, RoundSettled | RoundVoided | DealerDone):
             rounds.append(current)
             current = []
     assert not current, "frames after the last round"
@@ -60,13 +72,13 @@ def test_poker_rounds_are_honest(game: str, seed: int) -> None:
     for number, frames in enumerate(split_rounds(messages(list(table.rounds(6))))):
         round_id = 41 + number
         # A fresh, checked deck per round (shuffler-icd.md "DECK": after each shuffle).
-        assert isinstance(frames[0], Deck)
+        assert isinstance(frames[0], DeckChecked)
         assert frames[0].result == "OK"
         body = frames[1:]
         last = body[-1]
-        assert last.TYPE in ("SETTLE", "VOID")
+        assert isinstance(last, RoundSettled | RoundVoided)
         assert all(getattr(m, "round_id", None) == round_id for m in body)
-        hands = [m for m in body if isinstance(m, Hand)]
+        hands = [m for m in body if isinstance(m, HandDealt)]
         assert hands, "a round (even a void one) opens with a HAND"
         assert body[: len(hands)] == hands
         positions = [h.position for h in hands]
@@ -76,11 +88,11 @@ def test_poker_rounds_are_honest(game: str, seed: int) -> None:
         for hand in hands:
             expected = {"DL": dealer_cards, "CM": community_cards}.get(hand.position, player_cards)
             assert len(hand.cards) == expected, hand.position
-        if last.TYPE == "VOID":
+        if isinstance(last, RoundVoided):
             continue
         assert "DL" in positions if dealer_cards else "DL" not in positions
         assert "CM" in positions if community_cards else "CM" not in positions
-        (round_msg,) = [m for m in body if isinstance(m, RoundMsg)]
+        (round_msg,) = [m for m in body if isinstance(m, RoundDealt)]
         assert body == [*hands, round_msg, last]
         counted = [p for p in positions if p != "CM" and (p != "DL" or dealer_counts)]
         assert round_msg.hands == len(counted)
@@ -91,7 +103,7 @@ def test_poker_rounds_are_honest(game: str, seed: int) -> None:
 def test_every_pay_table_column_is_dealt(game: str) -> None:
     columns = POKER[game][3]
     table = ShufflerGame(game, random.Random(7))  # type: ignore[arg-type]
-    seen = {m.hands for m in messages(list(table.rounds(300))) if isinstance(m, RoundMsg)}
+    seen = {m.hands for m in messages(list(table.rounds(300))) if isinstance(m, RoundDealt)}
     assert seen == set(columns)
 
 
@@ -99,7 +111,7 @@ def test_poker_deals_are_shuffled_decks() -> None:
     """Across many rounds every card turns up in every position slot: the deck is shuffled."""
     table = ShufflerGame("CSP", random.Random(3))
     first_cards = Counter(
-        m.cards[0] for m in messages(list(table.rounds(2000))) if isinstance(m, Hand)
+        m.cards[0] for m in messages(list(table.rounds(2000))) if isinstance(m, HandDealt)
     )
     assert set(first_cards) == {r + s for r in RANKS for s in SUITS}
 
@@ -133,7 +145,7 @@ def bj_total(cards: list[str]) -> tuple[int, bool]:
     return total, False
 
 
-def bj_rounds(rule: str, rounds: int, seed: int, decks: int = 6) -> list[list[DeviceMessage]]:
+def bj_rounds(rule: str, rounds: int, seed: int, decks: int = 6) -> list[list[WireFact]]:
     table = ShufflerGame("BJ", random.Random(seed), decks=decks, dealer_rule=rule)  # type: ignore[arg-type]
     return split_rounds(messages(list(table.rounds(rounds))))
 
@@ -142,8 +154,8 @@ def bj_rounds(rule: str, rounds: int, seed: int, decks: int = 6) -> list[list[De
 def test_blackjack_dealer_follows_the_rule(rule: str) -> None:
     soft_17_seen = 0
     for frames in bj_rounds(rule, 400, seed=5):
-        cards = [m for m in frames if isinstance(m, CardMsg)]
-        assert frames[-1].TYPE == "END"
+        cards = [m for m in frames if isinstance(m, CardDrawn)]
+        assert isinstance(frames[-1], DealerDone)
         seats = sorted({c.position for c in cards if c.position != "DL"})
         # Draw order: each player, then the dealer (up card), twice.
         assert [c.position for c in cards[: 2 * len(seats) + 2]] == [*seats, "DL"] * 2
@@ -171,11 +183,11 @@ def test_blackjack_shoe_holds_its_decks_and_reshuffles_at_the_cut() -> None:
     decks = 2
     table = ShufflerGame("BJ", random.Random(9), decks=decks, penetration=0.5)
     msgs = messages(list(table.rounds(120)))
-    shuffles = [i for i, m in enumerate(msgs) if isinstance(m, Deck)]
+    shuffles = [i for i, m in enumerate(msgs) if isinstance(m, DeckChecked)]
     assert shuffles[0] == 0
     assert len(shuffles) > 3
     for start, end in zip(shuffles, [*shuffles[1:], len(msgs)], strict=True):
-        drawn = Counter(m.card for m in msgs[start:end] if isinstance(m, CardMsg))
+        drawn = Counter(m.card for m in msgs[start:end] if isinstance(m, CardDrawn))
         assert max(drawn.values()) <= decks, "a shoe holds each card at most `decks` times"
         # The cut card at half the shoe: a shoe is dealt past half, never far past.
         assert decks * 52 // 2 <= sum(drawn.values()) <= decks * 52 or end == len(msgs)
@@ -185,12 +197,14 @@ def test_void_rounds_stop_early_and_ids_count_up() -> None:
     table = ShufflerGame("BJ", random.Random(2), void_rate=0.5, first_round=999_998)
     rounds = bj_rounds_from(table, 4)
     assert [r[-1].round_id for r in rounds] == [999_998, 999_999, 1, 2]  # type: ignore[union-attr]
-    assert {r[-1].TYPE for r in rounds} <= {"END", "VOID"}
-    assert any(r[-1].TYPE == "VOID" for r in rounds)
+    assert all(isinstance(r[-1], DealerDone | RoundVoided) for r in rounds)
+    assert any(isinstance(r[-1], RoundVoided) for r in rounds)
 
 
-def bj_rounds_from(table: ShufflerGame, count: int) -> list[list[DeviceMessage]]:
-    return split_rounds([m for m in messages(list(table.rounds(count))) if m.TYPE != "DECK"])
+def bj_rounds_from(table: ShufflerGame, count: int) -> list[list[WireFact]]:
+    return split_rounds(
+        [m for m in messages(list(table.rounds(count))) if not isinstance(m, DeckChecked)]
+    )
 
 
 # Content faults ----------------------------------------------------------------------
@@ -200,18 +214,18 @@ def test_wrong_mode_and_bad_deck_faults() -> None:
     faults = Faults(wrong_mode=1.0, bad_deck=1.0)
     table = ShufflerGame("LIR", random.Random(4), faults=faults)
     msgs = messages(table.next_round())
-    assert isinstance(msgs[0], Mode)
+    assert isinstance(msgs[0], ModeReported)
     assert msgs[0].game != "LIR"
-    assert isinstance(msgs[1], Deck)
+    assert isinstance(msgs[1], DeckChecked)
     assert msgs[1].result in {
         "SHORT",
         "EXTRA",
         "DUPLICATE",
         "FOREIGN",
     }
-    assert isinstance(msgs[2], Deck)
+    assert isinstance(msgs[2], DeckChecked)
     assert msgs[2].result == "OK"
-    assert isinstance(msgs[-1], Mode)
+    assert isinstance(msgs[-1], ModeReported)
     assert msgs[-1].game == "LIR"
 
 
@@ -226,17 +240,17 @@ def test_status_fault_is_cleared_by_ready() -> None:
 # Dice ----------------------------------------------------------------------------------
 
 
-def dice_messages(game: DiceGame, count: int) -> list[DeviceMessage]:
-    return [s.message(1, "dice_reader") for s in game.rolls(count) if isinstance(s, Send)]
+def dice_messages(game: DiceGame, count: int) -> list[WireFact]:
+    return [s.message(1, "dice_reader").fact for s in game.rolls(count) if isinstance(s, Send)]
 
 
 def test_dice_are_fair_and_roll_ids_wrap() -> None:
     rolls = dice_messages(DiceGame(random.Random(1), first_roll=999_000), 3600)
-    assert all(isinstance(m, Roll) for m in rolls)
-    ids = [m.roll_id for m in rolls if isinstance(m, Roll)]
+    assert all(isinstance(m, DiceRolled) for m in rolls)
+    ids = [m.roll_id for m in rolls if isinstance(m, DiceRolled)]
     assert ids[999] == 999_999
     assert ids[1000] == 1
-    faces = Counter(d for m in rolls if isinstance(m, Roll) for d in m.dice)
+    faces = Counter(d for m in rolls if isinstance(m, DiceRolled) for d in m.dice)
     assert set(faces) == set(range(1, 7))
     assert min(faces.values()) > 1000  # 7200 dice, 1200 expected per face
 
@@ -245,8 +259,8 @@ def test_noroll_and_check_rates_and_reasons() -> None:
     norolls = dice_messages(DiceGame(random.Random(2), noroll_rate=1.0), 200)
     assert {m.reason for m in norolls if isinstance(m, NoRoll)} == {"OFF_TABLE", "EXTRA_DICE"}
     checks = list(dice_messages(DiceGame(random.Random(3), check_rate=1.0), 400))
-    assert all(isinstance(m, Check) for m in checks)
-    reasons = {m.reason for m in checks if isinstance(m, Check)}
+    assert all(isinstance(m, RollCheck) for m in checks)
+    reasons = {m.reason for m in checks if isinstance(m, RollCheck)}
     assert reasons == {
         "STACKED",
         "BOWL",
@@ -258,13 +272,13 @@ def test_noroll_and_check_rates_and_reasons() -> None:
         "UNREADABLE",
     }
     for m in checks:
-        assert isinstance(m, Check)
+        assert isinstance(m, RollCheck)
         # 68 IAC 10-4-4(c)(11): only an unreadable throw reports a die of 0.
         assert (0 in m.dice) == (m.reason == "UNREADABLE")
     mixed = dice_messages(DiceGame(random.Random(4), noroll_rate=0.1, check_rate=0.1), 1000)
-    kinds = Counter(m.TYPE for m in mixed)
-    assert 50 < kinds["NOROLL"] < 150
-    assert 50 < kinds["CHECK"] < 150
+    kinds = Counter(type(m) for m in mixed)
+    assert 50 < kinds[NoRoll] < 150
+    assert 50 < kinds[RollCheck] < 150
 
 
 def test_dice_seed_reproduces() -> None:

@@ -8,7 +8,8 @@ import random
 import termios
 from pathlib import Path
 
-from drivers.messages import Ack, Decoded, Hello, MessageDecoder, Mode, Query, encode_message
+from drivers.messages import Ack, Decoded, DeviceMessage, MessageDecoder, Query, encode_message
+from rules import events as ev
 from simulators.device_link import LinkTimings
 from simulators.faults import Faults
 from simulators.scripts import Send, parse_script
@@ -58,7 +59,7 @@ async def test_script_over_a_pty_follows_the_symlink_across_an_unplug(
             assert host.opens >= 2
             # Each frame delivered once and in order, the reconnect's HELLO and MODE included.
             assert host.delivered == sim.sent
-            kinds = [m.TYPE for m in sim.sent]
+            kinds = [m.kind for m in sim.sent]
             assert kinds == [
                 "HELLO", "MODE", "DECK", "HAND", "HAND",
                 "HELLO", "MODE", "HAND", "ROUND", "SETTLE",
@@ -88,8 +89,8 @@ async def test_honest_play_with_every_wire_fault_reaches_the_host_exactly_once(
         if isinstance(step, Send)
     ]
     assert frames == len(expected)
-    played = [m for m in sim.sent if m.TYPE not in ("HELLO", "MODE")]
-    assert [",".join((m.TYPE, *m.fields())) for m in played] == expected
+    played = [m for m in sim.sent if m.kind not in ("HELLO", "MODE")]
+    assert [",".join((m.kind, *m.fields())) for m in played] == expected
     applied = sim.link.applied
     assert all(applied[name] for name in ("crc", "garble", "garbage", "split", "duplicate"))
     assert sim.link.acks_dropped
@@ -118,10 +119,11 @@ async def test_tcp_serves_the_same_device_and_a_new_client_replaces_the_old(
 
         reader, writer, decoder = await client()
         hello = await next_message(reader, decoder)
-        assert isinstance(hello.message, Hello)
+        assert isinstance(hello.message, DeviceMessage)
+        assert isinstance(hello.message.fact, ev.DeviceHello)
         writer.write(encode_message(Ack(seq=1)))
         mode = await next_message(reader, decoder)
-        assert mode.message == Mode(seq=2, game="CSP")
+        assert mode.message == DeviceMessage(seq=2, fact=ev.ModeReported(game="CSP"))
 
         reader2, writer2, decoder2 = await client()  # before ACKing MODE
         assert await reader.read() == b"", "the old client was dropped"
@@ -131,7 +133,7 @@ async def test_tcp_serves_the_same_device_and_a_new_client_replaces_the_old(
         seen = []
         for _ in range(3):
             item = await next_message(reader2, decoder2)
-            seen.append((item.message.TYPE, item.message.seq))
+            seen.append((item.message.kind, item.message.seq))
             writer2.write(encode_message(Ack(seq=item.message.seq)))
         assert seen == [("MODE", 2), ("HELLO", 1), ("MODE", 2)]
         await sim.finish()

@@ -1,0 +1,1304 @@
+"""A Mosquitto configuration for the tables of one table controller (``lammer broker-config``).
+
+Only the right clients may act on a table (mqtt-api.md): a table's own daemon publishes its
+state and answers its requests, displays only read, pit terminals read and send requests.
+``plan_broker`` turns the tables' configurations and a few options into a ``BrokerPlan``;
+``generate`` writes it into one directory:
+
+    DIR/mosquitto.conf      0640 root:<broker group>   listeners, security, limits, persistence
+    DIR/passwd              0600 <broker user>         one ``user:$7$...`` line per user, as
+                                                       Debian's mosquitto_passwd 2.0 writes it
+    DIR/acl                 0600 <broker user>         per user, the topics it may read or write
+    DIR/credentials/        0700                       (the invoking user's: root in production)
+    DIR/credentials/<user>  0600                       that user's password, one line
+
+Users: ``lammer-<table id>`` per table (read and write its own base topic
+``<prefix>/<table id>/#``, which holds its requests), ``display`` (read every table,
+publish nothing) and ``terminal`` (read every table, publish only
+``<prefix>/<table id>/request/+``). Ownership is set only when run as root: Mosquitto
+started as root drops to ``user`` (``--broker-user``, default ``mosquitto``) *before* it
+reads passwd and acl (seen with 2.0.11: a root-only passwd is "Unable to open pwfile").
+
+Idempotent, as the style guide asks of generators: the files are rendered from the
+templates below, so the same tables give the same bytes and two runs can be diffed; a
+password in ``credentials/`` is kept, and its passwd line too (kept byte for byte while it
+still verifies, so passwd does not churn with new salts); ``generate`` returns what it
+changed. To change one password, delete its credentials file and run again.
+
+Nothing the configurations hold can add a line to a generated file: ``daemon.config``
+refuses control characters, spaces and wildcards in table ids and prefixes, this module
+refuses what cannot be a Mosquitto user name or a safe file value, and every rendered file
+is read back the way Mosquitto 2.0 reads it and must mean exactly the plan (``read_acl``,
+``read_conf``, ``read_passwd``) before anything is written.
+
+Choices (also in the README, "Deploying the broker"):
+
+* The daemons' listener is the ``[mqtt] host`` and ``port`` the configurations share, on
+  loopback, plain, with a connection limit of its own (nothing on the network can crowd
+  the daemons out). Configurations naming different brokers, a host that is not loopback
+  or ``[mqtt.tls]`` are refused: the daemons and this broker share one controller.
+* ``--listen HOST:PORT`` adds a listener for displays and terminals on the network; with
+  ``--tls-cert/--tls-key/--tls-ca`` it is TLS (TLS 1.2 at least; default ``0.0.0.0:8883``).
+  Passwords authenticate on every listener; no client certificates.
+* Tables may have different prefixes: every grant names a table's own base topic. One base
+  topic inside another (prefix ``lammer/t1`` for table ``x``, beside table ``t1``) is
+  refused: ``t1``'s daemon could write the other table's state.
+
+Extending for the floor bridge (``--bridge HOST:PORT[,HOST:PORT...]``): the option parses
+with ``parse_endpoint`` into a ``bridge`` field of ``BrokerPlan`` (``plan_broker`` checks it
+with the rest), and the bridge is one more section of ``mosquitto.conf``, rendered last by
+``_bridge_section`` (every option after a ``connection`` line belongs to that bridge):
+``address`` with every cluster node, ``cleansession false``, ``try_private false``,
+``notifications false``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
+from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` in, QoS 1).
+Mosquitto does not check a bridge's traffic against ``acl_file``, so those ``topic ... in``
+lines are all that bounds what the floor may send: name each table's ``request/+``, never a
+wildcard above it. Its password is kept as the users' are (a ``credentials/`` entry read
+or made by ``_password_for``) and written as ``remote_password`` into ``mosquitto.conf``,
+which is why that file is already 0640 root:<broker group>; ``check_rendered`` reads the new
+directives back like every other. The limits already serve a bridge: persistence keeps its
+queue across a restart, and ``max_queued_messages`` is sized for a floor outage.
+
+Errors: ``BrokerConfigError(DaemonError, ValueError)``, ``problems`` listing every one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import grp
+import hashlib
+import hmac
+import ipaddress
+import json
+import os
+import pwd
+import re
+import secrets
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from daemon.config import TableConfig
+from daemon.errors import DaemonError
+
+# ---------------------------------------------------------------------------------------
+# Limits (the reasons are written next to each in mosquitto.conf, see _limits_section)
+
+REQUEST_MAX: Final = 4 * 1024
+"""mqtt-api.md "Requests": a request payload is at most 4 KiB."""
+
+LARGEST_PAYLOAD: Final = 32 * 1024
+"""Bound of the largest payload a daemon publishes: ``state`` (and ``alarms``) with every
+alarm a table can hold, at most 32 device codes per device plus the table's own alarms, each
+as long as a 240-byte link-layer body allows with every character JSON-escaped
+(``tests/daemon/test_broker_config.py`` builds it with the daemon's own builders: about
+25 KB). Every other payload (a result, a board, a response to a 4 KiB request) is smaller."""
+
+MESSAGE_SIZE_LIMIT: Final = 256 * 1024
+"""``message_size_limit``: eight times ``LARGEST_PAYLOAD``. A publish above it is dropped
+(its QoS 1 flow completed) without ending the connection, so a daemon is never thrown into
+a reconnect loop by one oversized message of its own."""
+
+MAX_PACKET_SIZE: Final = 2 * MESSAGE_SIZE_LIMIT
+"""``max_packet_size``: a packet above it ends the connection before Mosquitto buffers it
+(``message_size_limit`` alone is checked after the whole packet is read; MQTT allows
+256 MB). Twice the message limit: room for any topic (65,535 bytes at most) and
+properties, so a message under the limit never ends a connection."""
+
+MAX_INFLIGHT_MESSAGES: Final = 20
+"""``max_inflight_messages``: QoS 1 messages per client awaiting PUBACK, as the daemon's
+own window (``MqttLink``); on a LAN or loopback round trip this never limits throughput."""
+
+MAX_QUEUED_MESSAGES: Final = 10_000
+"""``max_queued_messages`` per client beyond those in flight (a slow display, a persistent
+session while its client is away, a bridge while the floor is unreachable). A table
+publishes about 10 messages a minute, so this holds about four hours of four tables."""
+
+MAX_QUEUED_BYTES: Final = 16 * 1024 * 1024
+"""``max_queued_bytes`` per client: bounds the memory one lagging client can hold."""
+
+LAN_MAX_CONNECTIONS: Final = 256
+"""``max_connections`` of the network listener: displays and terminals of a few tables,
+with room; well under the 1024 file descriptors a systemd service gets by default."""
+
+AUTOSAVE_INTERVAL: Final = 60
+"""``autosave_interval`` in seconds: at most a minute of queued messages lost at a power
+cut (a clean stop saves everything; the daemons republish the retained state anyway)."""
+
+PERSISTENT_CLIENT_EXPIRATION: Final = "7d"
+"""``persistent_client_expiration``: the session of a client gone for a week is dropped."""
+
+
+def daemons_max_connections(tables: int) -> int:
+    """``max_connections`` of the daemons' loopback listener: each daemon plus room for a
+    local screen and tools, at least 64."""
+    return max(64, 2 * tables + 32)
+
+
+# ---------------------------------------------------------------------------------------
+# Errors and the plan
+
+
+class BrokerConfigError(DaemonError, ValueError):
+    """Tables or options that cannot make one broker configuration; ``problems`` lists
+    every one, each a sentence naming the table or option."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems: tuple[str, ...] = tuple(problems)
+        count = len(self.problems)
+        header = f"{count} problem{'s' if count != 1 else ''}"
+        super().__init__("\n  ".join([header, *self.problems]))
+
+
+Access = Literal["read", "write", "readwrite"]
+Role = Literal["daemon", "display", "terminal"]
+
+DISPLAY: Final = "display"
+TERMINAL: Final = "terminal"
+DEFAULT_TLS_LISTEN: Final = "0.0.0.0:8883"
+DEFAULT_DATA_DIR: Final = Path("/var/lib/mosquitto")  # Debian's, owned by mosquitto
+DEFAULT_BROKER_USER: Final = "mosquitto"
+GENERATED_BY: Final = "Generated by `lammer broker-config`"
+
+
+def daemon_user(table_id: str) -> str:
+    """The Mosquitto user of a table's daemon: ``lammer-<table id>``."""
+    return f"lammer-{table_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One ACL line: ``topic <access> <topic>``."""
+
+    access: Access
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """A Mosquitto user, what it is for (one line), and its grants in ACL order."""
+
+    name: str
+    role: Role
+    about: str
+    grants: tuple[Grant, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A listener address: a host (name or IP literal) and a TCP port."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def wildcard(self) -> bool:
+        """Whether it binds every address (``0.0.0.0`` or ``::``)."""
+        return self.host in ("0.0.0.0", "::")
+
+    @property
+    def loopback(self) -> bool:
+        """Whether it is reachable only from this machine."""
+        return is_loopback(self.host)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerTls:
+    """The TLS files of a listener (absolute paths, checked when planned)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """A Mosquitto listener: for the daemons (loopback, plain) or the network."""
+
+    endpoint: Endpoint
+    purpose: Literal["daemons", "network"]
+    max_connections: int
+    tls: ListenerTls | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table of the plan, from its configuration file."""
+
+    config_path: Path
+    config: TableConfig
+
+    @property
+    def table_id(self) -> str:
+        """The table id (``[table] id``)."""
+        return self.config.table.id
+
+    @property
+    def base(self) -> str:
+        """The base topic ``<prefix>/<table id>``."""
+        return self.config.base_topic
+
+    @property
+    def user(self) -> str:
+        """Its daemon's Mosquitto user."""
+        return daemon_user(self.table_id)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerPlan:
+    """Everything ``generate`` writes, decided and checked (``plan_broker``)."""
+
+    out: Path
+    tables: tuple[Table, ...]
+    listeners: tuple[Listener, ...]
+    users: tuple[User, ...]
+    data_dir: Path
+    broker_user: str
+
+    @property
+    def conf_path(self) -> Path:
+        """``DIR/mosquitto.conf``."""
+        return self.out / "mosquitto.conf"
+
+    @property
+    def passwd_path(self) -> Path:
+        """``DIR/passwd``."""
+        return self.out / "passwd"
+
+    @property
+    def acl_path(self) -> Path:
+        """``DIR/acl``."""
+        return self.out / "acl"
+
+    @property
+    def credentials_dir(self) -> Path:
+        """``DIR/credentials``."""
+        return self.out / "credentials"
+
+    def credential_path(self, user: str) -> Path:
+        """``DIR/credentials/<user>``: the user's password."""
+        return self.credentials_dir / user
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+_ENDPOINT = re.compile(
+    r"\[(?P<v6>[^\]]+)\]:(?P<p6>[0-9]{1,5})|(?P<host>[^:\[\]]+):(?P<port>[0-9]{1,5})"
+)
+_SYSTEM_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def parse_endpoint(text: str) -> Endpoint:
+    """``HOST:PORT`` (``[IPv6]:PORT`` for an IPv6 literal) as an ``Endpoint``.
+
+    Raises ``ValueError`` with a sentence for anything else (a port out of range, a host
+    that is neither an IP literal nor a DNS name).
+    """
+    match = _ENDPOINT.fullmatch(text)
+    if match is None:
+        raise ValueError(f"expected HOST:PORT (or [IPv6]:PORT), got {text!r}")
+    host = match["v6"] or match["host"]
+    port = int(match["p6"] or match["port"])
+    if not 1 <= port <= 65535:
+        raise ValueError(f"port must be between 1 and 65535, got {port}")
+    if match["v6"] is not None:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"not an IPv6 address: {host!r}") from None
+    elif not _is_ipv4(host) and not _HOSTNAME.fullmatch(host):
+        raise ValueError(f"not an IP address or host name: {host!r}")
+    return Endpoint(host, port)
+
+
+def _is_ipv4(host: str) -> bool:
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# Planning
+
+
+def plan_broker(
+    tables: Sequence[tuple[Path, TableConfig]],
+    *,
+    out: Path,
+    listen: str | None = None,
+    tls: tuple[Path, Path, Path] | None = None,
+    data_dir: Path = DEFAULT_DATA_DIR,
+    broker_user: str = DEFAULT_BROKER_USER,
+) -> BrokerPlan:
+    """Decide the broker for ``tables`` (each a configuration file and its contents).
+
+    ``listen`` is the network listener (``HOST:PORT``), ``tls`` its certificate, key and
+    CA. Raises ``BrokerConfigError`` with every problem found (module docstring, choices).
+    """
+    problems: list[str] = []
+    if not tables:
+        problems.append("no table configuration given")
+    entries = tuple(sorted((Table(p, c) for p, c in tables), key=lambda t: t.table_id))
+    problems += _table_problems(entries)
+    daemons = _daemons_endpoint(entries, problems)
+
+    network: Listener | None = None
+    listener_tls: ListenerTls | None = None
+    if tls is not None:
+        listener_tls = _check_tls(*tls, problems=problems)
+    if listen is not None or tls is not None:
+        try:
+            endpoint = parse_endpoint(listen or DEFAULT_TLS_LISTEN)
+        except ValueError as exc:
+            problems.append(f"--listen: {exc}")
+        else:
+            network = Listener(endpoint, "network", LAN_MAX_CONNECTIONS, listener_tls)
+            if daemons is not None:
+                problems += _overlap_problems(daemons, endpoint)
+
+    for what, path in (("--out", out), ("--data-dir", data_dir)):
+        problem = _path_problem(path)
+        if problem:
+            problems.append(f"{what}: {problem}")
+    if out.exists() and not out.is_dir():
+        problems.append(f"--out: {out} is not a directory")
+    if not _SYSTEM_USER.fullmatch(broker_user):
+        problems.append(f"--broker-user: not a system user name: {broker_user!r}")
+    problems += _foreign_file_problems(out)
+    if problems:
+        raise BrokerConfigError(problems)
+    assert daemons is not None  # no problem means the tables named one broker
+    listeners = (
+        Listener(daemons, "daemons", daemons_max_connections(len(entries))),
+        *(() if network is None else (network,)),
+    )
+    return BrokerPlan(
+        out=out.absolute(),
+        tables=entries,
+        listeners=listeners,
+        users=_users(entries),
+        data_dir=data_dir.absolute(),
+        broker_user=broker_user,
+    )
+
+
+def _users(tables: Sequence[Table]) -> tuple[User, ...]:
+    daemons = tuple(
+        User(
+            name=t.user,
+            role="daemon",
+            about=f"Table {t.table_id} ({t.config.table.game}): its daemon publishes its own "
+            "base topic and reads its requests",
+            grants=(Grant("readwrite", f"{t.base}/#"),),
+        )
+        for t in tables
+    )
+    display = User(
+        name=DISPLAY,
+        role="display",
+        about="Displays: read every table; publish nothing",
+        grants=tuple(Grant("read", f"{t.base}/#") for t in tables),
+    )
+    terminal = User(
+        name=TERMINAL,
+        role="terminal",
+        about='Pit terminals: read every table; publish requests only (mqtt-api.md "Requests")',
+        grants=tuple(
+            g
+            for t in tables
+            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/+"))
+        ),
+    )
+    return (*daemons, display, terminal)
+
+
+def _table_problems(tables: Sequence[Table]) -> list[str]:
+    problems: list[str] = []
+    by_id: dict[str, list[Table]] = {}
+    by_client: dict[str, list[Table]] = {}
+    for t in tables:
+        by_id.setdefault(t.table_id, []).append(t)
+        by_client.setdefault(t.config.client_id, []).append(t)
+        where = f"{t.table_id} ({t.config_path})"
+        if ":" in t.table_id:
+            problems.append(
+                f"{where}: table id {t.table_id!r} cannot name a Mosquitto user "
+                "(':' separates the user from its hash in passwd)"
+            )
+        size = len(t.user.encode())
+        if size > 255:
+            problems.append(
+                f"{where}: user name {t.user!r} is {size} bytes in UTF-8, more than the 255 a "
+                "file name (its credentials file) may have"
+            )
+        if t.config.mqtt.tls is not None:
+            problems.append(
+                f"{where}: [mqtt.tls] is set, but the daemons reach this broker on plain "
+                "loopback: remove [mqtt.tls] (TLS is for the network listener)"
+            )
+    for table_id, same in by_id.items():
+        if len(same) > 1:
+            files = ", ".join(str(t.config_path) for t in same)
+            problems.append(f"table id {table_id!r} is given more than once: {files}")
+    for client_id, same in by_client.items():
+        if len(same) > 1 and len({t.table_id for t in same}) > 1:
+            ids = ", ".join(t.table_id for t in same)
+            problems.append(
+                f"tables {ids} use the same MQTT client id {client_id!r}: each would "
+                "disconnect the other ([mqtt] client_id)"
+            )
+    for outer in tables:
+        for inner in tables:
+            if inner is not outer and inner.base.startswith(outer.base + "/"):
+                problems.append(
+                    f"table {outer.table_id}'s base topic {outer.base} holds table "
+                    f"{inner.table_id}'s {inner.base}: {outer.table_id}'s daemon could "
+                    f"write {inner.table_id}'s state ([mqtt] prefix)"
+                )
+    return problems
+
+
+def _daemons_endpoint(tables: Sequence[Table], problems: list[str]) -> Endpoint | None:
+    """The listener the daemons' configurations name (one, on loopback), or None."""
+    named: dict[Endpoint, list[str]] = {}
+    for t in tables:
+        named.setdefault(Endpoint(t.config.mqtt.host, t.config.mqtt.port), []).append(t.table_id)
+    if len(named) > 1:
+        listed = "; ".join(f"{e} ({', '.join(ids)})" for e, ids in named.items())
+        problems.append(
+            "the tables name different brokers in [mqtt] host and port: "
+            f"{listed}. One broker-config serves one broker: give the tables of one "
+            "controller, with the same host and port"
+        )
+        return None
+    if not named:
+        return None
+    (endpoint,) = named
+    if not endpoint.loopback:
+        ids = ", ".join(named[endpoint])
+        problems.append(
+            f"[mqtt] host {endpoint.host!r} of {ids} is not a loopback address: the daemons "
+            "and this broker run on one controller (127.0.0.1); the network listener is "
+            "--listen"
+        )
+        return None
+    problem = _value_problem(endpoint.host)
+    if problem:
+        problems.append(f"[mqtt] host: {problem}")
+        return None
+    return endpoint
+
+
+def _overlap_problems(daemons: Endpoint, network: Endpoint) -> list[str]:
+    if network.port != daemons.port:
+        return []
+    if network.host == daemons.host:
+        return [f"--listen {network} is the daemons' listener already ([mqtt] host and port)"]
+    if network.wildcard or network.loopback:
+        return [
+            f"--listen {network} would also bind the daemons' listener {daemons}: "
+            "choose another port"
+        ]
+    return []
+
+
+def _check_tls(cert: Path, key: Path, ca: Path, *, problems: list[str]) -> ListenerTls:
+    for option, path, marker in (
+        ("--tls-cert", cert, "-----BEGIN CERTIFICATE-----"),
+        ("--tls-key", key, "PRIVATE KEY-----"),
+        ("--tls-ca", ca, "-----BEGIN CERTIFICATE-----"),
+    ):
+        problem = _path_problem(path)
+        if problem is None:
+            try:
+                text = path.read_text(encoding="ascii", errors="replace")
+            except OSError as exc:
+                problem = f"cannot read {path}: {exc.strerror}"
+            else:
+                if marker not in text:
+                    problem = f"{path} is not a PEM file holding {marker.strip('-')}"
+        if problem is None and option == "--tls-key" and path.stat().st_mode & 0o007:
+            mode = path.stat().st_mode & 0o777
+            problem = f"{path} is readable by every user (mode {mode:04o}): chmod o-rwx {path}"
+        if problem:
+            problems.append(f"{option}: {problem}")
+    return ListenerTls(cert.absolute(), key.absolute(), ca.absolute())
+
+
+def _value_problem(value: str) -> str | None:
+    """Why ``value`` cannot be one value of a generated line, or None."""
+    if not value:
+        return "must not be empty"
+    if value != value.strip() or any(not c.isprintable() for c in value):
+        return (
+            "must be one line of printable characters without leading or trailing "
+            f"spaces, got {value!r}"
+        )
+    return None
+
+
+def _path_problem(path: Path) -> str | None:
+    return _value_problem(str(path))
+
+
+def _foreign_file_problems(out: Path) -> list[str]:
+    problems = []
+    for name in ("mosquitto.conf", "acl"):
+        path = out / name
+        try:
+            head = path.read_text(encoding="utf-8", errors="replace")[:400]
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            problems.append(f"--out: cannot read {path}: {exc.strerror}")
+            continue
+        if GENERATED_BY not in head:
+            problems.append(
+                f"--out: {path} was not written by broker-config: choose another directory "
+                "or move the file away (it is never overwritten)"
+            )
+    return problems
+
+
+# ---------------------------------------------------------------------------------------
+# mosquitto.conf
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    """One ``key value`` line of mosquitto.conf, with the comment lines written above it."""
+
+    key: str
+    value: str
+    comment: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A titled group of directives."""
+
+    title: str
+    directives: tuple[Directive, ...]
+    comment: tuple[str, ...] = ()
+
+
+def conf_sections(plan: BrokerPlan) -> tuple[Section, ...]:
+    """mosquitto.conf as sections, in file order (the floor bridge, when any, goes last)."""
+    return (
+        _process_section(plan),
+        _security_section(plan),
+        *(_listener_section(listener) for listener in plan.listeners),
+        _limits_section(),
+        _persistence_section(plan),
+        _bridge_section(plan),
+    )
+
+
+def _process_section(plan: BrokerPlan) -> Section:
+    return Section(
+        "Process",
+        (
+            Directive(
+                "user",
+                plan.broker_user,
+                ("Started as root, Mosquitto drops to this user before it reads passwd and acl.",),
+            ),
+            Directive(
+                "log_dest",
+                "stderr",
+                ("To the service's journal, which adds the time.",),
+            ),
+            Directive("log_timestamp", "false"),
+            Directive("log_type", "error"),
+            Directive("log_type", "warning"),
+            Directive(
+                "log_type",
+                "notice",
+                ("Notices name every connection and every client refused.",),
+            ),
+            Directive("log_type", "information"),
+            Directive("connection_messages", "true"),
+        ),
+    )
+
+
+def _security_section(plan: BrokerPlan) -> Section:
+    return Section(
+        "Who may connect, and what each user may do",
+        (
+            Directive(
+                "per_listener_settings",
+                "false",
+                ("One password file and one ACL for every listener.",),
+            ),
+            Directive("allow_anonymous", "false"),
+            Directive("password_file", str(plan.passwd_path)),
+            Directive("acl_file", str(plan.acl_path)),
+            Directive(
+                "check_retain_source",
+                "true",
+                (
+                    "A retained message goes out only while its publisher may still publish it:",
+                    "a table taken off this broker takes its retained state with it.",
+                ),
+            ),
+        ),
+    )
+
+
+def _listener_section(listener: Listener) -> Section:
+    endpoint = listener.endpoint
+    directives = [
+        Directive("listener", f"{endpoint.port} {endpoint.host}"),
+        Directive("max_connections", str(listener.max_connections)),
+    ]
+    if listener.purpose == "daemons":
+        comment: tuple[str, ...] = (
+            "The table daemons, at the [mqtt] host and port of their configurations:",
+            "loopback only, so plain, with a connection limit of its own that nothing on",
+            "the network can use up.",
+        )
+        title = "Listener: the table daemons"
+    elif listener.tls is None:
+        comment = (
+            "Displays and pit terminals on the network. PLAIN: passwords and decisions",
+            "cross the network in clear (give broker-config --tls-cert/--tls-key/--tls-ca).",
+        )
+        title = "Listener: displays and terminals"
+    else:
+        comment = (
+            "Displays and pit terminals on the network, over TLS (1.2 at least); clients",
+            "verify the broker with the CA below and log in with their password.",
+        )
+        title = "Listener: displays and terminals (TLS)"
+        directives += [
+            Directive("certfile", str(listener.tls.cert)),
+            Directive("keyfile", str(listener.tls.key)),
+            Directive("cafile", str(listener.tls.ca)),
+            Directive("tls_version", "tlsv1.2"),
+        ]
+    return Section(title, tuple(directives), comment)
+
+
+def _limits_section() -> Section:
+    return Section(
+        "Limits",
+        (
+            Directive(
+                "set_tcp_nodelay",
+                "true",
+                ("Nagle off: with it, about 0.5% of small messages stall 40 ms.",),
+            ),
+            Directive(
+                "message_size_limit",
+                str(MESSAGE_SIZE_LIMIT),
+                (
+                    'Requests are at most 4 KiB (mqtt-api.md "Requests"); the largest payload a',
+                    "daemon publishes, `state` with every alarm a table can hold, is under "
+                    f"{LARGEST_PAYLOAD // 1024} KiB.",
+                    "A larger publish is dropped and its connection kept. Mosquitto's start-up",
+                    "note to use max_packet_size instead is expected: both are set, each for",
+                    "its own end.",
+                ),
+            ),
+            Directive(
+                "max_packet_size",
+                str(MAX_PACKET_SIZE),
+                (
+                    "A larger packet ends its connection before Mosquitto buffers it; a message",
+                    "under message_size_limit, whatever its topic, always fits.",
+                ),
+            ),
+            Directive(
+                "max_inflight_messages",
+                str(MAX_INFLIGHT_MESSAGES),
+                ("QoS 1 messages awaiting PUBACK per client, as the daemon's own window.",),
+            ),
+            Directive(
+                "max_queued_messages",
+                str(MAX_QUEUED_MESSAGES),
+                (
+                    "Per client, beyond those in flight (a slow client, a persistent session",
+                    "away, a bridge to an unreachable floor): four hours of four tables.",
+                ),
+            ),
+            Directive(
+                "max_queued_bytes",
+                str(MAX_QUEUED_BYTES),
+                ("The memory one lagging client may hold.",),
+            ),
+            Directive(
+                "persistent_client_expiration",
+                PERSISTENT_CLIENT_EXPIRATION,
+                ("The session of a client gone this long (a retired display) is dropped.",),
+            ),
+        ),
+    )
+
+
+def _persistence_section(plan: BrokerPlan) -> Section:
+    return Section(
+        "Persistence",
+        (
+            Directive("persistence", "true"),
+            Directive("persistence_location", str(plan.data_dir)),
+            Directive(
+                "autosave_interval",
+                str(AUTOSAVE_INTERVAL),
+                (
+                    "Saved every minute and at every clean stop: retained state (a stopped",
+                    "table's `offline` included), persistent sessions and their queued QoS 1",
+                    "messages survive a broker restart. The daemons also republish their",
+                    "retained state on every reconnect, so a power cut loses no table state.",
+                ),
+            ),
+        ),
+    )
+
+
+def _bridge_section(plan: BrokerPlan) -> Section:
+    # The floor bridge renders its `connection` block here (module docstring, "Extending").
+    del plan
+    return Section(
+        "Floor bridge",
+        (),
+        (
+            "None. A bridge to the floor cluster goes here, last in the file: every option",
+            "after its `connection` line belongs to that bridge.",
+        ),
+    )
+
+
+def render_conf(plan: BrokerPlan) -> str:
+    """The text of mosquitto.conf."""
+    lines = [
+        "# Mosquitto for the lammer tables of this controller.",
+        f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and",
+        '# says what it changed). README.md, "Deploying the broker", says how to run it.',
+        "# Tables:",
+        *(f"#   {t.table_id} ({t.config.table.game}) at {t.base}" for t in plan.tables),
+    ]
+    for section in conf_sections(plan):
+        lines += ["", f"# -- {section.title} " + "-" * max(3, 84 - len(section.title))]
+        lines += [f"# {c}" for c in section.comment]
+        for d in section.directives:
+            lines += [f"# {c}" for c in d.comment]
+            lines.append(f"{d.key} {d.value}")
+    return "\n".join(lines) + "\n"
+
+
+def read_conf(text: str) -> list[tuple[str, str]]:
+    """The ``(key, value)`` of every option line, as Mosquitto 2.0 reads mosquitto.conf:
+    comment (``#``) and blank lines skipped, the key up to the first space, the value the
+    rest of the line without surrounding blanks."""
+    out = []
+    for raw in text.split("\n"):
+        line = raw.rstrip(" \t\r\v\f")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.strip().partition(" ")
+        out.append((key, value.strip(" \t")))
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# acl
+
+
+def render_acl(plan: BrokerPlan) -> str:
+    """The text of the ACL file: one ``user`` block per user, its grants under it."""
+    lines = [
+        "# Mosquitto access control for the lammer tables of this controller.",
+        f"# {GENERATED_BY}; do not edit: run it again.",
+        "# Every grant names a table's own base topic <prefix>/<table id> (mqtt-api.md",
+        '# "Conventions"). No grant comes before the first user line, so a client without',
+        "# a user name (refused anyway: allow_anonymous false) would be granted nothing.",
+    ]
+    for user in plan.users:
+        lines += ["", f"# {user.about}.", f"user {user.name}"]
+        lines += [f"topic {g.access} {g.topic}" for g in user.grants]
+    return "\n".join(lines) + "\n"
+
+
+def read_acl(text: str) -> dict[str | None, list[Grant]]:
+    """The grants per user (None: anonymous) as Mosquitto 2.0's ACL file reader sees them.
+
+    Lines end at LF; trailing white space is dropped; a line starting with ``#`` is a
+    comment; ``user <name>`` (the rest of the line, blanks trimmed) starts a user's block;
+    ``topic [read|write|readwrite|deny] <topic>`` adds a grant to the current block (the
+    access word is optional). Raises ``ValueError`` for any other line, as Mosquitto
+    refuses to start on one; ``pattern`` lines, which apply to every user, are refused too.
+    """
+    grants: dict[str | None, list[Grant]] = {}
+    user: str | None = None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip(" \t\n\v\f\r")
+        if not line or line.startswith("#"):
+            continue
+        head, _, rest = line.lstrip(" ").partition(" ")
+        if head == "user":
+            user = rest.strip(" \t")
+            if not user:
+                raise ValueError(f"line {number}: user without a name")
+        elif head == "topic":
+            access, _, topic = rest.lstrip(" ").partition(" ")
+            topic = topic.strip(" \t")
+            if not topic:
+                access, topic = "readwrite", access
+            if access not in ("read", "write", "readwrite"):
+                raise ValueError(f"line {number}: access {access!r} is not granted here")
+            grants.setdefault(user, []).append(Grant(access, topic))  # type: ignore[arg-type]
+        elif head:
+            raise ValueError(f"line {number}: not a user or topic line: {line[:60]!r}")
+    return grants
+
+
+def topic_filter_problem(topic: str) -> str | None:
+    """Why ``topic`` is not a subscription filter Mosquitto accepts in an ACL, or None
+    (MQTT 3.1.1 section 4.7: ``+`` and ``#`` fill a whole level, ``#`` last; at most
+    65,535 bytes; no control characters, which Mosquitto's UTF-8 check refuses)."""
+    if not topic or len(topic.encode()) > 65535:
+        return "empty or longer than 65,535 bytes"
+    if any(not c.isprintable() for c in topic):
+        return "holds a control character"
+    levels = topic.split("/")
+    for i, level in enumerate(levels):
+        if ("+" in level or "#" in level) and level not in ("+", "#"):
+            return f"wildcard inside level {level!r}"
+        if level == "#" and i != len(levels) - 1:
+            return "'#' before the last level"
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# passwd: mosquitto_passwd 2.0's format
+
+PBKDF2_ITERATIONS: Final = 101
+"""mosquitto_passwd 2.0's default (``$7$101$``): PBKDF2-HMAC-SHA512, 12-byte salt,
+64-byte hash, both in standard base64. Few iterations; the generated passwords are
+192-bit random, far beyond any offline guessing, so the hash adds nothing to defend."""
+
+_SALT_BYTES: Final = 12
+_HASH_BYTES: Final = 64
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> str:
+    """The passwd hash of ``password`` as ``mosquitto_passwd`` 2.0 writes it:
+    ``$7$101$<salt>$<hash>`` (a random salt unless given)."""
+    salt = secrets.token_bytes(_SALT_BYTES) if salt is None else salt
+    if len(salt) != _SALT_BYTES:
+        raise ValueError(f"salt must be {_SALT_BYTES} bytes, got {len(salt)}")
+    digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, PBKDF2_ITERATIONS)
+    b64 = base64.b64encode
+    return f"$7${PBKDF2_ITERATIONS}${b64(salt).decode()}${b64(digest).decode()}"
+
+
+def verify_password(password: str, encoded: str) -> bool:
+    """Whether ``encoded`` (a ``$7$`` passwd hash, any iteration count) is ``password``'s.
+    Anything else (``$6$``, malformed) is False: it is written again as ``$7$``."""
+    parts = encoded.split("$")
+    if len(parts) != 5 or parts[0] != "" or parts[1] != "7" or not parts[2].isdigit():
+        return False
+    iterations = int(parts[2])
+    if not 1 <= iterations <= 10_000_000:
+        return False
+    try:
+        salt = base64.b64decode(parts[3], validate=True)
+        expected = base64.b64decode(parts[4], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    if len(salt) != _SALT_BYTES or len(expected) != _HASH_BYTES:
+        return False
+    digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, iterations)
+    return hmac.compare_digest(digest, expected)
+
+
+def read_passwd(text: str) -> dict[str, str]:
+    """User to hash, as Mosquitto 2.0 reads a password file: ``#`` lines and lines without
+    ``:`` skipped, the user up to the first ``:`` and the hash up to the next, both without
+    surrounding blanks."""
+    users: dict[str, str] = {}
+    for raw in text.split("\n"):
+        if raw.startswith("#") or ":" not in raw:
+            continue
+        name, rest = raw.split(":", 1)
+        users[name.strip(" \t")] = rest.split(":", 1)[0].strip(" \t\r\n")
+    return users
+
+
+def render_passwd(
+    users: Iterable[User], passwords: Mapping[str, str], existing: Mapping[str, str]
+) -> str:
+    """passwd for ``users``: each one's line from ``existing`` (user to hash) while it still
+    verifies against ``passwords``, otherwise hashed anew. Sorted by user, as a reader diffs."""
+    lines = []
+    for name in sorted(u.name for u in users):
+        old = existing.get(name)
+        kept = old is not None and verify_password(passwords[name], old)
+        hashed = old if kept and old is not None else hash_password(passwords[name])
+        lines.append(f"{name}:{hashed}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def new_password() -> str:
+    """A new random password: 32 URL-safe characters (192 bits, ``secrets``)."""
+    return secrets.token_urlsafe(24)
+
+
+_PASSWORD_MIN: Final = 16
+
+
+def _password_problem(password: str) -> str | None:
+    if len(password) < _PASSWORD_MIN:
+        return f"is shorter than {_PASSWORD_MIN} characters"
+    if any(c.isspace() or not c.isprintable() for c in password):
+        return "holds spaces or control characters"
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Checking the rendered files, then writing them
+
+
+def check_rendered(plan: BrokerPlan, conf: str, acl: str, passwd: str) -> None:
+    """Read each rendered file back as Mosquitto will and compare with the plan; raises
+    ``BrokerConfigError`` if anything differs (a value that broke its line, a grant that is
+    not one). Runs before anything is written."""
+    problems: list[str] = []
+    planned = [(d.key, d.value) for s in conf_sections(plan) for d in s.directives]
+    if read_conf(conf) != planned:
+        problems.append("mosquitto.conf does not read back as planned")
+    try:
+        grants = read_acl(acl)
+    except ValueError as exc:
+        problems.append(f"acl does not read back: {exc}")
+    else:
+        wanted: dict[str | None, list[Grant]] = {u.name: list(u.grants) for u in plan.users}
+        if grants != wanted:
+            problems.append("acl does not read back as planned")
+        for user, user_grants in grants.items():
+            for grant in user_grants:
+                problem = topic_filter_problem(grant.topic)
+                if problem:
+                    problems.append(f"acl: {user}'s topic {grant.topic!r}: {problem}")
+    if sorted(read_passwd(passwd)) != sorted(u.name for u in plan.users):
+        problems.append("passwd does not read back as planned")
+    if problems:
+        raise BrokerConfigError(problems)
+
+
+Status = Literal["created", "updated", "unchanged", "kept", "fixed", "left"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What ``generate`` did to one file: ``status``, a detail, and for a text file that
+    was updated, its unified diff."""
+
+    path: Path
+    status: Status
+    detail: str = ""
+    diff: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Wiring:
+    """Whether a table's configuration logs its daemon in as this broker expects."""
+
+    table: Table
+    wired: bool
+    reason: str  # why not (empty when wired)
+    password_copy: Path  # where the hint puts the daemon's copy of its password
+
+
+@dataclass(slots=True)
+class Generated:
+    """What ``generate`` wrote (``changes``, in order) and how each table is wired."""
+
+    plan: BrokerPlan
+    changes: list[Change] = field(default_factory=list)
+    wiring: list[Wiring] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Owner:
+    uid: int
+    gid: int
+
+
+def _broker_owner(plan: BrokerPlan) -> _Owner | None:
+    """The broker user's ids when we may chown (running as root), else None."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(plan.broker_user)
+    except KeyError:
+        raise BrokerConfigError(
+            [
+                f"--broker-user: no user {plan.broker_user!r} on this machine (Debian's "
+                "mosquitto package creates 'mosquitto'): Mosquitto drops to it to read passwd"
+            ]
+        ) from None
+    return _Owner(entry.pw_uid, entry.pw_gid)
+
+
+def generate(plan: BrokerPlan) -> Generated:
+    """Write the plan's files (module docstring), keeping every password that exists.
+
+    Credentials first, then passwd, acl and mosquitto.conf, each replaced atomically, so a
+    run cut short leaves every file whole and the next run completes it. Raises
+    ``BrokerConfigError`` for a credentials file that cannot be used, ``OSError`` when a
+    file cannot be written.
+    """
+    result = Generated(plan)
+    owner = _broker_owner(plan)
+    _make_dir(plan.out, 0o755, result, fix_mode=False)
+    _make_dir(plan.credentials_dir, 0o700, result, fix_mode=True)
+
+    passwords = {u.name: _password_for(plan, u.name, result) for u in plan.users}
+    known = {u.name for u in plan.users}
+    for path in sorted(plan.credentials_dir.iterdir()):
+        if path.name not in known:
+            result.changes.append(
+                Change(
+                    path,
+                    "left",
+                    "no table given has this user: it is in neither passwd "
+                    "nor acl any more; delete the file",
+                )
+            )
+
+    try:
+        existing = read_passwd(plan.passwd_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        existing = {}
+    conf, acl = render_conf(plan), render_acl(plan)
+    passwd = render_passwd(plan.users, passwords, existing)
+    check_rendered(plan, conf, acl, passwd)
+
+    conf_owner = None if owner is None else _Owner(0, owner.gid)
+    detail = _passwd_detail(existing, passwd)
+    result.changes.append(_write(plan.passwd_path, passwd, 0o600, owner, detail=detail))
+    result.changes.append(_write(plan.acl_path, acl, 0o600, owner, show_diff=True))
+    result.changes.append(_write(plan.conf_path, conf, 0o640, conf_owner, show_diff=True))
+
+    if not plan.data_dir.is_dir():
+        result.notes.append(
+            f"{plan.data_dir} (--data-dir) does not exist: create it, owned by "
+            f"{plan.broker_user!r}, before the broker starts (it keeps its state there)"
+        )
+    if owner is None and plan.broker_user != _me():
+        result.notes.append(
+            f"passwd and acl are readable by {_me()} only: Mosquitto started as root reads "
+            f"them as {plan.broker_user!r}; run broker-config as root, or chown them"
+        )
+    for listener in plan.listeners:
+        if listener.purpose == "network" and listener.tls is None:
+            result.notes.append(
+                f"the network listener {listener.endpoint} is plain: passwords and decisions "
+                "cross the network in clear (give --tls-cert, --tls-key and --tls-ca)"
+            )
+    result.wiring = [_wiring(t, passwords[t.user]) for t in plan.tables]
+    return result
+
+
+def _me() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return str(os.geteuid())
+
+
+def _passwd_detail(existing: Mapping[str, str], new_text: str) -> str:
+    new = read_passwd(new_text)
+    added = sorted(set(new) - set(existing))
+    removed = sorted(set(existing) - set(new))
+    rehashed = sorted(u for u in set(new) & set(existing) if new[u] != existing[u])
+    parts = []
+    if added:
+        parts.append("added " + ", ".join(added))
+    if removed:
+        parts.append("removed " + ", ".join(removed))
+    if rehashed:
+        parts.append("new hash for " + ", ".join(rehashed) + " (it did not match credentials/)")
+    return "; ".join(parts)
+
+
+def _password_for(plan: BrokerPlan, user: str, result: Generated) -> str:
+    """The user's password: kept from its credentials file, or made and written there."""
+    path = plan.credential_path(user)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        password = new_password()
+        _write_new(path, password + "\n", 0o600)
+        result.changes.append(Change(path, "created", "new password"))
+        return password
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BrokerConfigError([f"{path}: cannot read it ({exc})"]) from exc
+    password = text.split("\n", 1)[0]
+    problem = _password_problem(password)
+    if problem:
+        raise BrokerConfigError(
+            [f"{path}: the password {problem}: delete the file to have a new one made"]
+        )
+    mode = path.stat().st_mode & 0o777
+    if mode != 0o600:
+        path.chmod(0o600)
+        result.changes.append(Change(path, "fixed", f"mode {mode:04o} -> 0600, password kept"))
+    else:
+        result.changes.append(Change(path, "kept", "password kept"))
+    return password
+
+
+def _wiring(table: Table, password: str) -> Wiring:
+    copy = table.config_path.absolute().parent / f"{table.table_id}.mqtt-password"
+    mqtt = table.config.mqtt
+    if mqtt.username != table.user:
+        got = "not set" if mqtt.username is None else f"{mqtt.username!r}"
+        return Wiring(table, False, f"[mqtt] username is {got}", copy)
+    try:
+        current = mqtt.read_password()
+    except (OSError, UnicodeDecodeError) as exc:
+        return Wiring(table, False, f"[mqtt] password_file cannot be read ({exc})", copy)
+    if current is None:
+        return Wiring(table, False, "[mqtt] password_file is not set", copy)
+    if current != password:
+        return Wiring(
+            table, False, f"{mqtt.password_file} does not hold credentials/{table.user}", copy
+        )
+    return Wiring(table, True, "", copy)
+
+
+def wiring_lines(wiring: Wiring, plan: BrokerPlan) -> list[str]:
+    """How to wire a table that is not: copy its password for the daemon's user and add two
+    lines to its ``[mqtt]`` (TOML strings, shell-quoted paths)."""
+    t = wiring.table
+    source = plan.credential_path(t.user)
+    relative = wiring.password_copy.name
+    return [
+        f"install -m 0600 -o lammer -g lammer {shlex.quote(str(source))} "
+        f"{shlex.quote(str(wiring.password_copy))}",
+        f"username = {json.dumps(t.user, ensure_ascii=False)}",
+        f"password_file = {json.dumps(relative, ensure_ascii=False)}",
+    ]
+
+
+def _make_dir(path: Path, mode: int, result: Generated, *, fix_mode: bool) -> None:
+    if not path.exists():
+        path.mkdir(mode=mode, parents=True)
+        path.chmod(mode)  # mkdir's mode is masked by the umask
+        return
+    current = path.stat().st_mode & 0o777
+    if fix_mode and current != mode:
+        path.chmod(mode)
+        result.changes.append(Change(path, "fixed", f"mode {current:04o} -> {mode:04o}"))
+
+
+def _write_new(path: Path, text: str, mode: int) -> None:
+    _replace(path, text.encode(), mode, None)
+
+
+def _write(
+    path: Path,
+    text: str,
+    mode: int,
+    owner: _Owner | None,
+    *,
+    detail: str = "",
+    show_diff: bool = False,
+) -> Change:
+    data = text.encode()
+    try:
+        old = path.read_bytes()
+    except FileNotFoundError:
+        _replace(path, data, mode, owner)
+        return Change(path, "created", detail)
+    if old == data:
+        fixed = _fix_owner_and_mode(path, mode, owner)
+        return Change(path, "fixed" if fixed else "unchanged", fixed)
+    _replace(path, data, mode, owner)
+    diff: tuple[str, ...] = ()
+    if show_diff:
+        diff = tuple(
+            difflib.unified_diff(
+                old.decode(errors="replace").splitlines(),
+                text.splitlines(),
+                fromfile=f"{path.name} (before)",
+                tofile=f"{path.name} (now)",
+                lineterm="",
+            )
+        )
+    return Change(path, "updated", detail, diff)
+
+
+def _fix_owner_and_mode(path: Path, mode: int, owner: _Owner | None) -> str:
+    st = path.stat()
+    fixes = []
+    if st.st_mode & 0o777 != mode:
+        path.chmod(mode)
+        fixes.append(f"mode {st.st_mode & 0o777:04o} -> {mode:04o}")
+    if owner is not None and (st.st_uid, st.st_gid) != (owner.uid, owner.gid):
+        os.chown(path, owner.uid, owner.gid)
+        fixes.append(f"owner {_names(st.st_uid, st.st_gid)} -> {_names(owner.uid, owner.gid)}")
+    return ", ".join(fixes)
+
+
+def _names(uid: int, gid: int) -> str:
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    try:
+        group = grp.getgrgid(gid).gr_name
+    except KeyError:
+        group = str(gid)
+    return f"{user}:{group}"
+
+
+def _replace(path: Path, data: bytes, mode: int, owner: _Owner | None) -> None:
+    """Write ``data`` to ``path`` atomically: a new file with its mode (and owner) set
+    before any byte is written, fsynced, renamed over the old one, the directory fsynced."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)  # the umask may have removed bits
+        if owner is not None:
+            os.fchown(fd, owner.uid, owner.gid)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,49 @@
+"""Reconnect delays: one policy for every link that lammer reopens (a device's port, the MQTT
+broker, a display's broker connection).
+
+``Backoff(initial, maximum).delay(attempt, rng)`` is exponential from ``initial`` seconds,
+capped at ``maximum``, with "equal jitter": the delay is uniform in [half, all] of the step,
+so tables that lost the same broker or the same device server do not all come back in the
+same instant, yet none retries at once. The random source is passed in (a seeded
+``random.Random`` in tests), so a sequence of delays can be reproduced.
+
+Pure: no I/O, no clock; the caller sleeps.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Final
+
+from drivers.errors import DriverConfigError
+
+_MAX_DOUBLINGS: Final = 62  # 2**62 times any sane initial is far beyond any cap
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Reconnect delays: ``initial * 2**attempt`` seconds capped at ``maximum``, jittered.
+
+    Raises ``DriverConfigError`` (a ``ValueError``) unless ``0 < initial <= maximum``.
+    """
+
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.initial <= self.maximum:
+            raise DriverConfigError(
+                "reconnect delays need 0 < initial <= maximum, "
+                f"got initial {self.initial:g} s and maximum {self.maximum:g} s"
+            )
+
+    def step(self, attempt: int) -> float:
+        """The un-jittered delay before attempt ``attempt`` (0 for the first retry)."""
+        return min(self.maximum, self.initial * 2.0 ** min(attempt, _MAX_DOUBLINGS))
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """The delay before reconnect attempt ``attempt`` (0 for the first retry): uniform
+        in [half, all] of ``step(attempt)``, drawn from ``rng``."""
+        step = self.step(attempt)
+        return rng.uniform(step / 2, step)
