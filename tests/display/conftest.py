@@ -2,9 +2,10 @@
 as a real subprocess, one Chromium for the session, and tables run by the integration
 harness (real daemon, simulator on a pty) whose daemon logs in as an MQTT user.
 
-Users of the broker (as ``lammer broker-config`` makes them): ``daemon`` writes under
-``lammer/``, ``display`` only reads, ``terminal`` reads and publishes ``request/...``
-only. Anonymous clients may only read: the harness's recorder is one.
+Users of the broker, with the roles ``lammer broker-config`` gives them (which plans one
+daemon user per table known up front; these tests make tables as they go): ``daemon``
+writes under ``lammer/``, ``display`` only reads, ``terminal`` reads and publishes
+``request/...`` only. Anonymous clients may only read: the harness's recorder is one.
 """
 
 from __future__ import annotations
@@ -253,40 +254,21 @@ async def page(context: BrowserContext) -> AsyncIterator[Page]:
     assert not errors, f"JavaScript errors: {errors}"
 
 
-class AuthTable(Table):
-    """A harness table whose daemon logs in to the broker as user ``daemon``."""
-
-    def __post_init__(self) -> None:
-        assert isinstance(self.broker, AuthBroker)
-        super().__post_init__()
-
-    def config_text(self) -> str:
-        """The harness's configuration, with the daemon's MQTT credentials."""
-        assert isinstance(self.broker, AuthBroker)
-        secret = self.broker.credentials / "daemon"
-        return (
-            super()
-            .config_text()
-            .replace(
-                'prefix = "lammer"\n',
-                f'prefix = "lammer"\nusername = "daemon"\npassword_file = "{secret}"\n',
-                1,
-            )
-        )
-
-
-MakeTable = Callable[[str], AuthTable]
+MakeTable = Callable[[str], Table]
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def make_table(tmp_path: Path, auth_broker: AuthBroker) -> AsyncIterator[MakeTable]:
-    """Tables of this test on the session's broker; all stopped at the end."""
-    tables: list[AuthTable] = []
+    """Tables of this test on the session's broker, their daemons logged in as user
+    ``daemon``; all stopped at the end."""
+    tables: list[Table] = []
 
-    def make(game: str) -> AuthTable:
+    def make(game: str) -> Table:
         workdir = tmp_path / f"table{len(tables) + 1}"
         workdir.mkdir()
-        table = AuthTable(workdir, auth_broker, game)
+        # The daemon logs in as user daemon (the harness's recorder reads anonymously).
+        login = ("daemon", auth_broker.credentials / "daemon")
+        table = Table(workdir, auth_broker, game, mqtt_login=login)
         tables.append(table)
         return table
 
