@@ -23,7 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "journal": ("daemon.journal_cmd", "export a table's journal as JSON lines"),
     "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
-    "display": ("simulators.display", "a terminal display of one or more tables, live from MQTT"),
+    "display": ("display.terminal", "a terminal display of one or more tables, live from MQTT"),
+    "web": ("display.web.cmd", "the table's screens in the browser: player, pit, stickperson"),
     "demo": ("daemon.demo", "a simulated floor: broker, simulators, daemons and a display"),
 }
 

@@ -3,8 +3,10 @@
 Starts a private Mosquitto on a free port, three simulated tables (an Ultimate Texas
 Hold'em table with a shuffler, a craps table with a dice reader, a blackjack table with
 a card-reading shoe), each served on a pty by ``lammer-sim``, a ``lammer run`` daemon per
-table, a demo stickperson who decides the dice reader's CHECK rolls over MQTT, and the
-terminal display. Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
+table, a demo stickperson who decides the dice reader's CHECK rolls over MQTT, the
+terminal display, and ``lammer web`` (the player displays, the pit view and the
+stickperson terminal in a browser; its URLs and a stickperson's login are printed).
+Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
 done, then prints the final table and stops everything.
 
 Everything lives in one work folder (``--workdir``, else a new temporary one that is
@@ -17,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import secrets
 import shutil
 import signal
 import subprocess
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import aiomqtt
 
-from daemon.broker import Broker, BrokerError
+from daemon.broker import Broker, BrokerError, free_port
 
 PREFIX = "lammer"
 
@@ -60,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="seed the simulators")
     parser.add_argument("--workdir", type=Path, default=None, help="where configs, logs go")
+    parser.add_argument(
+        "--web-port", type=int, default=8080, help="lammer web's port (a free one if taken)"
+    )
 
 
 def _bin(name: str) -> str:
@@ -84,7 +90,15 @@ def _config(table: DemoTable, workdir: Path, port: int) -> str:
 class Floor:
     """The processes of the demo, started and stopped together."""
 
-    def __init__(self, workdir: Path, *, interval: float, rounds: int | None, seed: int | None):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        interval: float,
+        rounds: int | None,
+        seed: int | None,
+        web_port: int = 8080,
+    ):
         self.workdir = workdir
         self.interval = interval
         self.rounds = rounds
@@ -92,6 +106,9 @@ class Floor:
         self.broker = Broker(workdir)
         self.port = self.broker.port
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.web_port = web_port if _port_free(web_port) else free_port()
+        self.stick_user = "stick"
+        self.stick_password = secrets.token_urlsafe(9)
 
     def _spawn(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
         log = (self.workdir / f"{name}.log").open("ab")
@@ -101,11 +118,14 @@ class Floor:
         return proc  # type: ignore[no-any-return]
 
     def start(self) -> None:
-        """Broker, then simulators, then daemons."""
+        """Broker, then lammer web, simulators and daemons."""
         try:
             self.broker.start()
         except BrokerError as exc:
             raise SystemExit(f"lammer demo: {exc}") from exc
+        # Before the tables, so nothing slow (the Argon2 hash of adduser) comes between the
+        # daemons' start and the demo's counter subscribing: the rolls are not retained.
+        self._start_web()
         for i, t in enumerate(TABLES):
             link = self.workdir / f"{t.table_id}-{t.device}"
             argv = [_bin("lammer-sim"), *t.sim_args, "--link", str(link)]
@@ -121,6 +141,31 @@ class Floor:
             cfg = self.workdir / f"{t.table_id}.toml"
             cfg.write_text(_config(t, self.workdir, self.port))
             self._spawn(f"lammer-{t.table_id}", [_bin("lammer"), "run", "--config", str(cfg)])
+
+    def _start_web(self) -> None:
+        """``lammer web`` on the demo broker, with one stickperson (``urls()`` says where)."""
+        users = self.workdir / "web-users"
+        subprocess.run(
+            [_bin("lammer"), "web", "adduser", self.stick_user, "--users", str(users)],
+            input=f"{self.stick_password}\n".encode(),
+            capture_output=True,
+            check=True,
+        )
+        argv = [_bin("lammer"), "web", "--mqtt-port", str(self.port), "--prefix", PREFIX]
+        argv += ["--listen", f"127.0.0.1:{self.web_port}", "--users", str(users)]
+        self._spawn("web", argv)
+
+    def urls(self) -> str:
+        """The screens of the demo, for people to open."""
+        root = f"http://127.0.0.1:{self.web_port}"
+        lines = ["lammer demo: the screens (lammer web):"]
+        lines += [f"  player display  {root}/table/{t.table_id}" for t in TABLES]
+        lines.append(f"  pit             {root}/pit")
+        lines.append(
+            f"  stickperson     {root}/stick/craps-1  "
+            f"(user {self.stick_user}, password {self.stick_password})"
+        )
+        return "\n".join(lines)
 
     def check(self) -> None:
         """Fail loudly if a daemon or the broker died."""
@@ -144,6 +189,17 @@ class Floor:
                     proc.kill()
                     proc.wait()
         self.broker.stop()
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _wait_path(path: Path, timeout: float = 10) -> None:
@@ -239,7 +295,13 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo floor."""
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lammer-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    floor = Floor(workdir, interval=args.interval, rounds=args.rounds, seed=args.seed)
+    floor = Floor(
+        workdir,
+        interval=args.interval,
+        rounds=args.rounds,
+        seed=args.seed,
+        web_port=args.web_port,
+    )
     display_argv = [_bin("lammer"), "display", "--host", "127.0.0.1", "--port", str(floor.port)]
     display_argv += ["--prefix", PREFIX]
     for t in TABLES:
@@ -248,6 +310,8 @@ def run(args: argparse.Namespace) -> int:
     display: subprocess.Popen[bytes] | None = None
     try:
         floor.start()
+        print(floor.urls(), flush=True)
+        (workdir / "urls.txt").write_text(floor.urls() + "\n")
         if args.rounds is None:
             display = subprocess.Popen(display_argv)  # the terminal is the display's
         asyncio.run(_supervise(floor, display))

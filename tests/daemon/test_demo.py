@@ -26,6 +26,10 @@ def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> 
     for table in ("uth-1", "craps-1", "bj-1"):
         assert f"Table {table}" in done.stdout
     assert done.stdout.count("online") >= 3
+    # lammer web ran beside them, and its three kinds of page were printed.
+    for page in ("/table/uth-1", "/pit", "/stick/craps-1"):
+        assert page in done.stdout
+    assert '"serving"' in (workdir / "web.log").read_text()
     # Every daemon journaled what it published, and stopped cleanly (offline after SIGTERM).
     for table, topic in (("uth-1", "cover_all/result"), ("bj-1", "bust_bonus/result")):
         export = subprocess.run(
