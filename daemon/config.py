@@ -43,6 +43,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
+from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import DriverSettings
 from rules.events import Device
@@ -175,9 +176,12 @@ class DeviceSection(_Section):
         description="Seconds without a byte before the driver sends QUERY to check the link",
     )
     reconnect_initial: Seconds = Field(
-        default=0.5, description="First delay before reopening a lost port (jittered)"
+        default=DEFAULT_INITIAL, description="First delay before reopening a lost port (jittered)"
     )
-    reconnect_max: Seconds = Field(default=10.0, description="Cap of the reopen backoff")
+    reconnect_max: Seconds = Field(
+        default=DEFAULT_MAXIMUM,
+        description="Cap of the reopen backoff: a replugged port is reopened within this long",
+    )
 
     @field_validator("port")
     @classmethod
@@ -245,8 +249,12 @@ class MqttSection(_Section):
         default=None, description="File holding the password (never the password itself)"
     )
     tls: TlsSection | None = None
-    reconnect_initial: Seconds = Field(default=0.5, description="First reconnect delay")
-    reconnect_max: Seconds = Field(default=30.0, description="Cap of the jittered backoff")
+    reconnect_initial: Seconds = Field(default=DEFAULT_INITIAL, description="First reconnect delay")
+    reconnect_max: Seconds = Field(
+        default=DEFAULT_MAXIMUM,
+        description="Cap of the jittered backoff: displays stay stale at most this long "
+        "after the broker returns",
+    )
 
     @field_validator("host")
     @classmethod

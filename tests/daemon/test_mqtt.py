@@ -27,10 +27,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.errors import JournalError
-from daemon.mqtt import REQUEST_QUEUE, Backoff, MqttLink
+from daemon.mqtt import REQUEST_QUEUE, MqttLink
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
-from tests.conftest import Broker
+from drivers.backoff import Backoff
+from tests.conftest import Broker, free_port
 
 BASE = "lammer/t1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -428,10 +429,46 @@ async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
 def test_backoff_is_jittered_exponential_and_capped(
     initial: float, factor: float, attempt: int, seed: int
 ) -> None:
+    # The link's policy is drivers.backoff's (one helper for every link).
     backoff = Backoff(initial=initial, maximum=initial * factor)
     step = min(backoff.maximum, initial * 2**attempt) if attempt < 1000 else backoff.maximum
     delay = backoff.delay(attempt, random.Random(seed))
     assert step / 2 <= delay <= step <= backoff.maximum
+
+
+class RangeRecorder(random.Random):
+    """Records the range of each reconnect delay the link draws, and answers a hundredth
+    of its low end, so the test sees many attempts without waiting for them."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.ranges: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.ranges.append((a, b))
+        return a / 100
+
+
+async def test_link_reconnects_within_5_s_by_default() -> None:
+    # Nothing listens on the port: every attempt fails at once. Without a backoff given,
+    # the delays double from 0.5 s and stop at 5 s, so after a long outage displays are
+    # stale at most 5 s once the broker is back (it was 30 s).
+    rng = RangeRecorder()
+    link = MqttLink(
+        host="127.0.0.1",
+        port=free_port(),
+        client_id="lammer-t1",
+        base_topic=BASE,
+        outbox=FakeOutbox(),
+        on_request=_ignore,
+        rng=rng,
+        timeout=5.0,
+    )
+    async with running(link):
+        await eventually(lambda: len(rng.ranges) >= 9, "nine failed attempts")
+    highs = [high for _, high in rng.ranges[:9]]
+    assert highs == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    assert all(low == high / 2 for low, high in rng.ranges)
 
 
 def test_backoff_and_link_refuse_nonsense() -> None:
