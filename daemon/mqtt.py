@@ -299,6 +299,7 @@ class MqttLink:
         ``_new_client``): a broker that does not answer is an outage, not a hang."""
         async with asyncio.timeout(self._timeout):
             await client.__aenter__()
+        observe_disconnect(client)
         try:
             yield
         except BaseException as exc:
@@ -474,6 +475,27 @@ class MqttLink:
         self._outage_since = None
         self._outage_attempts = 0
         self._was_up = True
+
+
+def observe_disconnect(client: aiomqtt.Client) -> None:
+    """Retrieve the error of ``client``'s lost connection whenever it comes. Call it just
+    after entering ``async with client``.
+
+    aiomqtt 2.x keeps a future that fails when the connection drops unasked. Only its
+    message iterator reads it; ``__aexit__`` returns early without reading it when the
+    drop came first (a broker that died while we were stopping: the ``offline`` publish
+    fails, then the exit finds the connection gone), and asyncio reports the future when
+    it is collected: "Future exception was never retrieved ... MqttCodeError". The error
+    is not hidden by this: the publish or the iterator that met the drop raises it, and
+    that is where an outage is handled and logged.
+    """
+    # __aenter__ replaces the future of an earlier connection: this is this connection's.
+    client._disconnected.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

@@ -388,6 +388,67 @@ async def test_will_says_offline_when_the_daemon_dies(mosquitto: Broker) -> None
         assert late.messages[0].retain
 
 
+BROKER_DIES_AS_THE_LINK_CLOSES = textwrap.dedent(
+    """
+    import asyncio, os, random, signal, sys
+    from daemon.mqtt import MqttLink
+    from tests.daemon.test_mqtt import FakeOutbox
+
+    async def main() -> None:
+        async def ignore(incoming: object) -> None: ...
+        link = MqttLink(host=sys.argv[1], port=int(sys.argv[2]), client_id="lammer-dies",
+                        base_topic="lammer/dies", outbox=FakeOutbox(), on_request=ignore,
+                        keepalive=5, rng=random.Random(1), close_timeout=1.0)
+        task = asyncio.create_task(link.run())
+        while not link.connected:
+            await asyncio.sleep(0.01)
+        broker = int(sys.argv[3])
+        os.kill(broker, signal.SIGSTOP)  # "offline" waits for a PUBACK that never comes
+        closing = asyncio.create_task(link.close())
+        await asyncio.sleep(0.3)
+        os.kill(broker, signal.SIGKILL)  # and the connection drops under it
+        await closing
+        await task
+        print("closed", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_broker_dying_as_the_link_closes_leaves_no_unretrieved_error(
+    mosquitto_private: Broker,
+) -> None:
+    # What Ctrl-C on `lammer demo` did: the broker and the daemons stop at once, the
+    # daemon's "offline" fails as the connection drops, aiomqtt's __aexit__ returns early
+    # and its failed disconnect future was reported at exit ("Future exception was never
+    # retrieved ... MqttCodeError") on stderr, i.e. in the daemon's log.
+    assert mosquitto_private.process is not None
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BROKER_DIES_AS_THE_LINK_CLOSES,
+            mosquitto_private.host,
+            str(mosquitto_private.port),
+            str(mosquitto_private.process.pid),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    mosquitto_private.process.wait()
+    output = done.stdout + done.stderr  # the logs and what asyncio reports at exit
+    assert done.returncode == 0, output
+    assert done.stdout.endswith("closed\n"), output
+    assert "could not publish offline" in output  # the scenario happened
+    assert "never retrieved" not in output
+    assert "Traceback" not in output
+
+
 async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
     got: list[tuple[str, bytes]] = []
 
