@@ -39,6 +39,7 @@ import aiomqtt
 from daemon.broker import Broker, BrokerError
 from daemon.children import supervised
 from daemon.mqtt import observe_disconnect
+from daemon.output import discard
 
 PREFIX = "lammer"
 
@@ -324,5 +325,8 @@ def run(args: argparse.Namespace) -> int:
 def _say(text: str) -> None:
     """A line for the operator; nothing if the terminal is gone (a closed terminal gives
     EIO, a closed pipe EPIPE): stopping cleanly matters more than saying so."""
-    with contextlib.suppress(OSError):
+    try:
         print(text, flush=True)
+    except OSError:
+        with contextlib.suppress(OSError):
+            discard(sys.stdout)  # nor a complaint at exit about what stayed buffered
