@@ -425,6 +425,21 @@ class TableConfig(_Section):
             if section in self.model_fields_set and not needed
         ]
 
+    def instance_problem(self, instance: str) -> str | None:
+        """Why this configuration may not run as the systemd instance ``instance``
+        (``lammer@<instance>``, whose config is ``/etc/lammer/<instance>.toml``), or None.
+
+        The instance is the table id: a file copied from another table and not edited
+        would otherwise run a second daemon as that table (its journal, its client id,
+        its topics) under this table's name.
+        """
+        if instance == self.table.id:
+            return None
+        return (
+            f"table.id: is {self.table.id!r}, but the systemd instance is {instance!r} "
+            f"(lammer@{instance}): the instance name must be the table id"
+        )
+
     @model_validator(mode="wrap")
     @classmethod
     def _cross_checks(cls, data: Any, handler: Any) -> Any:
