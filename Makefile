@@ -14,7 +14,8 @@ setup: system-deps $(STAMP)
 
 # Debian packages the project needs on the machine: Mosquitto (tests start their own
 # broker, never a shared one; mosquitto_passwd comes with it), openssl (the TLS tests make
-# their own CA) and venv support. Installed only when missing.
+# their own CA), systemd-analyze (the unit is verified and its exposure rated; nothing is
+# started) and venv support. Installed only when missing.
 system-deps:
 	@if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then \
 	  echo "installing mosquitto from Debian's packages"; \
@@ -23,6 +24,10 @@ system-deps:
 	@if ! command -v openssl >/dev/null 2>&1; then \
 	  echo "installing openssl from Debian's packages (the TLS tests make a CA)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; \
+	fi
+	@if ! command -v systemd-analyze >/dev/null 2>&1; then \
+	  echo "installing systemd from Debian's packages (systemd-analyze checks the unit)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; \
 	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 	  echo "installing python3-venv from Debian's packages"; \
