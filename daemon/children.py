@@ -2,9 +2,10 @@
 
 A child started with ``Popen(..., **supervised())``:
 
-* runs in a session of its own, so the terminal's signals (Ctrl-C's SIGINT, a closed
-  terminal's SIGHUP, Ctrl-Z) reach only its parent, which stops the children in the order
-  they need (the daemons first, while the broker can still carry their ``offline``);
+* runs in a session of its own (unless ``own_session=False``), so the terminal's signals
+  (Ctrl-C's SIGINT, a closed terminal's SIGHUP, Ctrl-Z) reach only its parent, which stops
+  the children in the order they need (the daemons first, while the broker can still carry
+  their ``offline``);
 * is sent SIGTERM by the kernel when its parent dies, however it dies (SIGKILL, a crash):
   ``PR_SET_PDEATHSIG`` (prctl(2)), set between fork and exec. Linux only; elsewhere the
   first point holds alone.
@@ -32,9 +33,11 @@ class SupervisedOptions(TypedDict):
     preexec_fn: Callable[[], None] | None
 
 
-def supervised() -> SupervisedOptions:
-    """``Popen`` options for a child that lives in its own session and dies with us."""
-    return {"start_new_session": True, "preexec_fn": _die_with(os.getpid())}
+def supervised(*, own_session: bool = True) -> SupervisedOptions:
+    """``Popen`` options for a child that dies with us and, unless ``own_session`` is
+    False (the demo's display, which the terminal's signals must reach), lives in a
+    session of its own."""
+    return {"start_new_session": own_session, "preexec_fn": _die_with(os.getpid())}
 
 
 def _die_with(parent: int) -> Callable[[], None] | None:

@@ -295,10 +295,10 @@ def run(args: argparse.Namespace) -> int:
         floor.start()
         if args.rounds is None:
             # The terminal is the display's: it stays in our session and gets its signals.
-            display = subprocess.Popen(display_argv)
+            display = subprocess.Popen(display_argv, **supervised(own_session=False))
         asyncio.run(_supervise(floor, display))
         if args.rounds is not None:
-            subprocess.run([*display_argv, "--once"], check=False)
+            subprocess.run([*display_argv, "--once"], check=False, **supervised(own_session=False))
     except KeyboardInterrupt:
         stopped_by = "SIGINT"
     except Stopped as exc:

@@ -125,61 +125,109 @@ def wait_until(check: Callable[[], bool], what: str, proc: subprocess.Popen[byte
         time.sleep(0.1)
 
 
-def test_a_closed_terminal_leaves_no_child_running(tmp_path: Path) -> None:
-    # The demo on a terminal of its own (a pty as its controlling terminal, the display
-    # drawing on it), as a user runs it; the terminal closes: SIGHUP to its process group.
-    workdir = tmp_path / "floor"
-    master, slave = os.openpty()
+class DemoOnTerminal:
+    """``lammer demo`` as a user runs it: on a terminal of its own (a pty as the controlling
+    terminal of its session, the live display drawing on it), read as a terminal would."""
 
-    def controlling_terminal() -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    def __init__(self, workdir: Path, *, shell: bool = False) -> None:
+        self.workdir = workdir
+        self.master, slave = os.openpty()
 
-    proc = subprocess.Popen(
-        [LAMMER, "demo", "--interval", "0.5", "--workdir", str(workdir)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        start_new_session=True,
-        preexec_fn=controlling_terminal,
-        env={**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40"},
-    )
-    os.close(slave)
-    screen = bytearray()
+        def controlling_terminal() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    def drained(check: Callable[[], bool]) -> Callable[[], bool]:
-        def reading() -> bool:  # the display must never block on a full terminal
-            while select.select([master], [], [], 0)[0]:
-                try:
-                    screen.extend(os.read(master, 65536))
-                except OSError:
-                    break
-            return check()
+        argv = [LAMMER, "demo", "--interval", "0.5", "--workdir", str(workdir)]
+        if shell:  # a shell leads the session, and stays: its exit would hang up the terminal
+            argv = ["bash", "-c", '"$@"; sleep 60', "-", *argv]
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            preexec_fn=controlling_terminal,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40"},
+        )
+        os.close(slave)
 
-        return reading
+    def read(self) -> None:
+        """Take what the display drew (it must never block on a full terminal)."""
+        while select.select([self.master], [], [], 0)[0]:
+            try:
+                os.read(self.master, 65536)
+            except OSError:
+                return
 
-    try:
-        wait_until(drained(lambda: floor_running(workdir)), "three tables running", proc)
-        children = descendants(proc.pid)
+    def wait_running(self) -> dict[int, int]:
+        """Wait until the whole floor runs; its processes (``descendants``)."""
+
+        def running() -> bool:
+            self.read()
+            return floor_running(self.workdir)
+
+        wait_until(running, "three tables running", self.proc)
+        children = descendants(self.proc.pid)
         commands = " ".join(still_running(children))
         for part in ("mosquitto", "lammer-sim shuffler", "lammer-sim dice", "lammer run"):
-            assert part in commands  # the whole floor is there before the hangup
+            assert part in commands
         assert "lammer display" in commands
-        os.killpg(proc.pid, signal.SIGHUP)
+        return children
+
+    def wait_exit(self) -> int:
         deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            drained(lambda: True)()
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self.read()
             time.sleep(0.05)
-        assert proc.wait(timeout=1) == 0
+        return self.proc.wait(timeout=1)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        os.close(self.master)
+
+
+def test_a_closed_terminal_leaves_no_child_running(tmp_path: Path) -> None:
+    # The terminal closes: SIGHUP to its foreground process group. Mosquitto takes SIGHUP
+    # as "reload" and outlived the demo; the daemons died of it without closing journals.
+    workdir = tmp_path / "floor"
+    demo = DemoOnTerminal(workdir)
+    try:
+        children = demo.wait_running()
+        os.killpg(demo.proc.pid, signal.SIGHUP)
+        assert demo.wait_exit() == 0
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        os.close(master)
+        demo.close()
     assert still_running(children) == []
     assert mentioning(str(workdir)) == []
     # The daemons were stopped, not hung up on: each closed its journal and said so.
     for table in ("uth-1", "craps-1", "bj-1"):
         assert '"table stopped"' in (workdir / f"lammer-{table}.log").read_text(), table
+
+
+def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
+    # SIGKILL gives the demo no chance to stop anything: the kernel tells each child,
+    # the display included (PR_SET_PDEATHSIG), and each stops on its own. The demo runs
+    # under a shell, as from a prompt: its death does not hang up the terminal.
+    workdir = tmp_path / "floor"
+    demo = DemoOnTerminal(workdir, shell=True)
+    try:
+        children = demo.wait_running()
+        [demo_pid] = [
+            pid
+            for pid, start in children.items()
+            if " demo " in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        ]
+        os.kill(demo_pid, signal.SIGKILL)  # the demo alone, not its group
+        del children[demo_pid]
+        deadline = time.monotonic() + 30
+        while still_running(children) and time.monotonic() < deadline:
+            demo.read()
+            time.sleep(0.1)
+    finally:
+        demo.close()
+    assert still_running(children) == []
+    assert mentioning(str(workdir)) == []
 
 
 def test_ctrl_c_stops_everything_with_no_unretrieved_mqtt_error(tmp_path: Path) -> None:
@@ -214,27 +262,3 @@ def test_ctrl_c_stops_everything_with_no_unretrieved_mqtt_error(tmp_path: Path) 
         assert '"table stopped"' in text, table
         # The daemons stopped while the broker was still up: offline was published.
         assert "could not publish offline" not in text, table
-
-
-def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
-    # SIGKILL gives the demo no chance to stop anything: the kernel tells each child
-    # (PR_SET_PDEATHSIG), and each stops on its own.
-    workdir = tmp_path / "floor"
-    proc = subprocess.Popen(
-        [LAMMER, "demo", "--rounds", "1000", "--interval", "0.5", "--workdir", str(workdir)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_until(lambda: floor_running(workdir), "three tables running", proc)
-        children = descendants(proc.pid)
-        assert len(still_running(children)) == 7
-    finally:
-        proc.kill()
-        proc.wait()
-    deadline = time.monotonic() + 30
-    while still_running(children) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert still_running(children) == []
-    assert mentioning(str(workdir)) == []
