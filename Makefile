@@ -15,7 +15,8 @@ setup: system-deps $(STAMP)
 # Debian packages the project needs on the machine: Mosquitto (tests start their own
 # broker, never a shared one; mosquitto_passwd comes with it), openssl (the TLS tests make
 # their own CA), Chromium (the screens' browser tests drive it through Playwright; no
-# browser is ever downloaded) and venv support. Installed only when missing.
+# browser is ever downloaded), systemd-analyze (the unit is verified and its exposure
+# rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
 	@if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then \
 	  echo "installing mosquitto from Debian's packages"; \
@@ -28,6 +29,10 @@ system-deps:
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  echo "installing chromium from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if ! command -v systemd-analyze >/dev/null 2>&1; then \
+	  echo "installing systemd from Debian's packages (systemd-analyze checks the unit)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; \
 	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 	  echo "installing python3-venv from Debian's packages"; \

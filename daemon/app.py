@@ -31,9 +31,10 @@ from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
 from daemon.journal import Journal
-from daemon.mqtt import Backoff, MqttLink
+from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
 from daemon.requests import Incoming
+from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
 from rules import table

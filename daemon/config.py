@@ -46,6 +46,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
+from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import DriverSettings
 from rules.events import Device
@@ -178,9 +179,12 @@ class DeviceSection(_Section):
         description="Seconds without a byte before the driver sends QUERY to check the link",
     )
     reconnect_initial: Seconds = Field(
-        default=0.5, description="First delay before reopening a lost port (jittered)"
+        default=DEFAULT_INITIAL, description="First delay before reopening a lost port (jittered)"
     )
-    reconnect_max: Seconds = Field(default=10.0, description="Cap of the reopen backoff")
+    reconnect_max: Seconds = Field(
+        default=DEFAULT_MAXIMUM,
+        description="Cap of the reopen backoff: a replugged port is reopened within this long",
+    )
 
     @field_validator("port")
     @classmethod
@@ -248,8 +252,12 @@ class MqttSection(_Section):
         default=None, description="File holding the password (never the password itself)"
     )
     tls: TlsSection | None = None
-    reconnect_initial: Seconds = Field(default=0.5, description="First reconnect delay")
-    reconnect_max: Seconds = Field(default=30.0, description="Cap of the jittered backoff")
+    reconnect_initial: Seconds = Field(default=DEFAULT_INITIAL, description="First reconnect delay")
+    reconnect_max: Seconds = Field(
+        default=DEFAULT_MAXIMUM,
+        description="Cap of the jittered backoff: displays stay stale at most this long "
+        "after the broker returns",
+    )
 
     @field_validator("host")
     @classmethod
@@ -515,6 +523,21 @@ class TableConfig(_Section):
             for section, needed in used.items()
             if section in self.model_fields_set and not needed
         ]
+
+    def instance_problem(self, instance: str) -> str | None:
+        """Why this configuration may not run as the systemd instance ``instance``
+        (``lammer@<instance>``, whose config is ``/etc/lammer/<instance>.toml``), or None.
+
+        The instance is the table id: a file copied from another table and not edited
+        would otherwise run a second daemon as that table (its journal, its client id,
+        its topics) under this table's name.
+        """
+        if instance == self.table.id:
+            return None
+        return (
+            f"table.id: is {self.table.id!r}, but the systemd instance is {instance!r} "
+            f"(lammer@{instance}): the instance name must be the table id"
+        )
 
     @model_validator(mode="wrap")
     @classmethod

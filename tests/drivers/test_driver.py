@@ -449,7 +449,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
         assert cap / 2 <= delay <= cap
     assert max(delays) <= 30.0
     assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
-    again = DeviceDriver(DriverSettings(device="shuffler", url="/dev/null"), rng=random.Random(1))
+    again = DeviceDriver(settings, rng=random.Random(1))
     assert [again.backoff(n) for n in range(12)] == delays  # seedable
     # The driver's delays are the shared policy's (drivers.backoff), draw for draw.
     rng = random.Random(1)
