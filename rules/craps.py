@@ -31,6 +31,10 @@ Choices where the specs are silent (documented for the README):
   declared invalid). Counted rolls therefore always count in the order they arrived.
 * **Pending rolls are decided in order.** Only the first pending ``CHECK`` can be decided;
   a ``CHECK`` that arrived behind it waits with the ``ROLL``s and becomes pending in turn.
+  However many wait, none is dropped (the spec says they wait); they are kept in a
+  ``rules.persistent.PersistentQueue``, so a roll joins the queue without copying it, and
+  ``waiting`` tells the table how many wait (``rules.table`` raises ``ROLL_BACKLOG`` beyond
+  20).
 * **Roll ids.** A roll event equal to the latest one (same type, id and fields) is a repeat
   of it and changes nothing (the journal has it). A roll event equal to an earlier one of
   the latest ``RECENT_ROLLS`` (the latest event with its id) is a late frame: that roll is
