@@ -1,9 +1,11 @@
 """One table, wired: the async shell around the table's synchronous core.
 
-``TableDaemon(config).run()`` opens the journal, builds the ``TableCore`` (which replays it:
-``daemon.core``), then runs under one asyncio ``TaskGroup`` until cancelled: a driver per
-device, the MQTT link, and the watchdog. The order of work for every device frame is the
-guarantee the table relies on:
+``TableDaemon(config).run()`` builds what the rules would otherwise build at the first
+event (``rules.table.warm_up``: a first frame is ACKed within 250 ms, link-layer.md), opens
+the journal, builds the ``TableCore`` (which replays it: ``daemon.core``), then runs under
+one asyncio ``TaskGroup`` until cancelled: a driver per device, the MQTT link, the timer
+(``TableCore.tick`` every second: alarms that clear after a quiet time) and the watchdog.
+The order of work for every device frame is the guarantee the table relies on:
 
 1. the driver hands the frame's fact to ``TableCore.ingest``, which journals it, applies
    the rules and writes every message they publish to the journal's outbox, in one SQLite
@@ -23,7 +25,8 @@ import asyncio
 import contextlib
 import importlib.metadata
 import signal
-from typing import Any, assert_never
+import time
+from typing import Any, Final, assert_never
 
 import structlog
 
@@ -44,6 +47,10 @@ log = structlog.get_logger("lammer.daemon")
 REPLAY_EXTENSION_S = 30.0
 """Seconds of start time asked of systemd (EXTEND_TIMEOUT_USEC) at each step of a long
 journal replay (systemd/lammer@.service: READY comes only after the replay)."""
+
+TICK_S: Final = 1.0
+"""Seconds between the timer's calls of ``TableCore.tick`` (``LINK_ERRORS`` clears within
+a tick of its quiet time)."""
 
 
 def lammer_version() -> str:
@@ -87,7 +94,17 @@ class TableDaemon:
                 self.log.info("table stopped")
 
     def open_core(self, journal: Journal) -> TableCore:
-        """The table's core on ``journal``, replayed (asking systemd for time as it goes)."""
+        """The table's core on ``journal``, replayed (asking systemd for time as it goes),
+        after the rules' tables are built: before the replay, which may need them, and so
+        before READY."""
+        started = time.perf_counter()
+        built = table.warm_up(self.config.table.game)
+        self.log.info(
+            "rules warmed up",
+            game=self.config.table.game,
+            built=list(built),
+            seconds=round(time.perf_counter() - started, 3),
+        )
         return TableCore(
             self.config,
             journal,
@@ -106,6 +123,7 @@ class TableDaemon:
                 for device, driver in self._make_drivers(core):
                     tg.create_task(self._pump(core, mqtt, device, driver), name=f"driver-{device}")
                 tg.create_task(self._watchdog(core), name="watchdog")
+                tg.create_task(self._timer(core, mqtt), name="timer")
                 self.notifier.ready()
                 self.notifier.status("running")
                 self.log.info("table running", game=self.config.table.game)
@@ -159,6 +177,13 @@ class TableDaemon:
                 mqtt.notify()
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
 
+    async def _timer(self, core: TableCore, mqtt: MqttLink) -> None:
+        """The rules' clock: ``TableCore.tick`` every ``TICK_S``."""
+        while True:
+            await asyncio.sleep(TICK_S)
+            if core.tick():
+                mqtt.notify()
+
     # ------------------------------------------------------------------ health
 
     async def _watchdog(self, core: TableCore) -> None:
@@ -201,10 +226,8 @@ def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: A
             dlog.warning("device disconnected", url=url, reason=reason)
             return core.ingest(device, DeviceDisconnected(device=device, reason=reason))
         case BadFrameReceived(raw=raw, reason=reason):
-            dlog.warning("bad frame", reason=reason, size=len(raw))
-            dlog.debug("bad frame bytes", raw=raw.hex())
-            core.bad_frame(device, raw, reason)
-            return 0
+            # Logged by the core, within its bounds (daemon.bad_frames).
+            return core.bad_frame(device, raw, reason)
         case Received(fact=fact, seq=link_seq, raw=raw):
             return core.ingest(device, fact, link_seq=link_seq, raw=raw)
         case _:

@@ -12,7 +12,13 @@ what it was and ``seq`` goes on where it stopped. Then:
   outcomes (pure), and every message they publish is written to the journal's outbox with
   its ``seq`` and ``ts``. The caller acknowledges the frame only after ``ingest`` returns,
   so an ACK means the event is durable (see ``daemon.app``);
-* ``bad_frame(device, raw, reason)``: kept in the journal with its bytes, for review;
+* ``bad_frame(device, raw, reason)``: the rules learn of it (``BadFrameSeen``, alarm
+  ``LINK_ERRORS``; journaled when it changed the table); its bytes and reason are
+  journaled and logged in full up to a rate, then counted per interval
+  (``daemon.bad_frames``);
+* ``tick()`` from the shell's timer, every second: alarms that clear after a quiet time
+  (``TimePassed``, journaled only when it changed the table, so a replay clears them at
+  the same times) and the bad-frame counts of intervals that are over;
 * ``decide(name, payload)`` for a stickperson's request: checked by the request models
   and by the rules, journaled when legal (with the operator and the time), journaled with
   its reason when refused, and answered on ``response/<name>`` either way.
@@ -34,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.journal import Journal
@@ -56,11 +63,12 @@ from rules.errors import DecisionError, RulesError
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
-    Decision,
+    BadFrameSeen,
     Device,
     DeviceDisconnected,
     DeviceFact,
     Outcome,
+    TimePassed,
 )
 
 log = structlog.get_logger("lammer.daemon")
@@ -114,6 +122,8 @@ class TableCore:
         )
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
+        self.bad_frames = BadFrameBudget()
+        """Which bad frames are journaled and logged in full, and the counts of the rest."""
         self.last_frames: dict[Device, LastFrame] = {}
         """Each device's last journaled frame, as the journal holds it. A frame can be
         journaled and its ACK never reach the device (the daemon died between the two);
@@ -209,11 +219,60 @@ class TableCore:
                 return 0
             return self._publish(outcomes, at)
 
-    def bad_frame(self, device: Device, raw: bytes, reason: str) -> None:
-        """Keep a bad frame (its bytes and why) in the journal for review."""
-        self._journal(
-            "device", {"bad_frame": {"device": device, "raw": raw.hex(), "reason": reason}}
-        )
+    def bad_frame(self, device: Device, raw: bytes, reason: str) -> int:
+        """A bad frame, already NAKed: the rules learn of it (``LINK_ERRORS``), and it is
+        kept for review in full (its bytes and why, one warning line) up to a rate, then
+        counted (``daemon.bad_frames``). Returns the number of messages queued."""
+        at = self.clock()
+        fact = BadFrameSeen(device=device)
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        changed = new_state != self.state
+        full, report = self.bad_frames.admit(device, reason, len(raw), at)
+        if not (full or changed or report):
+            return 0  # counted: nothing to journal, the table is as it was
+        with self._batch():
+            if report is not None:
+                self._report_bad_frames(report, at)
+            if full:
+                # The bytes may hold a secret card (a damaged HAND): journal, never log them.
+                seq = self._journal(
+                    "device",
+                    {
+                        "device": device,
+                        "event": to_record(fact),
+                        "bad_frame": {"device": device, "raw": raw.hex(), "reason": reason},
+                    },
+                    at=at,
+                )
+                self.log.warning("bad frame", seq=seq, device=device, reason=reason, size=len(raw))
+            elif changed:  # the replay needs it; the bytes are counted, not kept
+                self._journal("device", {"device": device, "event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def tick(self) -> int:
+        """The host's timer (the shell calls it every second): alarms that clear after a
+        quiet time, and the bad-frame counts of intervals that are over. Journals the
+        ``TimePassed`` only when it changed the table. Returns the number of messages
+        queued."""
+        at = self.clock()
+        fact = TimePassed()
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        reports = self.bad_frames.due(at)
+        if new_state == self.state and not reports:
+            return 0
+        with self._batch():
+            for report in reports:
+                self._report_bad_frames(report, at)
+            if new_state == self.state:
+                return 0
+            self._journal("daemon", {"event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def _report_bad_frames(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("bad frames counted, not kept in full", **report)
+        self._journal("device", {"bad_frames": report}, at=at)
 
     # ------------------------------------------------------------------ requests
 
@@ -386,10 +445,10 @@ def _strip(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in ("seq", "ts")}
 
 
-def _replayable(kind: str, data: dict[str, Any]) -> DeviceFact | Decision | None:
-    """The fact or decision a journal record holds, or None (bad frames, refused
-    requests, publishes...)."""
-    if kind not in ("device", "decision") or "event" not in data:
+def _replayable(kind: str, data: dict[str, Any]) -> table.TableEvent | None:
+    """The fact, decision or timer event a journal record holds, or None (counts of bad
+    frames, refused requests, publishes...)."""
+    if kind not in ("device", "decision", "daemon") or "event" not in data:
         return None
-    event: DeviceFact | Decision = from_record(data["event"])
+    event: table.TableEvent = from_record(data["event"])
     return event

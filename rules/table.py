@@ -17,8 +17,8 @@ It routes each fact or decision to the game's own machine (``poker_round``,
   that a device cannot grow the ``alarms`` payload without end: a device keeps at most
   ``MAX_DEVICE_FAULTS`` (32) codes as alarms of their own; further codes (and a code
   ``OTHER``, whose alarm that would be) are counted in one ``DEVICE_FAULT_OTHER`` whose
-  message says how many codes it stands for (up to ``MAX_OTHER_FAULTS``, then "at least":
-  it stops changing); a code is kept to ``MAX_FAULT_CODE`` (64) characters, a text to
+  message says how many codes it stands for (up to ``MAX_OTHER_FAULTS``, 32, then "at
+  least": it stops changing); a code is kept to ``MAX_FAULT_CODE`` (64) characters, a text to
   ``MAX_FAULT_TEXT`` (160). ``READY`` clears them all.
 * **Link**: alarm ``DISCONNECTED`` while a configured device's port is down.
 * **Bad frames** (link-layer.md "Frames", ``BadFrameSeen``): alarm ``LINK_ERRORS`` when a
@@ -113,9 +113,10 @@ MAX_FAULT_CODE: Final = 64
 """Characters of a ``STATUS`` code kept (the specs' codes are a dozen or two)."""
 MAX_FAULT_TEXT: Final = 160
 """Characters of a ``STATUS`` text kept (free text for people, link-layer.md)."""
-MAX_OTHER_FAULTS: Final = 99
+MAX_OTHER_FAULTS: Final = 32
 """Distinct codes beyond ``MAX_DEVICE_FAULTS`` that ``DEVICE_FAULT_OTHER`` counts one by
-one; beyond this its message says "at least" and stops changing."""
+one; beyond this its message says "at least" and stops changing, so distinct codes change
+the alarms at most 64 times between two ``READY``."""
 FAULT_OTHER: Final = "DEVICE_FAULT_OTHER"
 
 LINK_ERRORS: Final = "LINK_ERRORS"
@@ -296,16 +297,20 @@ def alarms(state: TableState) -> tuple[Alarm, ...]:
     return state.alarms
 
 
-def warm_up(game: str) -> None:
+def warm_up(game: str) -> tuple[str, ...]:
     """Build now what the first event of a ``game`` table would otherwise build on first
     use, so that no frame waits for it (link-layer.md: the host ACKs within 250 ms): the
     seven-card table for Ultimate Texas Hold'em (``rules.poker.build_standard7``, up to
-    half a second), the Bonus Craps odds of every board for craps. Idempotent; no I/O,
-    nothing random: only tables that the rules would build the same on first use."""
+    half a second), the Bonus Craps odds of every board for craps. Returns the names of
+    what is built (for the log). Idempotent; no I/O, nothing random: only tables that the
+    rules would build the same on first use."""
     if game == "UTH":
         poker.build_standard7()
-    elif game == "CRAPS":
+        return ("seven-card hand values",)
+    if game == "CRAPS":
         craps_odds.probability_before_seven(BET_RULES["make_em_all"].numbers)
+        return ("Bonus Craps odds of every board",)
+    return ()
 
 
 def open_round_id(state: TableState) -> int | None:
