@@ -105,6 +105,11 @@ def test_an_uth_table_builds_its_seven_card_table_before_it_says_ready(
         warmed = events[names.index("rules warmed up")]
         assert warmed["built"] == ["seven-card hand values"]
         assert names.index("rules warmed up") < names.index("journal replayed")
+        # What the start left is collected and frozen before READY too: the first full
+        # collections of the running table do not scan it (daemon.app.settle_heap).
+        settled = events[names.index("heap settled")]
+        assert names.index("journal replayed") < names.index("heap settled")
+        assert settled["frozen"] > 10_000
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0, log_path.read_text()
     finally:
