@@ -12,7 +12,13 @@ what it was and ``seq`` goes on where it stopped. Then:
   outcomes (pure), and every message they publish is written to the journal's outbox with
   its ``seq`` and ``ts``. The caller acknowledges the frame only after ``ingest`` returns,
   so an ACK means the event is durable (see ``daemon.app``);
-* ``bad_frame(device, raw, reason)``: kept in the journal with its bytes, for review;
+* ``bad_frame(device, raw, reason)``: the rules learn of it (``BadFrameSeen``, alarm
+  ``LINK_ERRORS``; journaled when it changed the table); its bytes and reason are
+  journaled and logged in full up to a rate, then counted per interval
+  (``daemon.bad_frames``);
+* ``tick()`` from the shell's timer, every second: alarms that clear after a quiet time
+  (``TimePassed``, journaled only when it changed the table, so a replay clears them at
+  the same times) and the bad-frame counts of intervals that are over;
 * ``decide(name, payload)`` for a stickperson's request: checked by the request models
   and by the rules, journaled when legal (with the operator and the time), journaled with
   its reason when refused, and answered on ``response/<name>`` either way.
@@ -34,6 +40,7 @@ from typing import Any
 
 import structlog
 
+from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.journal import GENESIS, Journal
@@ -68,10 +75,12 @@ from rules.errors import DecisionError, RulesError
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
+    BadFrameSeen,
     Device,
     DeviceDisconnected,
     DeviceFact,
     Outcome,
+    TimePassed,
 )
 
 log = structlog.get_logger("lammer.daemon")
@@ -132,12 +141,15 @@ class TableCore:
         )
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
+        self.bad_frames = BadFrameBudget()
+        """Which bad frames are journaled and logged in full, and the counts of the rest."""
         self.outbox = LiveOutbox(self)
         """The outbox of the MQTT link: the live segment's, whichever it is."""
         self._table = self._load(on_replay_progress, replay_progress_every)
         self._snapshot_seq = self._last_snapshot_seq()
         self._snapshot_time = self.clock()
         self._segment_day = self._read_segment_day()
+        self._expired: list[Segment] = []
 
     # ------------------------------------------------------------------ replay
 
@@ -243,15 +255,11 @@ class TableCore:
         )
         self._segment_day = day
 
-    def tick(self) -> list[Segment]:
-        """The upkeep the shell runs on a timer: a new gaming day rotates the journal, and
-        drops of unanswerable requests are reported. Returns the closed segments past the
-        retention, for the shell to remove (``daemon.app``)."""
-        at = self.clock()
-        self.flush_drops()
-        if self._maybe_rotate(at):
-            return self.expired(at)
-        return []
+    def take_expired(self) -> list[Segment]:
+        """The closed segments found past the retention since the last call (after a
+        rotation), for the shell to remove (``daemon.app``)."""
+        found, self._expired = self._expired, []
+        return found
 
     def expired(self, at: datetime | None = None) -> list[Segment]:
         """The closed segments past ``[journal]``'s retention, oldest first."""
@@ -390,11 +398,65 @@ class TableCore:
             self._maybe_snapshot(at)
             return queued
 
-    def bad_frame(self, device: Device, raw: bytes, reason: str) -> None:
-        """Keep a bad frame (its bytes and why) in the journal for review."""
-        self._journal(
-            "device", {"bad_frame": {"device": device, "raw": raw.hex(), "reason": reason}}
-        )
+    def bad_frame(self, device: Device, raw: bytes, reason: str) -> int:
+        """A bad frame, already NAKed: the rules learn of it (``LINK_ERRORS``), and it is
+        kept for review in full (its bytes and why, one warning line) up to a rate, then
+        counted (``daemon.bad_frames``). Returns the number of messages queued."""
+        at = self.clock()
+        fact = BadFrameSeen(device=device)
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        changed = new_state != self.state
+        full, report = self.bad_frames.admit(device, reason, len(raw), at)
+        if not (full or changed or report):
+            return 0  # counted: nothing to journal, the table is as it was
+        with self._batch():
+            if report is not None:
+                self._report_bad_frames(report, at)
+            if full:
+                # The bytes may hold a secret card (a damaged HAND): journal, never log them.
+                seq = self._journal(
+                    "device",
+                    {
+                        "device": device,
+                        "event": to_record(fact),
+                        "bad_frame": {"device": device, "raw": raw.hex(), "reason": reason},
+                    },
+                    at=at,
+                )
+                self.log.warning("bad frame", seq=seq, device=device, reason=reason, size=len(raw))
+            elif changed:  # the replay needs it; the bytes are counted, not kept
+                self._journal("device", {"device": device, "event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def tick(self) -> int:
+        """The host's timer (the shell calls it every second): a new gaming day rotates
+        the journal (``take_expired`` then names the segments past the retention), drops of
+        unanswerable requests are reported, alarms that clear after a quiet time clear, and
+        the bad-frame counts of intervals that are over are kept. Journals the
+        ``TimePassed`` only when it changed the table. Returns the number of messages
+        queued."""
+        at = self.clock()
+        if self._maybe_rotate(at):
+            self._expired = self.expired(at)
+        self.flush_drops()
+        fact = TimePassed()
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        reports = self.bad_frames.due(at)
+        if new_state == self.state and not reports:
+            return 0
+        with self._batch():
+            for report in reports:
+                self._report_bad_frames(report, at)
+            if new_state == self.state:
+                return 0
+            self._journal("daemon", {"event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def _report_bad_frames(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("bad frames counted, not kept in full", **report)
+        self._journal("device", {"bad_frames": report}, at=at)
 
     # ------------------------------------------------------------------ requests
 

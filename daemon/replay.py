@@ -29,7 +29,7 @@ from daemon.journal import JournalRecord
 from daemon.records import from_record, register, to_record
 from rules import table
 from rules.errors import RulesError
-from rules.events import Decision, Device, DeviceFact
+from rules.events import Device
 
 register(table.TableState)
 
@@ -136,7 +136,7 @@ class Replay:
             self.settings = settings
             self.state = reconfigure(self.state, settings, record.ts)
             return
-        if record.kind not in ("device", "decision"):
+        if record.kind not in ("device", "decision", "daemon"):
             return
         device = data.get("device")
         link_seq, raw = data.get("link_seq"), data.get("raw")
@@ -147,7 +147,7 @@ class Replay:
         fact = data["event"]
         if not isinstance(fact, dict):
             raise RecordError(f"record {record.seq}: an event is a JSON object")
-        event: DeviceFact | Decision = from_record(fact)
+        event: table.TableEvent = from_record(fact)
         try:
             self.state, _ = table.apply(self.state, event, at=record.ts)
             self.events += 1

@@ -25,7 +25,8 @@ Policies, each from link-layer.md unless said otherwise:
   as any other, with a warning: taking it as a repeat would lose an event the device
   believes delivered. ``HELLO`` resets the expected sequence.
 * Bad frames are NAKed at once (``NAK,<seq>`` or ``NAK,0``) and delivered as
-  ``BadFrameReceived``: nothing received is lost.
+  ``BadFrameReceived``: nothing received is lost. Logged at debug only: the consumer
+  decides what a flood of them may cost its log.
 * ``QUERY`` is sent after every connect. With ``silence_timeout``, a ``QUERY`` probes a device
   quiet for half of it; no byte by the end of it is a disconnect (``DeviceTimeout``).
 * The port's loss (USB unplugged, pty closed, socket dropped, I/O error) gives
@@ -218,7 +219,9 @@ class DeviceDriver:
         if isinstance(item, BadFrame):
             # link-layer.md: NAK,<seq>, or NAK,0 when the sequence number could not be read.
             seq = item.seq if item.seq is not None else 0
-            self._log.warning("bad frame NAKed", reason=item.reason, seq=seq)
+            # At debug: the consumer logs bad frames, within bounds of its own (a line gone
+            # bad brings hundreds a second); the table daemon's are in daemon.bad_frames.
+            self._log.debug("bad frame NAKed", reason=item.reason, seq=seq)
             self._log.debug("bad frame", raw=item.raw.hex())
             self._send(link, encode_message(Nak(seq=seq)))
             return BadFrameReceived(device=self.device, raw=item.raw, reason=item.reason)
