@@ -191,13 +191,13 @@ class TableCore:
             replay.apply(record)
         for seq, error in replay.errors:  # pragma: no cover - decisions are journaled legal
             self.log.error("journal record not replayable", seq=seq, error=error)
-        replay.finish(self.settings, self.clock())
+        state = replay.finish(self.settings, self.clock())
         self.log.info(
             "journal replayed",
             snapshot=None if snapshot is None else snapshot.seq,
             events=replay.events,
             last_seq=self.journal.last_seq,
-            round=table.open_round_id(replay.finish(self.settings, self.clock())),
+            round=table.open_round_id(state),
         )
         return replay
 
@@ -241,8 +241,10 @@ class TableCore:
     # ------------------------------------------------------------------ the journal's upkeep
 
     def _journal_header(self, at: datetime) -> None:
-        """The first record of a table's journal: the first segment, chaining on genesis."""
+        """The first record of a table's journal: the first segment, chaining on genesis.
+        The table begins with it (a replay starts the table at its first record's time)."""
         day = self._gaming_day(at)
+        self.state = self.settings.initial_state(at)
         self.journal.append_segment(
             {
                 "table": self.table_id,
