@@ -295,8 +295,8 @@ def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: A
         case BadFrameReceived(raw=raw, reason=reason):
             # Logged by the core, within its bounds (daemon.bad_frames).
             return core.bad_frame(device, raw, reason)
-        case Received(fact=fact, seq=link_seq, raw=raw):
-            return core.ingest(device, fact, link_seq=link_seq, raw=raw)
+        case Received(fact=fact, seq=link_seq, raw=raw, probe=probe):
+            return core.ingest(device, fact, link_seq=link_seq, raw=raw, probe=probe)
         case _:
             assert_never(event)
 

@@ -79,6 +79,8 @@ from rules.events import (
     Device,
     DeviceDisconnected,
     DeviceFact,
+    DeviceHello,
+    ModeReported,
     Outcome,
     TimePassed,
 )
@@ -375,13 +377,42 @@ class TableCore:
     # ------------------------------------------------------------------ devices
 
     def ingest(
-        self, device: Device, fact: DeviceFact, *, link_seq: int | None = None, raw: bytes = b""
+        self,
+        device: Device,
+        fact: DeviceFact,
+        *,
+        link_seq: int | None = None,
+        raw: bytes = b"",
+        probe: bool = False,
     ) -> int:
         """Journal one device fact, apply it, and queue what it publishes (one
-        transaction). Returns the number of messages queued."""
+        transaction). Returns the number of messages queued.
+
+        ``probe``: the frame answers the driver's silence probe. A ``HELLO`` from the same
+        device and a ``MODE`` the table already knows change nothing: such a frame is
+        journaled marked as a probe reply, without an event for the replay (it is not a
+        restart: it neither clears ``UNEXPECTED_FRAME`` nor ends the memory of closed
+        rounds), and logged at debug. Any other probe reply is applied like any frame."""
         at = self.clock()
         self._maybe_rotate(at)
+        if probe and link_seq is not None and self._answers_as_known(device, fact):
+            with self._batch():
+                seq = self._journal(
+                    "device",
+                    {
+                        "device": device,
+                        "probe": True,
+                        "link_seq": link_seq,
+                        "raw": raw.decode("ascii", "replace"),
+                    },
+                    at=at,
+                )
+                self.last_frames[device] = (link_seq, raw)
+            self.log.debug("probe reply", seq=seq, device=device, fact=type(fact).__name__)
+            return 0
         record: dict[str, Any] = {"device": device, "event": to_record(fact)}
+        if probe:
+            record["probe"] = True
         if link_seq is not None:
             record["link_seq"] = link_seq
             record["raw"] = raw.decode("ascii", "replace")
@@ -399,6 +430,19 @@ class TableCore:
             queued = self._publish(outcomes, at)
             self._maybe_snapshot(at)
             return queued
+
+    def _answers_as_known(self, device: Device, fact: DeviceFact) -> bool:
+        """A probe reply that says what the table knows already: the device's HELLO as
+        before, or the shuffler's MODE as before."""
+        try:
+            known = self.state.device(device)
+        except KeyError:
+            return False
+        if isinstance(fact, DeviceHello):
+            return known.hello == fact
+        if isinstance(fact, ModeReported):
+            return known.mode == fact.game
+        return False
 
     def bad_frame(self, device: Device, raw: bytes, reason: str) -> int:
         """A bad frame, already NAKed: the rules learn of it (``LINK_ERRORS``), and it is
