@@ -152,6 +152,8 @@ class TableCore:
         self._snapshot_time = self.clock()
         self._segment_day = self._read_segment_day()
         self._expired: list[Segment] = []
+        self._built_from: table.TableState | None = None
+        """The table the state topics were last built from (``state_publications``)."""
 
     # ------------------------------------------------------------------ replay
 
@@ -653,9 +655,12 @@ class TableCore:
     def _queue_state(self, at: datetime) -> int:
         """Queue every retained state topic whose content changed."""
         queued = 0
-        for publication in (self._info, *state_publications(self.state, table=self.table_id)):
+        state = self.state
+        built = state_publications(state, table=self.table_id, since=self._built_from)
+        for publication in (self._info, *built):
             if self._published_state.get(publication.topic) != publication.body:
                 queued += self._queue(publication, at)
+        self._built_from = state
         return queued
 
     # ------------------------------------------------------------------ health

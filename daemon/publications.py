@@ -221,32 +221,49 @@ def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
 # State
 
 
-def state_publications(state: TableState, *, table: str) -> list[Publication]:
-    """Every retained state topic of the table as it is now (``info`` aside): ``state``,
-    ``alarms``, and ``craps/board`` or ``bust_bonus/state`` where the game has one."""
-    alarms = [
-        Alarm(
-            code=a.code,
-            device=a.device,
-            message=a.message,
-            since=format_ts(a.since),
-            stops_payouts=a.code in PAYOUT_ALARMS,
-        )
-        for a in state.alarms
-    ]
-    devices = {
-        name: DeviceState(
-            connected=d.connected,
-            status=d.status,
-            mode=d.mode if name == "shuffler" else None,
-        )
-        for name, d in state.devices
-    }
-    publications = [_state(state, devices, alarms, table)]
-    publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
-    if state.craps is not None:
+def state_publications(
+    state: TableState, *, table: str, since: TableState | None = None
+) -> list[Publication]:
+    """The retained state topics of the table as it is now (``info`` aside): ``state``,
+    ``alarms``, and ``craps/board`` or ``bust_bonus/state`` where the game has one.
+
+    With ``since`` (the table these were last built from), only the topics whose part of
+    the table changed: the rules replace what changes and keep the rest, so a part that
+    is the very same object as in ``since`` is the same (a device frame's hot path builds
+    one or two bodies, not four)."""
+
+    def unchanged(*parts: tuple[object, object]) -> bool:
+        return since is not None and all(now is then for now, then in parts)
+
+    publications = []
+    if not unchanged(
+        (state.game, since.game if since else None),
+        (state.devices, since.devices if since else None),
+        (state.alarms, since.alarms if since else None),
+    ):
+        alarms = [
+            Alarm(
+                code=a.code,
+                device=a.device,
+                message=a.message,
+                since=format_ts(a.since),
+                stops_payouts=a.code in PAYOUT_ALARMS,
+            )
+            for a in state.alarms
+        ]
+        devices = {
+            name: DeviceState(
+                connected=d.connected,
+                status=d.status,
+                mode=d.mode if name == "shuffler" else None,
+            )
+            for name, d in state.devices
+        }
+        publications.append(_state(state, devices, alarms, table))
+        publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
+    if state.craps is not None and not unchanged((state.craps, since.craps if since else None)):
         publications.append(craps_board_publication(craps.board(state.craps), table=table))
-    if state.bust is not None:
+    if state.bust is not None and not unchanged((state.bust, since.bust if since else None)):
         publications.append(bust_bonus_state_publication(bust_bonus.view(state.bust), table=table))
     return publications
 
