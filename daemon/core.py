@@ -689,9 +689,9 @@ class LiveOutbox:
         """See ``Journal.pending``."""
         return self._core.journal.pending(limit)
 
-    def mark_published(self, seq: int) -> None:
+    def mark_published(self, *seqs: int) -> None:
         """See ``Journal.mark_published``."""
-        self._core.journal.mark_published(seq)
+        self._core.journal.mark_published(*seqs)
 
     def set_aside(self, seq: int, reason: str) -> None:
         """See ``Journal.set_aside``."""

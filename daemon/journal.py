@@ -525,38 +525,49 @@ class Journal:
         ).fetchall()
         return [_message(row) for row in rows]
 
-    def mark_published(self, seq: int) -> None:
-        """Record that message ``seq`` reached the broker. Idempotent.
+    def mark_published(self, *seqs: int) -> None:
+        """Record that messages ``seqs`` reached the broker, in one transaction.
+        Idempotent.
 
         Committed without an fsync of its own (see the module docstring): after a power
-        loss the message may be published again with its same ``seq``.
-        Raises ``JournalValueError`` for a ``seq`` that is not a message.
+        loss a message may be published again with its same ``seq``.
+        Raises ``JournalValueError`` for a ``seq`` that is not a message (nothing is
+        marked then).
         """
         self._writable()
-        row = self._conn.execute(
-            "SELECT topic, retained, published FROM outbox WHERE seq = ?", (seq,)
-        ).fetchone()
-        if row is None:
-            raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self._path)
-        topic, retained, published = row
-        if published:
+        found = {
+            seq: (topic, retained, published)
+            for seq, topic, retained, published in self._conn.execute(
+                "SELECT seq, topic, retained, published FROM outbox "
+                f"WHERE seq IN ({','.join('?' * len(seqs))})",
+                seqs,
+            )
+        }
+        missing = [seq for seq in seqs if seq not in found]
+        if missing:
+            raise JournalValueError(
+                f"seq {missing[0]} is not a message of the outbox", path=self._path
+            )
+        rows = [(seq, found[seq][0], found[seq][1]) for seq in seqs if not found[seq][2]]
+        if not rows:
             return
         relaxed = self._depth == 0
         if relaxed:
             self._conn.execute("PRAGMA synchronous = NORMAL")
         try:
             with self.batch():
-                self._execute(
-                    "UPDATE outbox SET published = 1 WHERE seq = ?", "mark a message", (seq,)
-                )
-                if retained:
+                for seq, topic, retained in rows:
                     self._execute(
-                        "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
-                        "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
-                        "WHERE excluded.seq > retained_latest.seq",
-                        "mark a retained message",
-                        (topic, seq),
+                        "UPDATE outbox SET published = 1 WHERE seq = ?", "mark a message", (seq,)
                     )
+                    if retained:
+                        self._execute(
+                            "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
+                            "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
+                            "WHERE excluded.seq > retained_latest.seq",
+                            "mark a retained message",
+                            (topic, seq),
+                        )
         finally:
             if relaxed:
                 self._conn.execute("PRAGMA synchronous = FULL")

@@ -359,20 +359,26 @@ class MqttLink:
                 )
                 for m in chunk
             ]
+            acked: list[int] = []
             try:
-                for message, task in zip(chunk, tasks, strict=True):
-                    try:
-                        async with asyncio.timeout(self._timeout):
+                async with asyncio.timeout(self._timeout) as window:
+                    for message, task in zip(chunk, tasks, strict=True):
+                        try:
                             await task
-                    except (ValueError, TypeError) as exc:
-                        # The client refuses this message (a topic or payload MQTT cannot
-                        # carry): no retry can send it, so it must not hold the queue.
-                        self._set_aside(message, exc, mark=mark)
-                        continue
-                    if mark:
-                        self._outbox.mark_published(message.seq)
-                        self._published += 1
+                        except (ValueError, TypeError) as exc:
+                            # The client refuses this message (a topic or payload MQTT cannot
+                            # carry): no retry can send it, so it must not hold the queue.
+                            self._set_aside(message, exc, mark=mark)
+                            continue
+                        acked.append(message.seq)
+                        # Each PUBACK may take the whole timeout, not the chunk.
+                        window.reschedule(asyncio.get_running_loop().time() + self._timeout)
             finally:
+                # What the broker acknowledged is marked (one transaction), also when the
+                # connection dropped behind it.
+                if mark and acked:
+                    self._outbox.mark_published(*acked)
+                    self._published += len(acked)
                 await _cancel_all(tasks)
 
     def _set_aside(self, message: OutboxMessage, exc: Exception, *, mark: bool) -> None:
