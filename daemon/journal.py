@@ -535,6 +535,8 @@ class Journal:
         marked then).
         """
         self._writable()
+        if not seqs:
+            return
         found = {
             seq: (topic, retained, published)
             for seq, topic, retained, published in self._conn.execute(
