@@ -33,7 +33,8 @@ still face down is logged at info (``daemon.logs.fact_fields``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -41,7 +42,7 @@ from typing import Any
 import structlog
 
 from daemon.bad_frames import BadFrameBudget
-from daemon.clock import Clock, utc_now
+from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
 from daemon.journal import GENESIS, Journal
 from daemon.logs import event_context, fact_fields, outcome_fields
@@ -93,9 +94,8 @@ LastFrame = tuple[int, bytes]
 
 @dataclass
 class Health:
-    """What the watchdog looks at: the journal answers (and why not, when it does not)."""
+    """What the watchdog looks at: why the journal did not answer, when it did not."""
 
-    journal_ok: bool = True
     last_error: str | None = None
 
 
@@ -124,7 +124,10 @@ class TableCore:
         self.version = version
         self.table_id = config.table.id
         self.health = Health()
-        self.log = log.bind(table=self.table_id)
+        self._deferred: list[tuple[Any, str, str, dict[str, Any]]] | None = None
+        self.log = TxLog(self, log.bind(table=self.table_id))
+        """Lines logged inside a journal transaction come out when it commits (a refused
+        transaction is tried again: its lines would say twice what did not happen)."""
         j = config.journal
         self.settings = Settings(
             game=config.table.game,
@@ -307,6 +310,8 @@ class TableCore:
         assert old_day is not None
         first = old.first_record()
         first_seq = first.seq if first is not None else old.last_seq
+        # A rotation the journal refused half way (a full disk) left its seal: not again.
+        sealed = sealed or old.last_kind() == "seal"
         if not sealed:
             old.seal(
                 {
@@ -595,18 +600,66 @@ class TableCore:
 
     # ------------------------------------------------------------------ publishing
 
-    def _batch(self) -> Any:
-        return self.journal.batch()
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        """One journal transaction, and the table's memory with it: when the journal
+        refuses (a full disk), what the transaction changed in memory is undone too, so
+        the same event can be handled again once the journal works (nothing half done,
+        nothing twice)."""
+        if self.journal.in_batch:
+            with self.journal.batch():
+                yield
+            return
+        saved = (
+            self._table.state,
+            dict(self._table.last_frames),
+            dict(self._table.published),
+            self._built_from,
+            self._snapshot_seq,
+            self._snapshot_time,
+        )
+        self._deferred = []
+        try:
+            with self.journal.batch():
+                yield
+        except BaseException:
+            self._deferred = None
+            (
+                self._table.state,
+                frames,
+                published,
+                self._built_from,
+                self._snapshot_seq,
+                self._snapshot_time,
+            ) = saved
+            self._table.last_frames.clear()
+            self._table.last_frames.update(frames)
+            self._table.published.clear()
+            self._table.published.update(published)
+            raise
+        lines, self._deferred = self._deferred, None
+        for logger, level, event, fields in lines or ():
+            getattr(logger, level)(event, **fields)
 
     def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
-        try:
-            seq = self.journal.append(kind, record, ts=at or self.clock())
-        except Exception as exc:
-            self.health.journal_ok = False
-            self.health.last_error = str(exc)
-            raise
-        self.health.journal_ok = True
-        return seq
+        return self.journal.append(kind, record, ts=at or self.clock())
+
+    def journal_fault_over(self, since: datetime, error: str, held: int) -> None:
+        """The journal works again after refusing since ``since``: the outage goes into
+        the record (when, why, how many events waited)."""
+        at = self.clock()
+        self._journal(
+            "daemon",
+            {
+                "journal_fault": {
+                    "since": format_ts(since),
+                    "until": format_ts(at),
+                    "error": error,
+                    "held": held,
+                }
+            },
+            at=at,
+        )
 
     def _queue(self, publication: Publication, at: datetime) -> int:
         topic, retained, body = publication
@@ -673,6 +726,43 @@ class TableCore:
             self.health.last_error = str(exc)
             return False
         return True
+
+
+# ---------------------------------------------------------------------- logging
+
+
+class TxLog:
+    """A bound logger whose lines wait for the journal transaction they are logged in."""
+
+    def __init__(self, core: TableCore, logger: Any) -> None:
+        self._core = core
+        self._logger = logger
+
+    def bind(self, **fields: Any) -> TxLog:
+        """More context, as structlog's ``bind``."""
+        return TxLog(self._core, self._logger.bind(**fields))
+
+    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if self._core._deferred is not None:
+            self._core._deferred.append((self._logger, level, event, fields))
+        else:
+            getattr(self._logger, level)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("error", event, fields)
 
 
 # ---------------------------------------------------------------------- the outbox

@@ -299,6 +299,26 @@ class Journal:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def reconnect(self) -> None:
+        """Close and open the database again (same file, same lock): after SQLite refused a
+        write (a full disk), a fresh connection starts from what is on disk, whatever
+        state the old one was left in. Raises ``JournalFileError`` if it cannot."""
+        self._writable()
+        if self._depth:
+            raise JournalValueError("cannot reconnect inside a batch", path=self._path)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None)
+            _setup(conn, self._path, self._key)
+        except sqlite3.Error as exc:
+            raise JournalFileError(
+                f"cannot reopen journal {self._path}: {exc}", path=self._path
+            ) from exc
+        self._conn = conn
+        self._last_seq = self._read_last_seq()
+        self._last_hash = self._read_last_hash()
+
     def release(self) -> int | None:
         """Close the database but keep the single-writer lock, and hand it over (segment
         rotation reopens another file under the same lock)."""
@@ -326,6 +346,11 @@ class Journal:
     def last_seq(self) -> int:
         """The highest ``seq`` ever given out (0 for a new journal)."""
         return self._last_seq
+
+    @property
+    def in_batch(self) -> bool:
+        """Inside a ``batch()`` (the outermost one has not ended yet)."""
+        return self._depth > 0
 
     @property
     def last_hash(self) -> bytes:

@@ -58,6 +58,7 @@ from typing import Final, Protocol
 import aiomqtt
 import structlog
 
+from daemon.errors import JournalError
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from drivers.backoff import Backoff
@@ -146,6 +147,8 @@ class MqttLink:
         self._was_up = False
         self._outage_attempts = 0
         self._published = 0
+        self._available = True  # what availability should say (set_available)
+        self._said: bytes | None = None  # what it said last on this connection
 
     # -- public --------------------------------------------------------------------------
 
@@ -176,6 +179,17 @@ class MqttLink:
     def notify(self) -> None:
         """New messages are in the outbox: wake the drain (sync; call from the loop)."""
         self._wake.set()
+
+    def set_available(self, available: bool) -> None:
+        """Say ``online`` or ``offline`` on ``availability`` from now on (also after every
+        reconnect): ``offline`` while the daemon runs but cannot keep a record (its journal
+        refuses to write), and ``online`` again after."""
+        self._available = available
+        self._wake.set()
+
+    @property
+    def _availability(self) -> bytes:
+        return ONLINE if self._available else OFFLINE
 
     async def run(self) -> None:
         """Keep the link up until cancelled or ``close()``d; never returns otherwise.
@@ -274,8 +288,7 @@ class MqttLink:
             self._client = client
             self._note_connected()
             try:
-                async with asyncio.timeout(self._timeout):
-                    await client.publish(self.availability_topic, ONLINE, qos=1, retain=True)
+                await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
                 await self._publish_all(client, self._outbox.retained(), mark=False)
@@ -337,14 +350,29 @@ class MqttLink:
 
     # -- publishing ----------------------------------------------------------------------
 
+    async def _say_availability(self, client: aiomqtt.Client) -> None:
+        said = self._availability
+        async with asyncio.timeout(self._timeout):
+            await client.publish(self.availability_topic, said, qos=1, retain=True)
+        self._said = said
+
     async def _drain(self, client: aiomqtt.Client) -> None:
         while True:
             self._wake.clear()  # before reading: a notify() after this is not missed
+            if self._said != self._availability:
+                await self._say_availability(client)
             batch = self._outbox.pending(self._window)
-            if batch:
-                await self._publish_all(client, batch, mark=True)
-            else:
+            if not batch:
                 await self._wake.wait()
+                continue
+            try:
+                await self._publish_all(client, batch, mark=True)
+            except JournalError as exc:
+                # The journal refuses to mark them (a full disk): they went out, and go out
+                # again later with the same seq (displays drop a seq they have seen). Wait
+                # for the journal instead of sending the same messages round and round.
+                log.warning("mqtt: the journal cannot mark messages published", error=str(exc))
+                await asyncio.sleep(self._backoff.maximum)
 
     async def _publish_all(
         self, client: aiomqtt.Client, messages: list[OutboxMessage], *, mark: bool
