@@ -235,6 +235,7 @@ class TableDaemon:
         and the closed segments past the retention removed after a rotation."""
         while True:
             await asyncio.sleep(TICK_S)
+            await self._durably(core, mqtt, lambda: core.watch_clock(time.monotonic()))
             await self._durably(core, mqtt, core.tick)
             for segment in core.take_expired():
                 await self._remove_segment(core, segment)

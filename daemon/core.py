@@ -77,6 +77,8 @@ from rules.events import (
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
+    CleanStart,
+    ClockJumped,
     Device,
     DeviceDisconnected,
     DeviceFact,
@@ -85,8 +87,13 @@ from rules.events import (
     Outcome,
     TimePassed,
 )
+from rules.table import HostFact
 
 log = structlog.get_logger("lammer.daemon")
+
+CLOCK_JUMP_LIMIT = 2.0
+"""Seconds the wall clock may move against the steady clock between two looks before it
+is a jump (``CLOCK_JUMP``)."""
 
 LastFrame = tuple[int, bytes]
 """A device's last journaled frame: its link sequence number and its bytes."""
@@ -151,6 +158,9 @@ class TableCore:
         self.outbox = LiveOutbox(self)
         """The outbox of the MQTT link: the live segment's, whichever it is."""
         self._table = self._load(on_replay_progress, replay_progress_every)
+        self._clean_start = self._stopped_cleanly()
+        """The last run ended with ``close()``: its stop and snapshot are the last records."""
+        self._clock_seen: tuple[datetime, float] | None = None
         self._snapshot_seq = self._last_snapshot_seq()
         self._snapshot_time = self.clock()
         self._segment_day = self._read_segment_day()
@@ -208,6 +218,13 @@ class TableCore:
         )
         return replay
 
+    def _stopped_cleanly(self) -> bool:
+        last = self.journal.last_seq
+        if last < 2 or self._last_snapshot_seq() != last:
+            return False
+        before = next(iter(self.journal.records(last - 2)), None)
+        return before is not None and before.kind == "daemon" and "stop" in before.record
+
     def _last_snapshot_seq(self) -> int:
         snapshot = self.journal.latest_snapshot()
         return 0 if snapshot is None else snapshot.seq
@@ -235,7 +252,7 @@ class TableCore:
             assert self._segment_day is not None  # a sealed segment has records
             self._rotate(max(self._segment_day, self._gaming_day(at)), at, sealed=True)
         self._journal("daemon", start_record(self.version, self.settings), at=at)
-        queued = 0
+        queued = self._host_fact(CleanStart(), at) if self._clean_start else 0
         for device, device_state in self.state.devices:
             if device_state.connected:
                 queued += self.ingest(
@@ -376,10 +393,12 @@ class TableCore:
         self._snapshot_time = at
 
     def close(self) -> None:
-        """A clean stop: a snapshot of the table as it is, so the next start replays
-        nothing (when anything was written since the last one)."""
-        if self.journal.last_seq > self._snapshot_seq:
-            self._snapshot(self.clock())
+        """A clean stop: a ``stop`` record, then a snapshot of the table as it is, so the
+        next start replays nothing and knows the stop was clean."""
+        at = self.clock()
+        with self._batch():
+            self._journal("daemon", {"stop": {"version": self.version}}, at=at)
+            self._snapshot(at)
 
     # ------------------------------------------------------------------ devices
 
@@ -503,6 +522,31 @@ class TableCore:
                 self._report_bad_frames(report, at)
             if new_state == self.state:
                 return 0
+            self._journal("daemon", {"event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def watch_clock(self, monotonic: float) -> int:
+        """Compare the wall clock with the steady one (``monotonic``, seconds): a jump of
+        more than ``CLOCK_JUMP_LIMIT`` between two calls is journaled and raises
+        ``CLOCK_JUMP`` (the shell calls this every second). Returns the messages queued."""
+        at = self.clock()
+        last, self._clock_seen = self._clock_seen, (at, monotonic)
+        if last is None:
+            return 0
+        wall = (at - last[0]).total_seconds()
+        jump = wall - (monotonic - last[1])
+        if abs(jump) <= CLOCK_JUMP_LIMIT:
+            return 0
+        self.log.warning("the wall clock jumped", seconds=round(jump, 3))
+        return self._host_fact(ClockJumped(milliseconds=round(jump * 1000)), at)
+
+    def _host_fact(self, fact: HostFact, at: datetime) -> int:
+        """Apply a host fact; journal it (kind ``daemon``) only when it changed the table."""
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        if new_state == self.state:
+            return 0
+        with self._batch():
             self._journal("daemon", {"event": to_record(fact)}, at=at)
             self.state = new_state
             return self._publish(outcomes, at) if outcomes else 0
