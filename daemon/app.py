@@ -42,6 +42,7 @@ from daemon.errors import JournalError
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
+from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
 from drivers.backoff import Backoff
@@ -141,8 +142,11 @@ class TableDaemon:
         )
 
     async def _run(self, core: TableCore) -> None:
-        core.start()
         mqtt = self._make_mqtt(core)
+        # Before anything is published: seq goes on above what the broker retains, and
+        # what another game of this table id left retained is cleared.
+        core.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
+        core.start()
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")

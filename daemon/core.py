@@ -240,6 +240,33 @@ class TableCore:
     def _gaming_day(self, at: datetime) -> date:
         return gaming_day(at, self._day_start, self._zone)
 
+    def continue_after(self, seq: int | None) -> None:
+        """``seq`` goes on above ``seq`` (the highest the broker retains under this table's
+        base topic, ``MqttLink.survey``): a table id used before, with another journal,
+        must not publish a ``seq`` displays have seen (mqtt-api.md: never reused). A new
+        journal simply begins above it; a journal behind it records the gap."""
+        if seq is None or seq <= self.journal.last_seq:
+            return
+        at = self.clock()
+        if self.journal.last_seq == 0:
+            self.journal.start_chain(seq, GENESIS)
+            self.log.warning("a new journal begins above the broker's retained seq", seq=seq)
+            return
+        before = self.journal.last_seq
+        self.journal.skip_to(seq)
+        self._journal(
+            "daemon",
+            {
+                "seq_gap": {
+                    "after": before,
+                    "to": seq,
+                    "reason": "the broker retains messages of this table up to this seq",
+                }
+            },
+            at=at,
+        )
+        self.log.warning("seq skipped above the broker's retained seq", after=before, to=seq)
+
     def start(self) -> int:
         """Begin: a new journal gets its first segment header, a rotation a crash left
         half done is finished, the start is journaled with the table's settings, and no

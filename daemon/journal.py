@@ -504,6 +504,20 @@ class Journal:
             )
         self._last_seq, self._last_hash = last_seq, last_hash
 
+    def skip_to(self, last_seq: int) -> None:
+        """The next record gets ``last_seq + 1`` (a gap the caller records at once: a
+        ``daemon`` record ``seq_gap``, which ``lammer journal verify`` accepts)."""
+        self._writable()
+        if last_seq <= self._last_seq:
+            raise JournalValueError(f"seq {last_seq} is not above {self._last_seq}")
+        with self.batch():
+            self._execute(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'records'",
+                "skip the sequence",
+                (last_seq,),
+            )
+        self._last_seq = last_seq
+
     def copy_outbox(self, source: Journal) -> int:
         """Carry the messages not yet published and the latest retained ones over from the
         segment before (rotation); returns how many rows came."""

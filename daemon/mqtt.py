@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import random
 import socket
@@ -250,14 +251,17 @@ class MqttLink:
             dispatcher.cancel()
             await asyncio.wait({dispatcher})
 
+    def _tls_params(self) -> aiomqtt.TLSParameters | None:
+        if self._tls is None:
+            return None
+        return aiomqtt.TLSParameters(
+            ca_certs=str(self._tls.ca_file) if self._tls.ca_file else None,
+            certfile=str(self._tls.cert_file) if self._tls.cert_file else None,
+            keyfile=str(self._tls.key_file) if self._tls.key_file else None,
+        )
+
     def _new_client(self) -> aiomqtt.Client:
-        tls = None
-        if self._tls is not None:
-            tls = aiomqtt.TLSParameters(
-                ca_certs=str(self._tls.ca_file) if self._tls.ca_file else None,
-                certfile=str(self._tls.cert_file) if self._tls.cert_file else None,
-                keyfile=str(self._tls.key_file) if self._tls.key_file else None,
-            )
+        tls = self._tls_params()
         client = aiomqtt.Client(
             self._host,
             self._port,
@@ -281,6 +285,51 @@ class MqttLink:
         # Up to a full window awaits its PUBACK by design; do not warn about it.
         client.pending_calls_threshold = self._window + 5
         return client
+
+    async def survey(
+        self, keep: frozenset[str], *, quiet: float = 0.3, within: float = 3.0
+    ) -> int | None:
+        """Before the table starts: read what the broker retains under the base topic.
+
+        Returns the highest ``seq`` a retained payload carries (so ``seq`` goes on above
+        it: a table id used before, with another journal; mqtt-api.md "never reused"), and
+        clears (an empty retained payload) every retained topic not in ``keep`` (what
+        another game of the same table id left). None when the broker cannot be reached
+        within the timeout: the table starts all the same.
+        """
+        client = aiomqtt.Client(
+            self._host,
+            self._port,
+            identifier=f"{self._client_id}-survey",
+            username=self._username,
+            password=self._password,
+            clean_session=True,
+            timeout=math.inf,
+            tls_params=self._tls_params(),
+        )
+        found: dict[str, bytes] = {}
+        try:
+            async with self._connected(client, within=within):
+                async with asyncio.timeout(within):
+                    await client.subscribe(f"{self._base}/#", qos=1)
+                    while True:
+                        try:
+                            async with asyncio.timeout(quiet):
+                                message = await anext(client.messages)
+                        except TimeoutError:
+                            break  # the retained ones come at once after the subscription
+                        if message.retain:
+                            payload = message.payload
+                            data = payload if isinstance(payload, bytes) else str(payload).encode()
+                            found[message.topic.value[len(self._base) + 1 :]] = data
+                    for topic in sorted(set(found) - keep):
+                        if found[topic]:
+                            await client.publish(f"{self._base}/{topic}", b"", qos=1, retain=True)
+                            log.warning("cleared a retained topic of another game", topic=topic)
+        except (aiomqtt.MqttError, OSError) as exc:
+            log.warning("mqtt: could not read the retained state at start", error=str(exc))
+            return None
+        return max((_seq(data) for data in found.values()), default=0)
 
     async def _session(self) -> None:
         client = self._new_client()
@@ -307,10 +356,12 @@ class MqttLink:
                 self._client = None
 
     @contextlib.asynccontextmanager
-    async def _connected(self, client: aiomqtt.Client) -> AsyncIterator[None]:
+    async def _connected(
+        self, client: aiomqtt.Client, *, within: float | None = None
+    ) -> AsyncIterator[None]:
         """``async with client``, each way bounded by ``asyncio.timeout`` (see
         ``_new_client``): a broker that does not answer is an outage, not a hang."""
-        async with asyncio.timeout(self._timeout):
+        async with asyncio.timeout(self._timeout if within is None else within):
             await client.__aenter__()
         observe_disconnect(client)
         try:
@@ -530,6 +581,16 @@ def observe_disconnect(client: aiomqtt.Client) -> None:
 def _retrieve(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _seq(payload: bytes) -> int:
+    """The ``seq`` of a retained payload, 0 when it has none."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return 0
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

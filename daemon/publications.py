@@ -77,6 +77,18 @@ from rules.paytables import BUST_BONUS, bonus_craps_odds, cover_all_table
 from rules.table import PAYOUT_ALARMS, TableState
 
 
+def retained_topics(game: str) -> frozenset[str]:
+    """The retained topics a table of ``game`` publishes (``availability`` included): any
+    other retained topic under its base is not this table's (a table id used before for
+    another game) and is cleared at start (``MqttLink.survey``)."""
+    common = {"availability", "info", "state", "alarms"}
+    if game in POKER_GAMES:
+        return frozenset(common | {"cover_all/payouts", "cover_all/result"})
+    if game == "BJ":
+        return frozenset(common | {"bust_bonus/state", "bust_bonus/result"})
+    return frozenset(common | {"craps/board"})
+
+
 def _publication(topic: str, body: PayloadModel) -> Publication:
     _, retained = TOPICS[topic]
     return Publication(topic, retained, body.model_dump(mode="json"))

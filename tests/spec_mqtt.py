@@ -442,6 +442,10 @@ def check_message(
         raise SpecViolation(f"{rel}: not a topic of {SPEC}")
     if retained is not None and retained != RETAINED.get(rel, False):
         raise _fail(rel, f"must {'' if RETAINED.get(rel) else 'not '}be retained")
+    if payload == b"" and RETAINED.get(rel, False):
+        # MQTT's way to delete a retained message (3.1.1 section 3.3.1.3): lammer clears
+        # the retained topics another game of the same table id left (docs/mqtt.md).
+        return ""
     if rel == "availability":
         if payload not in (b"online", b"offline"):
             raise _fail(rel, f"plain text online or offline, got {payload!r}")
