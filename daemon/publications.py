@@ -47,6 +47,7 @@ from daemon.payloads import (
     DeviceState,
     HighestModel,
     InfoBody,
+    LastRollModel,
     PayloadModel,
     PayRowModel,
     PaytablesModel,
@@ -274,7 +275,11 @@ def state_publications(
         publications.append(_state(state, devices, alarms, table))
         publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
     if state.craps is not None and not unchanged((state.craps, since.craps if since else None)):
-        publications.append(craps_board_publication(craps.board(state.craps), table=table))
+        publications.append(
+            craps_board_publication(
+                craps.board(state.craps), table=table, last=craps.last_roll(state.craps)
+            )
+        )
     if state.bust is not None and not unchanged((state.bust, since.bust if since else None)):
         publications.append(bust_bonus_state_publication(bust_bonus.view(state.bust), table=table))
     return publications
@@ -324,8 +329,11 @@ def _bet(bet: CrapsBet, progress: craps.BetBoard) -> BetProgressModel:
     )
 
 
-def craps_board_publication(board: craps.CrapsBoard, *, table: str) -> Publication:
-    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll."""
+def craps_board_publication(
+    board: craps.CrapsBoard, *, table: str, last: craps.LastRoll | None = None
+) -> Publication:
+    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll,
+    and (added) the last roll event, ``last``."""
     pending = board.pending_roll
     body = CrapsBoardBody(
         table=table,
@@ -339,6 +347,11 @@ def craps_board_publication(board: craps.CrapsBoard, *, table: str) -> Publicati
         if pending is None
         else PendingRollModel(
             roll_id=pending.roll_id, dice=list(pending.dice), reason=pending.reason
+        ),
+        last_roll=None
+        if last is None
+        else LastRollModel(
+            roll_id=last.roll_id, dice=list(last.dice), total=last.total, status=last.status
         ),
     )
     return _publication("craps/board", body)

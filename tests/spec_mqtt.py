@@ -260,6 +260,14 @@ def _board(body: _Body) -> None:
     if pending is not None:
         pending.integer("roll_id", 1, 999999)
         pending.dice("dice")
+    last = body.sub("last_roll", nullable=True)  # lammer addition
+    if last is not None:
+        last.integer("roll_id", 1, 999999)
+        dice = last.dice("dice")
+        status = last.one_of("status", ["counted", "noroll", "pending", "declared_invalid"])
+        total = last.has("total")
+        if total is not None and (status == "noroll" or total != sum(dice)):
+            raise last.fail(f"total {total} is not the sum of {dice}")
 
 
 def _roll(body: _Body) -> None:

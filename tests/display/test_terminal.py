@@ -260,6 +260,7 @@ def board(
         all_tall=bet("34", tall, [n for n in numbers_hit if n > 7]),
         make_em_all=bet("175", small + tall, numbers_hit),
         pending_roll=pending_roll,
+        last_roll=None,
     )
 
 
