@@ -287,7 +287,7 @@ class MqttLink:
         return client
 
     async def survey(
-        self, keep: frozenset[str], *, quiet: float = 0.3, within: float = 3.0
+        self, keep: frozenset[str], *, quiet: float = 0.15, within: float = 3.0
     ) -> int | None:
         """Before the table starts: read what the broker retains under the base topic.
 
