@@ -284,8 +284,8 @@ class _Walk:
             self._fail_at(
                 last_path,
                 seq,
-                "the outbox holds a message for this seq, which is not a publish record: it "
-                "was inserted and would be published",
+                "the outbox holds a message for this seq but the journal no publish record "
+                "of it: the record was deleted or the message inserted (it would be published)",
             )
         if self.carried:
             self.report.notes.append(
