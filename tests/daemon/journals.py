@@ -176,9 +176,12 @@ def execute(path: Path, statement: str, params: tuple[object, ...] = ()) -> None
 
 
 def query(path: Path, statement: str, params: tuple[object, ...] = ()) -> list[Any]:
-    """Rows of a query on a journal file."""
-    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as c:
-        return c.execute(statement, params).fetchall()
+    """Rows of a query on a journal file, read without leaving a -wal or -shm beside it
+    (a plain read-only open of a WAL database creates them)."""
+    immutable = "" if path.with_name(path.name + "-wal").exists() else "&immutable=1"
+    uri = f"{path.resolve().as_uri()}?mode=ro{immutable}"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        return conn.execute(statement, params).fetchall()
 
 
 def seqs(path: Path, kind: str) -> list[int]:
