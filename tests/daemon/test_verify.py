@@ -4,9 +4,11 @@ named by segment and seq; the intact journal passes, also while the daemon write
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -27,6 +29,7 @@ from tests.daemon.journals import (
     build,
     build_with_retention,
     execute,
+    next_day,
     open_table,
     play,
     query,
@@ -628,3 +631,28 @@ def test_hashes_are_what_the_documented_recipe_gives(journal: Copy) -> None:
         assert data == canonical(seq, ts, kind, text, payload)
         previous = hashlib.sha256(previous + data).digest()
         assert previous == bytes(digest)
+
+
+def test_a_rotation_while_a_reader_holds_a_snapshot_keeps_the_sealed_day(tmp_path: Path) -> None:
+    # An auditor's sqlite3 session with a read transaction open across 06:00: the
+    # rotation's checkpoint cannot empty the WAL, so the sealed segment's last records are
+    # still in it. They must reach the archive with the segment (and not be read as the
+    # next live segment's): the whole journal verifies.
+    config = table_config(tmp_path / "t")
+    clock, state = Clock(), Play()
+    core = open_table(config, clock)
+    play(core, clock, state, rolls=5)
+    uri = f"{config.journal_path.resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True, isolation_level=None)) as reader:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM records").fetchone()
+        play(core, clock, state, rolls=3)  # committed after the reader's snapshot
+        next_day(clock)
+        core.tick()  # the rotation
+    play(core, clock, state, rolls=3)
+    stop_table(core)
+    [sealed] = _segments(config.journal_path)
+    assert seqs(sealed, "seal")  # the sealed day is whole, seal included
+    report = verify_journal(config.journal_path)
+    assert report.intact, report.problem
+    assert len(report.segments) == 2
