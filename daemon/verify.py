@@ -132,9 +132,9 @@ class Report:
         if self.anchor is not None:
             a = self.anchor
             removed = (
-                "no record says it was removed"
+                "is missing: no record says it was removed"
                 if a.removed_at is None
-                else f"removed by the retention (seq {a.removed_at})"
+                else f"was removed by the retention (seq {a.removed_at})"
             )
             start = (
                 ""
@@ -143,7 +143,7 @@ class Report:
             )
             lines.append(
                 f"  anchor:    {a.segment.name}: its header (seq {a.seq}) is taken as given; "
-                f"the segment before it, {a.previous}, was {removed}{start}"
+                f"the segment before it, {a.previous}, {removed}{start}"
             )
         lines.extend(f"  note:      {note}" for note in self.notes)
         return lines
@@ -270,7 +270,8 @@ class _Walk:
                     anchor.segment,
                     anchor.seq,
                     f"the segment before it, {anchor.previous}, is missing and no record of "
-                    "the journal says the retention removed it: it was deleted",
+                    "the journal says the retention removed it: it was deleted (or not copied "
+                    "here with the others)",
                 )
             self.report.anchor = Anchor(
                 segment=anchor.segment,

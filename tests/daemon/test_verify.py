@@ -266,7 +266,7 @@ def test_the_oldest_segment_deleted_without_the_retention(journal: Copy) -> None
         middle.name,
         seqs(middle, "segment")[0],
         f"the segment before it, {oldest.name}, is missing and no record of the journal "
-        "says the retention removed it: it was deleted",
+        "says the retention removed it: it was deleted (or not copied here with the others)",
     )
 
 
@@ -656,3 +656,21 @@ def test_a_rotation_while_a_reader_holds_a_snapshot_keeps_the_sealed_day(tmp_pat
     report = verify_journal(config.journal_path)
     assert report.intact, report.problem
     assert len(report.segments) == 2
+
+
+def test_the_archive_alone_verifies_where_it_was_copied(journal: Copy, tmp_path: Path) -> None:
+    # The segments an archive_command copied off the box, in an archive/ folder of their
+    # own: checked from genesis to the last seal without a live segment.
+    live = journal("plain")
+    store = tmp_path / "store"
+    shutil.copytree(live.parent / "archive", store / "archive")
+    report = verify_journal(store / live.name)
+    assert report.intact, report.problem
+    assert report.segments == _segments(store / live.name)
+    assert len(report.segments) == 2
+    assert report.anchor is None
+    # Without the first of them, the second is an anchor nothing explains.
+    report.segments[0].unlink()
+    segment, _, what = _problem(verify_journal(store / live.name))
+    assert segment == report.segments[1].name
+    assert "is missing and no record of the journal says the retention removed it" in what
