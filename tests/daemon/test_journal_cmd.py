@@ -16,7 +16,7 @@ from daemon.journal import Journal
 from daemon.records import to_record
 from daemon.segments import archived
 from rules.events import DiceRolled, RollCheck, RollDecided
-from tests.daemon.journals import build, query
+from tests.daemon.journals import build, execute, query
 
 LAMMER = Path(sys.executable).with_name("lammer")
 T0 = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
@@ -332,3 +332,18 @@ def test_output_into_the_archive_is_refused(table_journal: Path) -> None:
         assert result.returncode == 2, out
         assert message in result.stderr, result.stderr
     assert not (segment.parent / "export.jsonl").exists()
+
+
+def test_verify_a_journal_from_before_segments(journal_file: Path) -> None:
+    # No segment header and no start record (a journal brought to schema 3 from an older
+    # one): the chain runs from genesis; nothing says which table to replay.
+    result = lammer("journal", "verify", journal_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "records:   4 (seq 1 to 4)" in result.stdout
+    assert "note:      no start record: the table is not replayed" in result.stdout
+    execute(journal_file, "UPDATE records SET ts = '2026-11-29T14:03:07.124Z' WHERE seq = 2")
+    result = lammer("journal", "verify", journal_file)
+    assert result.returncode == 1
+    assert result.stdout.startswith(
+        f"lammer journal verify: segment {journal_file}, seq 2: hash does not match"
+    )
