@@ -168,14 +168,20 @@ def verify_journal(
 
     Raises ``JournalFileError`` for a journal that is missing or cannot be read.
     """
-    report = _Walk(live, key, settings).run()
-    for _ in range(_ATTEMPTS - 1):
-        # A rotation while the walk read the files moves the live segment into the archive:
-        # the walk then sees a gap. Only a journal whose files stayed put is judged.
-        if report.intact or _paths(live) == report.segments:
-            break
-        report = _Walk(live, key, settings).run()
-    return report
+    for attempt in range(_ATTEMPTS):
+        # A rotation while the walk reads the files moves the live segment into the archive
+        # (the walk then sees a gap), and the retention may remove a segment it listed: only
+        # a journal whose files stayed put while it was read is judged.
+        before = _paths(live)
+        try:
+            report = _Walk(live, key, settings).run()
+        except JournalError:
+            if attempt + 1 < _ATTEMPTS and _paths(live) != before:
+                continue
+            raise
+        if report.intact or _paths(live) == report.segments or attempt + 1 == _ATTEMPTS:
+            return report
+    raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns
 
 
 def _paths(live: Path) -> list[Path]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from daemon.journal import canonical
-from daemon.segments import archived
+from daemon.segments import archived, segment_paths
 from daemon.verify import Report, verify_journal
 from tests.daemon.journals import (
     KEY,
@@ -674,3 +674,33 @@ def test_the_archive_alone_verifies_where_it_was_copied(journal: Copy, tmp_path:
     segment, _, what = _problem(verify_journal(store / live.name))
     assert segment == report.segments[1].name
     assert "is missing and no record of the journal says the retention removed it" in what
+
+
+def test_a_rotation_between_listing_and_reading_is_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At 06:00 the live segment may move into the archive after verify listed the files and
+    # before it read them: it then sees a journal that begins at the new header. It checks
+    # again instead of calling the journal broken.
+    config = table_config(tmp_path / "t")
+    clock, state = Clock(), Play()
+    core = open_table(config, clock)
+    play(core, clock, state, rolls=5)
+    listings: list[list[Path]] = []
+
+    def listing_then_rotation(live: Path) -> list[Path]:
+        paths = segment_paths(live)
+        listings.append(paths)
+        if len(listings) == 2:  # the walk's own listing (the first is the one before it)
+            next_day(clock)
+            core.tick()
+        return paths
+
+    monkeypatch.setattr("daemon.verify.segment_paths", listing_then_rotation)
+    try:
+        report = verify_journal(config.journal_path)
+    finally:
+        stop_table(core)
+    assert report.intact, report.problem
+    assert len(report.segments) == 2  # read again, after the rotation
+    assert listings[1] == [config.journal_path]  # the stale listing the first walk had
