@@ -52,7 +52,7 @@ from rules.events import DiceRolled
 
 TABLE: Final = "s1"
 TAIL: Final = 5000
-FILLER: Final = {"filler": "x" * 220}  # about a device record's size
+FILLER: Final[dict[str, object]] = {"filler": "x" * 220}  # about a device record's size
 GOAL: Final = 1.2  # start with any journal within 20% of the empty journal's
 
 

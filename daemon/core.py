@@ -208,6 +208,9 @@ class TableCore:
             replay.apply(record)
         for seq, error in replay.errors:  # pragma: no cover - decisions are journaled legal
             self.log.error("journal record not replayable", seq=seq, error=error)
+        # A fresh table (a new journal, or another game) is begun again at the start record's
+        # time by start(), as a replay of the journal begins it (daemon.replay).
+        self._fresh = replay.state is None or replay.state.game != self.settings.game
         state = replay.finish(self.settings, self.clock())
         self.log.info(
             "journal replayed",
@@ -279,6 +282,9 @@ class TableCore:
             assert self._segment_day is not None  # a sealed segment has records
             self._rotate(max(self._segment_day, self._gaming_day(at)), at, sealed=True)
         self._journal("daemon", start_record(self.version, self.settings), at=at)
+        if self._fresh:
+            self.state = self.settings.initial_state(at)  # its alarms begin now, not at load
+            self._fresh = False
         queued = self._host_fact(CleanStart(), at) if self._clean_start else 0
         for device, device_state in self.state.devices:
             if device_state.connected:
