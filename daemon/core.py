@@ -211,7 +211,15 @@ class TableCore:
         # A fresh table (a new journal, or another game) is begun again at the start record's
         # time by start(), as a replay of the journal begins it (daemon.replay).
         self._fresh = replay.state is None or replay.state.game != self.settings.game
-        state = replay.finish(self.settings, self.clock())
+        # A rotation a crash cut short is finished by start() with the table as the journal
+        # left it (its snapshot is what a replay of the sealed segment gives); the daemon's
+        # own settings apply after it, from the start record on.
+        self._finish_later = self.journal.last_kind() == "seal"
+        state = (
+            replay.state
+            if self._finish_later and replay.state is not None
+            else replay.finish(self.settings, self.clock())
+        )
         self.log.info(
             "journal replayed",
             snapshot=None if snapshot is None else snapshot.seq,
@@ -281,6 +289,9 @@ class TableCore:
         elif self.journal.last_kind() == "seal":
             assert self._segment_day is not None  # a sealed segment has records
             self._rotate(max(self._segment_day, self._gaming_day(at)), at, sealed=True)
+        if self._finish_later:
+            self._table.finish(self.settings, at)
+            self._finish_later = False
         self._journal("daemon", start_record(self.version, self.settings), at=at)
         if self._fresh:
             self.state = self.settings.initial_state(at)  # its alarms begin now, not at load

@@ -706,10 +706,17 @@ class Journal:
         row = self._read("SELECT kind FROM records ORDER BY seq DESC LIMIT 1", ())
         return str(row[0][0]) if row else None
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
         """Move everything from the WAL into the database file and empty the WAL (before
-        the file is archived)."""
-        self._execute("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint the WAL")
+        the file is archived). Never waits for a reader (the event loop must not stall: a
+        frame's ACK is due within 250 ms): returns False when a reader kept the WAL from
+        being emptied (``daemon.segments.archive`` then moves the WAL with the file)."""
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy, _, _ = self._execute("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint").fetchone()
+        finally:
+            self._conn.execute("PRAGMA busy_timeout = 5000")
+        return not busy
 
     def size_bytes(self) -> int:
         """The database file's size on disk."""

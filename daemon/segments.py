@@ -63,8 +63,9 @@ class Segment:
 
     @property
     def size(self) -> int:
-        """Bytes on disk."""
-        return self.path.stat().st_size
+        """Bytes on disk (a WAL moved with it included)."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def archive_dir(live: Path) -> Path:

@@ -28,6 +28,7 @@ from daemon.segments import (
     read_records,
     segment_paths,
 )
+from daemon.verify import verify_journal
 from rules.events import DiceRolled
 
 # 2026-11-30 05:00 UTC: an hour before the 06:00 boundary.
@@ -288,3 +289,29 @@ def test_one_writer_across_rotations(live: Path) -> None:
 @pytest.fixture(autouse=True)
 def _utc_local(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "UTC")
+
+
+def test_a_cut_rotation_finished_under_new_settings_still_verifies(live: Path) -> None:
+    # The rotation's snapshot is the table the sealed segment leaves; the new pay table
+    # applies from the start record after it (what a replay of the journal does too).
+    clock = Clock()
+    core = TableCore(config_for(live.parent), open_live(live), version="test", clock=clock)
+    core.start()
+    roll(core, 1)
+    core.journal.seal({"gaming_day": "2026-11-29"}, ts=clock.now)
+    core.journal.close()
+    clock.now = T0 + timedelta(hours=3)
+    data = {
+        "table": {"id": "t1", "game": "CRAPS"},
+        "dice_reader": {"port": str(live.parent / "nothing")},
+        "journal": {"path": str(live), "time_zone": "UTC"},
+        "bonus_craps": {"paytable": 2},
+    }
+    again = TableCore(validate_config(data), open_live(live), version="test", clock=clock)
+    again.start()
+    assert again.state.craps is not None
+    assert again.state.craps.paytable == 2
+    again.close()
+    again.journal.close()
+    report = verify_journal(live)
+    assert report.intact, report.summary()
