@@ -23,7 +23,7 @@ directory on the machine's disk, logs as JSON lines at info into a file, as in p
   percentage of one core. **Memory**: VmRSS and VmHWM from ``/proc/<pid>/status`` then.
 
 Run: ``.venv/bin/python bench/bench_daemon.py`` (about a minute; ``--help`` for the
-counts). ``--profile FILE`` runs the daemon under cProfile and writes its stats to FILE
+counts). ``--profile FILE`` runs the daemon under cProfile (CPU time) and writes its stats to FILE
 (read them with ``python -m pstats FILE``). Prints figures; asserts nothing about time.
 """
 
@@ -146,7 +146,20 @@ def start_daemon(config: Path, log: Path, profile: Path | None) -> subprocess.Po
         lammer = ROOT / ".venv" / "bin" / "lammer"
     command = [str(lammer), "run", "--config", str(config)]
     if profile is not None:
-        command = [sys.executable, "-m", "cProfile", "-o", str(profile), *command]
+        # CPU time, not wall time: on a shared machine a wall-clock profile charges other
+        # processes' turns to whatever call was running (a socket send, a pty write).
+        runner = (
+            "import cProfile, runpy, sys, time\n"
+            "profile = cProfile.Profile(time.process_time)\n"
+            "out, sys.argv = sys.argv[1], sys.argv[2:]\n"
+            "profile.enable()\n"
+            "try:\n"
+            "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+            "finally:\n"
+            "    profile.disable()\n"
+            "    profile.dump_stats(out)\n"
+        )
+        command = [sys.executable, "-c", runner, str(profile), *command]
     env = {
         k: v
         for k, v in os.environ.items()
