@@ -21,6 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "daemon.broker_config_cmd",
         "write the Mosquitto configuration (users, ACL, TLS) for the tables given",
     ),
+    "floor-config": (
+        "daemon.floor_config_cmd",
+        "write the floor cluster's configuration (nats-server nodes, users, permissions)",
+    ),
     "journal": ("daemon.journal_cmd", "export a table's journal as JSON lines"),
     "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
     "display": ("simulators.display", "a terminal display of one or more tables, live from MQTT"),
