@@ -1,5 +1,5 @@
 # lammer: two commands on a fresh Debian machine with Python 3.11.
-#   make demo   venv + dependencies (Mosquitto included), then a simulated casino floor
+#   make demo   venv + dependencies (Mosquitto, Chromium included), then a simulated casino floor
 #   make test   the same setup, then ruff, mypy (strict), the import contracts and the tests
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -15,7 +15,9 @@ setup: system-deps $(STAMP)
 # Debian packages the project needs on the machine: Mosquitto (tests start their own
 # broker, never a shared one; mosquitto_passwd comes with it), nats-server (the floor
 # cluster; tests start their own nodes on free ports, never Debian's service), openssl
-# (the TLS tests make their own CA) and venv support. Installed only when missing.
+# (the TLS tests make their own CA), Chromium (the screens' browser tests drive it through
+# Playwright; no browser is ever downloaded), systemd-analyze (the unit is verified and its
+# exposure rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
 	@if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then \
 	  echo "installing mosquitto from Debian's packages"; \
@@ -28,6 +30,14 @@ system-deps:
 	@if ! command -v openssl >/dev/null 2>&1; then \
 	  echo "installing openssl from Debian's packages (the TLS tests make a CA)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; \
+	fi
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing chromium from Debian's packages"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	@if ! command -v systemd-analyze >/dev/null 2>&1; then \
+	  echo "installing systemd from Debian's packages (systemd-analyze checks the unit)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; \
 	fi
 	@if ! $(PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1; then \
 	  echo "installing python3-venv from Debian's packages"; \

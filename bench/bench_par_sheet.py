@@ -27,8 +27,8 @@ from bulk.chart import write_chart
 from bulk.cover_all_odds import DEFAULT_ROUNDS, DEFAULT_SEED, ColumnOdds, column_odds, exact_pieces
 from bulk.report import column_json
 from rules.cover_all import LAYOUTS
+from rules.events import POKER_GAMES
 from rules.paytables import cover_all_columns
-from rules.poker import POKER_GAMES
 
 
 def markdown(columns: list[ColumnOdds]) -> list[str]:

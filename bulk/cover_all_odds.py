@@ -62,8 +62,9 @@ from numpy.typing import NDArray
 from bulk.combos import all_hands, colex_rank, combinations_array, suit_classes
 from bulk.evaluator import Cards, batch_evaluator
 from rules.cover_all import LAYOUTS, cover_all_row
+from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, cover_all_columns, cover_all_paytable
-from rules.poker import CATEGORY_SHIFT, POKER_GAMES, RANKINGS, PokerGame, poker_game
+from rules.poker import CATEGORY_SHIFT, RANKINGS, poker_game
 
 DEFAULT_SEED: Final = 20261129
 """The seed of the par sheet's simulation (any integer reproduces its own figures)."""

@@ -24,8 +24,9 @@ from typing import Any
 
 from bulk.cover_all_odds import DEFAULT_ROUNDS, DEFAULT_SEED, ColumnOdds, Progress, game_odds
 from rules.cover_all import LAYOUTS
+from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import ColumnError, cover_all_columns
-from rules.poker import POKER_GAMES, PokerGame, poker_game
+from rules.poker import poker_game
 
 
 def _fraction(value: Fraction | None) -> str | None:

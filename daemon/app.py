@@ -1,9 +1,12 @@
 """One table, wired: the async shell around the table's synchronous core.
 
-``TableDaemon(config).run()`` opens the journal, builds the ``TableCore`` (which replays it:
-``daemon.core``), then runs under one asyncio ``TaskGroup`` until cancelled: a driver per
-device, the MQTT link, and the watchdog. The order of work for every device frame is the
-guarantee the table relies on:
+``TableDaemon(config).run()`` opens the journal, builds what the rules would otherwise
+build at the first event (``rules.table.warm_up``), builds the ``TableCore`` (which replays
+the journal: ``daemon.core``), collects and freezes what the start left (``settle_heap``;
+the last two so that a first frame is ACKed within 250 ms like any other, link-layer.md),
+then runs under one asyncio ``TaskGroup`` until cancelled: a driver per device, the MQTT
+link, the timer (``TableCore.tick`` every second: alarms that clear after a quiet time) and
+the watchdog. The order of work for every device frame is the guarantee the table relies on:
 
 1. the driver hands the frame's fact to ``TableCore.ingest``, which journals it, applies
    the rules and writes every message they publish to the journal's outbox, in one SQLite
@@ -21,19 +24,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import importlib.metadata
 import signal
-from typing import Any, assert_never
+import time
+from typing import Any, Final, assert_never
 
 import structlog
 
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
+from daemon.errors import JournalError
 from daemon.journal import Journal
-from daemon.mqtt import Backoff, MqttLink
+from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
 from daemon.requests import Incoming
+from daemon.segments import Segment, open_live, remove_segment
+from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver
 from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
 from rules import table
@@ -41,9 +49,16 @@ from rules.events import Device, DeviceConnected, DeviceDisconnected
 
 log = structlog.get_logger("lammer.daemon")
 
+ARCHIVE_COMMAND_TIMEOUT_S = 600.0
+"""How long an ``[journal] archive_command`` may take for one segment."""
+
 REPLAY_EXTENSION_S = 30.0
 """Seconds of start time asked of systemd (EXTEND_TIMEOUT_USEC) at each step of a long
 journal replay (systemd/lammer@.service: READY comes only after the replay)."""
+
+TICK_S: Final = 1.0
+"""Seconds between the timer's calls of ``TableCore.tick`` (``LINK_ERRORS`` clears within
+a tick of its quiet time)."""
 
 
 def lammer_version() -> str:
@@ -77,17 +92,35 @@ class TableDaemon:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
         # Every line logged inside names the table, the drivers' and the MQTT link's
         # included; tasks started here copy the context.
-        with (
-            structlog.contextvars.bound_contextvars(table=self.config.table.id),
-            Journal.open(self.config.journal_path) as journal,
-        ):
+        with structlog.contextvars.bound_contextvars(table=self.config.table.id):
+            journal = open_live(self.config.journal_path, key=self.config.journal.read_key())
+            core: TableCore | None = None
             try:
-                await self._run(self.open_core(journal))
+                core = self.open_core(journal)
+                started = time.perf_counter()
+                frozen = settle_heap()
+                self.log.info(
+                    "heap settled", frozen=frozen, seconds=round(time.perf_counter() - started, 3)
+                )
+                await self._run(core)
             finally:
+                gc.unfreeze()  # what run() froze is the collector's again (run in process)
+                # The live segment, which a rotation may have changed.
+                (journal if core is None else core.journal).close()
                 self.log.info("table stopped")
 
     def open_core(self, journal: Journal) -> TableCore:
-        """The table's core on ``journal``, replayed (asking systemd for time as it goes)."""
+        """The table's core on ``journal``, replayed (asking systemd for time as it goes),
+        after the rules' tables are built: before the replay, which may need them, and so
+        before READY."""
+        started = time.perf_counter()
+        built = table.warm_up(self.config.table.game)
+        self.log.info(
+            "rules warmed up",
+            game=self.config.table.game,
+            built=list(built),
+            seconds=round(time.perf_counter() - started, 3),
+        )
         return TableCore(
             self.config,
             journal,
@@ -106,12 +139,17 @@ class TableDaemon:
                 for device, driver in self._make_drivers(core):
                     tg.create_task(self._pump(core, mqtt, device, driver), name=f"driver-{device}")
                 tg.create_task(self._watchdog(core), name="watchdog")
+                tg.create_task(self._timer(core, mqtt), name="timer")
                 self.notifier.ready()
                 self.notifier.status("running")
                 self.log.info("table running", game=self.config.table.game)
         finally:
             self.notifier.stopping()
             await mqtt.close()
+            try:
+                core.close()  # a snapshot: the next start replays nothing
+            except JournalError as exc:
+                self.log.error("no snapshot at stop: the journal refused it", error=str(exc))
 
     def _make_mqtt(self, core: TableCore) -> MqttLink:
         m = self.config.mqtt
@@ -126,7 +164,7 @@ class TableDaemon:
             port=m.port,
             client_id=self.config.client_id,
             base_topic=self.config.base_topic,
-            outbox=core.journal,
+            outbox=core.outbox,
             on_request=on_request,
             username=m.username,
             password=m.read_password(),
@@ -158,6 +196,48 @@ class TableDaemon:
             if on_driver_event(core, device, event, dlog):
                 mqtt.notify()
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
+
+    async def _timer(self, core: TableCore, mqtt: MqttLink) -> None:
+        """The rules' clock and the journal's upkeep: ``TableCore.tick`` every ``TICK_S``,
+        and the closed segments past the retention removed after a rotation."""
+        while True:
+            await asyncio.sleep(TICK_S)
+            if core.tick():
+                mqtt.notify()
+            for segment in core.take_expired():
+                await self._remove_segment(core, segment)
+
+    async def _remove_segment(self, core: TableCore, segment: Segment) -> None:
+        """Hand an expired segment to ``[journal] archive_command`` (removed once it exits
+        0), or remove it; either way journaled. A failing command keeps the segment, for the
+        next rotation to try again."""
+        command = self.config.journal.archive_command
+        slog = self.log.bind(segment=segment.path.name)
+        if command is not None:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    str(command),
+                    str(segment.path),
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                async with asyncio.timeout(ARCHIVE_COMMAND_TIMEOUT_S):
+                    _, err = await proc.communicate()
+            except (OSError, TimeoutError) as exc:
+                slog.error("archive command failed; segment kept", error=str(exc) or "timed out")
+                return
+            if proc.returncode != 0:
+                slog.error(
+                    "archive command failed; segment kept",
+                    status=proc.returncode,
+                    stderr=err.decode(errors="replace")[-500:],
+                )
+                return
+        remove_segment(segment.path)
+        how = "archive command, then deleted" if command is not None else "deleted"
+        core.removed(segment, how)
+        slog.info("journal segment removed (past the retention)", how=how)
 
     # ------------------------------------------------------------------ health
 
@@ -191,6 +271,18 @@ class TableDaemon:
             await asyncio.sleep(interval)
 
 
+def settle_heap() -> int:
+    """Collect what the start left (imports, the rules' tables, the replay) and take what
+    survives out of the garbage collector's reach (``gc.freeze``); returns how many objects
+    that is. Otherwise the first full collections of a running table scan it all, 35 to
+    75 ms during the first rounds on the bench machine, while a device waits for its ACK
+    (link-layer.md: 250 ms). Objects frozen are still freed by reference counting; only
+    cycles among them would be kept."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
 def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: Any) -> int:
     """Hand one driver event to the core; returns the number of messages queued."""
     match event:
@@ -201,12 +293,10 @@ def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: A
             dlog.warning("device disconnected", url=url, reason=reason)
             return core.ingest(device, DeviceDisconnected(device=device, reason=reason))
         case BadFrameReceived(raw=raw, reason=reason):
-            dlog.warning("bad frame", reason=reason, size=len(raw))
-            dlog.debug("bad frame bytes", raw=raw.hex())
-            core.bad_frame(device, raw, reason)
-            return 0
-        case Received(fact=fact, seq=link_seq, raw=raw):
-            return core.ingest(device, fact, link_seq=link_seq, raw=raw)
+            # Logged by the core, within its bounds (daemon.bad_frames).
+            return core.bad_frame(device, raw, reason)
+        case Received(fact=fact, seq=link_seq, raw=raw, probe=probe):
+            return core.ingest(device, fact, link_seq=link_seq, raw=raw, probe=probe)
         case _:
             assert_never(event)
 

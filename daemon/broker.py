@@ -7,6 +7,8 @@ with Nagle on either side about 0.5% of messages stall 40 ms.
 
 from __future__ import annotations
 
+import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -14,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daemon import children
 from daemon.errors import DaemonError
 
 
@@ -37,8 +40,13 @@ def free_port() -> int:
         return port
 
 
-def broker_config(port: int) -> str:
-    """The private broker's configuration: loopback only, no persistence, Nagle off."""
+def broker_config(port: int, *, user: str | None = None) -> str:
+    """The private broker's configuration: loopback only, no persistence, Nagle off.
+
+    ``user``: the user Mosquitto runs as when started as root (its default switches to
+    ``mosquitto``). A supervised broker keeps its starter's user: a change of user clears
+    the parent-death signal (prctl(2), ``PR_SET_PDEATHSIG``) that stops it with the demo.
+    """
     return (
         f"listener {port} 127.0.0.1\n"
         "allow_anonymous true\n"
@@ -47,7 +55,7 @@ def broker_config(port: int) -> str:
         "log_dest stderr\n"
         "log_type error\n"
         "log_type warning\n"
-    )
+    ) + (f"user {user}\n" if user is not None else "")
 
 
 def wait_listening(host: str, port: int, *, timeout: float = 10.0) -> bool:
@@ -69,6 +77,9 @@ class Broker:
 
     With ``config_file`` (``lammer broker-config``'s ``mosquitto.conf``, say) the broker runs
     that configuration as it is; ``host`` and ``port`` must then name one of its listeners.
+    With ``supervised`` (the demo) it runs in a session of its own and dies with this
+    process (``daemon.children``): Mosquitto takes SIGHUP as "reload", so a closed terminal
+    must never be what is expected to stop it.
     """
 
     workdir: Path
@@ -76,6 +87,7 @@ class Broker:
     host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = None
     config_file: Path | None = None
+    supervised: bool = False
 
     @property
     def conf(self) -> Path:
@@ -90,10 +102,19 @@ class Broker:
     def start(self) -> None:
         """Start the broker and return once it accepts connections."""
         if self.config_file is None:
-            self.conf.write_text(broker_config(self.port))
+            user = pwd.getpwuid(os.getuid()).pw_name if self.supervised else None
+            self.conf.write_text(broker_config(self.port, user=user))
+        options = (
+            children.supervised()
+            if self.supervised
+            else children.SupervisedOptions(start_new_session=False, preexec_fn=None)
+        )
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [mosquitto_path(), "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
+                [mosquitto_path(), "-c", str(self.conf)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                **options,
             )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

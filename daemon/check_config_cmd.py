@@ -1,8 +1,14 @@
-"""``lammer check-config FILE``: validate a table configuration.
+"""``lammer check-config FILE [FILE ...]``: validate table configurations.
 
-Exit 0 with a short summary on stdout, or exit 2 with every problem on stderr, one per
-line (``key.path: what is wrong``). ``--schema`` prints the JSON Schema of the
-configuration instead (for tooling and editors).
+Each file is checked and reported on its own: a valid one as ``FILE: OK`` and a short
+summary on stdout, a bad one as ``FILE: N problems`` and every problem on stderr, one per
+line (``key.path: what is wrong``). Then, across the files, a table id given by more than
+one of them is a problem too (two daemons would share a journal, a client id and topics).
+Exit 0 when every file is valid, else 2.
+
+``--instance NAME`` (one file; systemd's ``ExecStartPre``) also requires ``[table] id`` to
+be ``NAME``. ``--schema`` prints the JSON Schema of the configuration instead (for tooling
+and editors).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from daemon.config import TableConfig, load_config
@@ -21,9 +28,14 @@ EXIT_INVALID = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments."""
-    parser.add_argument("file", type=Path, nargs="?", help="the table's TOML file")
+    parser.add_argument("files", type=Path, nargs="*", metavar="FILE", help="a table's TOML file")
     parser.add_argument(
         "--schema", action="store_true", help="print the configuration's JSON Schema and exit"
+    )
+    parser.add_argument(
+        "--instance",
+        metavar="NAME",
+        help="the systemd instance (lammer@NAME): [table] id must be NAME (one FILE only)",
     )
 
 
@@ -49,24 +61,60 @@ def summary(config: TableConfig) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Validate ``args.file``; the exit status."""
+    """Validate ``args.files``; the exit status."""
     if args.schema:
         print(json.dumps(TableConfig.model_json_schema(), indent=2))
         return EXIT_OK
-    if args.file is None:
+    if not args.files:
         print("lammer check-config: a FILE (or --schema) is required", file=sys.stderr)
         return EXIT_INVALID
-    try:
-        config = load_config(args.file)
-    except ConfigFileError as exc:
-        count = len(exc.problems)
-        print(f"{args.file}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
+    if args.instance is not None and len(args.files) != 1:
+        print("lammer check-config: --instance takes exactly one FILE", file=sys.stderr)
         return EXIT_INVALID
-    print(f"{args.file}: OK")
+    valid: dict[Path, TableConfig] = {}
+    for path in args.files:
+        config = check(path, instance=args.instance)
+        if config is not None:
+            valid[path] = config
+    repeated = _repeated_ids(valid)
+    for line in repeated:
+        print(line, file=sys.stderr)
+    return EXIT_OK if len(valid) == len(args.files) and not repeated else EXIT_INVALID
+
+
+def check(path: Path, *, instance: str | None = None) -> TableConfig | None:
+    """Check one file and report it (summary on stdout, or problems on stderr); the
+    configuration if it is valid."""
+    try:
+        config = load_config(path)
+    except ConfigFileError as exc:
+        _report_problems(path, exc.problems)
+        return None
+    problem = None if instance is None else config.instance_problem(instance)
+    if problem is not None:
+        _report_problems(path, [problem])
+        return None
+    print(f"{path}: OK")
     for line in summary(config):
         print(f"  {line}")
     for note in config.notes():
         print(f"note: {note}")
-    return EXIT_OK
+    return config
+
+
+def _report_problems(path: Path, problems: Sequence[str]) -> None:
+    count = len(problems)
+    print(f"{path}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+
+
+def _repeated_ids(configs: dict[Path, TableConfig]) -> list[str]:
+    by_id: dict[str, list[Path]] = {}
+    for path, config in configs.items():
+        by_id.setdefault(config.table.id, []).append(path)
+    return [
+        f"table id {table_id!r} is given by more than one file: {', '.join(map(str, paths))}"
+        for table_id, paths in by_id.items()
+        if len(paths) > 1
+    ]

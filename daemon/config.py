@@ -22,8 +22,11 @@ Sections and who needs them:
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
+import os
 import tomllib
+import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -43,6 +46,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
+from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import DriverSettings
 from rules.events import Device
@@ -175,9 +179,12 @@ class DeviceSection(_Section):
         description="Seconds without a byte before the driver sends QUERY to check the link",
     )
     reconnect_initial: Seconds = Field(
-        default=0.5, description="First delay before reopening a lost port (jittered)"
+        default=DEFAULT_INITIAL, description="First delay before reopening a lost port (jittered)"
     )
-    reconnect_max: Seconds = Field(default=10.0, description="Cap of the reopen backoff")
+    reconnect_max: Seconds = Field(
+        default=DEFAULT_MAXIMUM,
+        description="Cap of the reopen backoff: a replugged port is reopened within this long",
+    )
 
     @field_validator("port")
     @classmethod
@@ -245,8 +252,12 @@ class MqttSection(_Section):
         default=None, description="File holding the password (never the password itself)"
     )
     tls: TlsSection | None = None
-    reconnect_initial: Seconds = Field(default=0.5, description="First reconnect delay")
-    reconnect_max: Seconds = Field(default=30.0, description="Cap of the jittered backoff")
+    reconnect_initial: Seconds = Field(default=DEFAULT_INITIAL, description="First reconnect delay")
+    reconnect_max: Seconds = Field(
+        default=DEFAULT_MAXIMUM,
+        description="Cap of the jittered backoff: displays stay stale at most this long "
+        "after the broker returns",
+    )
 
     @field_validator("host")
     @classmethod
@@ -309,10 +320,55 @@ class MqttSection(_Section):
 
 
 class JournalSection(_Section):
-    """``[journal]``: where the SQLite journal lives."""
+    """``[journal]``: where the SQLite journal lives, its gaming days and its retention
+    (``daemon.segments``), its snapshots and the key of its hash chain."""
 
     path: Path | None = Field(
-        default=None, description="SQLite journal; default /var/lib/lammer/<table id>.db"
+        default=None, description="the live segment; default /var/lib/lammer/<table id>.db"
+    )
+    day_starts: str = Field(
+        default="06:00",
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="local time at which a gaming day (and a journal segment) begins, HH:MM",
+    )
+    time_zone: str | None = Field(
+        default=None, description="IANA zone of the gaming day (default: the system's)"
+    )
+    retention_days: int = Field(
+        default=365,
+        ge=1,
+        le=36_500,
+        strict=True,
+        description="closed segments older than this many gaming days may be removed",
+    )
+    retention_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        strict=True,
+        description="and only while the archive holds more than this (none: no byte cap)",
+    )
+    archive_command: Path | None = Field(
+        default=None,
+        description="run with an expired segment's path before it is removed (e.g. to copy "
+        "it off the box); the segment stays until the command exits 0",
+    )
+    hmac_key_file: Path | None = Field(
+        default=None,
+        description="key of the journal's hash chain (HMAC-SHA-256), readable by its owner "
+        "only; without it the chain is plain SHA-256",
+    )
+    snapshot_every: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        strict=True,
+        description="records between two snapshots of the table state at most",
+    )
+    snapshot_interval: float = Field(
+        default=600.0,
+        gt=0,
+        le=86_400,
+        description="seconds between two snapshots at most (while records are written)",
     )
 
     @field_validator("path")
@@ -330,6 +386,57 @@ class JournalSection(_Section):
                     raise ValueError(f"{parent} is not a directory")
                 break
         return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown time zone {value!r}: use an IANA name") from exc
+        return value
+
+    @field_validator("archive_command")
+    @classmethod
+    def _command(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        if not os.access(value, os.X_OK):
+            raise ValueError(f"is not executable: {value}")
+        return value
+
+    @field_validator("hmac_key_file")
+    @classmethod
+    def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        mode = value.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ValueError(
+                f"must be readable by its owner only, got mode {mode:04o}: chmod 600 {value}"
+            )
+        if value.stat().st_size < 16:
+            raise ValueError(f"holds {value.stat().st_size} bytes: a key needs 16 or more")
+        return value
+
+    def read_key(self) -> bytes | None:
+        """The HMAC key (the file's bytes), or None."""
+        return None if self.hmac_key_file is None else self.hmac_key_file.read_bytes()
+
+    @property
+    def day_start(self) -> dt.time:
+        """``day_starts`` as a time."""
+        hour, minute = self.day_starts.split(":")
+        return dt.time(int(hour), int(minute))
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo | None:
+        """The zone of the gaming day (None: the system's)."""
+        return None if self.time_zone is None else zoneinfo.ZoneInfo(self.time_zone)
 
 
 class LoggingSection(_Section):
@@ -416,6 +523,21 @@ class TableConfig(_Section):
             for section, needed in used.items()
             if section in self.model_fields_set and not needed
         ]
+
+    def instance_problem(self, instance: str) -> str | None:
+        """Why this configuration may not run as the systemd instance ``instance``
+        (``lammer@<instance>``, whose config is ``/etc/lammer/<instance>.toml``), or None.
+
+        The instance is the table id: a file copied from another table and not edited
+        would otherwise run a second daemon as that table (its journal, its client id,
+        its topics) under this table's name.
+        """
+        if instance == self.table.id:
+            return None
+        return (
+            f"table.id: is {self.table.id!r}, but the systemd instance is {instance!r} "
+            f"(lammer@{instance}): the instance name must be the table id"
+        )
 
     @model_validator(mode="wrap")
     @classmethod

@@ -12,7 +12,13 @@ what it was and ``seq`` goes on where it stopped. Then:
   outcomes (pure), and every message they publish is written to the journal's outbox with
   its ``seq`` and ``ts``. The caller acknowledges the frame only after ``ingest`` returns,
   so an ACK means the event is durable (see ``daemon.app``);
-* ``bad_frame(device, raw, reason)``: kept in the journal with its bytes, for review;
+* ``bad_frame(device, raw, reason)``: the rules learn of it (``BadFrameSeen``, alarm
+  ``LINK_ERRORS``; journaled when it changed the table); its bytes and reason are
+  journaled and logged in full up to a rate, then counted per interval
+  (``daemon.bad_frames``);
+* ``tick()`` from the shell's timer, every second: alarms that clear after a quiet time
+  (``TimePassed``, journaled only when it changed the table, so a replay clears them at
+  the same times) and the bad-frame counts of intervals that are over;
 * ``decide(name, payload)`` for a stickperson's request: checked by the request models
   and by the rules, journaled when legal (with the operator and the time), journaled with
   its reason when refused, and answered on ``response/<name>`` either way.
@@ -29,18 +35,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import structlog
 
+from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
-from daemon.journal import Journal
+from daemon.journal import GENESIS, Journal
 from daemon.logs import event_context, fact_fields, outcome_fields
+from daemon.outbox import OutboxMessage
 from daemon.payloads import Publication
 from daemon.publications import info_publication, outcome_publication, state_publications
-from daemon.records import from_record, to_record
+from daemon.records import to_record
+from daemon.replay import Replay, Settings, start_record
 from daemon.requests import (
     MAX_PAYLOAD,
     DropCounter,
@@ -51,16 +60,29 @@ from daemon.requests import (
     parse_request,
     response_publication,
 )
+from daemon.segments import (
+    Segment,
+    archive,
+    expired,
+    gaming_day,
+    install,
+    next_path,
+    remove_segment,
+    segment_path,
+)
 from rules import table
 from rules.errors import DecisionError, RulesError
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
-    Decision,
+    BadFrameSeen,
     Device,
     DeviceDisconnected,
     DeviceFact,
+    DeviceHello,
+    ModeReported,
     Outcome,
+    TimePassed,
 )
 
 log = structlog.get_logger("lammer.daemon")
@@ -90,7 +112,8 @@ class TableCore:
         on_replay_progress: Callable[[], object] | None = None,
         replay_progress_every: int = 50_000,
     ) -> None:
-        """Replay ``journal`` (open, writable) into the table of ``config``.
+        """Rebuild the table of ``config`` from ``journal`` (the live segment, open and
+        writable): from its latest snapshot, replaying only what follows.
 
         ``on_replay_progress`` is called every ``replay_progress_every`` records of the
         replay (the shell asks systemd for more start time there).
@@ -98,12 +121,18 @@ class TableCore:
         self.config = config
         self.journal = journal
         self.clock = clock
+        self.version = version
         self.table_id = config.table.id
         self.health = Health()
         self.log = log.bind(table=self.table_id)
-        # The body last queued on each retained state topic, so an unchanged state is not
-        # published again (republishing after a reconnect is the MQTT link's job).
-        self._published_state: dict[str, dict[str, Any]] = {}
+        j = config.journal
+        self.settings = Settings(
+            game=config.table.game,
+            craps_paytable=config.bonus_craps.paytable,
+            decks=config.bust_bonus.decks,
+            dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+        )
+        self._day_start, self._zone = j.day_start, j.zone
         self._info = info_publication(
             table=self.table_id,
             version=version,
@@ -114,66 +143,93 @@ class TableCore:
         )
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
-        self.last_frames: dict[Device, LastFrame] = {}
+        self.bad_frames = BadFrameBudget()
+        """Which bad frames are journaled and logged in full, and the counts of the rest."""
+        self.outbox = LiveOutbox(self)
+        """The outbox of the MQTT link: the live segment's, whichever it is."""
+        self._table = self._load(on_replay_progress, replay_progress_every)
+        self._snapshot_seq = self._last_snapshot_seq()
+        self._snapshot_time = self.clock()
+        self._segment_day = self._read_segment_day()
+        self._expired: list[Segment] = []
+
+    # ------------------------------------------------------------------ replay
+
+    @property
+    def state(self) -> table.TableState:
+        """The table as it is."""
+        assert self._table.state is not None  # set by _load
+        return self._table.state
+
+    @state.setter
+    def state(self, value: table.TableState) -> None:
+        self._table.state = value
+
+    @property
+    def last_frames(self) -> dict[Device, LastFrame]:
         """Each device's last journaled frame, as the journal holds it. A frame can be
         journaled and its ACK never reach the device (the daemon died between the two);
         after a restart the device sends it again, and the driver, which starts from this,
         must ACK it without delivering it twice (link-layer.md)."""
-        self.state = self._replay(on_replay_progress, replay_progress_every)
+        return self._table.last_frames
 
-    # ------------------------------------------------------------------ replay
+    @property
+    def _published_state(self) -> dict[str, dict[str, Any]]:
+        # The body last queued on each retained state topic, so an unchanged state is not
+        # published again (republishing after a reconnect is the MQTT link's job).
+        return self._table.published
 
-    def _initial_state(self, at: datetime) -> table.TableState:
-        c = self.config
-        return table.initial_state(
-            c.table.game,
-            at=at,
-            craps_paytable=c.bonus_craps.paytable,
-            decks=c.bust_bonus.decks,
-            dealer_hits_soft_17=c.bust_bonus.dealer_hits_soft_17,
-        )
-
-    def _replay(self, on_progress: Callable[[], object] | None, every: int) -> table.TableState:
-        """The table rebuilt from the journal, exactly, with the recorded times."""
-        state: table.TableState | None = None
-        facts = 0
-        for count, record in enumerate(self.journal.records(), start=1):
+    def _load(self, on_progress: Callable[[], object] | None, every: int) -> Replay:
+        """The table rebuilt: the latest snapshot of the live segment, then the records
+        after it (all of them when there is no snapshot), with the recorded times."""
+        snapshot = self.journal.latest_snapshot()
+        if snapshot is None:
+            replay, after = Replay(self.settings), 0
+        else:
+            replay, after = Replay.restore(snapshot.record), snapshot.seq
+        for count, record in enumerate(self.journal.records(after), start=1):
             if on_progress is not None and count % every == 0:
                 on_progress()
-            if state is None:
-                state = self._initial_state(record.ts)
-            if record.kind == "publish":
-                body = record.record.get("payload")
-                if record.record.get("retained") and isinstance(body, dict):
-                    self._published_state[str(record.record["topic"])] = _strip(body)
-                continue
-            event = _replayable(record.kind, record.record)
-            if event is None:
-                continue
-            device = record.record.get("device")
-            link_seq, raw = record.record.get("link_seq"), record.record.get("raw")
-            if isinstance(link_seq, int) and isinstance(raw, str) and isinstance(device, str):
-                self.last_frames[device] = (  # type: ignore[index]  # journaled by ingest
-                    link_seq,
-                    raw.encode("ascii", "replace"),
-                )
-            try:
-                state, _ = table.apply(state, event, at=record.ts)
-                facts += 1
-            except RulesError as exc:  # pragma: no cover - a decision is journaled only when legal
-                self.log.error("journal record not replayable", seq=record.seq, error=str(exc))
-        result = state if state is not None else self._initial_state(self.clock())
+            replay.apply(record)
+        for seq, error in replay.errors:  # pragma: no cover - decisions are journaled legal
+            self.log.error("journal record not replayable", seq=seq, error=error)
+        state = replay.finish(self.settings, self.clock())
         self.log.info(
             "journal replayed",
-            events=facts,
+            snapshot=None if snapshot is None else snapshot.seq,
+            events=replay.events,
             last_seq=self.journal.last_seq,
-            round=table.open_round_id(result),
+            round=table.open_round_id(state),
         )
-        return result
+        return replay
+
+    def _last_snapshot_seq(self) -> int:
+        snapshot = self.journal.latest_snapshot()
+        return 0 if snapshot is None else snapshot.seq
+
+    def _read_segment_day(self) -> date | None:
+        first = self.journal.first_record()
+        if first is None:
+            return None
+        if first.kind == "segment":
+            return date.fromisoformat(str(first.record["gaming_day"]))
+        return self._gaming_day(first.ts)
+
+    def _gaming_day(self, at: datetime) -> date:
+        return gaming_day(at, self._day_start, self._zone)
 
     def start(self) -> int:
-        """After a restart no device is connected yet, whatever the journal last said;
-        then every retained state topic whose content changed goes out."""
+        """Begin: a new journal gets its first segment header, a rotation a crash left
+        half done is finished, the start is journaled with the table's settings, and no
+        device is connected yet, whatever the journal last said; then every retained state
+        topic whose content changed goes out."""
+        at = self.clock()
+        if self.journal.last_seq == 0:
+            self._journal_header(at)
+        elif self.journal.last_kind() == "seal":
+            assert self._segment_day is not None  # a sealed segment has records
+            self._rotate(max(self._segment_day, self._gaming_day(at)), at, sealed=True)
+        self._journal("daemon", start_record(self.version, self.settings), at=at)
         queued = 0
         for device, device_state in self.state.devices:
             if device_state.connected:
@@ -184,15 +240,179 @@ class TableCore:
             queued += self._queue_state(self.clock())
         return queued
 
+    # ------------------------------------------------------------------ the journal's upkeep
+
+    def _journal_header(self, at: datetime) -> None:
+        """The first record of a table's journal: the first segment, chaining on genesis.
+        The table begins with it (a replay starts the table at its first record's time)."""
+        day = self._gaming_day(at)
+        self.state = self.settings.initial_state(at)
+        self.journal.append_segment(
+            {
+                "table": self.table_id,
+                "gaming_day": day.isoformat(),
+                "prev_segment": None,
+                "prev_hash": GENESIS.hex(),
+                "settings": self.settings.to_json(),
+            },
+            ts=at,
+        )
+        self._segment_day = day
+
+    def take_expired(self) -> list[Segment]:
+        """The closed segments found past the retention since the last call (after a
+        rotation), for the shell to remove (``daemon.app``)."""
+        found, self._expired = self._expired, []
+        return found
+
+    def expired(self, at: datetime | None = None) -> list[Segment]:
+        """The closed segments past ``[journal]``'s retention, oldest first."""
+        j = self.config.journal
+        return expired(
+            self.journal.path,
+            today=self._gaming_day(at or self.clock()),
+            retention_days=j.retention_days,
+            retention_bytes=j.retention_bytes,
+        )
+
+    def removed(self, segment: Segment, how: str) -> None:
+        """Journal that a closed segment left the box (``how``: deleted, or handed to the
+        archive command), for the record."""
+        self._journal(
+            "daemon",
+            {
+                "segment_removed": {
+                    "file": segment.path.name,
+                    "first_seq": segment.first_seq,
+                    "gaming_day": segment.day.isoformat(),
+                    "how": how,
+                }
+            },
+        )
+
+    def _maybe_rotate(self, at: datetime) -> bool:
+        day = self._gaming_day(at)
+        # Only forwards: a clock set back does not reopen a closed gaming day.
+        if self._segment_day is None or day <= self._segment_day:
+            return False
+        self._rotate(day, at, sealed=False)
+        return True
+
+    def _rotate(self, day: date, at: datetime, *, sealed: bool) -> None:
+        """Close the live segment and begin the next (``daemon.segments``, "Rotation")."""
+        old = self.journal
+        old_day = self._segment_day
+        assert old_day is not None
+        first = old.first_record()
+        first_seq = first.seq if first is not None else old.last_seq
+        if not sealed:
+            old.seal(
+                {
+                    "gaming_day": old_day.isoformat(),
+                    "first_seq": first_seq,
+                    "last_seq": old.last_seq,
+                },
+                ts=at,
+            )
+        seal_seq, seal_hash = old.last_seq, old.last_hash
+        live = old.path
+        upcoming = next_path(live)
+        remove_segment(upcoming)
+        archived_as = segment_path(live, first_seq, old_day)
+        nxt = Journal.open_locked(upcoming, None, key=old.key)
+        try:
+            nxt.start_chain(seal_seq, seal_hash)
+            nxt.append_segment(
+                {
+                    "table": self.table_id,
+                    "gaming_day": day.isoformat(),
+                    "prev_segment": archived_as.name,
+                    "prev_first_seq": first_seq,
+                    "prev_day": old_day.isoformat(),
+                    "prev_hash": seal_hash.hex(),
+                    "settings": self.settings.to_json(),
+                },
+                ts=at,
+            )
+            nxt.copy_outbox(old)
+            nxt.append("snapshot", self._table.snapshot(), ts=at)
+        finally:
+            nxt.close()
+        old.checkpoint()
+        lock_fd = old.release()
+        archive(live, first_seq, old_day)
+        install(upcoming, live)
+        self.journal = Journal.open_locked(live, lock_fd, key=old.key)
+        self._segment_day = day
+        self._snapshot_seq, self._snapshot_time = self.journal.last_seq, at
+        self.log.info(
+            "journal segment closed",
+            gaming_day=old_day.isoformat(),
+            archived=str(archived_as),
+            last_seq=seal_seq,
+            new_day=day.isoformat(),
+        )
+
+    def _maybe_snapshot(self, at: datetime) -> None:
+        """Snapshot the table (inside the caller's transaction) when enough records or
+        time have passed since the last one."""
+        j = self.config.journal
+        due = self.journal.last_seq - self._snapshot_seq >= j.snapshot_every or (
+            (at - self._snapshot_time).total_seconds() >= j.snapshot_interval
+            and self.journal.last_seq > self._snapshot_seq
+        )
+        if due:
+            self._snapshot(at)
+
+    def _snapshot(self, at: datetime) -> None:
+        self._snapshot_seq = self._journal("snapshot", self._table.snapshot(), at=at)
+        self._snapshot_time = at
+
+    def close(self) -> None:
+        """A clean stop: a snapshot of the table as it is, so the next start replays
+        nothing (when anything was written since the last one)."""
+        if self.journal.last_seq > self._snapshot_seq:
+            self._snapshot(self.clock())
+
     # ------------------------------------------------------------------ devices
 
     def ingest(
-        self, device: Device, fact: DeviceFact, *, link_seq: int | None = None, raw: bytes = b""
+        self,
+        device: Device,
+        fact: DeviceFact,
+        *,
+        link_seq: int | None = None,
+        raw: bytes = b"",
+        probe: bool = False,
     ) -> int:
         """Journal one device fact, apply it, and queue what it publishes (one
-        transaction). Returns the number of messages queued."""
+        transaction). Returns the number of messages queued.
+
+        ``probe``: the frame answers the driver's silence probe. A ``HELLO`` from the same
+        device and a ``MODE`` the table already knows change nothing: such a frame is
+        journaled marked as a probe reply, without an event for the replay (it is not a
+        restart: it neither clears ``UNEXPECTED_FRAME`` nor ends the memory of closed
+        rounds), and logged at debug. Any other probe reply is applied like any frame."""
         at = self.clock()
+        self._maybe_rotate(at)
+        if probe and link_seq is not None and self._answers_as_known(device, fact):
+            with self._batch():
+                seq = self._journal(
+                    "device",
+                    {
+                        "device": device,
+                        "probe": True,
+                        "link_seq": link_seq,
+                        "raw": raw.decode("ascii", "replace"),
+                    },
+                    at=at,
+                )
+                self.last_frames[device] = (link_seq, raw)
+            self.log.debug("probe reply", seq=seq, device=device, fact=type(fact).__name__)
+            return 0
         record: dict[str, Any] = {"device": device, "event": to_record(fact)}
+        if probe:
+            record["probe"] = True
         if link_seq is not None:
             record["link_seq"] = link_seq
             record["raw"] = raw.decode("ascii", "replace")
@@ -207,13 +427,82 @@ class TableCore:
             except RulesError as exc:  # a fact never raises by design; keep running if it does
                 flog.error("rules rejected a device fact", error=str(exc))
                 return 0
-            return self._publish(outcomes, at)
+            queued = self._publish(outcomes, at)
+            self._maybe_snapshot(at)
+            return queued
 
-    def bad_frame(self, device: Device, raw: bytes, reason: str) -> None:
-        """Keep a bad frame (its bytes and why) in the journal for review."""
-        self._journal(
-            "device", {"bad_frame": {"device": device, "raw": raw.hex(), "reason": reason}}
-        )
+    def _answers_as_known(self, device: Device, fact: DeviceFact) -> bool:
+        """A probe reply that says what the table knows already: the device's HELLO as
+        before, or the shuffler's MODE as before."""
+        try:
+            known = self.state.device(device)
+        except KeyError:
+            return False
+        if isinstance(fact, DeviceHello):
+            return known.hello == fact
+        if isinstance(fact, ModeReported):
+            return known.mode == fact.game
+        return False
+
+    def bad_frame(self, device: Device, raw: bytes, reason: str) -> int:
+        """A bad frame, already NAKed: the rules learn of it (``LINK_ERRORS``), and it is
+        kept for review in full (its bytes and why, one warning line) up to a rate, then
+        counted (``daemon.bad_frames``). Returns the number of messages queued."""
+        at = self.clock()
+        fact = BadFrameSeen(device=device)
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        changed = new_state != self.state
+        full, report = self.bad_frames.admit(device, reason, len(raw), at)
+        if not (full or changed or report):
+            return 0  # counted: nothing to journal, the table is as it was
+        with self._batch():
+            if report is not None:
+                self._report_bad_frames(report, at)
+            if full:
+                # The bytes may hold a secret card (a damaged HAND): journal, never log them.
+                seq = self._journal(
+                    "device",
+                    {
+                        "device": device,
+                        "event": to_record(fact),
+                        "bad_frame": {"device": device, "raw": raw.hex(), "reason": reason},
+                    },
+                    at=at,
+                )
+                self.log.warning("bad frame", seq=seq, device=device, reason=reason, size=len(raw))
+            elif changed:  # the replay needs it; the bytes are counted, not kept
+                self._journal("device", {"device": device, "event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def tick(self) -> int:
+        """The host's timer (the shell calls it every second): a new gaming day rotates
+        the journal (``take_expired`` then names the segments past the retention), drops of
+        unanswerable requests are reported, alarms that clear after a quiet time clear, and
+        the bad-frame counts of intervals that are over are kept. Journals the
+        ``TimePassed`` only when it changed the table. Returns the number of messages
+        queued."""
+        at = self.clock()
+        if self._maybe_rotate(at):
+            self._expired = self.expired(at)
+        self.flush_drops()
+        fact = TimePassed()
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        reports = self.bad_frames.due(at)
+        if new_state == self.state and not reports:
+            return 0
+        with self._batch():
+            for report in reports:
+                self._report_bad_frames(report, at)
+            if new_state == self.state:
+                return 0
+            self._journal("daemon", {"event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def _report_bad_frames(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("bad frames counted, not kept in full", **report)
+        self._journal("device", {"bad_frames": report}, at=at)
 
     # ------------------------------------------------------------------ requests
 
@@ -226,6 +515,7 @@ class TableCore:
         any other shape is dropped and counted (``DropCounter``); a payload over 4 KiB is
         refused with its size, SHA-256 and first bytes kept for the record."""
         at = self.clock()
+        self._maybe_rotate(at)
         name = incoming.name
         if classify(name) == "malformed":
             self._drop(incoming, malformed_reason(name, incoming.name_length), at)
@@ -250,6 +540,7 @@ class TableCore:
             self.state = new_state
             queued = self._publish(outcomes, at)
             queued += self._respond(name, request.request_id, None, at)
+            self._maybe_snapshot(at)
         rlog.info(
             "decision applied",
             seq=seq,
@@ -379,17 +670,28 @@ class TableCore:
         return True
 
 
-# ---------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------------- the outbox
 
 
-def _strip(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("seq", "ts")}
+class LiveOutbox:
+    """The MQTT link's outbox: always the live segment's (``Outbox`` of daemon/outbox.py),
+    so a rotation does not leave the link holding a closed file."""
 
+    def __init__(self, core: TableCore) -> None:
+        self._core = core
 
-def _replayable(kind: str, data: dict[str, Any]) -> DeviceFact | Decision | None:
-    """The fact or decision a journal record holds, or None (bad frames, refused
-    requests, publishes...)."""
-    if kind not in ("device", "decision") or "event" not in data:
-        return None
-    event: DeviceFact | Decision = from_record(data["event"])
-    return event
+    def pending(self, limit: int = 100) -> list[OutboxMessage]:
+        """See ``Journal.pending``."""
+        return self._core.journal.pending(limit)
+
+    def mark_published(self, seq: int) -> None:
+        """See ``Journal.mark_published``."""
+        self._core.journal.mark_published(seq)
+
+    def set_aside(self, seq: int, reason: str) -> None:
+        """See ``Journal.set_aside``."""
+        self._core.journal.set_aside(seq, reason)
+
+    def retained(self) -> list[OutboxMessage]:
+        """See ``Journal.retained``."""
+        return self._core.journal.retained()

@@ -3,12 +3,22 @@
 Starts a private Mosquitto on a free port, three simulated tables (an Ultimate Texas
 Hold'em table with a shuffler, a craps table with a dice reader, a blackjack table with
 a card-reading shoe), each served on a pty by ``lammer-sim``, a ``lammer run`` daemon per
-table, a demo stickperson who decides the dice reader's CHECK rolls over MQTT, and the
-terminal display. Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
+table, a demo stickperson who decides the dice reader's CHECK rolls over MQTT, the
+terminal display, and ``lammer web`` (the player displays, the pit view and the
+stickperson terminal in a browser; its URLs and a stickperson's login are printed).
+Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
 done, then prints the final table and stops everything.
 
 Everything lives in one work folder (``--workdir``, else a new temporary one that is
 kept for inspection): configs, journals, logs.
+
+No child outlives the demo. The broker, the simulators and the daemons run in sessions of
+their own (``daemon.children``): the terminal's signals reach only the demo (and the
+display, which is the terminal's), and the demo stops the rest in order: the daemons first,
+so they publish ``offline`` while the broker is up, then the simulators, then the broker.
+Ctrl-C (SIGINT), a closed terminal (SIGHUP) and SIGTERM all stop it so, with status 0; a
+second signal while it stops is ignored (every wait is bounded). If the demo itself is
+killed (SIGKILL), the kernel sends each child SIGTERM (``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import secrets
 import shutil
 import signal
 import subprocess
@@ -28,9 +39,30 @@ from pathlib import Path
 
 import aiomqtt
 
-from daemon.broker import Broker, BrokerError
+from daemon.broker import Broker, BrokerError, free_port
+from daemon.children import supervised
+from daemon.mqtt import observe_disconnect
+from daemon.output import discard
 
 PREFIX = "lammer"
+
+STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
+"""Besides SIGINT (Ctrl-C): a closed terminal, and a polite kill."""
+
+STOP_TIMEOUT = 10.0
+"""Seconds each group of children (daemons, then simulators) has to stop before SIGKILL."""
+
+
+class Stopped(BaseException):
+    """A stop signal arrived (raised by its handler wherever the demo was)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise Stopped(signum)
 
 
 @dataclass(frozen=True)
@@ -60,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="seed the simulators")
     parser.add_argument("--workdir", type=Path, default=None, help="where configs, logs go")
+    parser.add_argument(
+        "--web-port", type=int, default=8080, help="lammer web's port (a free one if taken)"
+    )
 
 
 def _bin(name: str) -> str:
@@ -84,28 +119,43 @@ def _config(table: DemoTable, workdir: Path, port: int) -> str:
 class Floor:
     """The processes of the demo, started and stopped together."""
 
-    def __init__(self, workdir: Path, *, interval: float, rounds: int | None, seed: int | None):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        interval: float,
+        rounds: int | None,
+        seed: int | None,
+        web_port: int = 8080,
+    ):
         self.workdir = workdir
         self.interval = interval
         self.rounds = rounds
         self.seed = seed
-        self.broker = Broker(workdir)
+        self.broker = Broker(workdir, supervised=True)
         self.port = self.broker.port
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.web_port = web_port if _port_free(web_port) else free_port()
+        self.stick_user = "stick"
+        self.stick_password = secrets.token_urlsafe(9)
 
-    def _spawn(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
-        log = (self.workdir / f"{name}.log").open("ab")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs)  # type: ignore[call-overload]
-        log.close()
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        with (self.workdir / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **supervised()
+            )
         self.procs[name] = proc
-        return proc  # type: ignore[no-any-return]
+        return proc
 
     def start(self) -> None:
-        """Broker, then simulators, then daemons."""
+        """Broker, then lammer web, simulators and daemons."""
         try:
             self.broker.start()
         except BrokerError as exc:
             raise SystemExit(f"lammer demo: {exc}") from exc
+        # Before the tables, so nothing slow (the Argon2 hash of adduser) comes between the
+        # daemons' start and the demo's counter subscribing: the rolls are not retained.
+        self._start_web()
         for i, t in enumerate(TABLES):
             link = self.workdir / f"{t.table_id}-{t.device}"
             argv = [_bin("lammer-sim"), *t.sim_args, "--link", str(link)]
@@ -122,6 +172,31 @@ class Floor:
             cfg.write_text(_config(t, self.workdir, self.port))
             self._spawn(f"lammer-{t.table_id}", [_bin("lammer"), "run", "--config", str(cfg)])
 
+    def _start_web(self) -> None:
+        """``lammer web`` on the demo broker, with one stickperson (``urls()`` says where)."""
+        users = self.workdir / "web-users"
+        subprocess.run(
+            [_bin("lammer"), "web", "adduser", self.stick_user, "--users", str(users)],
+            input=f"{self.stick_password}\n".encode(),
+            capture_output=True,
+            check=True,
+        )
+        argv = [_bin("lammer"), "web", "--mqtt-port", str(self.port), "--prefix", PREFIX]
+        argv += ["--listen", f"127.0.0.1:{self.web_port}", "--users", str(users)]
+        self._spawn("web", argv)
+
+    def urls(self) -> str:
+        """The screens of the demo, for people to open."""
+        root = f"http://127.0.0.1:{self.web_port}"
+        lines = ["lammer demo: the screens (lammer web):"]
+        lines += [f"  player display  {root}/table/{t.table_id}" for t in TABLES]
+        lines.append(f"  pit             {root}/pit")
+        lines.append(
+            f"  stickperson     {root}/stick/craps-1  "
+            f"(user {self.stick_user}, password {self.stick_password})"
+        )
+        return "\n".join(lines)
+
     def check(self) -> None:
         """Fail loudly if a daemon or the broker died."""
         if self.broker.process is None or self.broker.process.poll() is not None:
@@ -132,18 +207,39 @@ class Floor:
                 raise SystemExit(f"lammer demo: {name} exited ({proc.returncode}):\n{tail}")
 
     def stop(self) -> None:
-        """Daemons first (they publish offline), then simulators, then the broker."""
-        order = sorted(self.procs, key=lambda n: n.startswith("sim-"))
-        for name in order:
-            proc = self.procs[name]
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+        """Daemons first (they publish offline), then simulators, then the broker; each
+        group is sent SIGTERM at once and killed if it has not stopped in time."""
+        daemons = [p for n, p in self.procs.items() if not n.startswith("sim-")]
+        simulators = [p for n, p in self.procs.items() if n.startswith("sim-")]
+        for group in (daemons, simulators):
+            _terminate(group, timeout=STOP_TIMEOUT)
         self.broker.stop()
+
+
+def _port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _terminate(procs: list[subprocess.Popen[bytes]], *, timeout: float) -> None:
+    """SIGTERM every process still running, wait up to ``timeout`` s for all, SIGKILL the
+    rest, and reap them all."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _wait_path(path: Path, timeout: float = 10) -> None:
@@ -163,6 +259,7 @@ async def stickperson(port: int, table_id: str, *, delay: float) -> None:
     while True:
         try:
             async with aiomqtt.Client("127.0.0.1", port, identifier="demo-stickperson") as client:
+                observe_disconnect(client)
                 await client.subscribe(f"{base}/craps/board", qos=1)
                 async for message in client.messages:
                     board = json.loads(bytes(message.payload))
@@ -199,6 +296,7 @@ async def progress(port: int, done: dict[str, set[int]]) -> None:
     while True:
         try:
             async with aiomqtt.Client("127.0.0.1", port, identifier="demo-progress") as client:
+                observe_disconnect(client)
                 for table_id, topic in _PROGRESS.items():
                     await client.subscribe(f"{PREFIX}/{table_id}/{topic}", qos=1)
                 async for message in client.messages:
@@ -236,30 +334,63 @@ async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the demo floor."""
+    """Run the demo floor until Ctrl-C, a closed terminal, SIGTERM or ``--rounds``."""
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lammer-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    floor = Floor(workdir, interval=args.interval, rounds=args.rounds, seed=args.seed)
+    floor = Floor(
+        workdir,
+        interval=args.interval,
+        rounds=args.rounds,
+        seed=args.seed,
+        web_port=args.web_port,
+    )
     display_argv = [_bin("lammer"), "display", "--host", "127.0.0.1", "--port", str(floor.port)]
     display_argv += ["--prefix", PREFIX]
     for t in TABLES:
         display_argv += ["--table", t.table_id]
-    print(f"lammer demo: work folder {workdir} (configs, journals, logs)", flush=True)
+    _say(f"lammer demo: work folder {workdir} (configs, journals, logs)")
     display: subprocess.Popen[bytes] | None = None
+    stopped_by: str | None = None
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_stopped)
     try:
         floor.start()
+        print(floor.urls(), flush=True)
+        (workdir / "urls.txt").write_text(floor.urls() + "\n")
         if args.rounds is None:
-            display = subprocess.Popen(display_argv)  # the terminal is the display's
+            # The terminal is the display's: it stays in our session and gets its signals.
+            display = subprocess.Popen(display_argv, **supervised(own_session=False))
         asyncio.run(_supervise(floor, display))
         if args.rounds is not None:
-            subprocess.run([*display_argv, "--once"], check=False)
+            subprocess.run([*display_argv, "--once"], check=False, **supervised(own_session=False))
     except KeyboardInterrupt:
-        pass
+        stopped_by = "SIGINT"
+    except Stopped as exc:
+        stopped_by = str(exc)
     finally:
+        # Stopping is bounded; a second Ctrl-C (or the SIGHUP and SIGTERM of a closing
+        # session) must not cut it short and leave children behind.
+        for signum in (signal.SIGINT, *STOP_SIGNALS):
+            signal.signal(signum, signal.SIG_IGN)
+        if stopped_by is not None:
+            _say(f"lammer demo: {stopped_by}: stopping the daemons, simulators and broker")
         if display is not None and display.poll() is None:
             display.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
+            try:
                 display.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                display.kill()
+                display.wait()
         floor.stop()
-    print(f"lammer demo: stopped; journals and logs are in {workdir}", flush=True)
+    _say(f"lammer demo: stopped; journals and logs are in {workdir}")
     return 0
+
+
+def _say(text: str) -> None:
+    """A line for the operator; nothing if the terminal is gone (a closed terminal gives
+    EIO, a closed pipe EPIPE): stopping cleanly matters more than saying so."""
+    try:
+        print(text, flush=True)
+    except OSError:
+        with contextlib.suppress(OSError):
+            discard(sys.stdout)  # nor a complaint at exit about what stayed buffered

@@ -1,20 +1,35 @@
 """The table's journal: every device event, decision, outcome, alarm and published
-message, in order, each with the daemon's ``seq``; and the outbox the MQTT link drains.
+message, in order, each with the daemon's ``seq``; the outbox the MQTT link drains; the
+snapshots a start begins from; a hash chain that shows nobody edited it.
 
 SQLite in WAL mode with ``synchronous=FULL``: every commit is fsynced to the WAL before
 ``append`` returns, so a record that was appended survives a crash of the process
 (SIGKILL) *and* a power loss. The daemon acknowledges a device frame only after its
-record is appended, so an ACK means the event is durable; a
-crash before that makes the device send the frame again (link-layer.md).
+record is appended, so an ACK means the event is durable; a crash before that makes the
+device send the frame again (link-layer.md).
 
-``seq`` is strictly increasing and never reused, also across restarts and even if rows
-were ever deleted (``AUTOINCREMENT`` keeps the high-water mark in ``sqlite_sequence``).
+``seq`` is strictly increasing and never reused, also across restarts, across segments
+(``daemon.segments``: one SQLite file per gaming day) and even if rows were ever deleted
+(``AUTOINCREMENT`` keeps the high-water mark in ``sqlite_sequence``).
+
+**Hash chain.** Every record carries ``hash`` = SHA-256 (or HMAC-SHA-256 with the table's
+key, ``[journal] hmac_key_file``) over the previous record's hash and the record's own
+canonical bytes (``canonical``: seq, time, kind, body and, for a message, its payload).
+The first record of a segment (kind ``segment``) chains on the last record of the
+segment before it, whose hash it also names; the very first chains on 32 zero bytes.
+Editing a byte, deleting, inserting or reordering records breaks the chain at the first
+record concerned (``daemon.verify``). What may change after the fact, whether a message
+reached the broker, is outside the chain.
+
+**Snapshots.** A record of kind ``snapshot`` holds the whole table state (written by
+``daemon.core`` in the transaction of the frame that produced it); ``latest_snapshot()``
+finds the newest at once (an index on kind), so a start replays only what follows it.
 
 The file is created mode 0600 (SQLite gives its ``-wal`` and ``-shm`` the same mode) and
 its directory, when missing, 0700: the journal holds every card before it is face up
 (shuffler-icd.md, "Card data is secret until it is face up"). One process writes a
-journal at a time (an ``flock`` held while open); readers such as ``lammer journal`` may
-read it while the daemon runs.
+table's journal at a time (an ``flock`` on ``<path>.lock``, which outlives segment
+rotations); readers such as ``lammer journal`` may read it while the daemon runs.
 
 The API is synchronous: the daemon calls it from the event loop and each call is one
 short transaction. ``batch()`` groups several appends into one transaction (one fsync),
@@ -28,7 +43,10 @@ wait for the disk after every publish.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import hashlib
+import hmac
 import json
 import os
 import sqlite3
@@ -38,21 +56,40 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from daemon.clock import format_ts, parse_ts
 from daemon.errors import JournalError, JournalFileError, JournalValueError
 from daemon.outbox import OutboxMessage
 
-Kind = Literal["daemon", "device", "decision", "outcome", "alarm", "publish"]
-KINDS: Final[tuple[str, ...]] = ("daemon", "device", "decision", "outcome", "alarm", "publish")
+Kind = Literal[
+    "daemon", "device", "decision", "outcome", "alarm", "publish", "snapshot", "segment", "seal"
+]
+KINDS: Final[tuple[str, ...]] = (
+    "daemon",
+    "device",
+    "decision",
+    "outcome",
+    "alarm",
+    "publish",
+    "snapshot",
+    "segment",
+    "seal",
+)
 """Record kinds: ``daemon`` (start, stop, configuration), ``device`` (a device fact or a
 driver event: connected, disconnected, a bad frame with its raw bytes), ``decision`` (a
 stickperson's request), ``outcome`` (what the rules concluded), ``alarm`` (raised,
-cleared), ``publish`` (a message for MQTT; written only by ``append_publish``)."""
+cleared), ``publish`` (a message for MQTT; written only by ``append_publish``),
+``snapshot`` (the table's whole state), ``segment`` (the first record of a segment) and
+``seal`` (the last record of a closed segment)."""
+
+WRITABLE_KINDS: Final = frozenset(("daemon", "device", "decision", "outcome", "alarm", "snapshot"))
+"""The kinds ``append`` takes (publish, segment and seal have their own writers)."""
 
 APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer journal
-SCHEMA_VERSION: Final = 2  # PRAGMA user_version (2: outbox.refused)
+SCHEMA_VERSION: Final = 3  # PRAGMA user_version (2: outbox.refused; 3: the hash chain)
+GENESIS: Final = bytes(32)
+"""What the very first record of a table's journal chains on."""
 
 _PAGE = 256  # rows fetched at a time by records()
 _RESERVED = frozenset({"seq", "ts", "kind"})  # keys of an exported line (JournalRecord.to_json)
@@ -62,10 +99,12 @@ CREATE TABLE records (
     seq  INTEGER PRIMARY KEY AUTOINCREMENT,
     ts   TEXT NOT NULL,
     kind TEXT NOT NULL,
-    body TEXT NOT NULL
+    body TEXT NOT NULL,
+    hash BLOB NOT NULL
 );
+CREATE INDEX records_kind ON records(kind, seq);
 CREATE TABLE outbox (
-    seq       INTEGER PRIMARY KEY REFERENCES records(seq),
+    seq       INTEGER PRIMARY KEY,
     topic     TEXT NOT NULL,
     payload   BLOB NOT NULL,
     retained  INTEGER NOT NULL,
@@ -75,7 +114,7 @@ CREATE TABLE outbox (
 CREATE INDEX outbox_pending ON outbox(seq) WHERE published = 0;
 CREATE TABLE retained_latest (
     topic TEXT PRIMARY KEY,
-    seq   INTEGER NOT NULL REFERENCES outbox(seq)
+    seq   INTEGER NOT NULL
 );
 """
 
@@ -85,6 +124,21 @@ def _ts_text(ts: datetime) -> str:
         return format_ts(ts)
     except ValueError as exc:
         raise JournalValueError(str(exc)) from exc
+
+
+def canonical(seq: int, ts: str, kind: str, body: str, payload: bytes | None) -> bytes:
+    """The bytes of a record the chain covers: what it is, when, and what it says (and, for
+    a message, the exact payload published)."""
+    head = f"{seq}\n{ts}\n{kind}\n".encode()
+    return head + body.encode("utf-8") + b"\n" + (payload or b"")
+
+
+def chain(previous: bytes, record: bytes, key: bytes | None) -> bytes:
+    """The hash of a record that follows ``previous``: SHA-256 over both, or HMAC-SHA-256
+    with ``key`` (then only the key's holder can rebuild a chain)."""
+    if key is None:
+        return hashlib.sha256(previous + record).digest()
+    return hmac.new(key, previous + record, hashlib.sha256).digest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,7 +156,20 @@ class JournalRecord:
         return {"seq": self.seq, "ts": format_ts(self.ts), "kind": self.kind, **self.record}
 
 
-def _dumps(value: object, what: str) -> str:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawRecord:
+    """A record as stored, for the chain's check: text and bytes exactly as in the file."""
+
+    seq: int
+    ts: str
+    kind: str
+    body: str
+    payload: bytes | None
+    hash: bytes
+
+
+def dumps(value: object, what: str = "record") -> str:
+    """Compact JSON, as the journal stores bodies (``JournalValueError`` if not JSON)."""
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -119,28 +186,38 @@ def _check_topic(topic: str) -> None:
 
 
 class Journal:
-    """The SQLite journal of one table; also the ``Outbox`` of its MQTT link.
+    """The SQLite journal of one table (its live segment); also the ``Outbox`` of its MQTT
+    link.
 
     Open with ``Journal.open(path)`` (or ``readonly=True`` to read one that may be in
-    use); close with ``close()`` or use it as a context manager.
+    use); close with ``close()`` or use it as a context manager. ``key`` is the HMAC key
+    of the hash chain, if the table has one.
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: Path, *, readonly: bool, lock_fd: int | None
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        *,
+        readonly: bool,
+        lock_fd: int | None,
+        key: bytes | None = None,
     ) -> None:
         """Use ``Journal.open``."""
         self._conn = conn
         self._path = path
         self._readonly = readonly
         self._lock_fd = lock_fd
+        self._key = key
         self._depth = 0  # nesting of batch()
         self._closed = False
         self._last_seq = self._read_last_seq()
+        self._last_hash = self._read_last_hash()
 
     # -- opening and closing ----------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, *, readonly: bool = False) -> Journal:
+    def open(cls, path: str | Path, *, readonly: bool = False, key: bytes | None = None) -> Journal:
         """Open the journal at ``path``.
 
         Read-write (the daemon): creates the file (0600) and its directory (0700) when
@@ -152,38 +229,39 @@ class Journal:
         """
         path = Path(path)
         if readonly:
-            return cls._open_readonly(path)
-        lock_fd: int | None = None
+            return cls._open_readonly(path, key)
+        lock_fd = lock(path)
         try:
-            _make_dirs(path.parent)
-            lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            _restrict_mode(path)
-        except BlockingIOError:
-            if lock_fd is not None:
-                os.close(lock_fd)
-            raise JournalFileError(
-                f"journal {path} is in use by another process", path=path
-            ) from None
-        except OSError as exc:
-            if lock_fd is not None:
-                os.close(lock_fd)
-            raise JournalFileError(
-                f"cannot open journal {path}: {exc.strerror}", path=path
-            ) from exc
-        conn: sqlite3.Connection | None = None
-        try:
-            conn = sqlite3.connect(path, isolation_level=None)
-            _setup(conn, path)
-            return cls(conn, path, readonly=False, lock_fd=lock_fd)
+            return cls.open_locked(path, lock_fd, key=key)
         except BaseException:
-            if conn is not None:
-                conn.close()
-            os.close(lock_fd)  # only after SQLite closed: closing an fd drops POSIX locks
+            os.close(lock_fd)
             raise
 
     @classmethod
-    def _open_readonly(cls, path: Path) -> Journal:
+    def open_locked(cls, path: Path, lock_fd: int | None, *, key: bytes | None = None) -> Journal:
+        """Open ``path`` read-write under a lock already held (``lock``; None for a
+        segment being written beside the live one, under the live one's lock)."""
+        conn: sqlite3.Connection | None = None
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            os.close(fd)
+            _restrict_mode(path)
+            conn = sqlite3.connect(path, isolation_level=None)
+            _setup(conn, path, key)
+            return cls(conn, path, readonly=False, lock_fd=lock_fd, key=key)
+        except OSError as exc:
+            if conn is not None:
+                conn.close()
+            raise JournalFileError(
+                f"cannot open journal {path}: {exc.strerror or exc}", path=path
+            ) from exc
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            raise
+
+    @classmethod
+    def _open_readonly(cls, path: Path, key: bytes | None) -> Journal:
         if not path.is_file():
             what = "no such file" if not path.exists() else "not a regular file"
             raise JournalFileError(f"cannot read journal {path}: {what}", path=path)
@@ -199,7 +277,14 @@ class Journal:
             raise JournalFileError(f"cannot read journal {path}: {exc}", path=path) from exc
         try:
             _check_identity(conn, path, allow_new=False)
-            return cls(conn, path, readonly=True, lock_fd=None)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < SCHEMA_VERSION:
+                raise JournalFileError(
+                    f"journal {path} has the older schema {version}: open it once with "
+                    "lammer run (or a writable open) to bring it up to date",
+                    path=path,
+                )
+            return cls(conn, path, readonly=True, lock_fd=None, key=key)
         except BaseException:
             conn.close()
             raise
@@ -211,8 +296,15 @@ class Journal:
         self._closed = True
         self._conn.close()
         if self._lock_fd is not None:
-            os.close(self._lock_fd)  # after SQLite closed: see open()
+            os.close(self._lock_fd)
             self._lock_fd = None
+
+    def release(self) -> int | None:
+        """Close the database but keep the single-writer lock, and hand it over (segment
+        rotation reopens another file under the same lock)."""
+        fd, self._lock_fd = self._lock_fd, None
+        self.close()
+        return fd
 
     def __enter__(self) -> Journal:
         return self
@@ -226,9 +318,19 @@ class Journal:
         return self._path
 
     @property
+    def key(self) -> bytes | None:
+        """The HMAC key of the chain (None: plain SHA-256)."""
+        return self._key
+
+    @property
     def last_seq(self) -> int:
         """The highest ``seq`` ever given out (0 for a new journal)."""
         return self._last_seq
+
+    @property
+    def last_hash(self) -> bytes:
+        """The hash of the latest record (``GENESIS`` for an empty journal)."""
+        return self._last_hash
 
     # -- writing ----------------------------------------------------------------------
 
@@ -238,6 +340,8 @@ class Journal:
 
         Nesting is allowed (only the outermost commits). On an exception everything of
         the batch is rolled back and the ``seq`` numbers it took are given out again.
+        Raises ``JournalError`` when SQLite cannot begin or commit (a full disk, an I/O
+        error), with SQLite's own reason.
         """
         self._writable()
         if self._depth:
@@ -247,36 +351,63 @@ class Journal:
             finally:
                 self._depth -= 1
             return
-        start = self._last_seq
-        self._conn.execute("BEGIN IMMEDIATE")
+        start, start_hash = self._last_seq, self._last_hash
+        self._execute("BEGIN IMMEDIATE", "begin a transaction")
         self._depth = 1
         try:
             yield
         except BaseException:
             self._depth = 0
-            self._conn.execute("ROLLBACK")
-            self._last_seq = start
+            self._rollback()
+            self._last_seq, self._last_hash = start, start_hash
             raise
         self._depth = 0
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._conn.execute("ROLLBACK")
-            self._last_seq = start
+            self._rollback()
+            self._last_seq, self._last_hash = start, start_hash
             raise JournalError(
                 f"journal {self._path}: commit failed: {exc}", path=self._path
             ) from exc
+
+    def _rollback(self) -> None:
+        # A failed statement may have ended the transaction already (SQLite rolls back by
+        # itself on a full disk): then there is nothing to roll back, and saying so would
+        # hide the real error.
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):  # the original error is what counts
+                self._conn.execute("ROLLBACK")
+
+    def _execute(self, sql: str, what: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise JournalError(
+                f"journal {self._path}: cannot {what}: {exc}", path=self._path
+            ) from exc
+
+    def _insert(self, kind: str, body: str, ts_text: str, payload: bytes | None = None) -> int:
+        seq = self._last_seq + 1
+        digest = chain(self._last_hash, canonical(seq, ts_text, kind, body, payload), self._key)
+        self._execute(
+            "INSERT INTO records (seq, ts, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
+            "write a record",
+            (seq, ts_text, kind, body, digest),
+        )
+        self._last_seq, self._last_hash = seq, digest
+        return seq
 
     def append(self, kind: str, record: dict[str, object], *, ts: datetime) -> int:
         """Store one record and return its new ``seq``; durable when this returns
         (or when the enclosing ``batch()`` ends).
 
-        ``kind`` is one of ``KINDS`` except ``publish`` (use ``append_publish``);
-        ``record`` is a JSON object (``daemon.records.to_record`` makes one from an event).
-        Raises ``JournalValueError`` for a bad kind, a naive ``ts`` or a non-JSON record.
+        ``kind`` is one of ``WRITABLE_KINDS``; ``record`` is a JSON object
+        (``daemon.records.to_record`` makes one from an event). Raises
+        ``JournalValueError`` for a bad kind, a naive ``ts`` or a non-JSON record.
         """
-        if kind not in KINDS or kind == "publish":
-            allowed = ", ".join(k for k in KINDS if k != "publish")
+        if kind not in WRITABLE_KINDS:
+            allowed = ", ".join(sorted(WRITABLE_KINDS))
             hint = " (use append_publish)" if kind == "publish" else ""
             raise JournalValueError(f"bad record kind {kind!r}{hint}: expected one of {allowed}")
         if not isinstance(record, dict):
@@ -287,16 +418,10 @@ class Journal:
             raise JournalValueError(
                 f"record must not hold {', '.join(reserved)}: the journal adds them"
             )
-        body = _dumps(record, "record")
+        body = dumps(record)
         ts_text = _ts_text(ts)
         with self.batch():
-            seq = self._last_seq + 1
-            self._conn.execute(
-                "INSERT INTO records (seq, ts, kind, body) VALUES (?, ?, ?, ?)",
-                (seq, ts_text, kind, body),
-            )
-            self._last_seq = seq
-        return seq
+            return self._insert(kind, body, ts_text)
 
     def append_publish(
         self, topic: str, body: dict[str, object], *, retained: bool, ts: datetime
@@ -315,20 +440,61 @@ class Journal:
         if clash:
             raise JournalValueError(f"body must not hold {', '.join(clash)}: the journal adds them")
         ts_text = _ts_text(ts)
-        meta = _dumps({"topic": topic, "retained": bool(retained)}, "topic")
+        meta = dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
             seq = self._last_seq + 1
-            payload = _dumps({**body, "seq": seq, "ts": ts_text}, "body").encode("utf-8")
-            self._conn.execute(
-                "INSERT INTO records (seq, ts, kind, body) VALUES (?, ?, 'publish', ?)",
-                (seq, ts_text, meta),
-            )
-            self._conn.execute(
+            payload = dumps({**body, "seq": seq, "ts": ts_text}, "body").encode("utf-8")
+            self._insert("publish", meta, ts_text, payload)
+            self._execute(
                 "INSERT INTO outbox (seq, topic, payload, retained) VALUES (?, ?, ?, ?)",
+                "queue a message",
                 (seq, topic, payload, int(bool(retained))),
             )
-            self._last_seq = seq
         return OutboxMessage(seq=seq, topic=topic, payload=payload, retained=bool(retained))
+
+    def append_segment(self, header: dict[str, object], *, ts: datetime) -> int:
+        """The first record of a new segment: ``header`` names the segment before it and
+        the hash of its last record, which the chain continues from (``start_chain``)."""
+        with self.batch():
+            return self._insert("segment", dumps(header, "segment header"), _ts_text(ts))
+
+    def seal(self, summary: dict[str, object], *, ts: datetime) -> tuple[int, bytes]:
+        """The last record of a segment that closes; returns its ``seq`` and hash, which
+        the next segment's first record names."""
+        body = dumps({**summary, "last_hash": self._last_hash.hex()}, "seal")
+        with self.batch():
+            seq = self._insert("seal", body, _ts_text(ts))
+        return seq, self._last_hash
+
+    def start_chain(self, last_seq: int, last_hash: bytes) -> None:
+        """Continue ``seq`` and the chain of the segment before this (new, empty) one."""
+        self._writable()
+        if self._last_seq:
+            raise JournalValueError(f"journal {self._path} is not empty", path=self._path)
+        with self.batch():
+            self._execute(
+                "INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)",
+                "continue the sequence",
+                (last_seq,),
+            )
+        self._last_seq, self._last_hash = last_seq, last_hash
+
+    def copy_outbox(self, source: Journal) -> int:
+        """Carry the messages not yet published and the latest retained ones over from the
+        segment before (rotation); returns how many rows came."""
+        rows = source._conn.execute(
+            "SELECT seq, topic, payload, retained, published, refused FROM outbox "
+            "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) ORDER BY seq"
+        ).fetchall()
+        latest = source._conn.execute("SELECT topic, seq FROM retained_latest").fetchall()
+        with self.batch():
+            self._conn.executemany(
+                "INSERT INTO outbox (seq, topic, payload, retained, published, refused) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            self._conn.executemany("INSERT INTO retained_latest (topic, seq) VALUES (?, ?)", latest)
+        return len(rows)
 
     # -- the Outbox protocol (daemon/outbox.py) ---------------------------------------
 
@@ -344,8 +510,10 @@ class Journal:
         if row is None:
             raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self._path)
         with self.batch():
-            self._conn.execute(
-                "UPDATE outbox SET published = 1, refused = ? WHERE seq = ?", (reason[:500], seq)
+            self._execute(
+                "UPDATE outbox SET published = 1, refused = ? WHERE seq = ?",
+                "set a message aside",
+                (reason[:500], seq),
             )
 
     def pending(self, limit: int = 100) -> list[OutboxMessage]:
@@ -378,12 +546,15 @@ class Journal:
             self._conn.execute("PRAGMA synchronous = NORMAL")
         try:
             with self.batch():
-                self._conn.execute("UPDATE outbox SET published = 1 WHERE seq = ?", (seq,))
+                self._execute(
+                    "UPDATE outbox SET published = 1 WHERE seq = ?", "mark a message", (seq,)
+                )
                 if retained:
-                    self._conn.execute(
+                    self._execute(
                         "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
                         "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
                         "WHERE excluded.seq > retained_latest.seq",
+                        "mark a retained message",
                         (topic, seq),
                     )
         finally:
@@ -409,16 +580,13 @@ class Journal:
         while True:
             query = (
                 "SELECT r.seq, r.ts, r.kind, r.body, o.payload, o.published, o.refused "
-                "FROM records r "
-                "LEFT JOIN outbox o ON o.seq = r.seq WHERE r.seq > ?"
+                "FROM records r LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' "
+                "WHERE r.seq > ?"
                 + (" AND r.kind = ?" if kind is not None else "")
                 + " ORDER BY r.seq LIMIT ?"
             )
             params: tuple[object, ...] = (last, kind, _PAGE) if kind else (last, _PAGE)
-            try:
-                rows = self._conn.execute(query, params).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise JournalFileError(f"journal {self._path}: {exc}", path=self._path) from exc
+            rows = self._read(query, params)
             for seq, ts_text, row_kind, body, payload, published, refused in rows:
                 record = json.loads(body)
                 if row_kind == "publish" and payload is not None:
@@ -431,6 +599,76 @@ class Journal:
                 return
             last = rows[-1][0]
 
+    def raw_records(self, after_seq: int = 0) -> Iterator[RawRecord]:
+        """Records exactly as stored, for checking the chain (``daemon.verify``). A
+        message's payload is the one stored with it, if this segment still has it."""
+        last = after_seq
+        while True:
+            rows = self._read(
+                "SELECT r.seq, r.ts, r.kind, r.body, o.payload, r.hash FROM records r "
+                "LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' "
+                "WHERE r.seq > ? ORDER BY r.seq LIMIT ?",
+                (last, _PAGE),
+            )
+            for seq, ts_text, kind, body, payload, digest in rows:
+                yield RawRecord(
+                    seq=seq,
+                    ts=ts_text,
+                    kind=kind,
+                    body=body,
+                    payload=None if payload is None else bytes(payload),
+                    hash=bytes(digest),
+                )
+            if len(rows) < _PAGE:
+                return
+            last = rows[-1][0]
+
+    def latest_snapshot(self) -> JournalRecord | None:
+        """The newest ``snapshot`` record, or None."""
+        row = self._read(
+            "SELECT seq, ts, body FROM records WHERE kind = 'snapshot' ORDER BY seq DESC LIMIT 1",
+            (),
+        )
+        if not row:
+            return None
+        seq, ts_text, body = row[0]
+        return JournalRecord(
+            seq=seq, ts=parse_ts(ts_text), kind="snapshot", record=json.loads(body)
+        )
+
+    def first_record(self) -> JournalRecord | None:
+        """The oldest record of this segment (its ``segment`` header, if it has one)."""
+        row = self._read("SELECT seq, ts, kind, body FROM records ORDER BY seq LIMIT 1", ())
+        if not row:
+            return None
+        seq, ts_text, kind, body = row[0]
+        return JournalRecord(
+            seq=int(str(seq)),
+            ts=parse_ts(str(ts_text)),
+            kind=str(kind),
+            record=json.loads(str(body)),
+        )
+
+    def last_kind(self) -> str | None:
+        """The kind of the latest record (``seal`` for a closed segment)."""
+        row = self._read("SELECT kind FROM records ORDER BY seq DESC LIMIT 1", ())
+        return str(row[0][0]) if row else None
+
+    def checkpoint(self) -> None:
+        """Move everything from the WAL into the database file and empty the WAL (before
+        the file is archived)."""
+        self._execute("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint the WAL")
+
+    def size_bytes(self) -> int:
+        """The database file's size on disk."""
+        return self._path.stat().st_size
+
+    def _read(self, query: str, params: tuple[object, ...]) -> list[Any]:
+        try:
+            return self._conn.execute(query, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise JournalFileError(f"journal {self._path}: {exc}", path=self._path) from exc
+
     # -- internals --------------------------------------------------------------------
 
     def _writable(self) -> None:
@@ -442,6 +680,30 @@ class Journal:
             "SELECT seq FROM sqlite_sequence WHERE name = 'records'"
         ).fetchone()
         return int(row[0]) if row else 0
+
+    def _read_last_hash(self) -> bytes:
+        row = self._conn.execute("SELECT hash FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        return bytes(row[0]) if row else GENESIS
+
+
+def lock(path: Path) -> int:
+    """Take the single-writer lock of the journal at ``path`` (``<path>.lock``, 0600) and
+    return its file descriptor. Creates the directory (0700) when missing."""
+    lock_path = path.with_name(path.name + ".lock")
+    fd: int | None = None
+    try:
+        _make_dirs(path.parent)
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+    except BlockingIOError:
+        if fd is not None:
+            os.close(fd)
+        raise JournalFileError(f"journal {path} is in use by another process", path=path) from None
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        raise JournalFileError(f"cannot open journal {path}: {exc.strerror}", path=path) from exc
 
 
 def _message(row: tuple[int, str, bytes, int]) -> OutboxMessage:
@@ -493,33 +755,20 @@ def _check_identity(conn: sqlite3.Connection, path: Path, *, allow_new: bool) ->
     return False
 
 
-def _setup(conn: sqlite3.Connection, path: Path) -> None:
+def _setup(conn: sqlite3.Connection, path: Path, key: bytes | None) -> None:
     new = _check_identity(conn, path, allow_new=True)
     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise JournalFileError(f"journal {path}: cannot use WAL mode (got {mode})", path=path)
     # FULL: the WAL is fsynced at every commit, so an appended record survives power loss.
     conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("PRAGMA foreign_keys = ON")
     if new:
         conn.execute("BEGIN IMMEDIATE")
         _create(conn)
         conn.execute("COMMIT")
     else:
-        _migrate(conn)
+        _migrate(conn, key)
     _restrict_mode(path)
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a journal of an older schema up to ``SCHEMA_VERSION`` (one transaction)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version >= SCHEMA_VERSION:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    if version < 2:  # schema 2 added outbox.refused
-        conn.execute("ALTER TABLE outbox ADD COLUMN refused TEXT")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    conn.execute("COMMIT")
 
 
 def _create(conn: sqlite3.Connection) -> None:
@@ -528,3 +777,27 @@ def _create(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _migrate(conn: sqlite3.Connection, key: bytes | None) -> None:
+    """Bring a journal of an older schema up to ``SCHEMA_VERSION`` (one transaction)."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version >= SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    if version < 2:  # schema 2 added outbox.refused
+        conn.execute("ALTER TABLE outbox ADD COLUMN refused TEXT")
+    if version < 3:  # schema 3: the hash chain, computed over what is there
+        conn.execute("ALTER TABLE records ADD COLUMN hash BLOB")
+        conn.execute("CREATE INDEX records_kind ON records(kind, seq)")
+        previous = GENESIS
+        rows = conn.execute(
+            "SELECT r.seq, r.ts, r.kind, r.body, o.payload FROM records r "
+            "LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' ORDER BY r.seq"
+        ).fetchall()
+        for seq, ts_text, kind, body, payload in rows:
+            data = None if payload is None else bytes(payload)
+            previous = chain(previous, canonical(seq, ts_text, kind, body, data), key)
+            conn.execute("UPDATE records SET hash = ? WHERE seq = ?", (previous, seq))
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    conn.execute("COMMIT")

@@ -16,7 +16,9 @@
    journal queued more.
 
 When the broker is unreachable or the connection drops, the link logs the outage once
-(and its end), and reconnects after a jittered, capped, exponential backoff. Nothing is
+(and its end), and reconnects after a jittered, capped, exponential backoff
+(``drivers.backoff``, the policy every link of lammer shares: 0.5 s, capped at 5 s, by
+default, so displays are stale at most about 5 s after the broker returns). Nothing is
 lost: unacknowledged messages stay pending in the journal and go out, in order, on the
 next connection. Within one connection each message is published once; across a
 reconnect a message whose PUBACK was lost is published again (QoS 1 is at least once),
@@ -50,7 +52,6 @@ import random
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -59,6 +60,7 @@ import structlog
 
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
+from drivers.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
 
@@ -71,27 +73,6 @@ RequestHandler = Callable[[Incoming], Awaitable[None]]
 REQUEST_QUEUE: Final = 256
 """Requests waiting for the table at most; more are dropped and counted (a flood cannot
 grow the daemon's memory)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Backoff:
-    """Reconnect delays: exponential from ``initial`` seconds, capped at ``maximum``, with
-    "equal jitter" (a delay is uniform in [half, all] of the step) so tables that lost the
-    same broker do not all come back in the same instant, yet none retries at once."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.initial <= self.maximum:
-            raise ValueError(
-                f"backoff needs 0 < initial <= maximum, got {self.initial} and {self.maximum}"
-            )
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """The delay before reconnect attempt ``attempt`` (0 for the first retry)."""
-        step = min(self.maximum, self.initial * 2 ** min(attempt, 62))
-        return rng.uniform(step / 2, step)
 
 
 class TlsSettings(Protocol):
@@ -318,6 +299,7 @@ class MqttLink:
         ``_new_client``): a broker that does not answer is an outage, not a hang."""
         async with asyncio.timeout(self._timeout):
             await client.__aenter__()
+        observe_disconnect(client)
         try:
             yield
         except BaseException as exc:
@@ -493,6 +475,27 @@ class MqttLink:
         self._outage_since = None
         self._outage_attempts = 0
         self._was_up = True
+
+
+def observe_disconnect(client: aiomqtt.Client) -> None:
+    """Retrieve the error of ``client``'s lost connection whenever it comes. Call it just
+    after entering ``async with client``.
+
+    aiomqtt 2.x keeps a future that fails when the connection drops unasked. Only its
+    message iterator reads it; ``__aexit__`` returns early without reading it when the
+    drop came first (a broker that died while we were stopping: the ``offline`` publish
+    fails, then the exit finds the connection gone), and asyncio reports the future when
+    it is collected: "Future exception was never retrieved ... MqttCodeError". The error
+    is not hidden by this: the publish or the iterator that met the drop raises it, and
+    that is where an outage is handled and logged.
+    """
+    # __aenter__ replaces the future of an earlier connection: this is this connection's.
+    client._disconnected.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

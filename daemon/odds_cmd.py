@@ -47,7 +47,7 @@ JSON_PLACES = 15
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments: one subcommand per side bet."""
-    from rules.poker import POKER_GAMES
+    from rules.events import POKER_GAMES
 
     games = parser.add_subparsers(dest="game", required=True, metavar="GAME")
     craps = games.add_parser(

@@ -1,14 +1,16 @@
 """Events as journal records and back.
 
-``to_record(obj)`` turns a registered event (every dataclass of ``rules/events.py``, plus
-what the drivers ``register``) into a JSON object: ``{"type": "HandDealt", "round_id":
-812, "position": "P1", "cards": ["9c", ...]}``; ``from_record(record)`` gives the equal
-object back. Values:
+``to_record(obj)`` turns a registered dataclass (every dataclass of ``rules/events.py``,
+and the table's state for snapshots, ``daemon.replay``) into a JSON object: ``{"type":
+"HandDealt", "round_id": 812, "position": "P1", "cards": ["9c", ...]}``;
+``from_record(record)`` gives the equal object back. Values:
 
 * ``None``, ``bool``, ``int``, ``str`` as they are;
 * ``Decimal`` as its exact string (``"1.5"``: odds are never floats, mqtt-api.md);
 * ``datetime`` as ISO 8601 (``isoformat()``, offset kept; naive stays naive);
-* tuples and lists as arrays;
+* tuples and lists as arrays, frozensets as sorted arrays, and a
+  ``rules.persistent.PersistentQueue`` (the rolls waiting in a craps state) as the array
+  of its items;
 * nested dataclasses as records with their own ``type``.
 
 These are the types the events have; anything else is refused, so a new field type is a
@@ -31,6 +33,7 @@ from typing import Any, TypeVar
 
 import rules.events
 from daemon.errors import RecordError
+from rules.persistent import PersistentQueue
 
 T = TypeVar("T")
 
@@ -108,8 +111,13 @@ def _encode(value: object, path: str) -> object:
         return str(value)
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, PersistentQueue):  # the rolls waiting in a craps state
+        return [_encode(item, f"{path}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, tuple | list):
         return [_encode(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, frozenset):
+        # Sorted, so that equal sets are equal records (snapshots compare as JSON).
+        return [_encode(item, f"{path}[{i}]") for i, item in enumerate(sorted(value))]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_record(value)
     raise RecordError(f"cannot store a {type(value).__name__}: {value!r}", path=path)
@@ -164,6 +172,11 @@ def _decode(value: object, hint: Any, path: str) -> Any:
             if value == option and type(value) is type(option):
                 return option
         raise _fail(value, "one of " + ", ".join(repr(a) for a in args), path)
+    if origin is PersistentQueue:
+        if not isinstance(value, list):
+            raise _fail(value, "an array", path)
+        item = args[0] if args else Any
+        return PersistentQueue(_decode(v, item, f"{path}[{i}]") for i, v in enumerate(value))
     if origin in (tuple, list):
         if not isinstance(value, list):
             raise _fail(value, "an array", path)
@@ -178,6 +191,11 @@ def _decode(value: object, hint: Any, path: str) -> Any:
                 for i, (v, a) in enumerate(zip(value, args, strict=True))
             ]
         return tuple(items) if origin is tuple else items
+    if origin is frozenset:
+        if not isinstance(value, list):
+            raise _fail(value, "an array", path)
+        item = args[0] if args else Any
+        return frozenset(_decode(v, item, f"{path}[{i}]") for i, v in enumerate(value))
     if isinstance(hint, type):
         decoder = _DECODERS.get(hint)
         if decoder is not None:

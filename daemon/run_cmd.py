@@ -1,4 +1,8 @@
-"""``lammer run --config FILE``: run one table until SIGTERM or SIGINT."""
+"""``lammer run --config FILE [--instance NAME]``: run one table until SIGTERM or SIGINT.
+
+A bad configuration exits 2 before anything starts; so does ``--instance NAME`` (the
+systemd unit passes ``%i``) when ``[table] id`` is not ``NAME``.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="override [logging] format (auto: JSON unless on a terminal)",
     )
+    parser.add_argument(
+        "--instance",
+        metavar="NAME",
+        help="the systemd instance (lammer@NAME): refuse to run unless [table] id is NAME",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
     except ConfigFileError as exc:
         print(f"lammer: {exc}", file=sys.stderr)
+        return 2
+    problem = None if args.instance is None else config.instance_problem(args.instance)
+    if problem is not None:
+        print(f"lammer: {args.config}: {problem}", file=sys.stderr)
         return 2
     configure_logging(
         fmt=args.log_format or config.logging.format,

@@ -8,6 +8,12 @@ same instant, yet none retries at once. The random source is passed in (a seeded
 ``random.Random`` in tests), so a sequence of delays can be reproduced.
 
 Pure: no I/O, no clock; the caller sleeps.
+
+The defaults (``DEFAULT_INITIAL``, ``DEFAULT_MAXIMUM``) are every link's: a device port and
+the broker alike. The cap is what an operator waits at most, once the device or the broker
+is back, before the table is live again (displays stay stale that long), so it is short:
+5 s. A short cap costs one port open or TCP connect every 2.5-5 s while the peer is gone:
+nothing a controller, a device server or a broker with hundreds of tables notices.
 """
 
 from __future__ import annotations
@@ -20,6 +26,12 @@ from drivers.errors import DriverConfigError
 
 _MAX_DOUBLINGS: Final = 62  # 2**62 times any sane initial is far beyond any cap
 
+DEFAULT_INITIAL: Final = 0.5
+"""Seconds before the first reconnect attempt (jittered to 0.25-0.5 s)."""
+
+DEFAULT_MAXIMUM: Final = 5.0
+"""The cap of the delays, in seconds: at most this long stale after the peer returns."""
+
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
@@ -28,8 +40,8 @@ class Backoff:
     Raises ``DriverConfigError`` (a ``ValueError``) unless ``0 < initial <= maximum``.
     """
 
-    initial: float = 0.5
-    maximum: float = 30.0
+    initial: float = DEFAULT_INITIAL
+    maximum: float = DEFAULT_MAXIMUM
 
     def __post_init__(self) -> None:
         if not 0 < self.initial <= self.maximum:

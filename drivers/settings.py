@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final
 
-from drivers.backoff import Backoff
+from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM, Backoff
 from drivers.errors import DriverConfigError
 from rules.events import DEVICES, Device
 
@@ -35,7 +35,7 @@ class DriverSettings:
     * ``silence_timeout``: ``None``, or seconds without a byte after which the device counts
       as lost (a ``QUERY`` probes it at half of that).
     * ``reconnect_initial``, ``reconnect_max``: the jittered backoff of reopening
-      (``drivers.backoff``).
+      (``drivers.backoff``; 0.5 s, capped at 5 s, by default).
     """
 
     device: Device
@@ -48,8 +48,8 @@ class DriverSettings:
     rtscts: bool = False
     ack_deadline: float = 0.25
     silence_timeout: float | None = None
-    reconnect_initial: float = 0.5
-    reconnect_max: float = 30.0
+    reconnect_initial: float = DEFAULT_INITIAL
+    reconnect_max: float = DEFAULT_MAXIMUM
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:

@@ -31,6 +31,10 @@ Choices where the specs are silent (documented for the README):
   declared invalid). Counted rolls therefore always count in the order they arrived.
 * **Pending rolls are decided in order.** Only the first pending ``CHECK`` can be decided;
   a ``CHECK`` that arrived behind it waits with the ``ROLL``s and becomes pending in turn.
+  However many wait, none is dropped (the spec says they wait); they are kept in a
+  ``rules.persistent.PersistentQueue``, so a roll joins the queue without copying it, and
+  ``waiting`` tells the table how many wait (``rules.table`` raises ``ROLL_BACKLOG`` beyond
+  20).
 * **Roll ids.** A roll event equal to the latest one (same type, id and fields) is a repeat
   of it and changes nothing (the journal has it). A roll event equal to an earlier one of
   the latest ``RECENT_ROLLS`` (the latest event with its id) is a late frame: that roll is
@@ -49,8 +53,9 @@ Choices where the specs are silent (documented for the README):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from itertools import chain
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
@@ -77,6 +82,7 @@ from rules.events import (
     VoidOverturned,
 )
 from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, BetRule, bonus_craps_odds
+from rules.persistent import PersistentQueue
 
 NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
     {"OFF_TABLE": "68 IAC 10-4-4(b)(1)", "EXTRA_DICE": "68 IAC 10-4-4(b)(2)"}
@@ -166,14 +172,15 @@ class CrapsState:
 
     ``counted`` is the latest two counted rolls, in order (the bets are derived from them:
     each carries the lammers after it; two are enough to undo the latest), ``queue`` the
-    pending ``CHECK`` (first) and the rolls waiting behind it, ``latest`` the latest roll
-    event, ``latest_invalid`` whether it stands declared invalid, ``recent_rolls`` the latest
-    roll event of each recent roll id, oldest first (at most ``RECENT_ROLLS``).
+    pending ``CHECK`` (first) and the rolls waiting behind it (a ``PersistentQueue``: a roll
+    joins it without copying it, however many wait), ``latest`` the latest roll event,
+    ``latest_invalid`` whether it stands declared invalid, ``recent_rolls`` the latest roll
+    event of each recent roll id, oldest first (at most ``RECENT_ROLLS``).
     """
 
     paytable: int
     counted: tuple[CountedRoll, ...] = ()
-    queue: tuple[Arrival, ...] = ()
+    queue: PersistentQueue[Arrival] = field(default_factory=PersistentQueue)
     latest: Arrival | None = None
     latest_invalid: bool = False
     recent_rolls: tuple[DiceFact, ...] = ()
@@ -198,9 +205,17 @@ def latest_status(state: CrapsState) -> RollStatus | None:
         return None
     if isinstance(latest.fact, NoRoll):
         return "noroll"
-    if state.queue and state.queue[-1].n == latest.n:
+    if state.queue and state.queue.last.n == latest.n:
         return "pending"
     return "declared_invalid" if state.latest_invalid else "counted"
+
+
+def waiting(state: CrapsState) -> tuple[int, int | None]:
+    """How many rolls wait behind the pending one, and the pending roll's id (``None`` when
+    no roll is pending): what ``ROLL_BACKLOG`` watches (``rules.table``)."""
+    if not state.queue:
+        return 0, None
+    return len(state.queue) - 1, state.queue.first.roll_id
 
 
 def latest_roll_id(state: CrapsState) -> int | None:
@@ -281,7 +296,7 @@ def board(state: CrapsState) -> CrapsBoard:
     odds = bonus_craps_odds(state.paytable)
     pending = None
     if state.queue:
-        front = state.queue[0]
+        front = state.queue.first
         pending = PendingRoll(roll_id=front.roll_id, dice=front.dice, reason=_front_reason(front))
     return CrapsBoard(
         paytable=state.paytable,
@@ -442,10 +457,10 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
             )
         case DiceRolled() | RollCheck() if new.queue:
             # "Nothing after a pending roll counts until it is decided": it waits, in order.
-            new = replace(new, queue=(*new.queue, arrival))
-            outcomes = (_pending(arrival, _waiting_reason(arrival, new.queue[0])),)
+            new = replace(new, queue=new.queue.append(arrival))
+            outcomes = (_pending(arrival, _waiting_reason(arrival, new.queue.first)),)
         case RollCheck():
-            new = replace(new, queue=(arrival,))
+            new = replace(new, queue=PersistentQueue((arrival,)))
             outcomes = (_pending(arrival, _front_reason(arrival)),)
         case DiceRolled():
             new, outcomes = _count(new, arrival, "counted", None)  # "A ROLL counts at once."
@@ -490,27 +505,33 @@ def forget_recent(state: CrapsState) -> CrapsState:
     """The state after the reader's ``HELLO``: earlier roll events are forgotten (its roll
     counter may start again after a power-up), except those a decision can still address
     (the pending roll, those behind it, the latest)."""
-    recent: tuple[DiceFact, ...] = ()
-    for arrival in (*state.queue, *((state.latest,) if state.latest is not None else ())):
-        recent = _remember(recent, arrival.fact)
-    return replace(state, recent_rolls=recent)
+    # As _remember over the queue and the latest in order would keep them (the latest
+    # event of each roll id, at most RECENT_ROLLS, oldest first), read from the back so a
+    # long queue costs only what is kept.
+    newest = (state.latest,) if state.latest is not None else ()
+    kept: dict[int, DiceFact] = {}
+    for arrival in chain(newest, reversed(state.queue)):
+        if len(kept) == RECENT_ROLLS:
+            break
+        kept.setdefault(arrival.roll_id, arrival.fact)
+    return replace(state, recent_rolls=tuple(reversed(kept.values())))
 
 
 def _drain(
-    state: CrapsState, decided: Arrival, waiting: tuple[Arrival, ...]
+    state: CrapsState, decided: Arrival, behind: PersistentQueue[Arrival]
 ) -> tuple[CrapsState, tuple[Outcome, ...]]:
     """Count the rolls that waited behind a decided ``CHECK``, up to the next ``CHECK``."""
     outcomes: list[Outcome] = []
-    for i, arrival in enumerate(waiting):
+    for i, arrival in enumerate(behind):
         if isinstance(arrival.fact, RollCheck):
             # A CHECK behind a CHECK becomes pending in turn, with the rest behind it.
-            state = replace(state, queue=waiting[i:])
+            state = replace(state, queue=behind.drop(i))
             outcomes.append(_pending(arrival, _front_reason(arrival)))
             return state, tuple(outcomes)
         waited = f"waited for the decision on roll {decided.roll_id}"
         state, counted = _count(state, arrival, "counted", waited)
         outcomes.extend(counted)
-    return replace(state, queue=()), tuple(outcomes)
+    return replace(state, queue=PersistentQueue()), tuple(outcomes)
 
 
 # ---------------------------------------------------------------------------------------
@@ -554,7 +575,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
         raise _refuse(
             state, roll_id, f"roll {roll_id} is not pending: no roll waits for a decision"
         )
-    front = state.queue[0]
+    front = state.queue.first
     if front.roll_id != roll_id:
         behind = any(a.roll_id == roll_id for a in state.queue)
         where = "waits behind it" if behind else "is not pending"
@@ -562,7 +583,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
     assert isinstance(front.fact, RollCheck)
     verdict = "valid" if decision.valid else "invalid"
     reason = f"{_check_text(front.fact)}: declared {verdict} by {decision.operator}"
-    rest = replace(state, queue=())
+    rest = replace(state, queue=PersistentQueue())
     outcomes: tuple[Outcome, ...]
     if decision.valid:
         if 0 in front.dice:
@@ -585,7 +606,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
         )
         if state.latest is not None and state.latest.n == front.n:
             rest = replace(rest, latest_invalid=True)
-    rest, drained = _drain(rest, front, state.queue[1:])
+    rest, drained = _drain(rest, front, state.queue.popleft())
     outcomes = (*outcomes, *drained)
     return rest, outcomes
 

@@ -4,9 +4,11 @@ Every value here is a frozen, slotted, keyword-only dataclass. Consumers ``match
 unions at the bottom and finish with ``typing.assert_never`` so a new event type is a type
 error wherever it is not handled.
 
-* **Facts** (``DeviceFact``) are what a device said, already validated by the codec.
-  Card data is kept as the shuffler's codes (``"As"``) so facts serialise to the journal
-  as they came.
+* **Facts** (``DeviceFact``) are what a device said, already validated by the codec, and
+  what the host saw of its link (connected, disconnected, a bad frame). Card data is kept
+  as the shuffler's codes (``"As"``) so facts serialise to the journal as they came.
+* **The timer** (``TimePassed``) tells the table that time has passed, for the alarms
+  that clear after a quiet time.
 * **Decisions** (``Decision``) are what the stickperson decided through the request
   interface; each carries who decided and when. Rules never read a clock: the caller
   passes ``at``.
@@ -94,6 +96,16 @@ class DeviceDisconnected:
 
     device: Device
     reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BadFrameSeen:
+    """The host received a bad frame from the device and answered it ``NAK``
+    (link-layer.md "Frames"): reported by the driver, like a connect. It carries no bytes:
+    the daemon's journal keeps those, within its bounds; the table counts bad frames for
+    ``LINK_ERRORS`` (``rules.table``)."""
+
+    device: Device
 
 
 # Shuffler (and the card-reading shoe in BJ mode)
@@ -200,8 +212,28 @@ ShufflerFact = (
 )
 DiceFact = DiceRolled | NoRoll | RollCheck
 DeviceFact = (
-    DeviceHello | DeviceStatus | DeviceConnected | DeviceDisconnected | ShufflerFact | DiceFact
+    DeviceHello
+    | DeviceStatus
+    | DeviceConnected
+    | DeviceDisconnected
+    | BadFrameSeen
+    | ShufflerFact
+    | DiceFact
 )
+
+# ---------------------------------------------------------------------------------------
+# The host's own clock
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimePassed:
+    """The host's timer: alarms that clear after a quiet time clear now if it has passed.
+
+    It carries nothing but the ``at`` it is applied with; the rules still read no clock.
+    The daemon applies it every second and journals it only when it changed the table, so
+    a replay with the recorded times clears the same alarms at the same times.
+    """
+
 
 # ---------------------------------------------------------------------------------------
 # Stickperson decisions (request interface, mqtt-api.md "Requests")

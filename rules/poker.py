@@ -294,12 +294,24 @@ _STD7: dict[int, int] = {}
 def _standard7_table() -> dict[int, int]:
     """Non-flush values of seven ranks, the best of their five-rank sub-multisets.
 
-    Built on first use (a fifth of a second), so a table that never deals Ultimate Texas
-    Hold'em never pays for it.
+    Built once, by ``build_standard7`` (the daemon's start calls it, through
+    ``rules.table.warm_up``, for an Ultimate Texas Hold'em table) or else on first use: a
+    fifth to half a second, which a table that never deals Ultimate Texas Hold'em never
+    pays, and which a first round must not pay either (link-layer.md: ACK within 250 ms).
     """
     if not _STD7:
         _STD7.update(_best_of_more(_STD5, _multisets, (6, 7)))
     return _STD7
+
+
+def build_standard7() -> None:
+    """Build the seven-card table now, if it is not built yet (``evaluate_standard7``)."""
+    _standard7_table()
+
+
+def standard7_built() -> bool:
+    """Whether the seven-card table is built: ``evaluate_standard7`` only looks values up."""
+    return bool(_STD7)
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,9 +12,24 @@ It routes each fact or decision to the game's own machine (``poker_round``,
 * **Deck check** (``DECK`` other than ``OK``): alarm ``DECK_FAULT`` until the next
   ``OK``; a round dealt from that deck is flagged.
 * **Device status** (link-layer.md, "Device status"): every code but ``READY`` is a tilt,
-  alarm ``DEVICE_FAULT`` (one per device and code) until ``READY``. A tilt alone flags no
-  round: the shuffler's own checks (cards, counts, deck) decide that.
+  alarm ``DEVICE_FAULT_<code>`` (one per device and code) until ``READY``. A tilt alone
+  flags no round: the shuffler's own checks (cards, counts, deck) decide that. Bounded, so
+  that a device cannot grow the ``alarms`` payload without end: a device keeps at most
+  ``MAX_DEVICE_FAULTS`` (32) codes as alarms of their own; further codes (and a code
+  ``OTHER``, whose alarm that would be) are counted in one ``DEVICE_FAULT_OTHER`` whose
+  message says how many codes it stands for (up to ``MAX_OTHER_FAULTS``, 32, then "at
+  least": it stops changing); a code is kept to ``MAX_FAULT_CODE`` (64) characters, a text to
+  ``MAX_FAULT_TEXT`` (160). ``READY`` clears them all.
 * **Link**: alarm ``DISCONNECTED`` while a configured device's port is down.
+* **Bad frames** (link-layer.md "Frames", ``BadFrameSeen``): alarm ``LINK_ERRORS`` when a
+  device sends more than ``LINK_ERRORS_MAX`` (20) bad frames within ``LINK_ERRORS_WINDOW``
+  (10 s); it clears on the host's timer (``TimePassed``) once ``LINK_ERRORS_QUIET`` (60 s)
+  has passed without one (``LINK_ERRORS_STEP``, 1 s, later at most). No payout stops: the
+  good frames still arrive, each exactly once.
+* **Roll backlog** (dice-reader-icd.md, "What the host must do": rolls after a pending
+  ``CHECK`` wait behind it, in order, however many): alarm ``ROLL_BACKLOG`` (device
+  ``dice_reader``) while more than ``ROLL_BACKLOG_MAX`` (20) rolls wait behind the pending
+  one, naming it; it clears when 20 or fewer wait. No payout stops.
 * **Frames for another game** (a ``ROLL`` at a poker table, a ``CARD`` outside ``BJ``):
   alarm ``UNEXPECTED_FRAME`` until the device says ``HELLO`` again; the frame changes
   nothing.
@@ -31,16 +46,22 @@ It routes each fact or decision to the game's own machine (``poker_round``,
 
 The time of each event is passed in (``at``); nothing here reads a clock, so replaying
 the journal with its recorded times rebuilds the table exactly, alarms' ``since``
-included.
+included. A ``BadFrameSeen`` or a ``TimePassed`` that changes nothing returns the state
+itself: the daemon journals those only when the state changed (a flood of bad frames then
+costs about one record a second), and the replay is still exact.
+
+``warm_up(game)`` builds the tables a first event would otherwise build on first use (the
+seven-card table of Ultimate Texas Hold'em: up to half a second); the daemon calls it
+before it replays the journal and says it is ready.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import assert_never
+from datetime import datetime, timedelta
+from typing import Final, assert_never
 
-from rules import bust_bonus, craps, poker_round
+from rules import bust_bonus, craps, craps_odds, poker, poker_round
 from rules.errors import ConfigError, DecisionError
 from rules.events import (
     LATE_FRAME,
@@ -48,6 +69,7 @@ from rules.events import (
     TABLE_GAMES,
     AlarmCleared,
     AlarmRaised,
+    BadFrameSeen,
     CardDrawn,
     DealerDone,
     Decision,
@@ -72,14 +94,47 @@ from rules.events import (
     RoundSettled,
     RoundVoided,
     TableGame,
+    TimePassed,
     VoidOverturned,
 )
+from rules.paytables import BET_RULES
 
-TableEvent = DeviceFact | Decision
+TableEvent = DeviceFact | Decision | TimePassed
+"""Everything ``apply`` takes: a device fact, a stickperson's decision, the host's timer."""
 
 PAYOUT_ALARMS: frozenset[str] = frozenset({"MODE_MISMATCH", "DECK_FAULT"})
 """The alarms under which no payout is published: a round dealt while one is active is
 flagged (Cover All Bonus rule (1); shuffler-icd.md, "What the host must check")."""
+
+MAX_DEVICE_FAULTS: Final = 32
+"""Distinct ``STATUS`` fault codes a device keeps as alarms of their own at a time; further
+codes are counted in one ``DEVICE_FAULT_OTHER`` alarm (module docstring)."""
+MAX_FAULT_CODE: Final = 64
+"""Characters of a ``STATUS`` code kept (the specs' codes are a dozen or two)."""
+MAX_FAULT_TEXT: Final = 160
+"""Characters of a ``STATUS`` text kept (free text for people, link-layer.md)."""
+MAX_OTHER_FAULTS: Final = 32
+"""Distinct codes beyond ``MAX_DEVICE_FAULTS`` that ``DEVICE_FAULT_OTHER`` counts one by
+one; beyond this its message says "at least" and stops changing, so distinct codes change
+the alarms at most 64 times between two ``READY``."""
+FAULT_OTHER: Final = "DEVICE_FAULT_OTHER"
+
+LINK_ERRORS: Final = "LINK_ERRORS"
+LINK_ERRORS_MAX: Final = 20
+"""``LINK_ERRORS`` is raised when a device sends more than this many bad frames within
+``LINK_ERRORS_WINDOW``."""
+LINK_ERRORS_WINDOW: Final = timedelta(seconds=10)
+LINK_ERRORS_QUIET: Final = timedelta(seconds=60)
+"""``LINK_ERRORS`` clears once this long has passed without a bad frame from the device."""
+LINK_ERRORS_STEP: Final = timedelta(seconds=1)
+"""While ``LINK_ERRORS`` is active, the time of the latest bad frame is kept to within this
+much (a later bad frame inside it changes nothing, so it needs no journal record); the
+alarm clears once ``LINK_ERRORS_QUIET`` plus this has passed since the time kept, which is
+never less than ``LINK_ERRORS_QUIET`` since the latest bad frame."""
+
+ROLL_BACKLOG: Final = "ROLL_BACKLOG"
+ROLL_BACKLOG_MAX: Final = 20
+"""``ROLL_BACKLOG`` is active while more than this many rolls wait behind a pending one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,9 +153,14 @@ class DeviceState:
 
     connected: bool = False
     faults: tuple[tuple[str, str], ...] = ()  # active STATUS codes with their text
+    other_faults: tuple[str, ...] = ()  # codes beyond MAX_DEVICE_FAULTS, as counted
     mode: Game | None = None  # shuffler only
     deck: str | None = None  # shuffler only: last DECK result
     hello: DeviceHello | None = None
+    # While LINK_ERRORS is not active: the times of its latest bad frames in the window.
+    bad_frames: tuple[datetime, ...] = ()
+    # While LINK_ERRORS is active: the time of its latest bad frame (to LINK_ERRORS_STEP).
+    last_bad_frame: datetime | None = None
 
     @property
     def status(self) -> str:
@@ -175,7 +235,9 @@ def apply(
     """The table after ``event`` at time ``at``, and what it concluded.
 
     Raises ``rules.errors.DecisionError`` for an illegal decision; the state is then
-    unchanged (every state here is immutable).
+    unchanged (every state here is immutable). A ``BadFrameSeen`` or a ``TimePassed`` that
+    changes nothing returns ``state`` itself and no outcome: the daemon journals those
+    only when the state changed, and a replay of what it journaled is exact.
     """
     match event:
         case DeviceConnected(device=device):
@@ -186,6 +248,10 @@ def apply(
             return _hello(state, event, at)
         case DeviceStatus():
             return _status(state, event, at)
+        case BadFrameSeen(device=device):
+            return _bad_frame(state, device, at)
+        case TimePassed():
+            return _time_passed(state, at)
         case ModeReported(game=mode):
             return _mode(state, mode, at)
         case DeckChecked(result=result):
@@ -212,12 +278,12 @@ def apply(
             if any(isinstance(o, RollRecorded) for o in outcomes):  # recorded in order
                 state, cleared = _clear(state, LATE_FRAME, "dice_reader")
                 outcomes += cleared
-            return state, outcomes
+            return _backlog(state, outcomes, at)
         case RollDecided() | RollVoided() | VoidOverturned():
             if state.craps is None:
                 raise _not_craps(event.roll_id)
             new_craps, outcomes = craps.apply(state.craps, event)
-            return replace(state, craps=new_craps), outcomes
+            return _backlog(replace(state, craps=new_craps), outcomes, at)
         case _:
             assert_never(event)
 
@@ -229,6 +295,22 @@ def apply(
 def alarms(state: TableState) -> tuple[Alarm, ...]:
     """Active alarms, oldest first."""
     return state.alarms
+
+
+def warm_up(game: str) -> tuple[str, ...]:
+    """Build now what the first event of a ``game`` table would otherwise build on first
+    use, so that no frame waits for it (link-layer.md: the host ACKs within 250 ms): the
+    seven-card table for Ultimate Texas Hold'em (``rules.poker.build_standard7``, up to
+    half a second), the Bonus Craps odds of every board for craps. Returns the names of
+    what is built (for the log). Idempotent; no I/O, nothing random: only tables that the
+    rules would build the same on first use."""
+    if game == "UTH":
+        poker.build_standard7()
+        return ("seven-card hand values",)
+    if game == "CRAPS":
+        craps_odds.probability_before_seven(BET_RULES["make_em_all"].numbers)
+        return ("Bonus Craps odds of every board",)
+    return ()
 
 
 def open_round_id(state: TableState) -> int | None:
@@ -330,14 +412,111 @@ def _status(
         for code, _text in current.faults:
             state, out = _clear(state, _fault_code(code), device)
             outcomes.extend(out)
-        return _set_device(state, device, replace(current, faults=())), tuple(outcomes)
-    faults = tuple((c, t) for c, t in current.faults if c != status.code)
-    state = _set_device(
-        state, device, replace(current, faults=(*faults, (status.code, status.text)))
+        state, out = _clear(state, FAULT_OTHER, device)
+        outcomes.extend(out)
+        cleared = replace(current, faults=(), other_faults=())
+        return _set_device(state, device, cleared), tuple(outcomes)
+    code = status.code[:MAX_FAULT_CODE]
+    known = any(c == code for c, _ in current.faults)
+    if not known and (len(current.faults) >= MAX_DEVICE_FAULTS or _fault_code(code) == FAULT_OTHER):
+        return _other_fault(state, device, current, code, at)
+    text = status.text
+    if len(text) > MAX_FAULT_TEXT:
+        text = text[: MAX_FAULT_TEXT - 3] + "..."
+    faults = tuple((c, t) for c, t in current.faults if c != code)
+    state = _set_device(state, device, replace(current, faults=(*faults, (code, text))))
+    cut = f" (code cut to {MAX_FAULT_CODE} characters)" if code != status.code else ""
+    message = f"{_label(device)} reports {code}{cut}{f': {text}' if text else ''}"
+    return _raise(state, _fault_code(code), device, message, at)
+
+
+def _other_fault(
+    state: TableState, device: Device, current: DeviceState, code: str, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """A fault code beyond the ``MAX_DEVICE_FAULTS`` kept (or the code ``OTHER`` itself,
+    whose alarm code this one is): counted in ``DEVICE_FAULT_OTHER``, whose message changes
+    only when the count does, so a device that cycles through codes is not republished
+    once per frame."""
+    if code in current.other_faults or len(current.other_faults) >= MAX_OTHER_FAULTS:
+        return state, ()
+    other = (*current.other_faults, code)
+    state = _set_device(state, device, replace(current, other_faults=other))
+    count = f"at least {len(other)}" if len(other) >= MAX_OTHER_FAULTS else str(len(other))
+    message = (
+        f"{_label(device)} reports {count} more fault code{'s' if len(other) > 1 else ''} "
+        f"than the {MAX_DEVICE_FAULTS} shown one by one; the journal keeps every STATUS, "
+        "and READY clears them all"
     )
-    text = f": {status.text}" if status.text else ""
-    message = f"{_label(device)} reports {status.code}{text}"
-    return _raise(state, _fault_code(status.code), device, message, at)
+    return _raise(state, FAULT_OTHER, device, message, at)
+
+
+def _active(state: TableState, code: str, device: Device | None) -> bool:
+    return any(a.code == code and a.device == device for a in state.alarms)
+
+
+def _bad_frame(
+    state: TableState, device: Device, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """``LINK_ERRORS``: more than ``LINK_ERRORS_MAX`` bad frames within
+    ``LINK_ERRORS_WINDOW`` (link-layer.md "Frames": each was answered ``NAK``)."""
+    if device not in dict(state.devices):
+        return _unexpected(state, device, None, at)
+    current = state.device(device)
+    if _active(state, LINK_ERRORS, device):
+        last = current.last_bad_frame
+        if last is not None and last <= at < last + LINK_ERRORS_STEP:
+            return state, ()  # within the step of the time kept: nothing changes
+        return _set_device(state, device, replace(current, last_bad_frame=at)), ()
+    recent = (*(t for t in current.bad_frames if at - LINK_ERRORS_WINDOW < t <= at), at)
+    if len(recent) <= LINK_ERRORS_MAX:
+        return _set_device(state, device, replace(current, bad_frames=recent)), ()
+    state = _set_device(state, device, replace(current, bad_frames=(), last_bad_frame=at))
+    seconds = int(LINK_ERRORS_WINDOW.total_seconds())
+    quiet = int(LINK_ERRORS_QUIET.total_seconds())
+    message = (
+        f"{_label(device)} sent more than {LINK_ERRORS_MAX} bad frames in {seconds} s, each "
+        "answered NAK (link-layer.md): check its cable, port settings and power; clears "
+        f"after {quiet} s without a bad frame"
+    )
+    return _raise(state, LINK_ERRORS, device, message, at)
+
+
+def _time_passed(state: TableState, at: datetime) -> tuple[TableState, tuple[Outcome, ...]]:
+    """The alarms that clear after a quiet time: ``LINK_ERRORS``."""
+    outcomes: tuple[Outcome, ...] = ()
+    for device, current in state.devices:
+        last = current.last_bad_frame
+        if last is None or not _active(state, LINK_ERRORS, device):
+            continue
+        if at < last:
+            # The wall clock went back: count the quiet time again from now rather than
+            # wait for the clock to catch up with the time kept.
+            state = _set_device(state, device, replace(current, last_bad_frame=at))
+        elif at >= last + LINK_ERRORS_QUIET + LINK_ERRORS_STEP:
+            state = _set_device(state, device, replace(current, last_bad_frame=None))
+            state, cleared = _clear(state, LINK_ERRORS, device)
+            outcomes += cleared
+    return state, outcomes
+
+
+def _backlog(
+    state: TableState, outcomes: tuple[Outcome, ...], at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """``ROLL_BACKLOG`` while more than ``ROLL_BACKLOG_MAX`` rolls wait behind a pending
+    one; its message names the pending roll and does not count, so it is not republished
+    with every roll that joins the queue."""
+    assert state.craps is not None
+    count, pending = craps.waiting(state.craps)
+    if count <= ROLL_BACKLOG_MAX:
+        state, cleared = _clear(state, ROLL_BACKLOG, "dice_reader")
+        return state, outcomes + cleared
+    message = (
+        f"more than {ROLL_BACKLOG_MAX} rolls wait behind roll {pending}, which waits for the "
+        "stickperson's decision; none of them counts until it is decided "
+        '(dice-reader-icd.md, "What the host must do")'
+    )
+    state, raised = _raise(state, ROLL_BACKLOG, "dice_reader", message, at)
+    return state, outcomes + raised
 
 
 def _mode_alarm(game: Game, mode: Game | None, at: datetime) -> Alarm:

@@ -18,6 +18,12 @@ answering ``QUERY``) until SIGINT or SIGTERM. Without a count it plays until sto
 SIGINT and SIGTERM always stop it cleanly with status 0 (the pty closed, the symlink
 removed). Bad options or a bad script exit 2 with the reason.
 
+Output whose reader goes away (``lammer-sim ... | head -1``) is dropped, never a
+traceback: the device keeps serving the host on its pty (``--link`` keeps its name).
+``--record FILE`` holds every card dealt: it is written only its owner may read (0600),
+replacing an earlier FILE rather than writing into it, as ``lammer journal -o`` does;
+a FILE that is a symlink or not a regular file is refused at start (exit 2).
+
 ``--seed`` makes a run reproducible: the deals or rolls come from ``Random(seed)``, the link
 faults from a second RNG seeded from it (so faults, which depend on timing, never change
 the cards). Without ``--seed`` a seed is chosen and logged at info level.
@@ -27,13 +33,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import importlib.metadata
 import logging
 import os
 import random
 import signal
+import stat
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TextIO, cast
 
 import structlog
 
@@ -174,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lammer-sim", description="Simulated table devices on a pty (and TCP)."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="device", required=True, metavar="DEVICE")
 
     shuffler = sub.add_parser("shuffler", help="an i-Deal-style shuffler (or BJ card-reading shoe)")
@@ -213,6 +227,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version() -> str:
+    """The installed lammer's version (``lammer-sim`` comes with the ``lammer`` package)."""
+    try:
+        return importlib.metadata.version("lammer")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
+        return "unknown (not installed)"
+
+
+def _discard(stream: TextIO) -> None:
+    """Point ``stream``'s descriptor at /dev/null: its reader went away."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
+class _Unbreakable:
+    """A text stream that writes nowhere once its reader has gone (``2>&1 | head``), so
+    a log line can never raise ``BrokenPipeError`` in the middle of serving the host."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            _discard(self._stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            _discard(self._stream)
+
+
 def configure_logging(level: str) -> None:
     """structlog to stderr (stdout carries the pty paths): console on a terminal, else JSON."""
     renderer: structlog.typing.Processor = (
@@ -228,7 +280,7 @@ def configure_logging(level: str) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _Unbreakable(sys.stderr))),
         cache_logger_on_first_use=True,
     )
 
@@ -265,6 +317,16 @@ def _steps(args: argparse.Namespace, device: DeviceKind) -> tuple[Iterable[Step]
     return dice.rolls(args.rolls), []
 
 
+def _check_record(path: Path | None) -> None:
+    if path is None:
+        return
+    if not path.parent.is_dir():
+        raise ValueError(f"--record {path}: no directory {path.parent}")
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(path.lstat().st_mode):
+            raise ValueError(f"--record {path}: a symlink or not a regular file; refusing it")
+
+
 def _check_link(path: Path | None) -> None:
     if path is None:
         return
@@ -275,11 +337,28 @@ def _check_link(path: Path | None) -> None:
 
 
 def _print_path(path: str) -> None:
-    print(path, flush=True)
+    try:
+        print(path, flush=True)
+    except BrokenPipeError:
+        _discard(sys.stdout)  # nobody reads the paths any more; the host has --link
 
 
 def _record(path: Path, sent: Sequence[DeviceMessage]) -> None:
-    path.write_text(format_script(Send((m.kind, *m.fields())) for m in sent), encoding="utf-8")
+    """Write the record as a script, 0600 (it holds cards), in place of any earlier file:
+    written under a temporary name in the same folder, then renamed over ``path``."""
+    _check_record(path)
+    text = format_script(Send((m.kind, *m.fields())) for m in sent)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -349,7 +428,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     try:
         _check_link(args.link)
+        _check_record(args.record)
         return asyncio.run(serve(args))
+    except BrokenPipeError:
+        _discard(sys.stdout)
+        return 128 + signal.SIGPIPE  # as `lammer` does (daemon/output.py)
     except (ValueError, OSError) as exc:  # ScriptError and FaultSpecError are ValueErrors
         print(f"lammer-sim: error: {exc}", file=sys.stderr)
         return 2

@@ -25,8 +25,9 @@ from bulk.cover_all_odds import (
 )
 from rules.cards import DECK, parse_cards
 from rules.cover_all import NoQualifier, Win, resolve_round
-from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_columns, paytable
-from rules.poker import POKER_GAMES, PokerGame
+from rules.events import POKER_GAMES, PokerGame
+from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_columns
+from rules.paytables import cover_all_table as paytable
 
 C = math.comb
 

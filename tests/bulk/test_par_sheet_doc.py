@@ -13,8 +13,8 @@ import pytest
 
 from bulk.cover_all_odds import DEFAULT_ROUNDS, DEFAULT_SEED, column_odds
 from bulk.report import column_json
+from rules.events import POKER_GAMES
 from rules.paytables import cover_all_columns
-from rules.poker import POKER_GAMES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SHEET: list[dict[str, Any]] = json.loads((DOCS / "cover-all-par-sheet.json").read_text())

@@ -554,8 +554,10 @@ _ID_CHARS = st.characters(
     whitelist_categories=("L", "M", "N", "P", "S"), blacklist_characters="/+#."
 )
 _IDS = st.text(_ID_CHARS, min_size=1, max_size=64)
-_PREFIXES = st.lists(st.text(_ID_CHARS, min_size=1, max_size=12), min_size=1, max_size=4).map(
-    "/".join
+_PREFIXES = (
+    st.lists(st.text(_ID_CHARS, min_size=1, max_size=12), min_size=1, max_size=4)
+    .map("/".join)
+    .filter(lambda prefix: not prefix.startswith("$"))  # MQTT's system topics: refused
 )
 
 

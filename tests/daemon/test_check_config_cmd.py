@@ -91,3 +91,61 @@ def test_a_password_file_others_may_read_or_a_missing_one_is_refused(tmp_path: P
     secret.chmod(0o600)
     result = lammer("check-config", path)
     assert result.returncode == 0, result.stderr
+
+
+def test_several_files_each_checked_and_reported(tmp_path: Path) -> None:
+    bad = tmp_path / "t9.toml"
+    bad.write_text(
+        '[table]\nid = "t9"\ngame = "BJ"\n[shuffler]\nport = "x"\n[bust_bonus]\ndecks = 9\n'
+    )
+    good = [ROOT / "config" / name for name in ("uth.toml", "craps.toml", "bj.toml")]
+    result = lammer("check-config", good[0], bad, *good[1:])
+    assert result.returncode == 2  # one bad file is enough
+    ok_lines = [line for line in result.stdout.splitlines() if line.endswith(": OK")]
+    assert ok_lines == [f"{path}: OK" for path in good]  # the good ones are reported too
+    assert result.stderr.splitlines() == [
+        f"{bad}: 1 problem",
+        "bust_bonus.decks: must be between 1 and 8, got 9",
+    ]
+    result = lammer("check-config", *good)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(": OK\n") == 3
+
+
+def test_one_table_id_in_two_files_is_a_problem(tmp_path: Path) -> None:
+    # A file copied from another table and not edited: two daemons as one table.
+    copy = tmp_path / "poker2.toml"
+    copy.write_text((ROOT / "config" / "uth.toml").read_text())
+    result = lammer("check-config", ROOT / "config" / "uth.toml", copy)
+    assert result.returncode == 2
+    assert result.stdout.count(": OK\n") == 2  # each file is valid on its own
+    assert result.stderr == (
+        f"table id 'poker1' is given by more than one file: {ROOT / 'config' / 'uth.toml'}, "
+        f"{copy}\n"
+    )
+
+
+def test_the_systemd_instance_must_be_the_table_id(tmp_path: Path) -> None:
+    config = tmp_path / "poker2.toml"
+    config.write_text((ROOT / "config" / "uth.toml").read_text())  # still says "poker1"
+    result = lammer("check-config", "--instance", "poker2", config)
+    assert result.returncode == 2
+    problem = (
+        "table.id: is 'poker1', but the systemd instance is 'poker2' (lammer@poker2): "
+        "the instance name must be the table id"
+    )
+    assert result.stderr.splitlines() == [f"{config}: 1 problem", problem]
+    assert result.stdout == ""
+    # `lammer run` refuses it the same way, before opening anything.
+    journal = tmp_path / "poker1.db"
+    config.write_text(config.read_text().replace("/var/lib/lammer/poker1.db", str(journal)))
+    result = lammer("run", "--config", config, "--instance", "poker2")
+    assert result.returncode == 2
+    assert result.stderr == f"lammer: {config}: {problem}\n"
+    assert not journal.exists()
+    # The right name passes.
+    result = lammer("check-config", "--instance", "poker1", config)
+    assert result.returncode == 0, result.stderr
+    result = lammer("check-config", "--instance", "poker1", config, config)
+    assert result.returncode == 2
+    assert "--instance takes exactly one FILE" in result.stderr

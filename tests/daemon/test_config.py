@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from daemon.config import TableConfig, load_config, validate_config
 from daemon.errors import ConfigFileError
+from drivers.settings import DriverSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").glob("*.toml"))
@@ -121,6 +122,20 @@ def test_defaults(tmp_path: Path) -> None:
     assert (reader.baudrate, reader.bytesize, reader.parity, reader.stopbits) == (115200, 8, "N", 1)
     assert (reader.rtscts, reader.xonxoff) == (False, False)
     assert reader.ack_deadline == 0.25
+
+
+def test_reconnects_are_capped_at_5_s_by_default(tmp_path: Path) -> None:
+    # After the broker or a device is back, the table is live again within the cap: the
+    # displays are stale at most 5 s (it was 30 s for MQTT and 10 s for a device).
+    config = load_config(
+        write(tmp_path, '[table]\nid = "t7"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n')
+    )
+    assert (config.mqtt.reconnect_initial, config.mqtt.reconnect_max) == (0.5, 5.0)
+    assert config.dice_reader is not None
+    settings = config.dice_reader.driver_settings("dice_reader")
+    assert (settings.backoff.initial, settings.backoff.maximum) == (0.5, 5.0)
+    # The driver's own default (a driver built without a configuration) is the same.
+    assert DriverSettings(device="shuffler", url="x").backoff.maximum == 5.0
 
 
 def test_every_problem_is_listed_with_its_key(tmp_path: Path) -> None:

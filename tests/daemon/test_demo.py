@@ -3,9 +3,16 @@ simulated tables and their daemons, plays a few rounds and prints the final pict
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import select
+import signal
 import subprocess
 import sys
+import termios
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 LAMMER = str(Path(sys.executable).parent / "lammer")
@@ -26,6 +33,10 @@ def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> 
     for table in ("uth-1", "craps-1", "bj-1"):
         assert f"Table {table}" in done.stdout
     assert done.stdout.count("online") >= 3
+    # lammer web ran beside them, and its three kinds of page were printed.
+    for page in ("/table/uth-1", "/pit", "/stick/craps-1"):
+        assert page in done.stdout
+    assert '"serving"' in (workdir / "web.log").read_text()
     # Every daemon journaled what it published, and stopped cleanly (offline after SIGTERM).
     for table, topic in (("uth-1", "cover_all/result"), ("bj-1", "bust_bonus/result")):
         export = subprocess.run(
@@ -44,3 +55,214 @@ def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> 
     assert len(logs) == 3
     for name, text in logs.items():
         assert '"table stopped"' in text, name
+
+
+# ---------------------------------------------------------------------------------------
+# Process lifetime: no child outlives the demo, however it is stopped.
+
+
+def _proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, start time) of a process, or None once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[1]), int(fields[19])
+
+
+def descendants(root: int) -> dict[int, int]:
+    """Every process below ``root``, as pid -> start time (to tell a reused pid apart)."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (stat := _proc_stat(int(entry.name))) is not None:
+            children.setdefault(stat[1], []).append(int(entry.name))
+            starts[int(entry.name)] = stat[2]
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = starts[child]
+            todo.append(child)
+    return found
+
+
+def still_running(pids: dict[int, int]) -> list[str]:
+    """Those of ``pids`` still running (not reused, not a zombie), with their command."""
+    alive = []
+    for pid, start in pids.items():
+        stat = _proc_stat(pid)
+        if stat is not None and stat[2] == start and stat[0] != "Z":
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            alive.append(f"{pid}: {cmdline.decode(errors='replace')}")
+    return alive
+
+
+def mentioning(text: str) -> list[str]:
+    """Running processes whose command line holds ``text`` (the demo's work folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        stat = _proc_stat(int(entry.name))
+        if text in cmdline and stat is not None and stat[0] != "Z":
+            found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def floor_running(workdir: Path) -> bool:
+    """Every demo daemon has logged that its table runs."""
+    logs = [workdir / f"lammer-{table}.log" for table in ("uth-1", "craps-1", "bj-1")]
+    return all(log.exists() and '"table running"' in log.read_text() for log in logs)
+
+
+def wait_until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while not check():
+        assert proc.poll() is None, f"the demo exited ({proc.returncode}) before: {what}"
+        assert time.monotonic() < deadline, f"gave up waiting for: {what}"
+        time.sleep(0.1)
+
+
+class DemoOnTerminal:
+    """``lammer demo`` as a user runs it: on a terminal of its own (a pty as the controlling
+    terminal of its session, the live display drawing on it), read as a terminal would."""
+
+    def __init__(self, workdir: Path, *, shell: bool = False) -> None:
+        self.workdir = workdir
+        self.master, slave = os.openpty()
+
+        def controlling_terminal() -> None:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        argv = [LAMMER, "demo", "--interval", "0.5", "--workdir", str(workdir)]
+        if shell:  # a shell leads the session, and stays: its exit would hang up the terminal
+            argv = ["bash", "-c", '"$@"; sleep 60', "-", *argv]
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+            preexec_fn=controlling_terminal,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40"},
+        )
+        os.close(slave)
+
+    def read(self) -> None:
+        """Take what the display drew (it must never block on a full terminal)."""
+        while select.select([self.master], [], [], 0)[0]:
+            try:
+                os.read(self.master, 65536)
+            except OSError:
+                return
+
+    def wait_running(self) -> dict[int, int]:
+        """Wait until the whole floor runs; its processes (``descendants``)."""
+
+        def running() -> bool:
+            self.read()
+            return floor_running(self.workdir)
+
+        wait_until(running, "three tables running", self.proc)
+        children = descendants(self.proc.pid)
+        commands = " ".join(still_running(children))
+        for part in ("mosquitto", "lammer-sim shuffler", "lammer-sim dice", "lammer run"):
+            assert part in commands
+        assert "lammer display" in commands
+        return children
+
+    def wait_exit(self) -> int:
+        deadline = time.monotonic() + 60
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            self.read()
+            time.sleep(0.05)
+        return self.proc.wait(timeout=1)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        os.close(self.master)
+
+
+def test_a_closed_terminal_leaves_no_child_running(tmp_path: Path) -> None:
+    # The terminal closes: SIGHUP to its foreground process group. Mosquitto takes SIGHUP
+    # as "reload" and outlived the demo; the daemons died of it without closing journals.
+    workdir = tmp_path / "floor"
+    demo = DemoOnTerminal(workdir)
+    try:
+        children = demo.wait_running()
+        os.killpg(demo.proc.pid, signal.SIGHUP)
+        assert demo.wait_exit() == 0
+    finally:
+        demo.close()
+    assert still_running(children) == []
+    assert mentioning(str(workdir)) == []
+    # The daemons were stopped, not hung up on: each closed its journal and said so.
+    for table in ("uth-1", "craps-1", "bj-1"):
+        assert '"table stopped"' in (workdir / f"lammer-{table}.log").read_text(), table
+
+
+def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
+    # SIGKILL gives the demo no chance to stop anything: the kernel tells each child,
+    # the display included (PR_SET_PDEATHSIG), and each stops on its own. The demo runs
+    # under a shell, as from a prompt: its death does not hang up the terminal.
+    workdir = tmp_path / "floor"
+    demo = DemoOnTerminal(workdir, shell=True)
+    try:
+        children = demo.wait_running()
+        [demo_pid] = [
+            pid
+            for pid, start in children.items()
+            if " demo " in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        ]
+        os.kill(demo_pid, signal.SIGKILL)  # the demo alone, not its group
+        del children[demo_pid]
+        deadline = time.monotonic() + 30
+        while still_running(children) and time.monotonic() < deadline:
+            demo.read()
+            time.sleep(0.1)
+    finally:
+        demo.close()
+    assert still_running(children) == []
+    assert mentioning(str(workdir)) == []
+
+
+def test_ctrl_c_stops_everything_with_no_unretrieved_mqtt_error(tmp_path: Path) -> None:
+    workdir = tmp_path / "floor"
+    proc = subprocess.Popen(
+        [LAMMER, "demo", "--rounds", "1000", "--interval", "0.5", "--workdir", str(workdir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: floor_running(workdir), "three tables running", proc)
+        time.sleep(1)  # a few frames and requests on the way
+        children = descendants(proc.pid)
+        assert len(still_running(children)) == 8  # broker, lammer web, 3 simulators, 3 daemons
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal's foreground group
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert b"never retrieved" not in err
+    assert b"Traceback" not in err
+    assert b"stopped; journals and logs are in" in out
+    assert still_running(children) == []
+    assert mentioning(str(workdir)) == []
+    for log in workdir.glob("*.log"):
+        assert "never retrieved" not in log.read_text(), log.name
+    for table in ("uth-1", "craps-1", "bj-1"):
+        text = (workdir / f"lammer-{table}.log").read_text()
+        assert '"table stopped"' in text, table
+        # The daemons stopped while the broker was still up: offline was published.
+        assert "could not publish offline" not in text, table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -106,3 +107,85 @@ def test_missing_or_not_a_journal(tmp_path: Path) -> None:
     result = lammer("journal", text, "--after", "-1")
     assert result.returncode == 2
     assert "must be 0 or more" in result.stderr
+
+
+def test_output_file_is_created_for_its_owner_only(journal_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "export" / "craps1.jsonl"
+    out.parent.mkdir()
+    # Under umask 000 a plain open() would make it 0666, readable and writable by anyone.
+    result = subprocess.run(
+        ["bash", "-c", 'umask 000 && exec "$@"', "-", LAMMER, "journal", journal_file, "-o", out],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"lammer journal: 4 records written to {out}\n"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert [json.loads(line)["seq"] for line in out.read_text().splitlines()] == [1, 2, 3, 4]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["craps1.jsonl"]  # no temporary
+
+
+def test_an_earlier_output_file_is_replaced_never_written_into(
+    journal_file: Path, tmp_path: Path
+) -> None:
+    # Decided: an existing OUT with a looser mode is replaced by a new 0600 file, not
+    # tightened in place, so a reader who already had it open never sees the new cards.
+    out = tmp_path / "craps1.jsonl"
+    out.write_text("old export\n")
+    out.chmod(0o644)
+    with out.open() as reader:  # someone who opened the old, readable file
+        result = lammer("journal", journal_file, "--output", out)
+        assert result.returncode == 0, result.stderr
+        assert reader.read() == "old export\n"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert len(out.read_text().splitlines()) == 4
+
+
+def test_output_that_is_a_symlink_the_journal_or_nowhere_is_refused(
+    journal_file: Path, tmp_path: Path
+) -> None:
+    elsewhere = tmp_path / "someone-elses.txt"
+    elsewhere.write_text("theirs\n")
+    link = tmp_path / "export.jsonl"
+    link.symlink_to(elsewhere)
+    cases = [
+        (link, "a symlink; give the path of a regular file"),
+        (journal_file, "is the journal itself"),
+        (tmp_path / "craps1.db-wal", "is the journal itself"),
+        (tmp_path / "missing" / "x.jsonl", "no folder"),
+        (Path("/dev/null"), "not a regular file"),
+    ]
+    for out, message in cases:
+        result = lammer("journal", journal_file, "-o", out)
+        assert result.returncode == 2, out
+        assert message in result.stderr, result.stderr
+    assert elsewhere.read_text() == "theirs\n"
+    assert link.is_symlink()
+    assert lammer("journal", journal_file).stdout.count("\n") == 4  # the journal is intact
+
+
+@pytest.fixture
+def long_journal(tmp_path: Path) -> Path:
+    """A journal whose export is far larger than a pipe holds (64 KiB)."""
+    path = tmp_path / "long.db"
+    with Journal.open(path) as journal, journal.batch():
+        for roll_id in range(1, 3001):
+            journal.append("device", to_record(DiceRolled(roll_id=roll_id, dice=(6, 5))), ts=T0)
+    return path
+
+
+def test_piped_to_head_ends_quietly(long_journal: Path) -> None:
+    result = subprocess.run(
+        ["bash", "-c", f'"{LAMMER}" journal "{long_journal}" | head -1; echo "${{PIPESTATUS[0]}}"'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    first, status = result.stdout.splitlines()
+    assert json.loads(first)["seq"] == 1
+    assert result.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored"
+    assert status == "141"  # cut short, as `cat FILE | head -1` shows it: not 0

@@ -27,10 +27,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.errors import JournalError
-from daemon.mqtt import REQUEST_QUEUE, Backoff, MqttLink
+from daemon.mqtt import REQUEST_QUEUE, MqttLink
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
-from tests.conftest import Broker
+from drivers.backoff import Backoff
+from tests.conftest import Broker, free_port
 
 BASE = "lammer/t1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -387,6 +388,67 @@ async def test_will_says_offline_when_the_daemon_dies(mosquitto: Broker) -> None
         assert late.messages[0].retain
 
 
+BROKER_DIES_AS_THE_LINK_CLOSES = textwrap.dedent(
+    """
+    import asyncio, os, random, signal, sys
+    from daemon.mqtt import MqttLink
+    from tests.daemon.test_mqtt import FakeOutbox
+
+    async def main() -> None:
+        async def ignore(incoming: object) -> None: ...
+        link = MqttLink(host=sys.argv[1], port=int(sys.argv[2]), client_id="lammer-dies",
+                        base_topic="lammer/dies", outbox=FakeOutbox(), on_request=ignore,
+                        keepalive=5, rng=random.Random(1), close_timeout=1.0)
+        task = asyncio.create_task(link.run())
+        while not link.connected:
+            await asyncio.sleep(0.01)
+        broker = int(sys.argv[3])
+        os.kill(broker, signal.SIGSTOP)  # "offline" waits for a PUBACK that never comes
+        closing = asyncio.create_task(link.close())
+        await asyncio.sleep(0.3)
+        os.kill(broker, signal.SIGKILL)  # and the connection drops under it
+        await closing
+        await task
+        print("closed", flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_broker_dying_as_the_link_closes_leaves_no_unretrieved_error(
+    mosquitto_private: Broker,
+) -> None:
+    # What Ctrl-C on `lammer demo` did: the broker and the daemons stop at once, the
+    # daemon's "offline" fails as the connection drops, aiomqtt's __aexit__ returns early
+    # and its failed disconnect future was reported at exit ("Future exception was never
+    # retrieved ... MqttCodeError") on stderr, i.e. in the daemon's log.
+    assert mosquitto_private.process is not None
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            BROKER_DIES_AS_THE_LINK_CLOSES,
+            mosquitto_private.host,
+            str(mosquitto_private.port),
+            str(mosquitto_private.process.pid),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    mosquitto_private.process.wait()
+    output = done.stdout + done.stderr  # the logs and what asyncio reports at exit
+    assert done.returncode == 0, output
+    assert done.stdout.endswith("closed\n"), output
+    assert "could not publish offline" in output  # the scenario happened
+    assert "never retrieved" not in output
+    assert "Traceback" not in output
+
+
 async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
     got: list[tuple[str, bytes]] = []
 
@@ -428,10 +490,46 @@ async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
 def test_backoff_is_jittered_exponential_and_capped(
     initial: float, factor: float, attempt: int, seed: int
 ) -> None:
+    # The link's policy is drivers.backoff's (one helper for every link).
     backoff = Backoff(initial=initial, maximum=initial * factor)
     step = min(backoff.maximum, initial * 2**attempt) if attempt < 1000 else backoff.maximum
     delay = backoff.delay(attempt, random.Random(seed))
     assert step / 2 <= delay <= step <= backoff.maximum
+
+
+class RangeRecorder(random.Random):
+    """Records the range of each reconnect delay the link draws, and answers a hundredth
+    of its low end, so the test sees many attempts without waiting for them."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+        self.ranges: list[tuple[float, float]] = []
+
+    def uniform(self, a: float, b: float) -> float:
+        self.ranges.append((a, b))
+        return a / 100
+
+
+async def test_link_reconnects_within_5_s_by_default() -> None:
+    # Nothing listens on the port: every attempt fails at once. Without a backoff given,
+    # the delays double from 0.5 s and stop at 5 s, so after a long outage displays are
+    # stale at most 5 s once the broker is back (it was 30 s).
+    rng = RangeRecorder()
+    link = MqttLink(
+        host="127.0.0.1",
+        port=free_port(),
+        client_id="lammer-t1",
+        base_topic=BASE,
+        outbox=FakeOutbox(),
+        on_request=_ignore,
+        rng=rng,
+        timeout=5.0,
+    )
+    async with running(link):
+        await eventually(lambda: len(rng.ranges) >= 9, "nine failed attempts")
+    highs = [high for _, high in rng.ranges[:9]]
+    assert highs == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    assert all(low == high / 2 for low, high in rng.ranges)
 
 
 def test_backoff_and_link_refuse_nonsense() -> None:

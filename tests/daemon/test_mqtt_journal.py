@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from daemon.journal import Journal
-from daemon.mqtt import Backoff, MqttLink
+from daemon.mqtt import MqttLink
 from daemon.publications import outcome_publication, state_publications
+from drivers.backoff import Backoff
 from rules.events import CrapsBetSettled, RollRecorded
 from rules.table import DeviceState, TableState
 from tests.conftest import Broker

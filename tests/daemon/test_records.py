@@ -230,3 +230,23 @@ def test_register_refuses_what_records_cannot_hold() -> None:
     with pytest.raises(RecordError, match="not a dataclass"):
         register(int)
     assert register(events.HandDealt) is events.HandDealt  # registering again is harmless
+
+
+def test_a_craps_state_with_rolls_waiting_reads_back_equal() -> None:
+    # The rolls behind a pending CHECK are kept in a PersistentQueue (rules.craps): a record
+    # of the state (a snapshot) holds them as an array, in order, and reads back equal.
+    from rules import craps
+    from rules.events import DiceRolled, RollCheck
+
+    register(craps.CrapsState)
+    state = craps.initial_state(1)
+    state, _ = craps.apply(state, RollCheck(roll_id=1, dice=(3, 4), reason="ON_CHIPS"))
+    for roll_id in range(2, 30):
+        state, _ = craps.apply(state, DiceRolled(roll_id=roll_id, dice=(2, 2)))
+    record = json.loads(json.dumps(to_record(state)))
+    assert [a["fact"]["roll_id"] for a in record["queue"]] == list(range(1, 30))
+    again = from_record(record)
+    assert again == state
+    assert isinstance(again.queue, type(state.queue))
+    with pytest.raises(RecordError, match="expected an array"):
+        from_record({**record, "queue": {"not": "a list"}})

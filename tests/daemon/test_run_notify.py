@@ -4,6 +4,7 @@ STOPPING on SIGTERM, and a clean exit."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -63,6 +64,54 @@ def test_ready_watchdog_and_stopping_over_a_real_notify_socket(
         proc.send_signal(signal.SIGTERM)
         _receive_until(sock, "STOPPING=1", time.monotonic() + 10)
         assert proc.wait(timeout=15) == 0, (tmp_path / "daemon.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        sock.close()
+        os.close(master)
+        os.close(slave)
+
+
+def test_an_uth_table_builds_its_seven_card_table_before_it_says_ready(
+    tmp_path: Path, mosquitto: Broker
+) -> None:
+    # link-layer.md: the host ACKs within 250 ms, and building the seven-card table on the
+    # first Cover All round took 0.2 to 0.5 s: it is built before READY (rules.table.warm_up).
+    master, slave = os.openpty()  # the shuffler's line; nobody answers on it
+    notify_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(notify_path))
+    config = tmp_path / "uth.toml"
+    config.write_text(
+        '[table]\nid = "warm-t"\ngame = "UTH"\n'
+        f'[shuffler]\nport = "{os.ttyname(slave)}"\n'
+        f'[mqtt]\nhost = "{mosquitto.host}"\nport = {mosquitto.port}\n'
+        f'[journal]\npath = "{tmp_path / "t.db"}"\n'
+        '[logging]\nformat = "json"\n'
+    )
+    log_path = tmp_path / "daemon.log"
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify_path)}
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [LAMMER, "run", "--config", str(config)], env=env, stdout=log, stderr=log
+        )
+    try:
+        _receive_until(sock, "READY=1", time.monotonic() + 20)
+        # The daemon writes each log line before it goes on: what READY follows is there.
+        events = [json.loads(line) for line in log_path.read_text().splitlines()]
+        names = [e["event"] for e in events]
+        assert "rules warmed up" in names, names
+        warmed = events[names.index("rules warmed up")]
+        assert warmed["built"] == ["seven-card hand values"]
+        assert names.index("rules warmed up") < names.index("journal replayed")
+        # What the start left is collected and frozen before READY too: the first full
+        # collections of the running table do not scan it (daemon.app.settle_heap).
+        settled = events[names.index("heap settled")]
+        assert names.index("journal replayed") < names.index("heap settled")
+        assert settled["frozen"] > 10_000
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, log_path.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

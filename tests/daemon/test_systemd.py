@@ -1,16 +1,23 @@
-"""The systemd template unit and the udev rules: directives parsed, names consistent,
-and ``systemd-analyze verify`` where it exists."""
+"""The systemd template unit and the udev rules: directives parsed, names consistent, the
+install steps and the instance check run for real, ``systemd-analyze verify`` and
+``security`` where they exist, and the daemon under the kernel's W^X
+(``MemoryDenyWriteExecute=``)."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import Broker
+from tests.integration.harness import LAMMER, Daemon, Table, _spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "lammer@.service"
@@ -65,12 +72,15 @@ def test_service_runs_the_table_of_its_instance(unit: dict[str, dict[str, list[s
     assert one(unit, service, "NotifyAccess") == "main"
     start = one(unit, service, "ExecStart").split()
     assert Path(start[0]).name == "lammer"
-    assert start[1:] == ["run", "--config", "/etc/lammer/%i.toml"]
+    assert start[1:] == ["run", "--config", "/etc/lammer/%i.toml", "--instance", "%i"]
     check = one(unit, service, "ExecStartPre").split()
     assert check[0] == start[0]
-    assert check[1:] == ["check-config", "/etc/lammer/%i.toml"]
+    assert check[1:] == ["check-config", "--instance", "%i", "/etc/lammer/%i.toml"]
     assert int(one(unit, service, "WatchdogSec")) > 0
     assert one(unit, service, "Restart") == "on-failure"
+    assert one(unit, service, "RestartPreventExitStatus") == "2"  # a refused config
+    # /etc/lammer is the unit's (the install steps create it before the first config).
+    assert one(unit, service, "ConfigurationDirectory") == "lammer"
 
 
 def test_service_user_state_and_hardening(unit: dict[str, dict[str, list[str]]]) -> None:
@@ -89,6 +99,9 @@ def test_service_user_state_and_hardening(unit: dict[str, dict[str, list[str]]])
         "ProtectHome": "yes",
         "DevicePolicy": "closed",
         "CapabilityBoundingSet": "",
+        "PrivateMounts": "yes",
+        "PrivateIPC": "yes",
+        "MemoryDenyWriteExecute": "yes",  # test_the_daemon_runs_with_no_writable_code
     }
     assert {key: one(unit, service, key) for key in expected} == expected
     assert "PrivateDevices" not in unit[service]  # it would hide the serial ports
@@ -116,9 +129,11 @@ def test_udev_rules_match_usb_vendor_product_serial() -> None:
         assert rule["ATTRS{serial}"]
         assert rule["GROUP"] == "dialout"
         assert rule["MODE"] == "0660"
-    # Installers are told what to edit, and how to read their adapters' values.
+        assert rule["ENV{ID_MM_DEVICE_IGNORE}"] == "1"  # ModemManager keeps away
+    # Installers are told what to edit, how to read their adapters' values, and to reload.
     assert "edit idVendor, idProduct and serial" in text
     assert "udevadm info" in text
+    assert "udevadm control --reload" in text
 
 
 def test_example_configs_use_the_udev_names_and_state_directory() -> None:
@@ -154,3 +169,191 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
     ]
     assert result.returncode == 0, result.stderr
     assert problems == []  # an unknown directive is only a warning: fail on it too
+
+
+# ---------------------------------------------------------------------------------------
+# The installation steps and the instance check, run for real (in a root of the test's own)
+
+
+def install_steps(text: str) -> list[str]:
+    """The commands of the README's installation block (comments dropped)."""
+    section = text[text.index("### systemd and udev") :]
+    block = section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh"))]
+    return [normalize(line) for line in block.splitlines() if line.strip()]
+
+
+def unit_install_steps(text: str) -> list[str]:
+    """The commands of the unit file's header: one a line, ``\\`` continues a line."""
+    header = text[text.index("#   install") : text.index("#   check:")]
+    commands: list[str] = []
+    pending = ""
+    for line in header.splitlines()[1:]:
+        pending += " " + line.removeprefix("#").strip()
+        if pending.endswith("\\"):
+            pending = pending[:-1]
+            continue
+        commands.append(normalize(pending))
+        pending = ""
+    return commands
+
+
+def normalize(command: str) -> str:
+    command = re.sub(r"\s+#.*$", "", command)  # README: a comment
+    command = re.sub(r"\s+\([^)]*\)\s*$", "", command)  # unit header: a note
+    return " ".join(command.split())
+
+
+def test_the_unit_header_gives_the_readme_install_steps() -> None:
+    readme = install_steps((ROOT / "README.md").read_text())
+    assert unit_install_steps(UNIT.read_text()) == readme
+    # Created before the first config is copied in; udev told about the new rules.
+    creates = next(
+        i for i, c in enumerate(readme) if c.startswith("install -d") and "/etc/lammer" in c
+    )
+    copies = next(i for i, c in enumerate(readme) if c.endswith("/etc/lammer/poker1.toml"))
+    assert creates < copies
+    assert any(c.startswith("udevadm control --reload") for c in readme)
+
+
+def in_root(command: str, root: Path) -> str:
+    """A command with /etc in ``root`` and the installed lammer as this checkout's."""
+    lammer = str(Path(sys.executable).with_name("lammer"))
+    return command.replace("/opt/lammer/bin/lammer", lammer).replace("/etc/", f"{root}/etc/")
+
+
+def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
+    # The steps that touch only files, in a root where /etc has what systemd and udev
+    # give it (no /etc/lammer): they ran `cp config/uth.toml /etc/lammer/...` into nothing.
+    root = tmp_path / "root"
+    for folder in ("etc/systemd/system", "etc/udev/rules.d"):
+        (root / folder).mkdir(parents=True)
+    system = ("python3 ", "useradd ", "udevadm ", "systemctl ")
+    steps = [in_root(c, root) for c in install_steps((ROOT / "README.md").read_text())]
+    script = "set -euo pipefail\n" + "\n".join(c for c in steps if not c.startswith(system))
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = root / "etc" / "lammer" / "poker1.toml"
+    assert stat.S_IMODE(config.parent.stat().st_mode) == 0o755
+    assert stat.S_IMODE(config.stat().st_mode) == 0o644
+    assert (root / "etc" / "systemd" / "system" / "lammer@.service").read_text() == UNIT.read_text()
+    assert f"{config}: OK" in result.stdout  # the check-config step ran and passed
+
+
+def unit_commands(
+    unit: dict[str, dict[str, list[str]]], instance: str, root: Path
+) -> list[list[str]]:
+    """ExecStartPre and ExecStart as systemd runs them for ``lammer@<instance>``."""
+    return [
+        in_root(one(unit, "Service", key).replace("%i", instance), root).split()
+        for key in ("ExecStartPre", "ExecStart")
+    ]
+
+
+def test_the_unit_refuses_a_config_of_another_table(
+    unit: dict[str, dict[str, list[str]]], tmp_path: Path
+) -> None:
+    configs = tmp_path / "root" / "etc" / "lammer"
+    configs.mkdir(parents=True)
+    journal = tmp_path / "poker1.db"
+    text = (
+        (ROOT / "config" / "uth.toml")
+        .read_text()
+        .replace("/var/lib/lammer/poker1.db", str(journal))
+    )
+    (configs / "poker1.toml").write_text(text)
+    (configs / "poker2.toml").write_text(text)  # copied for table poker2, never edited
+    check, run = unit_commands(unit, "poker2", tmp_path / "root")
+    for argv in (check, run):
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 2, argv
+        assert (
+            "table.id: is 'poker1', but the systemd instance is 'poker2' (lammer@poker2): "
+            "the instance name must be the table id"
+        ) in result.stderr
+    assert not journal.exists()  # refused before anything was opened
+    check, _ = unit_commands(unit, "poker1", tmp_path / "root")
+    result = subprocess.run(check, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# systemd-analyze security, and MemoryDenyWriteExecute= for real
+
+
+def _offline_security_supported() -> bool:
+    if shutil.which("systemd-analyze") is None:
+        return False
+    probe = subprocess.run(
+        ["systemd-analyze", "security", "--help"], capture_output=True, text=True, check=False
+    )
+    return "--offline" in probe.stdout
+
+
+@pytest.mark.skipif(not _offline_security_supported(), reason="no systemd-analyze --offline")
+def test_systemd_analyze_security_exposure(tmp_path: Path) -> None:
+    lammer = Path(sys.executable).with_name("lammer")
+    text = UNIT.read_text().replace("/opt/lammer/bin/lammer", str(lammer))
+    instance = tmp_path / "lammer@t1.service"
+    instance.write_text(text)
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(instance)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = re.search(r"Overall exposure level for lammer@t1\.service: (\d+\.\d)", result.stdout)
+    assert found, result.stdout + result.stderr
+    assert float(found.group(1)) <= 1.5  # 1.6 before PrivateMounts= and MemoryDenyWriteExecute=
+
+
+MDWE_THEN_EXEC = """
+import ctypes, mmap, os, sys
+prctl = ctypes.CDLL(None, use_errno=True).prctl
+# PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN: kept across execve, as systemd's own filter is.
+if prctl(65, 1, 0, 0, 0) != 0:
+    sys.exit(f"PR_SET_MDWE failed: errno {ctypes.get_errno()}")
+try:
+    mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+except PermissionError:
+    pass
+else:
+    sys.exit("PR_SET_MDWE did not refuse a writable executable mapping")
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def _mdwe_supported() -> bool:
+    probe = subprocess.run(
+        [sys.executable, "-c", MDWE_THEN_EXEC, "/bin/true"], capture_output=True, check=False
+    )
+    return probe.returncode == 0
+
+
+@dataclass
+class MdweTable(Table):
+    """A table whose daemon runs as under MemoryDenyWriteExecute=yes."""
+
+    def start_daemon(self) -> Daemon:
+        log = self.workdir / f"daemon-{len(self.daemons) + 1}.log"
+        argv = [sys.executable, "-c", MDWE_THEN_EXEC, LAMMER, "run", "--config"]
+        self.daemon = Daemon(_spawn([*argv, str(self.config_path)], log, None), log)
+        self.daemons.append(self.daemon)
+        return self.daemon
+
+
+@pytest.mark.skipif(not _mdwe_supported(), reason="the kernel has no PR_SET_MDWE (Linux 6.3+)")
+async def test_the_daemon_runs_with_no_writable_code(tmp_path: Path, mosquitto: Broker) -> None:
+    # The kernel's W^X for the daemon (prctl PR_SET_MDWE: no mapping both writable and
+    # executable, none made executable later), then a craps table end to end.
+    table = MdweTable(tmp_path, mosquitto, "CRAPS")
+    try:
+        await table.start("ROLL,101,1,1\nROLL,102,2,2\nCHECK,103,3,4,ON_CHIPS\nROLL,104,6,1\n")
+        await table.wait_for(
+            lambda: len(table.recorder.bodies("craps/roll")) >= 3, what="three rolls published"
+        )
+        assert await table.stop_daemon() == 0
+    finally:
+        await table.close()

@@ -182,6 +182,12 @@ async def test_only_known_users_with_their_own_password_connect(secured: Secured
                 pass
         rc = info.value.rc
         assert getattr(rc, "value", rc) in NOT_AUTHORISED, (user, str(info.value))
+    # The broker logs a refusal after it answers it: wait for the lines (bounded), then
+    # count them exactly.
+    for _ in range(200):
+        if secured.log().count("disconnected, not authorised") >= len(refused):
+            break
+        await asyncio.sleep(0.05)
     assert secured.log().count("disconnected, not authorised") == len(refused)
 
 

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rules.craps import (
     RECENT_ROLLS,
@@ -585,3 +587,56 @@ def test_the_roll_ids_kept_stay_bounded_however_long_the_table_runs() -> None:
     # in the window the rules still hold (the journal has it).
     with pytest.raises(DecisionError, match=r"unknown roll 2: .* latest 100 roll events"):
         apply(state, RollVoided(roll_id=2, clause=2, operator="stick", at=AT))
+
+
+def _forget_recent_by_definition(state: CrapsState) -> tuple[DiceFact, ...]:
+    """``forget_recent``'s roll events as its docstring defines them: each of the queue and
+    the latest remembered in arrival order, as every roll event is (a second method)."""
+    recent: tuple[DiceFact, ...] = ()
+    for arrival in (*state.queue, *((state.latest,) if state.latest is not None else ())):
+        kept = tuple(f for f in recent if f.roll_id != arrival.roll_id)
+        recent = (*kept[max(0, len(kept) - RECENT_ROLLS + 1) :], arrival.fact)
+    return recent
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.sampled_from(["roll", "check", "noroll", "decide"]), st.integers(1, 150)),
+        max_size=300,
+    )
+)
+def test_hello_keeps_what_the_queue_and_the_latest_would_remember(
+    events: list[tuple[str, int]],
+) -> None:
+    state = initial_state(1)
+    for kind, roll_id in events:
+        if kind == "decide":
+            if state.queue:
+                front = state.queue.first.roll_id
+                state, _ = apply(
+                    state, RollDecided(roll_id=front, valid=False, operator="A", at=AT)
+                )
+            continue
+        fact: DiceFact
+        if kind == "roll":
+            fact = DiceRolled(roll_id=roll_id, dice=(1, 2))
+        elif kind == "check":
+            fact = RollCheck(roll_id=roll_id, dice=(1, 2), reason="SLID")
+        else:
+            fact = NoRoll(roll_id=roll_id, reason="OFF_TABLE")
+        state, _ = apply(state, fact)
+    assert forget_recent(state).recent_rolls == _forget_recent_by_definition(state)
+
+
+def test_ten_thousand_rolls_behind_a_check_wait_and_count_in_order() -> None:
+    table = Table()
+    pending = table.check(DICE[8])
+    for _ in range(10_000):
+        table.roll(4)
+    assert board(table.state).pending_roll is not None
+    assert len(table.state.queue) == 10_001
+    out = table.do(RollDecided(roll_id=pending, valid=False, operator="Ann", at=AT))
+    counted = [o.roll_id for o in out if isinstance(o, RollRecorded) and o.status == "counted"]
+    assert counted == list(range(pending + 1, pending + 10_001))
+    assert not table.state.queue

@@ -16,6 +16,7 @@ from rules.errors import ConfigError, DecisionError
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
+    BadFrameSeen,
     BustBonusResult,
     CardDrawn,
     CoverAllPayouts,
@@ -374,6 +375,7 @@ _positions = st.sampled_from(["P1", "P2", "P3", "P8", "DL", "CM"])
 _round = st.integers(1, 3)
 _facts: st.SearchStrategy[DeviceFact] = st.one_of(
     st.builds(DeviceConnected, device=st.sampled_from(["shuffler", "dice_reader"])),
+    st.builds(BadFrameSeen, device=st.sampled_from(["shuffler", "dice_reader"])),
     st.builds(
         DeviceDisconnected, device=st.sampled_from(["shuffler", "dice_reader"]), reason=st.just("x")
     ),

@@ -6,7 +6,10 @@ import asyncio
 import os
 import random
 import signal
+import stat
+import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from simulators.scripts import Send, parse_script
 from simulators.shuffler import ShufflerGame
 from tests.simulators.host import ScriptedHost
 
+ROOT = Path(__file__).resolve().parents[2]
 _ENTRY = Path(sys.executable).parent / "lammer-sim"
 COMMAND = [str(_ENTRY)] if _ENTRY.exists() else [sys.executable, "-m", "simulators.cli"]
 
@@ -131,3 +135,89 @@ async def test_bad_script_or_link_exit_2_with_the_reason(
     assert status == 2
     assert message in stderr
     assert precious.read_text() == "a real file"
+
+
+def test_version_is_the_installed_package_version() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    result = subprocess.run(
+        [*COMMAND, "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"lammer-sim {version}\n"
+
+
+async def test_record_is_for_its_owner_only_and_replaces_an_earlier_one(
+    no_leaks: None, tmp_path: Path
+) -> None:
+    script = tmp_path / "rolls.txt"
+    script.write_text("ROLL,5001,6,5\nROLL,5002,2,2\n")
+    record = tmp_path / "record.txt"
+    record.write_text("an earlier record, readable by all\n")
+    record.chmod(0o644)
+    link = tmp_path / "dice"
+    # Under umask 000 a plain open() would make the record 0666.
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", 'umask 000 && exec "$@"', "-", *COMMAND,
+        "dice", "--script", str(script), "--link", str(link), "--record", str(record),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    await first_line(proc)
+    async with ScriptedHost("dice_reader", link):
+        status, stderr = await finish(proc)
+    assert status == 0, stderr
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    assert [line for line in record.read_text().splitlines() if line.startswith("ROLL")] == [
+        "ROLL,5001,6,5",
+        "ROLL,5002,2,2",
+    ]
+    assert sorted(os.listdir(tmp_path)) == ["record.txt", "rolls.txt"]  # no temporary left
+
+
+async def test_record_that_is_a_symlink_is_refused_at_start(no_leaks: None, tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("not yours\n")
+    record = tmp_path / "record.txt"
+    record.symlink_to(theirs)
+    proc = await start("dice", "--rolls", "1", "--record", str(record))
+    status, stderr = await finish(proc)
+    assert status == 2
+    assert "a symlink or not a regular file; refusing it" in stderr
+    assert theirs.read_text() == "not yours\n"
+
+
+@pytest.mark.parametrize("piped", ["stdout", "stdout and stderr"])
+async def test_piped_to_head_it_keeps_serving_without_a_traceback(
+    no_leaks: None, tmp_path: Path, piped: str
+) -> None:
+    # The first line reaches head, which exits; each unplug then prints a new pty path
+    # (and logs) into the closed pipe. The device must go on serving its host.
+    script = tmp_path / "rolls.txt"
+    script.write_text("ROLL,5001,6,5\nunplug\nROLL,5002,2,2\nunplug\nROLL,5003,1,1\n")
+    link, first, errors, status = (tmp_path / name for name in ("dice", "first", "err", "status"))
+    sim = " ".join([*COMMAND, "dice", "--script", str(script), "--link", str(link)])
+    redirect = "2>&1" if piped == "stdout and stderr" else f"2> {errors}"
+    pipeline = f'{sim} {redirect} | head -1 > {first}; echo "${{PIPESTATUS[0]}}" > {status}'
+    proc = await asyncio.create_subprocess_exec("bash", "-c", pipeline)
+    try:
+        async with asyncio.timeout(30):
+            while True:  # until head has its line (and so has exited) and the pty is up
+                if first.exists() and first.read_text() and link.is_symlink():
+                    break
+                await asyncio.sleep(0.02)
+        async with ScriptedHost("dice_reader", link) as host:
+            delivered = await host.wait_for(6)
+            async with asyncio.timeout(30):
+                await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert [m.kind for m in delivered] == ["HELLO", "ROLL"] * 3  # HELLO after each replug
+    assert host.opens == 3  # it was unplugged twice while nobody read its output
+    assert status.read_text() == "0\n"  # played to the end and exited normally
+    assert len(first.read_text().splitlines()) == 1
+    if piped == "stdout":
+        text = errors.read_text()
+        assert "Traceback" not in text
+        assert "BrokenPipeError" not in text
+        assert text.count("unplugged") == 2

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from daemon.schemas import parse_message
-from simulators.display import TOPICS, Link, TableView, card_text, follow, render, route
+from display.terminal import TOPICS, Link, TableView, card_text, follow, render, route
 from tests.conftest import Broker, free_port
 
 TS = "2026-06-15T20:31:07.412Z"
@@ -427,7 +427,9 @@ def test_a_flagged_bust_bonus_round_shows_its_reason() -> None:
 def good_payloads() -> list[tuple[str, bytes]]:
     """One payload of every topic as this file writes them."""
     paytable = [{"hand": hand, "pays": pays} for hand, pays in CSP_3_HANDS]
+    no_tables = {"cover_all": None, "bonus_craps": None, "bust_bonus": None}
     return [
+        ("info", payload(1, version="0.1.0", contract="1.2", game="CSP", paytables=no_tables)),
         ("state", csp_state()),
         ("cover_all/payouts", payload(7, round_id=812, game="CSP", hands=3, paytable=paytable)),
         ("cover_all/result", settle_812()),
@@ -552,6 +554,12 @@ _FIELDS = sorted(
     {name for model, _ in TOPICS.values() for name in model.model_fields}
     | {"hand", "pays", "cards", "position", "code", "connected", "status", "mode", "hit"}
 )
+
+
+def _nested(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_FIELDS), inner)
+
+
 _JSON = st.recursive(
     st.none()
     | st.booleans()
@@ -559,7 +567,7 @@ _JSON = st.recursive(
     | st.floats()
     | st.text(max_size=12)
     | st.sampled_from(["As", "QhJhTh8h7h", "20", "1.5", "win", "counted", "t1", TS]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(_FIELDS), inner),
+    _nested,
     max_leaves=12,
 )
 

@@ -1,4 +1,4 @@
-"""``lammer display``: a terminal table display, the stand-in for a real one.
+"""``lammer display``: the technician's terminal display of one or more tables.
 
 It subscribes to ``<prefix>/<table>/#`` for one or more tables and draws what
 ``mqtt-api.md`` publishes: availability, game, devices and alarms; the dynamic Cover All
@@ -276,8 +276,17 @@ class BustResultPayload(Payload):
     reason: str | None = None
 
 
+class InfoPayload(Payload):
+    """``info`` (retained, contract 1.2): the daemon's version and the pay tables in use."""
+
+    version: str
+    contract: str = ""
+    game: str | None = None
+
+
 # topic under the base -> (model, retained)
 TOPICS: dict[str, tuple[type[Payload], bool]] = {
+    "info": (InfoPayload, True),
     "state": (StatePayload, True),
     "alarms": (AlarmsPayload, True),
     "cover_all/payouts": (PayoutsPayload, True),
@@ -318,6 +327,7 @@ class TableView:
     table: str
     prefix: str = "lammer"
     availability: str | None = None
+    info: InfoPayload | None = None
     state: StatePayload | None = None
     alarms: tuple[Alarm, ...] = ()
     payouts: PayoutsPayload | None = None
@@ -411,6 +421,8 @@ class TableView:
 
     def _clear(self, sub: str) -> bool:
         match sub:
+            case "info":
+                self.info = None
             case "state":
                 self.state = None
             case "alarms":
@@ -467,6 +479,8 @@ class TableView:
                 self.bust_state = message
             case BustResultPayload():
                 self.bust_result = message
+            case InfoPayload():
+                self.info = message
             case _:  # pragma: no cover - every model in TOPICS is matched above
                 raise AssertionError(f"unhandled payload {type(message).__name__}")
 
@@ -597,6 +611,8 @@ def _header(view: TableView) -> Text:
         text.append(f"   {GAME_NAMES.get(game, game)} ({game})", style="bold")
     if view.last_seq is not None:
         text.append(f"   seq {view.last_seq}", style="dim")
+    if view.info is not None:
+        text.append(f"   lammer {view.info.version}", style="dim")
     return text
 
 

@@ -1,0 +1,148 @@
+"""``lammer web``: the table's screens in the browser; ``lammer web adduser NAME``.
+
+``lammer web --mqtt-host H --mqtt-port P [--mqtt-user U --mqtt-password-file F]
+[--terminal-user U --terminal-password-file F] [--listen HOST:PORT] [--users FILE]
+[--prefix lammer] [--config web.toml]`` serves ``/table/<id>``, ``/pit`` and
+``/stick/<id>`` until SIGTERM or SIGINT. A bad configuration exits 2 with every problem.
+
+``lammer web adduser NAME --users FILE`` adds a stickperson (or changes the password),
+asking twice on a terminal, or reading one line from standard input for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import structlog
+
+from display.errors import UsersFileError, WebConfigError
+from display.web.config import WebConfig, load_web_config
+from display.web.users import add_user, check_name, check_password
+
+_OPTIONS = (
+    ("--mqtt-host", "mqtt_host", str, "the broker's host (default 127.0.0.1)"),
+    ("--mqtt-port", "mqtt_port", int, "the broker's port (default 1883)"),
+    ("--mqtt-user", "mqtt_user", str, "the read-only display user"),
+    ("--mqtt-password-file", "mqtt_password_file", Path, "file holding its password"),
+    ("--terminal-user", "terminal_user", str, "the MQTT user that publishes requests"),
+    ("--terminal-password-file", "terminal_password_file", Path, "file holding its password"),
+    ("--prefix", "prefix", str, "topic prefix (default lammer)"),
+    ("--listen", "listen", str, "HOST:PORT to serve (default 127.0.0.1:8080)"),
+    ("--users", "users", Path, "the stickpersons' users file"),
+    ("--keepalive", "keepalive", int, "seconds of silence before a page shows table closed"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``lammer web`` and its ``adduser`` subcommand."""
+    parser.add_argument("--config", type=Path, help="web.toml with the same keys (a_b for --a-b)")
+    for flag, dest, kind, help_text in _OPTIONS:
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_text)
+    sub = parser.add_subparsers(dest="web_command", metavar="adduser")
+    add = sub.add_parser("adduser", help="add a stickperson to the users file")
+    add.add_argument("name", help="the user name (it becomes the requests' operator)")
+    add.add_argument("--users", dest="adduser_users", type=Path, required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``lammer web`` (0 after a clean stop, 2 for a bad configuration) or ``adduser``."""
+    if args.web_command == "adduser":
+        return adduser(args.name, args.adduser_users)
+    overrides = {dest: getattr(args, dest) for _, dest, _, _ in _OPTIONS}
+    try:
+        config = load_web_config(args.config, overrides)
+    except WebConfigError as exc:
+        print(f"lammer web: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging()
+    try:
+        asyncio.run(serve(config))
+    except UsersFileError as exc:
+        print(f"lammer web: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> None:
+    """Serve until SIGTERM or SIGINT (or cancellation)."""
+    from aiohttp import web
+
+    from display.web.server import build_app, make_state
+
+    state = make_state(config)
+    app = build_app(state)
+    runner = web.AppRunner(
+        app,
+        # The request parser's bounds: a request line, a header, the number of headers.
+        max_line_size=4096,
+        max_field_size=4096,
+        max_headers=64,
+        access_log=None,
+    )
+    await runner.setup()
+    host, port = config.listen_address
+    site = web.TCPSite(runner, host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await site.start()
+        log = structlog.get_logger("lammer.web")
+        log.info("serving", listen=config.listen, version=state.version)
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await runner.cleanup()
+
+
+def _configure_logging() -> None:
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer()
+        if sys.stderr.isatty()
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+def adduser(name: str, users: Path) -> int:
+    """Add ``name`` to ``users`` (created 0600) or change its password."""
+    try:
+        check_name(name)
+        if sys.stdin.isatty():
+            password = getpass.getpass(f"password for {name}: ")
+            if getpass.getpass("again: ") != password:
+                print("lammer web adduser: the two passwords differ", file=sys.stderr)
+                return 1
+        else:
+            password = sys.stdin.readline().rstrip("\r\n")
+        check_password(password)
+        new = add_user(users, name, password)
+    except UsersFileError as exc:
+        print(f"lammer web adduser: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"lammer web adduser: {users}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(f"{'added' if new else 'changed the password of'} {name} in {users}")
+    return 0

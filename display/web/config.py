@@ -1,0 +1,254 @@
+"""The configuration of ``lammer web``: command-line options, or the same keys in a TOML file.
+
+Every option of ``lammer web`` has a key of the same name in ``web.toml`` (``--mqtt-host``
+is ``mqtt_host``); an option given on the command line wins over the file. The result is
+validated by one strict pydantic model, and every problem is reported at once as
+``key: what is wrong`` (unknown keys are errors with a "did you mean", integers and
+booleans are strict, relative paths are taken from the file's folder), as the table
+configuration does.
+
+```toml
+mqtt_host = "127.0.0.1"
+mqtt_port = 1883
+mqtt_user = "display"                 # read-only: subscribes, never publishes
+mqtt_password_file = "credentials/display"
+terminal_user = "terminal"            # publishes the stickperson's requests only
+terminal_password_file = "credentials/terminal"
+prefix = "lammer"
+listen = "127.0.0.1:8080"
+users = "web-users"                   # lammer web adduser NAME --users web-users
+keepalive = 30                        # a page shows "table closed" after this long silent
+secure_cookies = false                # true behind TLS (a reverse proxy)
+```
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from display.errors import WebConfigError
+
+
+def _port(value: int) -> int:
+    if not 1 <= value <= 65535:
+        raise ValueError(f"must be between 1 and 65535, got {value}")
+    return value
+
+
+def _resolve(value: Path, info: ValidationInfo) -> Path:
+    value = value.expanduser()
+    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
+    if not value.is_absolute() and isinstance(base, Path):
+        value = base / value
+    return value
+
+
+def _existing_file(value: Path, info: ValidationInfo) -> Path:
+    value = _resolve(value, info)
+    if not value.exists():
+        raise ValueError(f"no such file: {value}")
+    if not value.is_file():
+        raise ValueError(f"not a regular file: {value}")
+    return value
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as ``(host, port)``; ``ValueError`` if bad."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ValueError(f"must be HOST:PORT (e.g. 127.0.0.1:8080), got {value!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv6 address") from None
+    elif ":" in host:
+        raise ValueError(f"write an IPv6 address in brackets ([::1]:8080), got {value!r}")
+    return host, _port(int(port_text))
+
+
+Port = Annotated[StrictInt, AfterValidator(_port)]
+
+
+class WebConfig(BaseModel):
+    """Everything ``lammer web`` needs; the keys are the command-line options' names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mqtt_host: str = Field(default="127.0.0.1", description="the broker")
+    mqtt_port: Port = 1883
+    mqtt_user: str | None = Field(default=None, description="the read-only display user")
+    mqtt_password_file: Path | None = Field(default=None, description="its password, one line")
+    terminal_user: str | None = Field(
+        default=None, description="the MQTT user that publishes the stickperson's requests"
+    )
+    terminal_password_file: Path | None = None
+    prefix: str = Field(default="lammer", description="topic prefix: <prefix>/<table>/...")
+    listen: str = Field(default="127.0.0.1:8080", description="HOST:PORT of the web server")
+    users: Path | None = Field(
+        default=None, description="the stickpersons' users file (lammer web adduser)"
+    )
+    keepalive: Annotated[StrictInt, Field(ge=3, le=3600)] = Field(
+        default=30,
+        description="seconds without a word from the server before a page shows table closed",
+    )
+    secure_cookies: StrictBool = Field(
+        default=False, description="mark the session cookie Secure (serve behind TLS)"
+    )
+    session_hours: Annotated[StrictInt, Field(ge=1, le=24)] = 12
+
+    @field_validator("mqtt_host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must name the broker, got an empty string")
+        return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        levels = value.split("/")
+        if not value or any(not level for level in levels):
+            raise ValueError(f"must be topic levels separated by single '/', got {value!r}")
+        if any(c in "+#\0" for c in value) or value.startswith("$"):
+            raise ValueError(f"must not hold '+', '#' or start with '$', got {value!r}")
+        return value
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value
+
+    @field_validator("mqtt_password_file", "terminal_password_file")
+    @classmethod
+    def _password_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _existing_file(value, info)
+
+    @field_validator("users")
+    @classmethod
+    def _users(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        return None if value is None else _existing_file(value, info)
+
+    @model_validator(mode="after")
+    def _pairs(self) -> WebConfig:
+        problems = []
+        if self.mqtt_password_file is not None and self.mqtt_user is None:
+            problems.append("mqtt_user: required when mqtt_password_file is set")
+        if self.terminal_password_file is not None and self.terminal_user is None:
+            problems.append("terminal_user: required when terminal_password_file is set")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        """``listen`` as ``(host, port)``."""
+        return parse_listen(self.listen)
+
+    def mqtt_password(self) -> str | None:
+        """The display user's password (the file's first line), or None."""
+        return _first_line(self.mqtt_password_file)
+
+    def terminal_password(self) -> str | None:
+        """The terminal user's password (the file's first line), or None."""
+        return _first_line(self.terminal_password_file)
+
+
+def _first_line(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    text = path.read_text(encoding="utf-8")
+    return text.splitlines()[0] if text else ""
+
+
+def _describe(error: Any) -> str:
+    kind = error["type"]
+    loc = ".".join(str(p) for p in error["loc"])
+    got = f", got {error.get('input')!r}"
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(loc, list(WebConfig.model_fields), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{loc}: unknown key{hint}"
+    message = str(error["msg"]).removeprefix("Value error, ")
+    simple = {
+        "int_type": "must be an integer",
+        "bool_type": "must be true or false",
+        "string_type": "must be a string",
+        "path_type": "must be a path string",
+    }
+    if kind in simple:
+        message = simple[kind] + got
+    elif kind in {"greater_than_equal", "less_than_equal"}:
+        message = message + got
+    if not loc:  # a cross-field check: its message names its keys
+        return message
+    return f"{loc}: {message}"
+
+
+def validate_web_config(data: dict[str, Any], *, base_dir: Path | None = None) -> WebConfig:
+    """Validate settings; raises ``WebConfigError`` listing every problem."""
+    try:
+        return WebConfig.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as exc:
+        problems: list[str] = []
+        for error in exc.errors():
+            problems.extend(
+                _describe(error).split("; ") if not error["loc"] else [_describe(error)]
+            )
+        raise WebConfigError(None, problems) from exc
+
+
+def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
+    """The configuration from ``path`` (TOML, may be None) with ``overrides`` on top.
+
+    ``overrides`` are command-line values (None means "not given"); relative paths given on
+    the command line are taken from the current folder, those in the file from its folder.
+    """
+    data: dict[str, Any] = {}
+    base_dir: Path | None = None
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_bytes().decode("utf-8"))
+        except FileNotFoundError:
+            raise WebConfigError(path, ["(file): no such file"]) from None
+        except UnicodeDecodeError as exc:
+            raise WebConfigError(path, [f"(file): not UTF-8 text ({exc.reason})"]) from exc
+        except OSError as exc:
+            raise WebConfigError(path, [f"(file): cannot read: {exc.strerror}"]) from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise WebConfigError(path, [f"(file): not valid TOML: {exc}"]) from exc
+        base_dir = path.resolve().parent
+        for key in ("mqtt_password_file", "terminal_password_file", "users"):
+            if isinstance(data.get(key), str):
+                data[key] = str(_resolve_text(data[key], base_dir))
+    for key, value in overrides.items():
+        if value is not None:
+            data[key] = value
+    try:
+        return validate_web_config(data, base_dir=Path.cwd())
+    except WebConfigError as exc:
+        raise WebConfigError(path, exc.problems) from exc.__cause__
+
+
+def _resolve_text(value: str, base: Path) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path

@@ -1,0 +1,474 @@
+"""The web server of ``lammer web``: pages, one WebSocket per page, the stickperson's actions.
+
+Thin, as Home Assistant's ``http`` component and aiohttp's own examples are: it serves the
+package's files, relays the store to the browsers and turns a logged-in stickperson's
+action into an MQTT request. Everything that reaches it is treated as hostile:
+
+* bounded input: request bodies (``client_max_size``), request lines and headers (the
+  parser's limits), WebSocket messages (``max_msg_size``), the number of pages connected;
+* table ids in URLs must match ``TABLE_ID_PATTERN`` (else 404);
+* security headers on every response, a Content-Security-Policy that allows nothing but
+  this origin (no inline script, no external font, image or connection);
+* actions need a session (401 without), the session's CSRF token in ``X-CSRF-Token``, a
+  same-origin ``Origin`` and a JSON body (403/415 otherwise); a refused action publishes
+  nothing. Login needs the login token of ``/api/session`` (login CSRF) and is
+  rate-limited per address and per user name (429 with ``Retry-After``).
+
+Routes::
+
+    GET  /                       -> /pit
+    GET  /table/<id>             player display          GET /pit    pit view
+    GET  /stick/<id>             stickperson terminal    GET /static/...
+    GET  /ws[?table=<id>]        the live feed (one table, or every table)
+    GET  /api/session            who is logged in; the CSRF token (or a login token)
+    POST /api/login  /api/logout
+    POST /api/table/<id>/<roll_decision|void_roll|overturn>
+    GET  /api/health             the broker link, tables seen, payloads dropped
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import json
+import re
+import secrets
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import structlog
+from aiohttp import WSMsgType, web
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+
+from display.web.config import WebConfig
+from display.web.contract import TABLE_ID_PATTERN
+from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
+from display.web.store import Store, wire
+from display.web.users import MAX_PASSWORD, NAME_PATTERN, RateLimit, Sessions, Users
+
+log = structlog.get_logger("lammer.web")
+
+STATIC: Final = Path(__file__).parent / "static"
+MAX_BODY: Final = 4096
+"""Bytes of a request body: a login or an action is a few dozen."""
+MAX_WS_MESSAGE: Final = 1024
+"""Bytes of a WebSocket message from a browser: pages send nothing but pings."""
+SESSION_COOKIE: Final = "lammer_session"
+LOGIN_COOKIE: Final = "lammer_login"
+TABLE: Final = "{table:" + TABLE_ID_PATTERN.strip("^$") + "}"
+
+CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; font-src 'none'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+SECURITY_HEADERS: Final = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=(), usb=()",
+}
+
+
+def version() -> str:
+    """This installation's lammer version."""
+    try:
+        return metadata.version("lammer")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------
+# Action bodies (what the browser may send; operator and request_id are the server's)
+
+RollId = Annotated[StrictInt, Field(ge=1, le=999999)]
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    roll_id: RollId
+
+
+class RollDecision(_Action):
+    """Decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
+
+    decision: Literal["valid", "invalid"]
+
+
+class VoidRoll(_Action):
+    """Declare the latest counted roll invalid under 68 IAC 10-4-4(c)(2), (3) or (6)."""
+
+    clause: Literal["2", "3", "6"]
+
+
+class Overturn(_Action):
+    """Reinstate the latest roll declared invalid (68 IAC 10-4-4(c), last sentence)."""
+
+
+ACTIONS: Final[dict[str, type[_Action]]] = {
+    "roll_decision": RollDecision,
+    "void_roll": VoidRoll,
+    "overturn": Overturn,
+}
+
+
+class Login(BaseModel):
+    """``POST /api/login``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    user: Annotated[str, Field(min_length=1, max_length=64)]
+    password: Annotated[str, Field(min_length=1, max_length=MAX_PASSWORD)]
+
+
+# ---------------------------------------------------------------------------------------
+# The application
+
+
+@dataclass
+class WebState:
+    """What the handlers share (one per application)."""
+
+    config: WebConfig
+    store: Store
+    hub: Hub
+    follower: Follower
+    terminal: Terminal
+    users: Users
+    sessions: Sessions
+    per_address: RateLimit = field(default_factory=lambda: RateLimit(attempts=10))
+    per_user: RateLimit = field(default_factory=lambda: RateLimit(attempts=20))
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
+    )
+    version: str = field(default_factory=version)
+    request_timeout: float = 5.0
+
+
+STATE: Final = web.AppKey("state", WebState)
+
+
+def _error(status: int, message: str, **headers: str) -> web.Response:
+    return web.json_response({"status": "error", "error": message}, status=status, headers=headers)
+
+
+@web.middleware
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """API errors as JSON sentences; no traceback ever reaches a browser."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if request.path.startswith("/api/") and exc.status >= 400:
+            return _error(exc.status, exc.reason)
+        raise
+    except Exception:
+        log.exception("request failed", path=request.path[:200])
+        return _error(500, "internal error; see the server's log")
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    if request.path.startswith("/api/"):
+        response.headers["Cache-Control"] = "no-store"
+
+
+def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    path = STATIC / name
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
+
+    return handler
+
+
+def _client_address(request: web.Request) -> str:
+    peer = request.remote or "?"
+    try:
+        return str(ipaddress.ip_address(peer))
+    except ValueError:
+        return peer[:64]
+
+
+def _same_origin(request: web.Request) -> bool:
+    """A state-changing request must come from a page of this server: ``Origin`` (sent by
+    every current browser on a POST) equals this host, and Fetch Metadata, when sent, says
+    same-origin."""
+    site = request.headers.get("Sec-Fetch-Site")
+    if site is not None and site not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return site is not None  # neither header: not a browser we serve
+    return origin in (f"{request.scheme}://{request.host}", f"https://{request.host}")
+
+
+async def _json_body(request: web.Request) -> Any:
+    if request.content_type != "application/json":
+        raise web.HTTPUnsupportedMediaType(reason="send JSON (Content-Type: application/json)")
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=request.content_length)
+    raw = await request.content.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_BODY, actual_size=len(raw))
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise web.HTTPBadRequest(reason="the body is not JSON") from None
+
+
+def _cookie(response: web.StreamResponse, name: str, value: str, state: WebState) -> None:
+    response.set_cookie(
+        name,
+        value,
+        httponly=True,
+        samesite="Strict",
+        secure=state.config.secure_cookies,
+        path="/",
+        max_age=state.config.session_hours * 3600,
+    )
+
+
+async def session_info(request: web.Request) -> web.StreamResponse:
+    """Who is logged in and the CSRF token; else a fresh login token (double-submit)."""
+    state = request.app[STATE]
+    session = state.sessions.get(request.cookies.get(SESSION_COOKIE))
+    if session is not None:
+        return web.json_response({"user": session.user, "csrf": session.csrf})
+    token = secrets.token_urlsafe(32)
+    response = web.json_response(
+        {"user": None, "login_token": token, "users_configured": state.users.configured}
+    )
+    _cookie(response, LOGIN_COOKIE, token, state)
+    return response
+
+
+async def login(request: web.Request) -> web.StreamResponse:
+    """Check a user name and password; on success a new session cookie."""
+    state = request.app[STATE]
+    expected = request.cookies.get(LOGIN_COOKIE, "")
+    sent = request.headers.get("X-CSRF-Token", "")
+    if not _same_origin(request) or not expected or not hmac.compare_digest(expected, sent):
+        return _error(403, "the login form has expired; reload the page")
+    body = await _json_body(request)
+    try:
+        form = Login.model_validate(body)
+    except ValidationError:
+        return _error(400, "send a user name and a password")
+    address = f"address:{_client_address(request)}"
+    name = f"user:{form.user}"
+    wait = max(state.per_address.retry_after([address]), state.per_user.retry_after([name]))
+    if wait > 0:
+        log.warning("login refused: too many attempts", user=form.user[:64], address=address)
+        return _error(
+            429, "too many failed logins; wait and try again", **{"Retry-After": str(int(wait) + 1)}
+        )
+    loop = asyncio.get_running_loop()
+    good = await loop.run_in_executor(state.executor, state.users.verify, form.user, form.password)
+    if not good or not NAME_PATTERN.match(form.user):
+        state.per_address.failed([address])
+        state.per_user.failed([name])
+        log.warning("login failed", user=form.user[:64], address=address)
+        return _error(401, "wrong user name or password")
+    state.per_address.succeeded([address])
+    state.per_user.succeeded([name])
+    session = state.sessions.create(form.user)
+    log.info("login", user=form.user, address=address)
+    response = web.json_response({"user": session.user, "csrf": session.csrf})
+    _cookie(response, SESSION_COOKIE, session.token, state)
+    response.del_cookie(LOGIN_COOKIE, path="/")
+    return response
+
+
+async def logout(request: web.Request) -> web.StreamResponse:
+    """End the session."""
+    state = request.app[STATE]
+    token = request.cookies.get(SESSION_COOKIE)
+    session = state.sessions.get(token)
+    if session is None:
+        return _error(401, "not logged in")
+    if not _same_origin(request) or not hmac.compare_digest(
+        session.csrf, request.headers.get("X-CSRF-Token", "")
+    ):
+        return _error(403, "refused: not sent by this server's page")
+    state.sessions.end(token)
+    response = web.json_response({"status": "ok"})
+    response.del_cookie(SESSION_COOKIE, path="/")
+    return response
+
+
+async def action(request: web.Request) -> web.StreamResponse:
+    """A stickperson's decision, published as MQTT user ``terminal`` with ``operator`` the
+    logged-in user; the daemon's response is returned as it came."""
+    state = request.app[STATE]
+    table = request.match_info["table"]
+    name = request.match_info["name"]
+    session = state.sessions.get(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        log.warning("action refused: no session", table=table, action=name)
+        return _error(401, "log in first")
+    if not _same_origin(request) or not hmac.compare_digest(
+        session.csrf, request.headers.get("X-CSRF-Token", "")
+    ):
+        log.warning("action refused: CSRF check", table=table, action=name, user=session.user)
+        return _error(403, "refused: not sent by this server's page; reload it")
+    model = ACTIONS.get(name)
+    if model is None:
+        return _error(404, "no such action")
+    body = await _json_body(request)
+    try:
+        parsed = model.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        return _error(400, f"{where}: {first['msg']}")
+    request_body = {"operator": session.user, **parsed.model_dump()}
+    log.info("action", table=table, action=name, user=session.user, **parsed.model_dump())
+    try:
+        answer = await state.terminal.request(table, name, request_body, wait=state.request_timeout)
+    except TerminalUnavailable as exc:
+        return _error(503, f"{exc}; try again")
+    except TimeoutError:
+        return _error(
+            504, f"table {table} did not answer within {state.request_timeout:g} s; is it open?"
+        )
+    return web.json_response(
+        {
+            "status": answer["status"],
+            "error": answer.get("error"),
+            "request_id": answer.get("request_id"),
+            "operator": session.user,
+        }
+    )
+
+
+async def health(request: web.Request) -> web.StreamResponse:
+    """The broker links, how many tables are known, and what was dropped."""
+    state = request.app[STATE]
+    return web.json_response(
+        {
+            "version": state.version,
+            "broker": state.follower.connected,
+            "terminal": state.terminal.connected,
+            "tables": len(state.store.tables),
+            "pages": len(state.hub.clients),
+            **state.store.counters(),
+        }
+    )
+
+
+async def feed(request: web.Request) -> web.StreamResponse:
+    """One page's WebSocket: hello, the picture, ``synced``, then every update."""
+    state = request.app[STATE]
+    table = request.query.get("table")
+    if table is not None and not NAME_TABLE.match(table):
+        raise web.HTTPNotFound()
+    if state.hub.full:
+        return web.Response(status=503, text="too many pages connected")
+    ws = web.WebSocketResponse(
+        max_msg_size=MAX_WS_MESSAGE, heartbeat=max(2.0, state.config.keepalive / 3)
+    )
+    await ws.prepare(request)
+    hello = wire(
+        "hello",
+        server=state.version,
+        keepalive=state.config.keepalive,
+        broker=state.follower.connected,
+        table=table,
+        dropped=sum(state.store.dropped.values()),
+    )
+    first = [hello, *state.store.snapshot(table), wire("synced")]
+    client = state.hub.add(ws, table, first)
+    writer = asyncio.create_task(client.write())
+    try:
+        async for message in ws:
+            if message.type == WSMsgType.ERROR:
+                break
+            # A page sends nothing that matters; anything it sends is ignored.
+    finally:
+        state.hub.remove(client)
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await writer
+    return ws
+
+
+NAME_TABLE: Final = re.compile(TABLE_ID_PATTERN)
+
+
+async def _heartbeat(state: WebState) -> None:
+    # A page shows "table closed" when it hears nothing for keepalive seconds; a tick
+    # every third of it tells a live page that the server and its broker link are up.
+    while True:
+        await asyncio.sleep(state.config.keepalive / 3)
+        state.hub.broadcast(
+            wire("tick", broker=state.follower.connected, dropped=sum(state.store.dropped.values()))
+        )
+
+
+def build_app(state: WebState, *, background: bool = True) -> web.Application:
+    """The aiohttp application. With ``background``, it runs the MQTT connections and the
+    heartbeat while it runs (tests that feed the store themselves pass False)."""
+    app = web.Application(middlewares=[_errors], client_max_size=MAX_BODY)
+    app[STATE] = state
+    app.on_response_prepare.append(_security_headers)
+    app.router.add_get("/", _redirect_pit)
+    app.router.add_get(f"/table/{TABLE}", _page("table.html"))
+    app.router.add_get("/pit", _page("pit.html"))
+    app.router.add_get(f"/stick/{TABLE}", _page("stick.html"))
+    app.router.add_get("/ws", feed)
+    app.router.add_get("/api/session", session_info)
+    app.router.add_post("/api/login", login)
+    app.router.add_post("/api/logout", logout)
+    app.router.add_post(f"/api/table/{TABLE}/{{name:[a-z_]{{1,32}}}}", action)
+    app.router.add_get("/api/health", health)
+    app.router.add_static("/static/", STATIC, follow_symlinks=False, show_index=False)
+
+    async def tasks(app: web.Application) -> Any:
+        running = [asyncio.create_task(_heartbeat(state))]
+        if background:
+            running += [
+                asyncio.create_task(state.follower.run()),
+                asyncio.create_task(state.terminal.run()),
+            ]
+        yield
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        for client in list(state.hub.clients):
+            await client.ws.close(code=1001, message=b"server stopping")
+        state.executor.shutdown(wait=True)
+
+    app.cleanup_ctx.append(tasks)
+    return app
+
+
+async def _redirect_pit(request: web.Request) -> web.StreamResponse:
+    raise web.HTTPFound("/pit")
+
+
+def make_state(config: WebConfig) -> WebState:
+    """The shared state for ``config``: store, hub, both MQTT connections, users."""
+    store = Store(config.prefix)
+    hub = Hub()
+    return WebState(
+        config=config,
+        store=store,
+        hub=hub,
+        follower=Follower(config, store, hub),
+        terminal=Terminal(config),
+        users=Users(config.users),
+        sessions=Sessions(lifetime=config.session_hours * 3600.0),
+    )

@@ -1,0 +1,189 @@
+// The live feed of one page: a WebSocket to the server, and the store it fills.
+//
+// A page is a view of the retained MQTT state (docs/mqtt.md): the store keeps, per table,
+// the latest message of each topic, ordered by seq (a seq already seen is ignored, a
+// retained topic never goes back to an older seq), plus the last few messages of the
+// topics that are not retained. Nothing is computed from the rules: the daemon publishes
+// what the screen shows.
+//
+// Liveness: the server sends a tick every keepalive/3 s. The page is "live" while the
+// socket is open, the picture has arrived, the server's broker link is up, and a frame
+// arrived within the keepalive. Otherwise it reconnects (jittered, capped backoff) and the
+// page shows "table closed".
+
+const RECENT = 12;
+const SEEN = 4096;
+
+export class Store {
+  constructor() {
+    this.tables = new Map();
+  }
+
+  table(id) {
+    let t = this.tables.get(id);
+    if (!t) {
+      t = { id, availability: null, topics: new Map(), recent: new Map(), seen: new Set(), order: [] };
+      this.tables.set(id, t);
+    }
+    return t;
+  }
+
+  // Take one message {table, topic, retained, payload}; true when the picture changed.
+  apply(m) {
+    const t = this.table(m.table);
+    if (m.topic === "availability") {
+      t.availability = m.payload;
+      return true;
+    }
+    if (m.payload === null) {
+      return t.topics.delete(m.topic);
+    }
+    const seq = m.payload.seq;
+    if (t.seen.has(seq)) return false;
+    if (m.retained) {
+      const current = t.topics.get(m.topic);
+      if (current && current.seq >= seq) return false;
+      t.topics.set(m.topic, m.payload);
+    } else {
+      const list = t.recent.get(m.topic) || [];
+      list.push(m.payload);
+      list.sort((a, b) => a.seq - b.seq);
+      if (list.length > RECENT) list.shift();
+      t.recent.set(m.topic, list);
+    }
+    t.seen.add(seq);
+    t.order.push(seq);
+    if (t.order.length > SEEN) t.seen.delete(t.order.shift());
+    return true;
+  }
+}
+
+// The newest of the messages on `topics` of a table (by seq), or null.
+export function latest(table, ...topics) {
+  let best = null;
+  for (const topic of topics) {
+    const m = table.topics.get(topic);
+    if (m && (!best || m.seq > best.seq)) best = m;
+    for (const r of table.recent.get(topic) || []) {
+      if (!best || r.seq > best.seq) best = r;
+    }
+  }
+  return best;
+}
+
+// The active alarms: from `alarms` or `state`, whichever is newer.
+export function alarmsOf(table) {
+  const m = latest(table, "alarms", "state");
+  return m ? m.alarms : [];
+}
+
+export class Feed {
+  // table: a table id, or null for every table (the pit). render(feed) draws the page.
+  constructor(table, render) {
+    this.tableId = table;
+    this.render = render;
+    this.store = new Store();
+    this.pending = null;
+    this.ws = null;
+    this.open = false;
+    this.synced = false;
+    this.broker = false;
+    this.server = null;
+    this.dropped = 0;
+    this.keepalive = 30;
+    this.lastFrame = 0;
+    this.delay = 250;
+    this.connect();
+    setInterval(() => this.watch(), 1000);
+  }
+
+  get live() {
+    return this.open && this.synced && this.broker && Date.now() - this.lastFrame <= this.keepalive * 1000;
+  }
+
+  url() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const query = this.tableId ? `?table=${encodeURIComponent(this.tableId)}` : "";
+    return `${scheme}//${location.host}/ws${query}`;
+  }
+
+  connect() {
+    const ws = new WebSocket(this.url());
+    this.ws = ws;
+    ws.onopen = () => {
+      this.open = true;
+      this.delay = 250;
+      this.lastFrame = Date.now();
+    };
+    ws.onmessage = (event) => this.receive(event.data);
+    ws.onclose = () => {
+      if (this.ws !== ws) return;
+      this.open = false;
+      this.synced = false;
+      this.render(this);
+      const wait = this.delay / 2 + Math.random() * (this.delay / 2);
+      this.delay = Math.min(this.delay * 2, 5000);
+      setTimeout(() => this.connect(), wait);
+    };
+  }
+
+  receive(text) {
+    this.lastFrame = Date.now();
+    let m;
+    try {
+      m = JSON.parse(text);
+    } catch {
+      return;
+    }
+    switch (m.t) {
+      case "hello":
+        this.server = m.server;
+        this.keepalive = m.keepalive;
+        this.broker = m.broker;
+        this.dropped = m.dropped;
+        this.pending = new Store();
+        this.synced = false;
+        break;
+      case "synced":
+        if (this.pending) this.store = this.pending;
+        this.pending = null;
+        this.synced = true;
+        this.render(this);
+        break;
+      case "msg":
+        if (this.pending) {
+          this.pending.apply(m);
+        } else if (this.store.apply(m)) {
+          this.render(this);
+        }
+        break;
+      case "link":
+        this.broker = m.broker;
+        this.render(this);
+        break;
+      case "tick": {
+        const changed = this.broker !== m.broker || this.dropped !== m.dropped;
+        this.broker = m.broker;
+        this.dropped = m.dropped;
+        if (changed) this.render(this);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  // Silence for longer than the keepalive: show it, and start over.
+  watch() {
+    if (this.open && Date.now() - this.lastFrame > this.keepalive * 1000) {
+      this.render(this);
+      const ws = this.ws;
+      this.ws = null;
+      this.open = false;
+      this.synced = false;
+      ws.onclose = null;
+      ws.close();
+      this.connect();
+    }
+  }
+}

@@ -1,0 +1,243 @@
+"""The stickpersons' users file, sessions and the login rate limit.
+
+The users file holds one ``name:hash`` line per user (``#`` starts a comment), the hash
+an Argon2id string from argon2-cffi (RFC 9106's recommended profile), so the file says
+nothing of the passwords and a reader can diff it. ``lammer web adduser NAME`` writes it
+with mode 0600; the server refuses a users file that others may read, as ssh does with a
+private key. The file is read again when it changes, so a user added while the server runs
+can log in without a restart.
+
+Sessions live in the server's memory only (a restart logs everyone out): a random token in
+an HttpOnly, SameSite=Strict cookie, and a CSRF token of its own that every action must
+send back in a header (the synchronizer-token pattern of the OWASP CSRF cheat sheet).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import stat
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+from display.errors import UsersFileError
+
+NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+"""A user name: it becomes the ``operator`` of the requests, kept in the table's record."""
+MIN_PASSWORD: Final = 8
+MAX_PASSWORD: Final = 1024
+
+_HASHER = PasswordHasher()
+# Verifying against this when the name is unknown makes an unknown name cost the same
+# time as a wrong password, so timing does not tell which names exist.
+_DUMMY_HASH: Final = _HASHER.hash(secrets.token_urlsafe(16))
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a valid user name; ``UsersFileError`` otherwise."""
+    if not NAME_PATTERN.match(name):
+        raise UsersFileError(
+            f"user name {name[:70]!r} must be 1-64 letters, digits, '_', '.', '@' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def check_password(password: str) -> str:
+    """``password`` if long enough and printable; ``UsersFileError`` otherwise."""
+    if len(password) < MIN_PASSWORD:
+        raise UsersFileError(f"the password must have at least {MIN_PASSWORD} characters")
+    if len(password) > MAX_PASSWORD:
+        raise UsersFileError(f"the password must have at most {MAX_PASSWORD} characters")
+    if any(not ch.isprintable() for ch in password):
+        raise UsersFileError("the password must not contain control characters")
+    return password
+
+
+def read_users(path: Path) -> dict[str, str]:
+    """``{name: hash}`` from a users file; ``UsersFileError`` naming the line if bad."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsersFileError("no such file", path=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsersFileError(f"cannot read: {exc}", path=path) from exc
+    users: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, hashed = line.partition(":")
+        if not sep or not hashed.startswith("$argon2"):
+            raise UsersFileError("expected NAME:$argon2id$...", path=path, line=number)
+        try:
+            check_name(name)
+        except UsersFileError as exc:
+            raise UsersFileError(str(exc), path=path, line=number) from None
+        if name in users:
+            raise UsersFileError(f"user {name!r} is listed twice", path=path, line=number)
+        users[name] = hashed
+    return users
+
+
+def add_user(path: Path, name: str, password: str) -> bool:
+    """Add ``name`` or change its password; True when the user is new.
+
+    The file is written whole to a temporary file of mode 0600 beside it, then renamed
+    over it, so a reader never sees half a file and the mode never widens.
+    """
+    check_name(name)
+    check_password(password)
+    users = read_users(path) if path.exists() else {}
+    new = name not in users
+    users[name] = _HASHER.hash(password)
+    lines = ["# lammer web users: NAME:argon2id hash (lammer web adduser NAME)"]
+    lines += [f"{user}:{hashed}" for user, hashed in users.items()]
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return new
+
+
+class Users:
+    """The users file as the server reads it: reloaded when it changes, never world-readable."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._users: dict[str, str] = {}
+        self._stamp: tuple[int, int] | None = None
+        if path is not None:
+            self._reload()
+
+    def _reload(self) -> None:
+        assert self.path is not None
+        info = self.path.stat()
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise UsersFileError(
+                "readable or writable by others: chmod 600 it (lammer web adduser writes it so)",
+                path=self.path,
+            )
+        stamp = (info.st_mtime_ns, info.st_size)
+        if stamp != self._stamp:
+            self._users = read_users(self.path)
+            self._stamp = stamp
+
+    @property
+    def configured(self) -> bool:
+        """Whether a users file was given (without one, nobody can log in)."""
+        return self.path is not None
+
+    def verify(self, name: str, password: str) -> bool:
+        """Whether ``password`` is ``name``'s. Slow on purpose (Argon2id): call it in a
+        worker thread. Costs the same for an unknown name."""
+        if self.path is not None:
+            try:
+                self._reload()
+            except (OSError, UsersFileError):
+                return False  # a broken file logs nobody in; the old users are not kept
+        hashed = self._users.get(name) if NAME_PATTERN.match(name) else None
+        try:
+            return _HASHER.verify(hashed or _DUMMY_HASH, password) and hashed is not None
+        except (VerifyMismatchError, VerificationError, InvalidHashError):
+            return False
+
+
+@dataclass
+class Session:
+    """A logged-in user: the cookie's token, the CSRF token, when it ends."""
+
+    user: str
+    token: str
+    csrf: str
+    expires: float
+
+
+@dataclass
+class Sessions:
+    """The logged-in users, in memory; at most ``limit`` (the oldest goes first)."""
+
+    lifetime: float
+    limit: int = 1000
+    _by_token: dict[str, Session] = field(default_factory=dict)
+
+    def create(self, user: str) -> Session:
+        """A new session for ``user`` (a new token at every login: no session fixation)."""
+        while len(self._by_token) >= self.limit:
+            self._by_token.pop(next(iter(self._by_token)))
+        session = Session(
+            user=user,
+            token=secrets.token_urlsafe(32),
+            csrf=secrets.token_urlsafe(32),
+            expires=time.monotonic() + self.lifetime,
+        )
+        self._by_token[session.token] = session
+        return session
+
+    def get(self, token: str | None) -> Session | None:
+        """The live session of a cookie's token, or None."""
+        if not token or len(token) > 100:
+            return None
+        session = self._by_token.get(token)
+        if session is None:
+            return None
+        if session.expires <= time.monotonic():
+            del self._by_token[token]
+            return None
+        return session
+
+    def end(self, token: str | None) -> None:
+        """Log out."""
+        if token:
+            self._by_token.pop(token, None)
+
+
+@dataclass
+class RateLimit:
+    """At most ``attempts`` failed logins per key within ``window`` seconds."""
+
+    attempts: int = 5
+    window: float = 300.0
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+
+    def retry_after(self, keys: Iterable[str]) -> float:
+        """Seconds to wait before another attempt under any of ``keys`` (0: go ahead)."""
+        now = time.monotonic()
+        wait = 0.0
+        for key in keys:
+            failures = self._failures.get(key)
+            if not failures:
+                continue
+            while failures and failures[0] <= now - self.window:
+                failures.popleft()
+            if len(failures) >= self.attempts:
+                wait = max(wait, failures[0] + self.window - now)
+        return wait
+
+    def failed(self, keys: Iterable[str]) -> None:
+        """Count one failed attempt under each of ``keys``."""
+        now = time.monotonic()
+        if len(self._failures) > 10_000:  # a flood of names: forget the quiet ones
+            self._failures = {k: v for k, v in self._failures.items() if v and v[-1] > now - 60}
+        for key in keys:
+            self._failures.setdefault(key, deque(maxlen=self.attempts)).append(now)
+
+    def succeeded(self, keys: Iterable[str]) -> None:
+        """Forget the failures of ``keys`` after a good login."""
+        for key in keys:
+            self._failures.pop(key, None)

@@ -1,0 +1,244 @@
+"""The parts of ``lammer web`` without a server: the store's ordering, the payload checks
+against what the daemon really publishes, the configuration, the users file."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.publications import (
+    craps_board_publication,
+    info_publication,
+    outcome_publication,
+)
+from display.errors import UsersFileError, WebConfigError
+from display.web.config import load_web_config
+from display.web.contract import TOPICS, PayloadError, validate
+from display.web.store import Store
+from display.web.users import Users, add_user, read_users
+from rules.craps import board as craps_board
+from rules.craps import initial_state
+from rules.events import BustBonusResult
+
+TS = "2026-06-15T20:31:07.412Z"
+
+
+def message(topic: str, seq: int, body: dict[str, Any], table: str = "t1") -> tuple[str, bytes]:
+    return f"lammer/{table}/{topic}", json.dumps(
+        {**body, "table": table, "seq": seq, "ts": TS}
+    ).encode()
+
+
+def decoded(update: tuple[str, str] | None) -> dict[str, Any]:
+    assert update is not None
+    body: dict[str, Any] = json.loads(update[1])
+    return body
+
+
+# -- the contract: what the daemon publishes validates ------------------------------------
+
+
+def test_what_the_daemon_builds_validates_for_the_pages() -> None:
+    info = info_publication(
+        table="t1", game="BJ", version="9.9", craps_paytable=1, decks=6, dealer_hits_soft_17=False
+    )
+    board = craps_board_publication(craps_board(initial_state(1)), table="t1")
+    result = outcome_publication(
+        BustBonusResult(
+            round_id=51,
+            outcome="win",
+            up_card="8h",
+            dealer_cards=("8h", "8h", "8h"),
+            total=24,
+            suited=True,
+            three_eights=True,
+            pays=Decimal(75),
+            reason=None,
+        ),
+        table="t1",
+    )
+    assert result is not None
+    for publication in (info, board, result):
+        body = {**publication.body, "seq": 3, "ts": TS}
+        assert validate(publication.topic, "t1", json.dumps(body).encode()) == body
+    assert result.body["paytable_row"] == "Bust with three 8s"
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (b"\xff\xfe", "not_json"),
+        (b"[1, 2]", "not_json"),
+        (b'{"seq": NaN}', "not_json"),
+        (b"[" * 100_000, "too_large"),
+        (b"[" * 10_000, "not_json"),
+        (b'{"table":"t1","seq":1,"ts":"yesterday","alarms":[]}', "invalid"),
+        (b'{"table":"t1","seq":true,"ts":"2026-06-15T20:31:07.412Z","alarms":[]}', "invalid"),
+        (b'{"table":"t2","seq":1,"ts":"2026-06-15T20:31:07.412Z","alarms":[]}', "wrong_table"),
+    ],
+)
+def test_bad_payloads_are_refused_with_a_reason(payload: bytes, reason: str) -> None:
+    with pytest.raises(PayloadError) as caught:
+        validate("alarms", "t1", payload)
+    assert caught.value.reason == reason
+
+
+def test_a_card_of_another_form_or_odds_as_a_float_are_refused() -> None:
+    body = {"table": "t1", "seq": 1, "ts": TS, "round_id": 1, "game": "UTH", "hands": 2}
+    body |= {"paytable": [{"hand": "Royal Flush", "pays": 100.0}]}
+    with pytest.raises(PayloadError):
+        validate("cover_all/payouts", "t1", json.dumps(body).encode())
+    state = {"table": "t1", "seq": 2, "ts": TS, "betting_open": False, "up_card": "<b>",
+             "dealer_cards": []}  # fmt: skip
+    with pytest.raises(PayloadError):
+        validate("bust_bonus/state", "t1", json.dumps(state).encode())
+
+
+# -- the store: a view ordered by seq ------------------------------------------------------
+
+
+def test_store_ignores_a_seq_seen_and_an_older_retained_state() -> None:
+    store = Store("lammer")
+    board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
+    first = decoded(store.apply(*message("craps/board", 5, board)))
+    assert first["payload"]["seq"] == 5
+    assert first["retained"] is True
+    assert store.apply(*message("craps/board", 5, board)) is None  # republished as it was
+    assert store.apply(*message("craps/board", 4, board)) is None  # older
+    assert decoded(store.apply(*message("craps/board", 6, board)))["payload"]["seq"] == 6
+    snapshot = [json.loads(text) for text in store.snapshot("t1")]
+    assert [m["payload"]["seq"] for m in snapshot] == [6]
+
+
+def test_store_keeps_the_last_rolls_and_forgets_a_deleted_state() -> None:
+    store = Store("lammer")
+    roll = {"roll_id": 1, "dice": [1, 1], "total": 2, "status": "counted", "reason": None}
+    for seq in range(1, 20):
+        store.apply(*message("craps/roll", seq, {**roll, "roll_id": seq}))
+    board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
+    store.apply(*message("craps/board", 20, board))
+    cleared = decoded(store.apply("lammer/t1/craps/board", b""))
+    assert cleared["payload"] is None
+    kept = [json.loads(text)["payload"]["roll_id"] for text in store.snapshot("t1")]
+    assert kept == list(range(8, 20))  # the last twelve, oldest first; no board
+
+
+def test_store_drops_and_counts_what_is_not_the_contract() -> None:
+    store = Store("lammer", max_tables=2)
+    assert store.apply("lammer/t.1/state", b"{}") is None
+    assert store.apply("lammer/t1/availability", b"maybe") is None
+    assert store.apply("lammer/t1/state", b"{}") is None
+    assert store.apply("lammer/t1/request/roll_decision", b"{}") is None  # not drawn, not bad
+    assert store.apply("lammer/t1/some/new/topic", b"{}") is None  # the daemon may add topics
+    assert decoded(store.apply("lammer/t1/availability", b"online"))["payload"] == "online"
+    assert store.apply("lammer/t2/availability", b"online") is not None
+    assert store.apply("lammer/t3/availability", b"online") is None
+    assert store.dropped == {"bad_topic": 1, "invalid": 2, "too_many_tables": 1}
+    assert store.ignored["unknown_topic"] == 1
+    assert store.ignored["request_response"] == 1
+
+
+def test_every_topic_the_pages_draw_is_one_the_daemon_publishes() -> None:
+    from daemon.schemas import model_for
+
+    for topic, (_, retained) in TOPICS.items():
+        assert model_for(topic)[1] == retained, topic
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def test_config_file_with_command_line_on_top(tmp_path: Path) -> None:
+    (tmp_path / "secret").write_text("pw\n")
+    (tmp_path / "web.toml").write_text(
+        'mqtt_host = "broker"\nmqtt_port = 1884\nmqtt_user = "display"\n'
+        'mqtt_password_file = "secret"\nlisten = "[::1]:9000"\n'
+    )
+    config = load_web_config(tmp_path / "web.toml", {"mqtt_port": 1999, "prefix": None})
+    assert (config.mqtt_host, config.mqtt_port, config.prefix) == ("broker", 1999, "lammer")
+    assert config.mqtt_password() == "pw"
+    assert config.listen_address == ("::1", 9000)
+
+
+def test_config_reports_every_problem(tmp_path: Path) -> None:
+    (tmp_path / "web.toml").write_text(
+        'mqtt_prot = 1884\nkeepalive = "30"\nlisten = "8080"\nmqtt_password_file = "nope"\n'
+        'prefix = "a/#"\n'
+    )
+    with pytest.raises(WebConfigError) as caught:
+        load_web_config(tmp_path / "web.toml", {})
+    problems = "\n".join(caught.value.problems)
+    assert "mqtt_prot: unknown key; did you mean 'mqtt_port'?" in problems
+    assert "keepalive: must be an integer" in problems
+    assert "listen: must be HOST:PORT" in problems
+    assert "mqtt_password_file: no such file" in problems
+    assert "prefix: must not hold '+', '#'" in problems
+    assert len(caught.value.problems) == 5
+
+
+def test_cli_bad_config_exits_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "lammer"), "web", "--mqtt-port", "0"],
+        capture_output=True,
+        check=False,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert b"mqtt_port: must be between 1 and 65535, got 0" in done.stderr
+
+
+# -- users ------------------------------------------------------------------------------------
+
+
+def test_adduser_writes_a_0600_file_of_argon2_hashes(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    lammer = str(Path(sys.executable).parent / "lammer")
+    for name, password in (("alice", "first password"), ("bob", "second password")):
+        done = subprocess.run(
+            [lammer, "web", "adduser", name, "--users", str(users)],
+            input=f"{password}\n".encode(),
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+        assert done.returncode == 0, done.stderr
+        assert f"added {name}".encode() in done.stdout
+    assert stat.S_IMODE(users.stat().st_mode) == 0o600
+    text = users.read_text()
+    assert "first password" not in text
+    assert "$argon2id$" in text
+    checker = Users(users)
+    assert checker.verify("alice", "first password")
+    assert not checker.verify("alice", "second password")
+    assert not checker.verify("carol", "first password")
+    changed = add_user(users, "alice", "a new password")
+    assert not changed
+    assert Users(users).verify("alice", "a new password")
+    assert list(read_users(users)) == ["alice", "bob"]
+
+
+@pytest.mark.parametrize(
+    ("name", "password"), [("a b", "long enough pw"), ("", "long enough pw"), ("x", "short")]
+)
+def test_adduser_refuses_bad_names_and_short_passwords(
+    tmp_path: Path, name: str, password: str
+) -> None:
+    with pytest.raises(UsersFileError):
+        add_user(tmp_path / "users", name, password)
+    assert not (tmp_path / "users").exists()
+
+
+def test_a_users_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    add_user(users, "alice", "long enough pw")
+    os.chmod(users, 0o644)
+    with pytest.raises(UsersFileError, match="chmod 600"):
+        Users(users)
