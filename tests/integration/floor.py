@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import pwd
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiomqtt
 
@@ -30,6 +32,21 @@ from daemon.broker import Broker, free_port
 from daemon.cli import main
 from daemon.floor_cluster import FloorCluster
 from tests.integration.harness import DEADLINE, LAMMER_SIM, Sim, Table, _spawn, _stop
+
+T = TypeVar("T")
+
+
+async def until(predicate: Callable[[], T | None], what: str, within: float = DEADLINE) -> T:
+    """Poll ``predicate`` until it is truthy and return it; fail saying ``what`` after
+    ``within`` s (the deadline bounds a failure, it is never what is tested)."""
+    deadline = time.monotonic() + within
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +193,7 @@ class Controller:
             *extra,
             str(self.table.config_path),
         ]
-        with contextlib.redirect_stdout(None):
+        with contextlib.redirect_stdout(io.StringIO()):
             assert main(argv) == 0
         user = f"lammer-{self.table.table_id}"
         password_file = self.root / f"{self.table.table_id}.mqtt-password"

@@ -21,14 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from daemon.floor_cluster import FloorCluster
-from tests.integration.floor import Controller, FloorSubscriber
+from tests.integration.floor import Controller, FloorSubscriber, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -38,19 +38,6 @@ PLAY = 60.0  # seconds of play
 KILL_AT = PLAY / 3
 RESTART_AT = 2 * PLAY / 3
 CATCH_UP = 90.0  # after play stops, every message must reach the floor within this
-T = TypeVar("T")
-
-
-async def wait_for(predicate: Callable[[], T | None], what: str, within: float) -> T:
-    """Poll ``predicate`` until truthy; fail saying ``what`` after ``within`` s."""
-    deadline = time.monotonic() + within
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
@@ -120,7 +107,7 @@ async def test_floor_survives_a_node_and_loses_nothing(
         for i, c in enumerate(controllers):
             await c.start(interval=1.0 if c.game == "CRAPS" else 2.0, seed=100 + i)
         # Every bridge is on node 1, the first address each was given.
-        await wait_for(
+        await until(
             lambda: (
                 sum(cid.startswith("lammer-bridge-") for cid in cluster.mqtt_clients(1))
                 == CONTROLLERS
@@ -132,7 +119,7 @@ async def test_floor_survives_a_node_and_loses_nothing(
         await asyncio.sleep(KILL_AT)
         cluster.kill_node(1)
         killed_at = time.monotonic()
-        await wait_for(
+        await until(
             lambda: (
                 sum(
                     cid.startswith("lammer-bridge-")
@@ -157,7 +144,7 @@ async def test_floor_survives_a_node_and_loses_nothing(
         published = sum(len(v) for v in expected.values())
         assert published >= CONTROLLERS * 20, f"too little play to show anything: {published}"
         for sub in (pit, steady):
-            await wait_for(
+            await until(
                 lambda sub=sub: not missing(sub, expected),  # type: ignore[misc]
                 f"every message at the subscriber that started on node {sub.connections[0]} "
                 f"(missing {missing(sub, expected)})",
@@ -187,7 +174,7 @@ async def test_floor_survives_a_node_and_loses_nothing(
                     return stored(f) == want
 
                 try:
-                    await wait_for(right, f"node {node}'s retained state", 30)
+                    await until(right, f"node {node}'s retained state", 30)
                 except AssertionError:
                     got = stored()
                     wrong = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
@@ -216,7 +203,7 @@ async def test_floor_survives_a_node_and_loses_nothing(
                         return body
                 return None
 
-            answer = await wait_for(answered, "the answer to a request sent from the floor", 30)
+            answer = await until(answered, "the answer to a request sent from the floor", 30)
             assert answer["status"] == "error"
             assert answer["error"]
         finally:
