@@ -518,3 +518,42 @@ def test_a_route_password_that_would_break_a_url_is_refused(
     assert status == 2
     assert "route URLs" in err
     assert not (out / "floor-1").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# The node's systemd drop-in
+
+ROOT = Path(__file__).resolve().parents[2]
+DROP_IN = ROOT / "systemd" / "nats-server.service.d" / "lammer-floor.conf"
+DEBIAN_UNIT = Path("/lib/systemd/system/nats-server.service")
+
+
+@pytest.mark.skipif(not DEBIAN_UNIT.exists(), reason="Debian's nats-server (make setup)")
+def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) -> None:
+    shutil.copy(DEBIAN_UNIT, tmp_path / "nats-server.service")
+    (tmp_path / "nats-server.service.d").mkdir()
+    shutil.copy(DROP_IN, tmp_path / "nats-server.service.d" / "lammer-floor.conf")
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / "nats-server.service")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout + done.stderr == ""  # an unknown key is only a warning: none
+
+
+def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
+    from daemon.floor_config_cmd import CONF_ON_NODE
+
+    text = DROP_IN.read_text()
+    assert f"ExecStart=/usr/sbin/nats-server -c {CONF_ON_NODE}" in text
+    assert f"ExecStartPre=/usr/sbin/nats-server -t -c {CONF_ON_NODE}" in text
+    readme = (ROOT / "README.md").read_text()
+    for line in text.splitlines():
+        if line.startswith("#     install "):
+            command = " ".join(line.removeprefix("#").split())
+            flat = " ".join(readme.replace("\\\n", " ").split())
+            assert command.replace("floor-<i>", "floor-2") in flat, command
