@@ -123,7 +123,10 @@ class FloorSubscriber:
                     self.connections.append(self.node)
                     if self.clean or not subscribed:
                         for topic in self.filters:
-                            await client.subscribe(topic, qos=1)
+                            granted = await client.subscribe(topic, qos=1)
+                            codes = [getattr(code, "value", code) for code in granted]
+                            if any(c >= 0x80 for c in codes):  # a node electing leaders
+                                raise aiomqtt.MqttError(f"subscription refused: {codes}")
                         subscribed = True
                     self._client = client
                     self.ready.set()
