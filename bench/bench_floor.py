@@ -448,72 +448,84 @@ async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dic
                     await client.publish(f"{PREFIX}/{table}/craps/roll", json.dumps(body), qos=1)
                     await asyncio.sleep(0.5)
 
-        async with floor_client(
-            cluster,
-            3,
-            "display",
-            cluster.password("display"),
-            identifier="bench-failover",
-            clean_session=False,
-        ) as sub:
-            await sub.subscribe(f"{PREFIX}/+/craps/roll", qos=1)
+        async def listen() -> None:
+            # A pit system of the floor: a persistent session that moves to the next node
+            # when its node dies (or refuses the subscription while JetStream recovers).
+            node = 3
+            while True:
+                try:
+                    async with floor_client(
+                        cluster,
+                        node,
+                        "display",
+                        cluster.password("display"),
+                        identifier="bench-failover",
+                        clean_session=False,
+                    ) as sub:
+                        granted = await sub.subscribe(f"{PREFIX}/+/craps/roll", qos=1)
+                        if any(getattr(g, "value", g) >= 0x80 for g in granted):
+                            raise aiomqtt.MqttError("subscription refused")
+                        async for message in sub.messages:
+                            body = json.loads(bytes(message.payload))
+                            arrivals[body["table"]].append((body["seq"], time.monotonic()))
+                except aiomqtt.MqttError:
+                    node = node % 3 + 1
+                    await asyncio.sleep(0.1)
 
-            async def listen() -> None:
-                async for message in sub.messages:
-                    body = json.loads(bytes(message.payload))
-                    arrivals[body["table"]].append((body["seq"], time.monotonic()))
+        tasks = [asyncio.create_task(listen())] + [asyncio.create_task(feed(c)) for c in ctls]
 
-            tasks = [asyncio.create_task(listen())] + [asyncio.create_task(feed(c)) for c in ctls]
+        def bridges_on(nodes: tuple[int, ...]) -> int:
+            return sum(
+                cid.startswith("lammer-bridge-")
+                for n in nodes
+                if cluster.alive(n)
+                for cid in cluster.mqtt_clients(n)
+            )
 
-            def bridges_on(nodes: tuple[int, ...]) -> int:
+        try:
+            await asyncio.sleep(5)
+            for _ in range(kills):
+                counts = {n: bridges_on((n,)) for n in (1, 2, 3)}
+                victim = max(counts, key=lambda n: counts[n])
+                others = tuple(n for n in (1, 2, 3) if n != victim)
+                mark = {t: len(a) for t, a in arrivals.items()}
+                killed = time.monotonic()
+                cluster.kill_node(victim)
+                await poll(lambda others=others: bridges_on(others) >= controllers, 120)
+                moved = time.monotonic() - killed
+                # Until every table was heard of again (the silence is then whole).
+                await poll(
+                    lambda mark=mark: all(len(a) > mark[t] for t, a in arrivals.items()), 120
+                )
+                gap = 0.0
+                for table, got in arrivals.items():
+                    times = [t for _, t in got[max(0, mark[table] - 1) :]]
+                    gaps = [b - a for a, b in itertools.pairwise(times)]
+                    gap = max(gap, max(gaps, default=0.0))
+                cluster.start_node(victim)
+                await asyncio.sleep(10)
+                results.append(
+                    {"victim": victim, "moved": moved, "gap": gap, "bridges": counts[victim]}
+                )
+            stopping.set()
+            await asyncio.sleep(5)
+
+            def lost_now() -> int:
                 return sum(
-                    cid.startswith("lammer-bridge-")
-                    for n in nodes
-                    if cluster.alive(n)
-                    for cid in cluster.mqtt_clients(n)
+                    len(set(range(1, published[t] + 1)) - {s for s, _ in arrivals[t]})
+                    for t in arrivals
                 )
 
-            try:
-                await asyncio.sleep(5)
-                for _ in range(kills):
-                    counts = {n: bridges_on((n,)) for n in (1, 2, 3)}
-                    victim = max(counts, key=lambda n: counts[n])
-                    others = tuple(n for n in (1, 2, 3) if n != victim)
-                    mark = {t: len(a) for t, a in arrivals.items()}
-                    killed = time.monotonic()
-                    cluster.kill_node(victim)
-                    await poll(lambda others=others: bridges_on(others) >= controllers, 120)
-                    moved = time.monotonic() - killed
-                    await asyncio.sleep(10)
-                    gap = 0.0
-                    for table, got in arrivals.items():
-                        times = [t for _, t in got[max(0, mark[table] - 1) :]]
-                        gaps = [b - a for a, b in itertools.pairwise(times)]
-                        gap = max(gap, max(gaps, default=0.0))
-                    cluster.start_node(victim)
-                    await asyncio.sleep(10)
-                    results.append(
-                        {"victim": victim, "moved": moved, "gap": gap, "bridges": counts[victim]}
-                    )
-                stopping.set()
-                await asyncio.sleep(5)
-
-                def lost_now() -> int:
-                    return sum(
-                        len(set(range(1, published[t] + 1)) - {s for s, _ in arrivals[t]})
-                        for t in arrivals
-                    )
-
-                await poll(lambda: lost_now() == 0, 60)
-                lost = lost_now()
-                for r in results:
-                    r["lost"] = lost
-                    r["published"] = sum(published.values())
-            finally:
-                stopping.set()
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            await poll(lambda: lost_now() == 0, 60)
+            lost = lost_now()
+            for r in results:
+                r["lost"] = lost
+                r["published"] = sum(published.values())
+        finally:
+            stopping.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return results
     finally:
         for c in ctls:
