@@ -13,14 +13,19 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: system-deps $(STAMP)
 
 # Debian packages the project needs on the machine: Mosquitto (tests start their own
-# broker, never a shared one; mosquitto_passwd comes with it), openssl (the TLS tests make
-# their own CA), Chromium (the screens' browser tests drive it through Playwright; no
-# browser is ever downloaded), systemd-analyze (the unit is verified and its exposure
-# rated; nothing is started) and venv support. Installed only when missing.
+# broker, never a shared one; mosquitto_passwd comes with it), nats-server (the floor
+# cluster; tests start their own nodes on free ports, never Debian's service), openssl
+# (the TLS tests make their own CA), Chromium (the screens' browser tests drive it through
+# Playwright; no browser is ever downloaded), systemd-analyze (the unit is verified and its
+# exposure rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
 	@if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then \
 	  echo "installing mosquitto from Debian's packages"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null; \
+	fi
+	@if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then \
+	  echo "installing nats-server from Debian's packages (the floor cluster)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; \
 	fi
 	@if ! command -v openssl >/dev/null 2>&1; then \
 	  echo "installing openssl from Debian's packages (the TLS tests make a CA)"; \

@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
+from daemon import floor
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 
@@ -113,6 +114,13 @@ MAX_INFLIGHT_MESSAGES: Final = 20
 """``max_inflight_messages``: QoS 1 messages per client awaiting PUBACK, as the daemon's
 own window (``MqttLink``); on a LAN or loopback round trip this never limits throughput."""
 
+BRIDGE_INFLIGHT_MESSAGES: Final = 1
+"""``max_inflight_messages`` with a floor bridge (Mosquitto 2.0 has no setting of its own
+for a bridge). With a window of 20, a floor node killed under load had acknowledged some
+messages of the window and not others; the bridge sent those again to the next node after
+the later ones, so the floor saw a table's ``seq`` out of order. One message in flight keeps
+the order; a table publishes a few messages a minute, far below one per round trip."""
+
 MAX_QUEUED_MESSAGES: Final = 10_000
 """``max_queued_messages`` per client beyond those in flight (a slow display, a persistent
 session while its client is away, a bridge while the floor is unreachable). A table
@@ -120,6 +128,20 @@ publishes about 10 messages a minute, so this holds about four hours of four tab
 
 MAX_QUEUED_BYTES: Final = 16 * 1024 * 1024
 """``max_queued_bytes`` per client: bounds the memory one lagging client can hold."""
+
+MAX_BRIDGE_NODES: Final = 16
+"""A floor cluster of more nodes than this is not one this project configures (NATS
+recommends 3 or 5 for JetStream)."""
+
+BRIDGE_KEEPALIVE: Final = 15
+"""``keepalive_interval`` of the floor bridge, in seconds: a floor node that died without a
+word (power, network) is given up after about 1.5 times this, and the next one tried; the
+floor publishes a silent controller's ``0`` as soon."""
+
+BRIDGE_RESTART: Final = "1 15"
+"""``restart_timeout`` of the floor bridge: reconnects back off from 1 s to 15 s (with
+Mosquitto's jitter), so a lost node is left within a second or two and a floor that is
+down is not hammered by every controller at once."""
 
 LAN_MAX_CONNECTIONS: Final = 256
 """``max_connections`` of the network listener: displays and terminals of a few tables,
@@ -252,6 +274,21 @@ class Table:
 
 
 @dataclass(frozen=True, slots=True)
+class Bridge:
+    """The bridge to the floor cluster: its nodes' MQTT listeners, in the order tried, and
+    the controller's name there (``daemon.floor`` derives its user, client id and status
+    topic from it)."""
+
+    nodes: tuple[Endpoint, ...]
+    controller: str
+
+    @property
+    def user(self) -> str:
+        """The controller's user on the floor (its password: ``credentials/<user>``)."""
+        return floor.bridge_user(self.controller)
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerPlan:
     """Everything ``generate`` writes, decided and checked (``plan_broker``)."""
 
@@ -261,6 +298,12 @@ class BrokerPlan:
     users: tuple[User, ...]
     data_dir: Path
     broker_user: str
+    bridge: Bridge | None = None
+
+    @property
+    def declaration_path(self) -> Path:
+        """``DIR/floor-controller.json``: what floor-config needs of this controller."""
+        return self.out / floor.DECLARATION_FILE
 
     @property
     def conf_path(self) -> Path:
@@ -350,11 +393,15 @@ def plan_broker(
     tls: tuple[Path, Path, Path] | None = None,
     data_dir: Path = DEFAULT_DATA_DIR,
     broker_user: str = DEFAULT_BROKER_USER,
+    bridge: str | None = None,
+    controller: str | None = None,
 ) -> BrokerPlan:
     """Decide the broker for ``tables`` (each a configuration file and its contents).
 
     ``listen`` is the network listener (``HOST:PORT``), ``tls`` its certificate, key and
-    CA. Raises ``BrokerConfigError`` with every problem found (module docstring, choices).
+    CA; ``bridge`` the floor cluster's nodes (``HOST:PORT[,HOST:PORT...]``) and
+    ``controller`` this controller's name there. Raises ``BrokerConfigError`` with every
+    problem found (module docstring, choices).
     """
     problems: list[str] = []
     if not tables:
@@ -386,6 +433,7 @@ def plan_broker(
     if not _SYSTEM_USER.fullmatch(broker_user):
         problems.append(f"--broker-user: not a system user name: {broker_user!r}")
     problems += _foreign_file_problems(out)
+    planned_bridge = _plan_bridge(bridge, controller, entries, problems)
     if problems:
         raise BrokerConfigError(problems)
     assert daemons is not None  # no problem means the tables named one broker
@@ -400,7 +448,45 @@ def plan_broker(
         users=_users(entries),
         data_dir=data_dir.absolute(),
         broker_user=broker_user,
+        bridge=planned_bridge,
     )
+
+
+def _plan_bridge(
+    bridge: str | None, controller: str | None, tables: Sequence[Table], problems: list[str]
+) -> Bridge | None:
+    """The floor bridge of ``--bridge`` and ``--controller``, checked (problems appended)."""
+    if bridge is None:
+        if controller is not None:
+            problems.append("--controller names this controller on the floor: give --bridge too")
+        return None
+    if controller is None:
+        problems.append("--bridge needs --controller NAME: this controller's name on the floor")
+    elif problem := floor.controller_problem(controller):
+        problems.append(f"--controller: {problem}")
+    nodes: list[Endpoint] = []
+    texts = bridge.split(",")
+    if len(texts) > MAX_BRIDGE_NODES:
+        problems.append(f"--bridge: at most {MAX_BRIDGE_NODES} nodes, got {len(texts)}")
+        texts = []
+    for text in texts:
+        try:
+            endpoint = parse_endpoint(text.strip())
+        except ValueError as exc:
+            problems.append(f"--bridge: {exc}")
+            continue
+        if endpoint in nodes:
+            problems.append(f"--bridge: {endpoint} is given twice")
+        elif endpoint.wildcard:
+            problems.append(f"--bridge: {endpoint} is not a node's address")
+        else:
+            nodes.append(endpoint)
+    for t in tables:
+        if problem := floor.base_problem(t.base):
+            problems.append(f"{t.table_id} ({t.config_path}): base topic {t.base!r} {problem}")
+    if controller is None or floor.controller_problem(controller) or not nodes:
+        return None
+    return Bridge(tuple(nodes), controller)
 
 
 def _users(tables: Sequence[Table]) -> tuple[User, ...]:
@@ -603,15 +689,15 @@ class Section:
     comment: tuple[str, ...] = ()
 
 
-def conf_sections(plan: BrokerPlan) -> tuple[Section, ...]:
+def conf_sections(plan: BrokerPlan, bridge_password: str | None = None) -> tuple[Section, ...]:
     """mosquitto.conf as sections, in file order (the floor bridge, when any, goes last)."""
     return (
         _process_section(plan),
         _security_section(plan),
         *(_listener_section(listener) for listener in plan.listeners),
-        _limits_section(),
+        _limits_section(bridged=plan.bridge is not None),
         _persistence_section(plan),
-        _bridge_section(plan),
+        _bridge_section(plan, bridge_password),
     )
 
 
@@ -701,7 +787,7 @@ def _listener_section(listener: Listener) -> Section:
     return Section(title, tuple(directives), comment)
 
 
-def _limits_section() -> Section:
+def _limits_section(*, bridged: bool = False) -> Section:
     return Section(
         "Limits",
         (
@@ -732,8 +818,14 @@ def _limits_section() -> Section:
             ),
             Directive(
                 "max_inflight_messages",
-                str(MAX_INFLIGHT_MESSAGES),
-                ("QoS 1 messages awaiting PUBACK per client, as the daemon's own window.",),
+                str(BRIDGE_INFLIGHT_MESSAGES if bridged else MAX_INFLIGHT_MESSAGES),
+                (
+                    "QoS 1 messages awaiting PUBACK per client (the bridge too): one, so a",
+                    "floor node that dies with a window of messages cannot have the next",
+                    "node take them out of seq order (measured: with 20 it does).",
+                )
+                if bridged
+                else ("QoS 1 messages awaiting PUBACK per client, as the daemon's own window.",),
             ),
             Directive(
                 "max_queued_messages",
@@ -777,21 +869,105 @@ def _persistence_section(plan: BrokerPlan) -> Section:
     )
 
 
-def _bridge_section(plan: BrokerPlan) -> Section:
-    # The floor bridge renders its `connection` block here (module docstring, "Extending").
-    del plan
+def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
+    """The floor bridge, last in the file (every option after ``connection`` is the
+    bridge's). ``password`` is the bridge's (``credentials/bridge-<controller>``); without
+    it the line holds a placeholder (``conf_sections`` for reading back the shape)."""
+    bridge = plan.bridge
+    if bridge is None:
+        return Section(
+            "Floor bridge",
+            (),
+            (
+                "None (broker-config --bridge). A bridge to the floor cluster goes here, last",
+                "in the file: every option after its `connection` line belongs to it.",
+            ),
+        )
+    controller = bridge.controller
+    topics: list[Directive] = []
+    for t in plan.tables:
+        comment: tuple[str, ...] = (
+            f"Table {t.table_id}: its state and results out, its requests in.",
+        )
+        for level in floor.BRIDGE_OUT:
+            topics.append(Directive("topic", f"{t.base}/{level} out 1", comment))
+            comment = ()
+        topics.append(Directive("topic", f"{t.base}/{floor.BRIDGE_IN} in 1"))
+    directives = (
+        Directive("connection", "floor"),
+        Directive(
+            "address",
+            # Mosquitto 2.0 splits HOST:PORT at the last ':' and does not read [IPv6]:PORT.
+            " ".join(f"{n.host}:{n.port}" for n in bridge.nodes),
+            ("Every node of the floor cluster: when one fails the next is tried.",),
+        ),
+        Directive(
+            "round_robin",
+            "true",
+            (
+                "Stay on the node that works (false would leave it again for the first one",
+                "as soon as that is back: one more reconnect for nothing).",
+            ),
+        ),
+        Directive(
+            "bridge_protocol_version",
+            "mqttv311",
+            ("nats-server's MQTT listener speaks 3.1.1.",),
+        ),
+        Directive(
+            "try_private",
+            "false",
+            ("The floor is not a Mosquitto: no bridge-private CONNECT flag.",),
+        ),
+        Directive(
+            "cleansession",
+            "false",
+            (
+                "A persistent session at both ends: QoS 1 messages wait here (persisted) while",
+                "the floor is unreachable and go out once it is back; the floor keeps the",
+                "bridge's subscription to the requests across a reconnect.",
+            ),
+        ),
+        Directive("remote_clientid", floor.bridge_client_id(controller), ("No '.': NATS.",)),
+        Directive("remote_username", bridge.user),
+        Directive(
+            "remote_password",
+            password if password is not None else "<credentials>",
+            (f"credentials/{bridge.user}; the floor holds only its bcrypt hash.",),
+        ),
+        Directive(
+            "notifications",
+            "true",
+            (
+                "The floor learns whether this controller is there: 1 (retained) on connect,",
+                "0 as the bridge's will when it goes silent. Not under $SYS: NATS refuses it.",
+            ),
+        ),
+        Directive("notification_topic", floor.bridge_status_topic(controller)),
+        Directive(
+            "bridge_attempt_unsubscribe",
+            "false",
+            ("The bridge never subscribes to the out topics on the floor.",),
+        ),
+        Directive("keepalive_interval", str(BRIDGE_KEEPALIVE)),
+        Directive("restart_timeout", BRIDGE_RESTART),
+        Directive("start_type", "automatic"),
+        *topics,
+    )
     return Section(
-        "Floor bridge",
-        (),
+        f"Floor bridge: controller {controller} to {len(bridge.nodes)} floor nodes",
+        directives,
         (
-            "None. A bridge to the floor cluster goes here, last in the file: every option",
-            "after its `connection` line belongs to that bridge.",
+            "Each table's topics, QoS 1. In: only its requests, one level (Mosquitto does not",
+            "check a bridge against acl_file: the topic lines are all that bounds what the",
+            "floor may send here). Out: all the table publishes, never its requests.",
+            "max_queued_messages and max_queued_bytes above bound what waits for the floor.",
         ),
     )
 
 
-def render_conf(plan: BrokerPlan) -> str:
-    """The text of mosquitto.conf."""
+def render_conf(plan: BrokerPlan, bridge_password: str | None = None) -> str:
+    """The text of mosquitto.conf (``bridge_password``: the floor bridge's, if any)."""
     lines = [
         "# Mosquitto for the lammer tables of this controller.",
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and",
@@ -799,7 +975,7 @@ def render_conf(plan: BrokerPlan) -> str:
         "# Tables:",
         *(f"#   {t.table_id} ({t.config.table.game}) at {t.base}" for t in plan.tables),
     ]
-    for section in conf_sections(plan):
+    for section in conf_sections(plan, bridge_password):
         lines += ["", f"# -- {section.title} " + "-" * max(3, 84 - len(section.title))]
         lines += [f"# {c}" for c in section.comment]
         for d in section.directives:
@@ -969,7 +1145,9 @@ def new_password() -> str:
 _PASSWORD_MIN: Final = 16
 
 
-def _password_problem(password: str) -> str | None:
+def password_problem(password: str) -> str | None:
+    """Why ``password`` (read from a credentials file) cannot be used, or None: too short,
+    or a character that could break a generated line."""
     if len(password) < _PASSWORD_MIN:
         return f"is shorter than {_PASSWORD_MIN} characters"
     if any(c.isspace() or not c.isprintable() for c in password):
@@ -981,12 +1159,15 @@ def _password_problem(password: str) -> str | None:
 # Checking the rendered files, then writing them
 
 
-def check_rendered(plan: BrokerPlan, conf: str, acl: str, passwd: str) -> None:
+def check_rendered(
+    plan: BrokerPlan, conf: str, acl: str, passwd: str, bridge_password: str | None = None
+) -> None:
     """Read each rendered file back as Mosquitto will and compare with the plan; raises
     ``BrokerConfigError`` if anything differs (a value that broke its line, a grant that is
     not one). Runs before anything is written."""
     problems: list[str] = []
-    planned = [(d.key, d.value) for s in conf_sections(plan) for d in s.directives]
+    sections = conf_sections(plan, bridge_password)
+    planned = [(d.key, d.value) for s in sections for d in s.directives]
     if read_conf(conf) != planned:
         problems.append("mosquitto.conf does not read back as planned")
     try:
@@ -1004,6 +1185,13 @@ def check_rendered(plan: BrokerPlan, conf: str, acl: str, passwd: str) -> None:
                     problems.append(f"acl: {user}'s topic {grant.topic!r}: {problem}")
     if sorted(read_passwd(passwd)) != sorted(u.name for u in plan.users):
         problems.append("passwd does not read back as planned")
+    for key, value in read_conf(conf):
+        if key == "topic":
+            words = value.split(" ")
+            if len(words) != 3 or words[1] not in ("in", "out") or words[2] != "1":
+                problems.append(f"mosquitto.conf: bridge topic line {value!r} is not 'T in|out 1'")
+            elif problem := topic_filter_problem(words[0]):
+                problems.append(f"mosquitto.conf: bridge topic {words[0]!r}: {problem}")
     if problems:
         raise BrokerConfigError(problems)
 
@@ -1043,12 +1231,14 @@ class Generated:
 
 
 @dataclass(frozen=True, slots=True)
-class _Owner:
+class Owner:
+    """Who a written file belongs to (set only when running as root)."""
+
     uid: int
     gid: int
 
 
-def _broker_owner(plan: BrokerPlan) -> _Owner | None:
+def _broker_owner(plan: BrokerPlan) -> Owner | None:
     """The broker user's ids when we may chown (running as root), else None."""
     if os.geteuid() != 0:
         return None
@@ -1061,7 +1251,7 @@ def _broker_owner(plan: BrokerPlan) -> _Owner | None:
                 "mosquitto package creates 'mosquitto'): Mosquitto drops to it to read passwd"
             ]
         ) from None
-    return _Owner(entry.pw_uid, entry.pw_gid)
+    return Owner(entry.pw_uid, entry.pw_gid)
 
 
 def generate(plan: BrokerPlan) -> Generated:
@@ -1074,11 +1264,15 @@ def generate(plan: BrokerPlan) -> Generated:
     """
     result = Generated(plan)
     owner = _broker_owner(plan)
-    _make_dir(plan.out, 0o755, result, fix_mode=False)
-    _make_dir(plan.credentials_dir, 0o700, result, fix_mode=True)
+    make_dir(plan.out, 0o755, result.changes, fix_mode=False)
+    make_dir(plan.credentials_dir, 0o700, result.changes, fix_mode=True)
 
     passwords = {u.name: _password_for(plan, u.name, result) for u in plan.users}
     known = {u.name for u in plan.users}
+    bridge_password: str | None = None
+    if plan.bridge is not None:
+        bridge_password = _password_for(plan, plan.bridge.user, result)
+        known.add(plan.bridge.user)
     for path in sorted(plan.credentials_dir.iterdir()):
         if path.name not in known:
             result.changes.append(
@@ -1094,15 +1288,29 @@ def generate(plan: BrokerPlan) -> Generated:
         existing = read_passwd(plan.passwd_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         existing = {}
-    conf, acl = render_conf(plan), render_acl(plan)
+    conf, acl = render_conf(plan, bridge_password), render_acl(plan)
     passwd = render_passwd(plan.users, passwords, existing)
-    check_rendered(plan, conf, acl, passwd)
+    check_rendered(plan, conf, acl, passwd, bridge_password)
 
-    conf_owner = None if owner is None else _Owner(0, owner.gid)
+    conf_owner = None if owner is None else Owner(0, owner.gid)
     detail = _passwd_detail(existing, passwd)
-    result.changes.append(_write(plan.passwd_path, passwd, 0o600, owner, detail=detail))
-    result.changes.append(_write(plan.acl_path, acl, 0o600, owner, show_diff=True))
-    result.changes.append(_write(plan.conf_path, conf, 0o640, conf_owner, show_diff=True))
+    result.changes.append(write_file(plan.passwd_path, passwd, 0o600, owner, detail=detail))
+    result.changes.append(write_file(plan.acl_path, acl, 0o600, owner, show_diff=True))
+    result.changes.append(write_file(plan.conf_path, conf, 0o640, conf_owner, show_diff=True))
+    if plan.bridge is not None and bridge_password is not None:
+        declaration = _declaration(plan, plan.bridge, bridge_password)
+        result.changes.append(
+            write_file(plan.declaration_path, declaration.to_json(), 0o600, None, show_diff=True)
+        )
+    elif plan.declaration_path.exists():
+        result.changes.append(
+            Change(
+                plan.declaration_path,
+                "left",
+                "no --bridge: this controller is not bridged to the floor any more; delete the "
+                "file (and its controller from floor-config)",
+            )
+        )
 
     if not plan.data_dir.is_dir():
         result.notes.append(
@@ -1122,6 +1330,22 @@ def generate(plan: BrokerPlan) -> Generated:
             )
     result.wiring = [_wiring(t, passwords[t.user]) for t in plan.tables]
     return result
+
+
+def _declaration(plan: BrokerPlan, bridge: Bridge, password: str) -> floor.Declaration:
+    """What floor-config is told of this controller; the bcrypt hash of the existing
+    declaration is kept while it verifies (so the file does not churn with new salts)."""
+    hashed: str | None = None
+    try:
+        old = floor.parse_declaration(plan.declaration_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, floor.FloorError):
+        old = None
+    if old is not None and floor.verify_password(password, old.password_bcrypt):
+        hashed = old.password_bcrypt
+    tables = tuple(
+        floor.DeclaredTable(t.table_id, t.base, t.config.table.game) for t in plan.tables
+    )
+    return floor.Declaration(bridge.controller, hashed or floor.hash_password(password), tables)
 
 
 def _me() -> str:
@@ -1148,28 +1372,34 @@ def _passwd_detail(existing: Mapping[str, str], new_text: str) -> str:
 
 def _password_for(plan: BrokerPlan, user: str, result: Generated) -> str:
     """The user's password: kept from its credentials file, or made and written there."""
-    path = plan.credential_path(user)
+    try:
+        return keep_or_make_password(plan.credential_path(user), result.changes)
+    except ValueError as exc:
+        raise BrokerConfigError([str(exc)]) from exc
+
+
+def keep_or_make_password(path: Path, changes: list[Change]) -> str:
+    """The password in ``path`` (its first line), kept; or a new one written there (0600).
+    ``ValueError`` naming the file when it cannot be read or holds no usable password."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         password = new_password()
-        _write_new(path, password + "\n", 0o600)
-        result.changes.append(Change(path, "created", "new password"))
+        write_new_file(path, password + "\n", 0o600)
+        changes.append(Change(path, "created", "new password"))
         return password
     except (OSError, UnicodeDecodeError) as exc:
-        raise BrokerConfigError([f"{path}: cannot read it ({exc})"]) from exc
+        raise ValueError(f"{path}: cannot read it ({exc})") from exc
     password = text.split("\n", 1)[0]
-    problem = _password_problem(password)
+    problem = password_problem(password)
     if problem:
-        raise BrokerConfigError(
-            [f"{path}: the password {problem}: delete the file to have a new one made"]
-        )
+        raise ValueError(f"{path}: the password {problem}: delete the file to have a new one made")
     mode = path.stat().st_mode & 0o777
     if mode != 0o600:
         path.chmod(0o600)
-        result.changes.append(Change(path, "fixed", f"mode {mode:04o} -> 0600, password kept"))
+        changes.append(Change(path, "fixed", f"mode {mode:04o} -> 0600, password kept"))
     else:
-        result.changes.append(Change(path, "kept", "password kept"))
+        changes.append(Change(path, "kept", "password kept"))
     return password
 
 
@@ -1206,7 +1436,9 @@ def wiring_lines(wiring: Wiring, plan: BrokerPlan) -> list[str]:
     ]
 
 
-def _make_dir(path: Path, mode: int, result: Generated, *, fix_mode: bool) -> None:
+def make_dir(path: Path, mode: int, changes: list[Change], *, fix_mode: bool) -> None:
+    """Create ``path`` with ``mode`` (whatever the umask); with ``fix_mode`` an existing
+    directory gets ``mode`` back, reported in ``changes``."""
     if not path.exists():
         path.mkdir(mode=mode, parents=True)
         path.chmod(mode)  # mkdir's mode is masked by the umask
@@ -1214,32 +1446,35 @@ def _make_dir(path: Path, mode: int, result: Generated, *, fix_mode: bool) -> No
     current = path.stat().st_mode & 0o777
     if fix_mode and current != mode:
         path.chmod(mode)
-        result.changes.append(Change(path, "fixed", f"mode {current:04o} -> {mode:04o}"))
+        changes.append(Change(path, "fixed", f"mode {current:04o} -> {mode:04o}"))
 
 
-def _write_new(path: Path, text: str, mode: int) -> None:
-    _replace(path, text.encode(), mode, None)
+def write_new_file(path: Path, text: str, mode: int) -> None:
+    """Write a file that does not exist yet (atomically, with ``mode``)."""
+    replace_file(path, text.encode(), mode, None)
 
 
-def _write(
+def write_file(
     path: Path,
     text: str,
     mode: int,
-    owner: _Owner | None,
+    owner: Owner | None,
     *,
     detail: str = "",
     show_diff: bool = False,
 ) -> Change:
+    """Write ``text`` to ``path`` unless it holds it already; what was done (with the
+    unified diff when ``show_diff`` and the file changed)."""
     data = text.encode()
     try:
         old = path.read_bytes()
     except FileNotFoundError:
-        _replace(path, data, mode, owner)
+        replace_file(path, data, mode, owner)
         return Change(path, "created", detail)
     if old == data:
-        fixed = _fix_owner_and_mode(path, mode, owner)
+        fixed = fix_owner_and_mode(path, mode, owner)
         return Change(path, "fixed" if fixed else "unchanged", fixed)
-    _replace(path, data, mode, owner)
+    replace_file(path, data, mode, owner)
     diff: tuple[str, ...] = ()
     if show_diff:
         diff = tuple(
@@ -1254,7 +1489,8 @@ def _write(
     return Change(path, "updated", detail, diff)
 
 
-def _fix_owner_and_mode(path: Path, mode: int, owner: _Owner | None) -> str:
+def fix_owner_and_mode(path: Path, mode: int, owner: Owner | None) -> str:
+    """Give an unchanged file its mode (and owner) back; what was fixed, or ''."""
     st = path.stat()
     fixes = []
     if st.st_mode & 0o777 != mode:
@@ -1278,7 +1514,7 @@ def _names(uid: int, gid: int) -> str:
     return f"{user}:{group}"
 
 
-def _replace(path: Path, data: bytes, mode: int, owner: _Owner | None) -> None:
+def replace_file(path: Path, data: bytes, mode: int, owner: Owner | None) -> None:
     """Write ``data`` to ``path`` atomically: a new file with its mode (and owner) set
     before any byte is written, fsynced, renamed over the old one, the directory fsynced."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

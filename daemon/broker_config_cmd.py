@@ -1,9 +1,12 @@
 """``lammer broker-config``: write the Mosquitto configuration of a table controller.
 
 ``lammer broker-config --out DIR [--listen HOST:PORT] [--tls-cert F --tls-key F --tls-ca F]
-[--data-dir DIR] [--broker-user USER] CONFIG.toml [CONFIG.toml ...]`` writes, for the tables
-given, ``DIR/mosquitto.conf``, ``DIR/passwd``, ``DIR/acl`` and ``DIR/credentials/<user>``
-(``daemon.broker_config`` says what each holds and why). Running it again keeps every
+[--bridge HOST:PORT[,HOST:PORT...] --controller NAME] [--data-dir DIR] [--broker-user USER]
+CONFIG.toml [CONFIG.toml ...]`` writes, for the tables given, ``DIR/mosquitto.conf``,
+``DIR/passwd``, ``DIR/acl`` and ``DIR/credentials/<user>`` (``daemon.broker_config`` says
+what each holds and why); with ``--bridge``, the bridge to the floor cluster at the end of
+``mosquitto.conf``, its password in ``credentials/bridge-<controller>`` and
+``DIR/floor-controller.json`` for ``lammer floor-config``. Running it again keeps every
 password and prints what it changed: one line per file, the diff of ``mosquitto.conf`` and
 ``acl`` when they changed, then for each table whether its configuration already logs in
 as this broker expects, and the lines to add when it does not.
@@ -55,6 +58,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tls.add_argument("--tls-cert", type=Path, metavar="FILE", help="the broker's certificate")
     tls.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key")
     tls.add_argument("--tls-ca", type=Path, metavar="FILE", help="the CA clients verify it with")
+    floor_group = parser.add_argument_group("bridge to the floor cluster")
+    floor_group.add_argument(
+        "--bridge",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the floor cluster's MQTT listeners, every node, in the order to try them",
+    )
+    floor_group.add_argument(
+        "--controller",
+        metavar="NAME",
+        help="this controller's name on the floor (its floor user is bridge-NAME)",
+    )
     parser.add_argument(
         "--data-dir",
         type=Path,
@@ -99,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             tls=(args.tls_cert, args.tls_key, args.tls_ca) if all(tls_given) else None,
             data_dir=args.data_dir,
             broker_user=args.broker_user,
+            bridge=args.bridge,
+            controller=args.controller,
         )
         generated = generate(plan)
     except BrokerConfigError as exc:
@@ -146,6 +162,13 @@ def report(generated: Generated) -> list[str]:
         f"displays log in as display, pit terminals as terminal: passwords in "
         f"{plan.credentials_dir}/"
     )
+    if plan.bridge is not None:
+        nodes = ", ".join(str(n) for n in plan.bridge.nodes)
+        lines.append(
+            f"floor bridge: controller {plan.bridge.controller} as {plan.bridge.user} to "
+            f"{nodes}; give {plan.declaration_path} to lammer floor-config (it holds the "
+            "bcrypt hash of the password, never the password), then reload the floor"
+        )
     return lines
 
 

@@ -24,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "daemon.broker_config_cmd",
         "write the Mosquitto configuration (users, ACL, TLS) for the tables given",
     ),
+    "floor-config": (
+        "daemon.floor_config_cmd",
+        "write the floor cluster's configuration (nats-server nodes, users, permissions)",
+    ),
     "journal": (
         "daemon.journal_cmd",
         "export a table's journal as JSON lines, or verify it (lammer journal verify)",

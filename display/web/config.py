@@ -8,8 +8,8 @@ booleans are strict, relative paths are taken from the file's folder), as the ta
 configuration does.
 
 ```toml
-mqtt_host = "127.0.0.1"
-mqtt_port = 1883
+mqtt_host = "127.0.0.1"               # or every node of the floor: "floor1,floor2,floor3:1884"
+mqtt_port = 1883                      # the port of a node given without one
 mqtt_user = "display"                 # read-only: subscribes, never publishes
 mqtt_password_file = "credentials/display"
 terminal_user = "terminal"            # publishes the stickperson's requests only
@@ -19,6 +19,10 @@ listen = "127.0.0.1:8080"
 users = "web-users"                   # lammer web adduser NAME --users web-users
 keepalive = 30                        # a page shows "table closed" after this long silent
 secure_cookies = false                # true behind TLS (a reverse proxy)
+
+[areas]                               # the pit view's areas (filters): name -> table ids
+"Pit 1" = ["craps-1", "uth-1"]
+"High limit" = ["bj-7"]
 ```
 """
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -87,13 +92,54 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 Port = Annotated[StrictInt, AfterValidator(_port)]
 
+MAX_NODES = 16
+MAX_AREAS = 64
+MAX_AREA_TABLES = 1000
+# A table id as the pages take it in a URL (server.NAME_TABLE): no '/', '+', '#', spaces.
+_TABLE_ID = re.compile(r"[^/+#\s\x00-\x1f\x7f]{1,64}")
+
+
+def parse_nodes(value: str, default_port: int) -> list[tuple[str, int]]:
+    """``HOST[:PORT],HOST[:PORT],...`` (``[IPv6]:PORT`` for an IPv6 literal with a port) as
+    ``(host, port)`` pairs, in order; ``ValueError`` saying what is wrong."""
+    nodes: list[tuple[str, int]] = []
+    items = [item.strip() for item in value.split(",")]
+    if len(items) > MAX_NODES:
+        raise ValueError(f"at most {MAX_NODES} brokers, got {len(items)}")
+    for item in items:
+        if not item:
+            raise ValueError(f"an empty broker in {value!r}")
+        if item.startswith("[") and "]:" in item:
+            host, port = parse_listen(item)
+        elif item.startswith("["):
+            if not item.endswith("]"):
+                raise ValueError(f"write an IPv6 address in brackets ([::1]:1883), got {item!r}")
+            host, port = item[1:-1], default_port
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise ValueError(f"{host!r} is not an IPv6 address") from None
+        elif item.count(":") == 1:
+            host, port = parse_listen(item)
+        else:
+            host, port = item, default_port
+        if not host or any(c.isspace() or not c.isprintable() for c in host):
+            raise ValueError(f"not a host: {host!r}")
+        if (host, port) in nodes:
+            raise ValueError(f"{host}:{port} is given twice")
+        nodes.append((host, port))
+    return nodes
+
 
 class WebConfig(BaseModel):
     """Everything ``lammer web`` needs; the keys are the command-line options' names."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mqtt_host: str = Field(default="127.0.0.1", description="the broker")
+    mqtt_host: str = Field(
+        default="127.0.0.1",
+        description="the broker, or every node of the floor cluster: HOST[:PORT],HOST[:PORT],...",
+    )
     mqtt_port: Port = 1883
     mqtt_user: str | None = Field(default=None, description="the read-only display user")
     mqtt_password_file: Path | None = Field(default=None, description="its password, one line")
@@ -114,12 +160,36 @@ class WebConfig(BaseModel):
         default=False, description="mark the session cookie Secure (serve behind TLS)"
     )
     session_hours: Annotated[StrictInt, Field(ge=1, le=24)] = 12
+    areas: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="the pit view's areas: an area's name and its table ids (a table in one)",
+    )
 
     @field_validator("mqtt_host")
     @classmethod
     def _host(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must name the broker, got an empty string")
+        parse_nodes(value, 1883)
+        return value
+
+    @field_validator("areas")
+    @classmethod
+    def _areas(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        if len(value) > MAX_AREAS:
+            raise ValueError(f"at most {MAX_AREAS} areas, got {len(value)}")
+        where: dict[str, str] = {}
+        for name, tables in value.items():
+            if not name.strip() or len(name) > 64 or any(not c.isprintable() for c in name):
+                raise ValueError(f"an area's name is 1 to 64 printable characters, got {name!r}")
+            if len(tables) > MAX_AREA_TABLES:
+                raise ValueError(f"{name!r}: at most {MAX_AREA_TABLES} tables")
+            for table in tables:
+                if not _TABLE_ID.fullmatch(table):
+                    raise ValueError(f"{name!r}: not a table id: {table!r}")
+                if table in where:
+                    raise ValueError(f"table {table!r} is in {where[table]!r} and {name!r}")
+                where[table] = name
         return value
 
     @field_validator("prefix")
@@ -158,6 +228,12 @@ class WebConfig(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def mqtt_nodes(self) -> list[tuple[str, int]]:
+        """Every broker to try, in order: ``mqtt_host``'s nodes, ``mqtt_port`` where a node
+        gives no port of its own."""
+        return parse_nodes(self.mqtt_host, self.mqtt_port)
 
     @property
     def listen_address(self) -> tuple[str, int]:

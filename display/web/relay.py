@@ -8,7 +8,9 @@
 * ``Hub``: one WebSocket per browser page, each with a bounded queue and its own writer, so
   a slow browser never holds up the others (it is disconnected instead, and reconnects).
 
-Both connections reconnect forever with jittered, capped backoff; the browsers are told
+Both connections reconnect forever: to the next broker of ``mqtt_host`` at once when one
+fails (the nodes of the floor cluster, which all hold every table's retained state), and
+with jittered, capped backoff once every one has failed in a row; the browsers are told
 when the broker link is down (a page then shows "table closed": it cannot know the table).
 """
 
@@ -29,6 +31,7 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
+from display.session import UNBOUNDED, bounded, session
 from display.web.config import WebConfig
 from display.web.contract import PayloadError, validate_response
 from display.web.store import Store, wire
@@ -49,6 +52,58 @@ step; capped at drivers.backoff's default)."""
 def _nodelay() -> list[tuple[int, int, int]]:
     # Nagle off, as every lammer MQTT client (40 ms stalls otherwise).
     return [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+
+
+class SubscriptionRefused(aiomqtt.MqttError):
+    """The broker answered a SUBSCRIBE with a failure (0x80): nothing would arrive."""
+
+
+async def subscribe(client: aiomqtt.Client, topic: str) -> None:
+    """Subscribe at QoS 1; ``SubscriptionRefused`` when the broker grants nothing. A floor
+    node whose JetStream is electing new leaders (a node of the cluster just died) refuses
+    a QoS 1 subscription it cannot back with a consumer: the connection is then of no use,
+    and the next node is tried."""
+    granted = await bounded(client.subscribe(topic, qos=1))
+    codes = [getattr(code, "value", code) for code in granted]
+    if not codes or any(not isinstance(c, int) or c >= 0x80 for c in codes):
+        raise SubscriptionRefused(f"the broker refused the subscription to {topic} ({codes})")
+
+
+class Nodes:
+    """The brokers to try, in order (``WebConfig.mqtt_nodes``): after a failure the next
+    one at once, and once every one has failed in a row, the jittered ``BACKOFF`` (capped
+    at 5 s) before the next round, so a floor that is down is not hammered."""
+
+    def __init__(self, nodes: list[tuple[str, int]], rng: random.Random) -> None:
+        self.nodes = nodes
+        self.rng = rng
+        self.index = 0
+        self.failures = 0
+        self.rounds = 0  # rounds of every node failing in a row: the backoff's attempt
+
+    @property
+    def current(self) -> tuple[str, int]:
+        """The broker to connect to now."""
+        return self.nodes[self.index]
+
+    def __str__(self) -> str:
+        host, port = self.current
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def failed(self) -> float:
+        """The current broker failed: move to the next; seconds to wait before trying."""
+        self.failures += 1
+        self.index = (self.index + 1) % len(self.nodes)
+        if self.failures % len(self.nodes):
+            return 0.05
+        wait = BACKOFF.delay(self.rounds, self.rng)
+        self.rounds += 1
+        return wait
+
+    def connected(self) -> None:
+        """The current broker answered: the next failure starts a new round."""
+        self.failures = 0
+        self.rounds = 0
 
 
 @dataclass(eq=False)
@@ -136,6 +191,7 @@ class Follower:
         self.connected = False
         self.error: str | None = None
         self.on_connect = on_connect
+        self.nodes = Nodes(config.mqtt_nodes, self.rng)
 
     def _link(self, connected: bool, error: str | None = None) -> None:
         changed = connected != self.connected
@@ -147,23 +203,24 @@ class Follower:
         """Follow the broker until cancelled, reconnecting forever."""
         config = self.config
         identifier = f"lammer-web-{os.getpid()}-{secrets.token_hex(4)}"
-        attempt = 0
         while True:
+            host, port = self.nodes.current
             try:
-                async with aiomqtt.Client(
-                    config.mqtt_host,
-                    config.mqtt_port,
+                client = aiomqtt.Client(
+                    host,
+                    port,
                     identifier=identifier,
                     username=config.mqtt_user,
                     password=config.mqtt_password(),
                     keepalive=max(5, config.keepalive // 2),
-                    timeout=10,
+                    timeout=UNBOUNDED,
                     socket_options=_nodelay(),
-                ) as client:
-                    await client.subscribe(f"{config.prefix}/+/#", qos=1)
+                )
+                async with session(client):
+                    await subscribe(client, f"{config.prefix}/+/#")
                     self._link(True)
-                    log.info("subscribed", broker=f"{config.mqtt_host}:{config.mqtt_port}")
-                    attempt = 0
+                    self.nodes.connected()
+                    log.info("subscribed", broker=str(self.nodes))
                     if self.on_connect is not None:
                         self.on_connect()
                     async for message in client.messages:
@@ -172,12 +229,15 @@ class Follower:
                         update = self.store.apply(message.topic.value, data)
                         if update is not None:
                             self.hub.publish(*update)
-            except aiomqtt.MqttError as exc:
+            except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
                 if self.connected or self.error is None:
-                    log.warning("broker unreachable", error=str(exc) or type(exc).__name__)
+                    log.warning(
+                        "broker unreachable",
+                        broker=str(self.nodes),
+                        error=str(exc) or type(exc).__name__,
+                    )
                 self._link(False, str(exc) or type(exc).__name__)
-            await asyncio.sleep(BACKOFF.delay(attempt, self.rng))
-            attempt += 1
+            await asyncio.sleep(self.nodes.failed())
 
 
 class TerminalUnavailable(RuntimeError):
@@ -191,6 +251,8 @@ class Terminal:
         self.config = config
         self.rng = rng or random.Random()
         self.client: aiomqtt.Client | None = None
+        self.nodes = Nodes(config.mqtt_nodes, self.rng)
+        self._down = False
         self._waiting: dict[tuple[str, str, str], asyncio.Future[dict[str, Any]]] = {}
 
     @property
@@ -202,30 +264,39 @@ class Terminal:
         """Keep the connection up until cancelled."""
         config = self.config
         identifier = f"lammer-web-terminal-{os.getpid()}-{secrets.token_hex(4)}"
-        attempt = 0
         while True:
+            host, port = self.nodes.current
             try:
-                async with aiomqtt.Client(
-                    config.mqtt_host,
-                    config.mqtt_port,
+                client = aiomqtt.Client(
+                    host,
+                    port,
                     identifier=identifier,
                     username=config.terminal_user,
                     password=config.terminal_password(),
                     keepalive=max(5, config.keepalive // 2),
-                    timeout=10,
+                    timeout=UNBOUNDED,
                     socket_options=_nodelay(),
-                ) as client:
-                    await client.subscribe(f"{config.prefix}/+/response/+", qos=1)
+                )
+                async with session(client):
+                    await subscribe(client, f"{config.prefix}/+/response/+")
                     self.client = client
-                    attempt = 0
+                    self._down = False
+                    self.nodes.connected()
+                    log.info("terminal link up", broker=str(self.nodes))
                     async for message in client.messages:
                         self._answer(message)
-            except aiomqtt.MqttError as exc:
-                log.warning("terminal link down", error=str(exc) or type(exc).__name__)
+            except (aiomqtt.MqttError, OSError) as exc:
+                # Once per outage, as the follower: not once per node per retry.
+                if self.client is not None or not self._down:
+                    log.warning(
+                        "terminal link down",
+                        broker=str(self.nodes),
+                        error=str(exc) or type(exc).__name__,
+                    )
+                self._down = True
             finally:
                 self.client = None
-            await asyncio.sleep(BACKOFF.delay(attempt, self.rng))
-            attempt += 1
+            await asyncio.sleep(self.nodes.failed())
 
     def _answer(self, message: aiomqtt.Message) -> None:
         parts = message.topic.value.split("/")
@@ -255,17 +326,18 @@ class Terminal:
         self._waiting[key] = future
         try:
             payload = {**body, "request_id": request_id}
-            await client.publish(
-                f"{self.config.prefix}/{table}/request/{name}", json.dumps(payload), qos=1
-            )
+            topic = f"{self.config.prefix}/{table}/request/{name}"
+            try:
+                await bounded(client.publish(topic, json.dumps(payload), qos=1), wait)
+            except (aiomqtt.MqttError, TimeoutError) as exc:
+                why = str(exc) or f"no PUBACK within {wait:g} s"
+                raise TerminalUnavailable(f"the request could not be published: {why}") from exc
             async with asyncio.timeout(wait):
                 return await future
-        except aiomqtt.MqttError as exc:
-            raise TerminalUnavailable(f"the request could not be published: {exc}") from exc
         finally:
             self._waiting.pop(key, None)
             with contextlib.suppress(asyncio.InvalidStateError):
                 future.cancel()
 
 
-__all__ = ["Client", "Follower", "Hub", "Terminal", "TerminalUnavailable"]
+__all__ = ["Client", "Follower", "Hub", "Nodes", "Terminal", "TerminalUnavailable"]

@@ -361,6 +361,7 @@ async def health(request: web.Request) -> web.StreamResponse:
         {
             "version": state.version,
             "broker": state.follower.connected,
+            "node": str(state.follower.nodes) if state.follower.connected else None,
             "terminal": state.terminal.connected,
             "tables": len(state.store.tables),
             "pages": len(state.hub.clients),
@@ -388,6 +389,7 @@ async def feed(request: web.Request) -> web.StreamResponse:
         broker=state.follower.connected,
         table=table,
         dropped=sum(state.store.dropped.values()),
+        areas=state.config.areas,
     )
     first = [hello, *state.store.snapshot(table), wire("synced")]
     client = state.hub.add(ws, table, first)

@@ -90,6 +90,7 @@ export class Feed {
     this.broker = false;
     this.server = null;
     this.dropped = 0;
+    this.areas = {};
     this.keepalive = 30;
     this.lastFrame = 0;
     this.delay = 250;
@@ -141,6 +142,7 @@ export class Feed {
         this.keepalive = m.keepalive;
         this.broker = m.broker;
         this.dropped = m.dropped;
+        this.areas = m.areas || {};
         this.pending = new Store();
         this.synced = false;
         break;

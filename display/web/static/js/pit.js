@@ -36,20 +36,90 @@ function tableCard(feed, t) {
       h("a", { href: `/stick/${encodeURIComponent(t.id)}` }, "stickperson")));
 }
 
+// The filters (pit.html): an area of web.toml's [areas] (or the tables in none), and an
+// alarm (any, or one code). They are kept in the address (?area=...&alarm=...), so a
+// screen can be bookmarked to its pit, and the page is drawn again when they change.
+const OUTSIDE = "\u0000outside";
+const params = new URLSearchParams(location.search);
+const filter = { area: params.get("area") || "", alarm: params.get("alarm") || "" };
+
+function areaOf(feed, id) {
+  for (const [name, ids] of Object.entries(feed.areas)) {
+    if (ids.includes(id)) return name;
+  }
+  return OUTSIDE;
+}
+
+function keep(feed, t) {
+  if (filter.area && areaOf(feed, t.id) !== filter.area) return false;
+  if (!filter.alarm) return true;
+  const alarms = alarmsOf(t);
+  if (filter.alarm === "*") return alarms.length > 0 || Boolean(closedReason(feed, t));
+  return alarms.some((a) => a.code === filter.alarm);
+}
+
+// Put the options in the selects (only when they change: an open select stays open).
+function options(select, wanted, chosen) {
+  const have = [...select.options].map((o) => o.value + "=" + o.textContent).join("|");
+  const want = wanted.map(([v, label]) => v + "=" + label).join("|");
+  if (have !== want) {
+    select.replaceChildren(...wanted.map(([v, label]) => h("option", { value: v }, label)));
+  }
+  select.value = wanted.some(([v]) => v === chosen) ? chosen : "";
+}
+
+function drawFilters(feed, tables) {
+  const areas = [["", "every area"], ...Object.keys(feed.areas).map((a) => [a, a])];
+  if (tables.some((t) => areaOf(feed, t.id) === OUTSIDE) && Object.keys(feed.areas).length) {
+    areas.push([OUTSIDE, "in no area"]);
+  }
+  options(document.getElementById("area"), areas, filter.area);
+  const codes = [...new Set(tables.flatMap((t) => alarmsOf(t).map((a) => a.code)))].sort();
+  if (filter.alarm && filter.alarm !== "*" && !codes.includes(filter.alarm)) codes.push(filter.alarm);
+  options(document.getElementById("alarm"),
+    [["", "every table"], ["*", "with an alarm, or closed"], ...codes.map((c) => [c, c])], filter.alarm);
+}
+
 function render(feed) {
   const tables = [...feed.store.tables.values()].sort((a, b) => a.id.localeCompare(b.id));
   const link = !feed.open ? "no connection to the server" : feed.broker ? "broker connected" : "broker unreachable";
+  const alarmed = tables.filter((t) => alarmsOf(t).length).length;
+  const closed = tables.filter((t) => closedReason(feed, t)).length;
   document.getElementById("top").replaceChildren(
     h("span.title", {}, "Pit"),
-    h("span.sub", {}, `${tables.length} table${tables.length === 1 ? "" : "s"}`),
+    h("span.sub#seen", { dataset: { tables: tables.length, alarmed, closed } },
+      `${tables.length} table${tables.length === 1 ? "" : "s"} seen \u00b7 ${alarmed} with alarms \u00b7 ${closed} closed`),
     h("span.right", {}, h(`span${feed.broker && feed.open ? ".win" : ".lose"}#link`, {}, link),
       feed.dropped ? h("span.warn", {}, ` \u00b7 ${feed.dropped} bad payloads dropped`) : ""));
+  drawFilters(feed, tables);
+  const shown = tables.filter((t) => keep(feed, t));
+  document.getElementById("shown").textContent =
+    shown.length === tables.length ? "" : `showing ${shown.length} of ${tables.length}`;
+  // Grouped by area, in web.toml's order, then the tables in none.
+  const groups = [...Object.keys(feed.areas), OUTSIDE]
+    .map((name) => [name, shown.filter((t) => areaOf(feed, t.id) === name)])
+    .filter(([, list]) => list.length);
+  const named = Object.keys(feed.areas).length > 0;
   document.getElementById("main").replaceChildren(
-    tables.length ? h("div.grid", {}, tables.map((t) => tableCard(feed, t)))
-      : h("div.headline.muted", {}, "No table has published yet"));
+    !tables.length ? h("div.headline.muted", {}, "No table has published yet")
+      : !shown.length ? h("div.headline.muted", {}, "No table matches the filters")
+      : h("div", {}, groups.map(([name, list]) => h("section.area", { dataset: { area: name === OUTSIDE ? "" : name } },
+        named ? h("h1", {}, name === OUTSIDE ? "In no area" : name) : null,
+        h("div.grid", {}, list.map((t) => tableCard(feed, t)))))));
   document.getElementById("version").textContent = feed.server ? `web ${feed.server}` : "";
 }
 
 const feed = new Feed(null, render);
 window.lammerFeed = feed;
+for (const key of ["area", "alarm"]) {
+  document.getElementById(key).addEventListener("change", (event) => {
+    filter[key] = event.target.value;
+    const query = new URLSearchParams();
+    if (filter.area) query.set("area", filter.area);
+    if (filter.alarm) query.set("alarm", filter.alarm);
+    const text = query.toString();
+    history.replaceState(null, "", text ? `?${text}` : location.pathname);
+    render(feed);
+  });
+}
 setInterval(() => render(feed), 5000); // alarm ages

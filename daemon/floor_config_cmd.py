@@ -1,0 +1,158 @@
+"""``lammer floor-config``: write the configuration of the floor cluster.
+
+``lammer floor-config --out DIR --nodes N [--hosts H1,H2,...] [--mqtt-port P] [--route-port P]
+[--client-port P] [--monitor-port P] [--data-dir DIR] [--cluster-name NAME]
+[CONTROLLER.json ...]`` writes ``DIR/floor-<i>/nats.conf`` for each node and
+``DIR/credentials/`` (``daemon.floor_config`` says what each holds and why), from the
+controllers' declarations (``floor-controller.json``, written by ``lammer broker-config
+--bridge`` on each controller). Running it again keeps every password and prints what it
+changed: one line per file and the diff of each node file, then how to install each node.
+
+Exit 0 when written; 2 with every problem on stderr when an option or a declaration cannot
+be used (nothing is written then); 1 when a file cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from daemon.broker_config import Change
+from daemon.floor_config import (
+    DEFAULT_CLIENT_PORT,
+    DEFAULT_CLUSTER,
+    DEFAULT_DATA_DIR,
+    DEFAULT_MONITOR_PORT,
+    DEFAULT_MQTT_PORT,
+    DEFAULT_ROUTE_PORT,
+    DISPLAY,
+    TERMINAL,
+    FloorConfigError,
+    Generated,
+    generate,
+    plan_floor,
+)
+
+EXIT_OK = 0
+EXIT_WRITE_FAILED = 1
+EXIT_INVALID = 2
+CONF_ON_NODE = "/etc/lammer/floor/nats.conf"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    parser.add_argument(
+        "declarations",
+        type=Path,
+        nargs="*",
+        metavar="CONTROLLER.json",
+        help="each controller's floor-controller.json (lammer broker-config --bridge)",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, metavar="DIR", help="where the files are written"
+    )
+    parser.add_argument(
+        "--nodes", type=int, required=True, metavar="N", help="nodes in the cluster (3 or 5)"
+    )
+    parser.add_argument(
+        "--hosts",
+        metavar="H1,H2,...",
+        help="each node's host name or address, in order (default: all on 127.0.0.1, a lab "
+        "cluster on one machine with consecutive ports)",
+    )
+    for option, default, what in (
+        ("--mqtt-port", DEFAULT_MQTT_PORT, "the MQTT listener (controllers, screens)"),
+        ("--route-port", DEFAULT_ROUTE_PORT, "the cluster routes between nodes"),
+        ("--client-port", DEFAULT_CLIENT_PORT, "NATS clients (loopback, unused)"),
+        ("--monitor-port", DEFAULT_MONITOR_PORT, "HTTP monitoring (loopback)"),
+    ):
+        parser.add_argument(
+            option, type=int, default=default, metavar="PORT", help=f"{what}; default {default}"
+        )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"JetStream's storage, a folder per node inside (default {DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--cluster-name", default=DEFAULT_CLUSTER, metavar="NAME", help="the cluster's name"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan, write and report; the exit status."""
+    hosts = None if args.hosts is None else [h.strip() for h in args.hosts.split(",")]
+    try:
+        plan = plan_floor(
+            args.declarations,
+            out=args.out,
+            nodes=args.nodes,
+            hosts=hosts,
+            mqtt_port=args.mqtt_port,
+            route_port=args.route_port,
+            client_port=args.client_port,
+            monitor_port=args.monitor_port,
+            data_dir=args.data_dir,
+            cluster=args.cluster_name,
+        )
+        generated = generate(plan)
+    except FloorConfigError as exc:
+        count = len(exc.problems)
+        print(f"lammer floor-config: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        print("lammer floor-config: nothing written", file=sys.stderr)
+        return EXIT_INVALID
+    except OSError as exc:
+        print(f"lammer floor-config: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    for line in report(generated):
+        print(line)
+    return EXIT_OK
+
+
+def report(generated: Generated) -> list[str]:
+    """What was written and what the operator does next, as printed."""
+    plan = generated.plan
+    tables = len(plan.tables)
+    lines = [
+        f"{plan.out}: cluster {plan.cluster}, {len(plan.nodes)} nodes, "
+        f"{len(plan.controllers)} controllers, {tables} table{'s' if tables != 1 else ''}"
+    ]
+    for change in generated.changes:
+        lines.append(_change_line(change, plan.out))
+        lines += [f"    {d}" for d in change.diff]
+    for c in plan.controllers:
+        ids = ", ".join(t.id for t in c.declaration.tables)
+        lines.append(f"controller {c.declaration.controller} ({c.declaration.user}): {ids}")
+    lines += [f"note: {note}" for note in generated.notes]
+    lines.append("on each node i (as root), then the same for the next node:")
+    for node in plan.nodes:
+        source = shlex.quote(str(plan.conf_path(node)))
+        lines.append(
+            f"  {node.name} ({node.host}, MQTT {node.mqtt}, routes {node.route}): "
+            f"install -D -m 0640 -o root -g nats {source} {CONF_ON_NODE}"
+        )
+    lines.append(
+        "  then: systemctl daemon-reload && systemctl restart nats-server (the first time; "
+        "afterwards systemctl reload nats-server takes new users and permissions)"
+    )
+    lines.append(
+        f"pit screens log in as {DISPLAY}, pit terminals as {TERMINAL}: passwords in "
+        f"{plan.credentials_dir}/"
+    )
+    return lines
+
+
+def _change_line(change: Change, out: Path) -> str:
+    try:
+        shown = str(change.path.relative_to(out)) or "."
+    except ValueError:
+        shown = str(change.path)
+    if not change.detail:
+        return f"  {change.status:<9} {shown}"
+    return f"  {change.status:<9} {shown:<24} {change.detail}"

@@ -1,0 +1,559 @@
+"""The floor's generators: ``broker-config --bridge`` and ``floor-config``, on their files.
+
+What a real nats-server and Mosquitto do with them (who may publish where, the bridge's
+will, a node's death) is in ``tests/integration/test_floor_access.py`` and
+``tests/integration/test_floor.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemon import broker_config as bc
+from daemon import floor
+from daemon import floor_config as fc
+from daemon.cli import main
+
+NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+def write_table(root: Path, table_id: str, game: str = "CRAPS", prefix: str = "lammer") -> Path:
+    device = "dice_reader" if game == "CRAPS" else "shuffler"
+    path = root / f"{table_id}.toml"
+    path.write_text(
+        f"[table]\nid = {json.dumps(table_id)}\ngame = {json.dumps(game)}\n"
+        f'[{device}]\nport = "/dev/null"\n'
+        f'[mqtt]\nhost = "127.0.0.1"\nport = 1883\nprefix = {json.dumps(prefix)}\n'
+    )
+    return path
+
+
+def broker_config(
+    capsys: pytest.CaptureFixture[str], out: Path, *configs: Path, extra: tuple[str, ...] = ()
+) -> tuple[int, list[str], str]:
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    status = main(
+        [
+            "broker-config",
+            "--out",
+            str(out),
+            "--data-dir",
+            str(out.parent),
+            "--broker-user",
+            me,
+            *extra,
+            *map(str, configs),
+        ]
+    )
+    captured = capsys.readouterr()
+    return status, captured.out.splitlines(), captured.err
+
+
+def floor_config(
+    capsys: pytest.CaptureFixture[str], out: Path, *declarations: Path, extra: tuple[str, ...] = ()
+) -> tuple[int, list[str], str]:
+    status = main(
+        ["floor-config", "--out", str(out), "--data-dir", str(out / "js"), *extra]
+        + [str(d) for d in declarations]
+    )
+    captured = capsys.readouterr()
+    return status, captured.out.splitlines(), captured.err
+
+
+def snapshot(out: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(out)): (p.read_bytes() if p.is_file() else b"", p.stat().st_mode & 0o777)
+        for p in sorted(out.rglob("*"))
+    }
+
+
+def conf_lines(out: Path) -> list[tuple[str, str]]:
+    return bc.read_conf((out / "mosquitto.conf").read_text())
+
+
+def bridged(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    *ids: str,
+    nodes: str = "10.0.0.1:1883,10.0.0.2:1883,10.0.0.3:1883",
+) -> Path:
+    """A controller with tables ``ids`` bridged as ``name``; its output folder."""
+    root = tmp_path / name
+    root.mkdir()
+    configs = [write_table(root, i) for i in ids]
+    out = root / "broker"
+    status, _, err = broker_config(
+        capsys, out, *configs, extra=("--bridge", nodes, "--controller", name)
+    )
+    assert status == 0, err
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# broker-config --bridge
+
+
+def test_the_bridge_lists_every_node_and_each_table_topics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = bridged(tmp_path, capsys, "pit1-a", "t1", "t2", nodes="f1:1883,10.0.0.2:1884,[::1]:1885")
+    lines = conf_lines(out)
+    bridge = lines[lines.index(("connection", "floor")) :]
+    values = dict(bridge)
+    # Mosquitto 2.0 reads HOST:PORT split at the last ':' (no brackets).
+    assert values["address"] == "f1:1883 10.0.0.2:1884 ::1:1885"
+    assert values["cleansession"] == "false"
+    assert values["try_private"] == "false"
+    assert values["remote_clientid"] == "lammer-bridge-pit1-a"
+    assert "." not in values["remote_clientid"]
+    assert values["remote_username"] == "bridge-pit1-a"
+    password = (out / "credentials" / "bridge-pit1-a").read_text().strip()
+    assert values["remote_password"] == password
+    assert values["notification_topic"] == "lammer-floor/bridge/pit1-a"
+    topics = [v for k, v in bridge if k == "topic"]
+    assert topics == [
+        f"lammer/{t}/{level} {direction} 1"
+        for t in ("t1", "t2")
+        for level, direction in [(lvl, "out") for lvl in floor.BRIDGE_OUT] + [("request/+", "in")]
+    ]
+    # One QoS 1 message in flight with a bridge: the floor gets each table's seq in order.
+    assert ("max_inflight_messages", "1") in lines
+    assert (out / "mosquitto.conf").stat().st_mode & 0o777 == 0o640
+
+
+def test_without_a_bridge_nothing_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_table(tmp_path, "t1")
+    status, _, _ = broker_config(capsys, tmp_path / "out", config)
+    assert status == 0
+    lines = conf_lines(tmp_path / "out")
+    assert ("max_inflight_messages", "20") in lines
+    assert not any(k in ("connection", "address", "topic") for k, _ in lines)
+    assert not (tmp_path / "out" / "floor-controller.json").exists()
+
+
+def test_the_declaration_holds_a_hash_of_the_bridge_password_and_the_tables(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = bridged(tmp_path, capsys, "pit1-a", "t1", "t2")
+    text = (out / "floor-controller.json").read_text()
+    declaration = floor.parse_declaration(text)
+    password = (out / "credentials" / "bridge-pit1-a").read_text().strip()
+    assert password not in text
+    assert floor.verify_password(password, declaration.password_bcrypt)
+    assert not floor.verify_password(password + "x", declaration.password_bcrypt)
+    assert [(t.id, t.base, t.game) for t in declaration.tables] == [
+        ("t1", "lammer/t1", "CRAPS"),
+        ("t2", "lammer/t2", "CRAPS"),
+    ]
+    assert (out / "floor-controller.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_second_run_changes_nothing_and_a_new_table_shows_in_the_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = bridged(tmp_path, capsys, "pit1-a", "t1")
+    before = snapshot(out)
+    configs = [tmp_path / "pit1-a" / "t1.toml"]
+    extra = ("--bridge", "10.0.0.1:1883,10.0.0.2:1883,10.0.0.3:1883", "--controller", "pit1-a")
+    status, lines, _ = broker_config(capsys, out, *configs, extra=extra)
+    assert status == 0
+    assert snapshot(out) == before
+    assert any(line.split()[:2] == ["unchanged", "floor-controller.json"] for line in lines)
+
+    configs.append(write_table(tmp_path / "pit1-a", "t2"))
+    status, lines, _ = broker_config(capsys, out, *configs, extra=extra)
+    assert status == 0
+    assert "    +topic lammer/t2/request/+ in 1" in lines
+    assert any('"base": "lammer/t2"' in line for line in lines)
+    # The password and its hash are kept.
+    assert (out / "credentials" / "bridge-pit1-a").read_bytes() == before[
+        "credentials/bridge-pit1-a"
+    ][0]
+    old = json.loads(before["floor-controller.json"][0])
+    assert (
+        json.loads((out / "floor-controller.json").read_text())["password_bcrypt"]
+        == old["password_bcrypt"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (("--bridge", "10.0.0.1:1883"), "--bridge needs --controller"),
+        (("--controller", "a"), "give --bridge too"),
+        (("--bridge", "10.0.0.1:1883", "--controller", "pit.1"), "--controller"),
+        (("--bridge", "10.0.0.1:1883", "--controller", "pit 1"), "--controller"),
+        (("--bridge", "10.0.0.1:1883", "--controller", "../x"), "--controller"),
+        (("--bridge", "10.0.0.1:1883", "--controller", "a" * 49), "--controller"),
+        (("--bridge", "10.0.0.1:1883", "--controller", "pit\n1"), "--controller"),
+        (("--bridge", "10.0.0.1:1883,10.0.0.1:1883", "--controller", "a"), "given twice"),
+        (("--bridge", "0.0.0.0:1883", "--controller", "a"), "not a node's address"),
+        (("--bridge", "10.0.0.1", "--controller", "a"), "HOST:PORT"),
+        (("--bridge", "h:1883\naddress evil:1", "--controller", "a"), "--bridge"),
+        (("--bridge", "h:1883 evil:1", "--controller", "a"), "--bridge"),
+        (("--bridge", "h:99999", "--controller", "a"), "port"),
+    ],
+)
+def test_bad_bridge_options_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...], says: str
+) -> None:
+    config = write_table(tmp_path, "t1")
+    status, _, err = broker_config(capsys, tmp_path / "out", config, extra=extra)
+    assert status == 2
+    assert says in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("table_id", ["*", ">", "t*", "a>b", 'q"x', "b\\s"])
+def test_a_table_nats_cannot_carry_is_refused_with_a_bridge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table_id: str
+) -> None:
+    config = write_table(tmp_path, "t1")
+    config.write_text(config.read_text().replace('id = "t1"', f"id = {json.dumps(table_id)}"))
+    status, _, _ = broker_config(capsys, tmp_path / "plain", config)
+    assert status == 0  # the table's own broker takes it
+    extra = ("--bridge", "10.0.0.1:1883", "--controller", "a")
+    status, _, err = broker_config(capsys, tmp_path / "out", config, extra=extra)
+    assert status == 2
+    assert "wildcards" in err
+    assert not (tmp_path / "out").exists()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(name=st.text(min_size=1, max_size=60))
+def test_any_controller_name_is_refused_or_one_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    problem = floor.controller_problem(name)
+    if problem is None:
+        assert all(c.isascii() and (c.isalnum() or c in "-_") for c in name)
+        assert floor.nats_subject(floor.bridge_status_topic(name)).count(".") == 2
+    else:
+        assert repr(name) in problem
+
+
+# ---------------------------------------------------------------------------------------
+# The declaration, as hostile input
+
+
+def declaration_dict(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "format": floor.DECLARATION_FORMAT,
+        "controller": "c1",
+        "user": "bridge-c1",
+        "password_bcrypt": floor.hash_password("x" * 32),
+        "tables": [{"id": "t1", "base": "lammer/t1", "game": "CRAPS"}],
+    }
+    data.update(changes)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"extra": 1}, "unknown ['extra']"),
+        ({"format": "other/1"}, "format"),
+        ({"controller": "c.1"}, "controller"),
+        ({"user": "display"}, "user must be"),
+        ({"password_bcrypt": "plain-text"}, "bcrypt"),
+        ({"password_bcrypt": "$2b$04$short"}, "bcrypt"),
+        ({"tables": []}, "non-empty"),
+        ({"tables": "lammer/t1"}, "non-empty"),
+        ({"tables": [{"id": "t1", "base": "lammer/*", "game": "CRAPS"}]}, "wildcards"),
+        ({"tables": [{"id": ">", "base": "lammer/>", "game": "CRAPS"}]}, "wildcards"),
+        ({"tables": [{"id": "t1", "base": "lammer/t2", "game": "CRAPS"}]}, "must end with"),
+        ({"tables": [{"id": "t1", "base": "t1", "game": "CRAPS"}]}, "levels"),
+        ({"tables": [{"id": "t1", "base": "lammer-floor/t1", "game": "CRAPS"}]}, "floor's own"),
+        ({"tables": [{"id": "t1", "base": "lammer/t1", "game": "POKER"}]}, "not a game"),
+        ({"tables": [{"id": "t1", "base": "lammer/t1", "game": "BJ", "x": 1}]}, "object"),
+        ({"tables": [{"id": 1, "base": "lammer/1", "game": "BJ"}]}, "strings"),
+        ({"tables": [{"id": "t", "base": "a/t", "game": "BJ"}] * 2}, "twice"),
+        ({"tables": [{"id": "t\n1", "base": "a/t\n1", "game": "BJ"}]}, "control"),
+    ],
+)
+def test_a_bad_declaration_is_refused_saying_why(changes: dict[str, Any], says: str) -> None:
+    with pytest.raises(floor.FloorError, match=None) as info:
+        floor.parse_declaration(json.dumps(declaration_dict(**changes)))
+    assert says in str(info.value)
+
+
+def test_a_declaration_that_is_not_json_or_too_large_is_refused() -> None:
+    for text in ("", "[]", "{", "x" * (floor.DECLARATION_MAX_BYTES + 1)):
+        with pytest.raises(floor.FloorError):
+            floor.parse_declaration(text)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    ids=st.lists(
+        st.text(
+            alphabet=st.characters(
+                blacklist_categories=("Cs", "Cc", "Zs", "Zl", "Zp"),
+                blacklist_characters='/+#*>."\\',
+            ),
+            min_size=1,
+            max_size=20,
+        ).filter(lambda s: not s.startswith("$") and s == s.strip() and s.isprintable()),
+        min_size=1,
+        max_size=5,
+        unique=True,
+    )
+)
+def test_a_declaration_reads_back_as_written(ids: list[str]) -> None:
+    tables = tuple(floor.DeclaredTable(i, f"lammer/{i}", "BJ") for i in ids)
+    declaration = floor.Declaration("c1", floor.hash_password("y" * 32), tables)
+    assert floor.parse_declaration(declaration.to_json()) == declaration
+
+
+def test_mqtt_filters_are_the_nats_subjects_nats_server_uses() -> None:
+    assert floor.nats_filter("lammer/t1/#") == ("lammer.t1", "lammer.t1.>")
+    assert floor.nats_filter("lammer/+/request/+") == ("lammer.*.request.*",)
+    assert floor.nats_filter("#") == (">",)
+    assert floor.nats_subject("lammer-floor/bridge/c1") == "lammer-floor.bridge.c1"
+
+
+# ---------------------------------------------------------------------------------------
+# floor-config
+
+
+def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = bridged(tmp_path, capsys, "ctl-a", "t1", "t2") / "floor-controller.json"
+    b = bridged(tmp_path, capsys, "ctl-b", "t3") / "floor-controller.json"
+    out = tmp_path / "floor"
+    status, lines, err = floor_config(capsys, out, a, b, extra=("--nodes", "3"))
+    assert status == 0, err
+    files = snapshot(out)
+    assert {k: mode for k, (_, mode) in files.items() if not k.startswith("js")} == {
+        "credentials": 0o700,
+        "credentials/display": 0o600,
+        "credentials/terminal": 0o600,
+        "credentials/route": 0o600,
+        "floor-1": 0o700,
+        "floor-1/nats.conf": 0o600,
+        "floor-2": 0o700,
+        "floor-2/nats.conf": 0o600,
+        "floor-3": 0o700,
+        "floor-3/nats.conf": 0o600,
+    }
+    status, lines, _ = floor_config(capsys, out, a, b, extra=("--nodes", "3"))
+    assert status == 0
+    assert snapshot(out) == files
+    assert sum(line.split()[:1] == ["unchanged"] for line in lines) == 3
+    # One more table on controller b: only its lines change, passwords and hashes stay.
+    write_table(tmp_path / "ctl-b", "t4")
+    extra = ("--bridge", "10.0.0.1:1883,10.0.0.2:1883,10.0.0.3:1883", "--controller", "ctl-b")
+    configs = [tmp_path / "ctl-b" / "t3.toml", tmp_path / "ctl-b" / "t4.toml"]
+    assert broker_config(capsys, tmp_path / "ctl-b" / "broker", *configs, extra=extra)[0] == 0
+    status, lines, _ = floor_config(capsys, out, a, b, extra=("--nodes", "3"))
+    assert status == 0
+    changed = [line for line in lines if line.startswith(("    +", "    -"))]
+    assert changed
+    added = [line for line in changed if line.startswith("    +") and line[4:7] != "+++"]
+    removed = [line for line in changed if line.startswith("    -") and line[4:7] != "---"]
+    assert added
+    assert all("t4" in line for line in added), added
+    assert all("ctl-b" in line or '"user": "terminal"' in line for line in removed), removed
+    for user in ("display", "terminal", "route"):
+        assert (out / "credentials" / user).read_bytes() == files[f"credentials/{user}"][0]
+
+
+def node(out: Path, index: int) -> Any:
+    return fc.read_node((out / f"floor-{index}" / "nats.conf").read_text())
+
+
+def users_of(config: Any) -> dict[str, Any]:
+    return {u["user"]: u for u in config["authorization"]["users"]}
+
+
+def test_each_user_gets_exactly_its_own_subjects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = bridged(tmp_path, capsys, "ctl-a", "t1", "t2") / "floor-controller.json"
+    out = tmp_path / "floor"
+    assert floor_config(capsys, out, a, extra=("--nodes", "3"))[0] == 0
+    users = users_of(node(out, 1))
+    assert set(users) == {"bridge-ctl-a", "display", "terminal"}
+    for u in users.values():
+        assert u["allowed_connection_types"] == ["MQTT"]
+        assert floor.is_bcrypt(u["password"])
+    bridge = users["bridge-ctl-a"]["permissions"]
+    assert bridge["publish"] == {
+        "allow": ["lammer.t1.>", "lammer.t2.>", "lammer-floor.bridge.ctl-a"],
+        "deny": ["lammer.t1.request.>", "lammer.t2.request.>"],
+    }
+    assert bridge["subscribe"] == {
+        "allow": ["lammer.t1.request.*", "lammer.t2.request.*", "$MQTT.sub.>"]
+    }
+    readers = ["lammer", "lammer.>", "lammer-floor", "lammer-floor.>", "$MQTT.sub.>"]
+    assert users["display"]["permissions"] == {
+        "publish": {"deny": [">"]},
+        "subscribe": {"allow": readers},
+    }
+    assert users["terminal"]["permissions"] == {
+        "publish": {"allow": ["lammer.t1.request.*", "lammer.t2.request.*"]},
+        "subscribe": {"allow": readers},
+    }
+    password = (tmp_path / "ctl-a" / "broker" / "credentials" / "bridge-ctl-a").read_text()
+    assert floor.verify_password(password.strip(), users["bridge-ctl-a"]["password"])
+    display = (out / "credentials" / "display").read_text().strip()
+    assert floor.verify_password(display, users["display"]["password"])
+
+
+def test_the_nodes_route_to_each_other_with_the_route_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "floor"
+    extra = ("--nodes", "3", "--hosts", "f1.casino.lan,10.1.0.2,f3")
+    assert floor_config(capsys, out, extra=extra)[0] == 0
+    route = (out / "credentials" / "route").read_text().strip()
+    configs = [node(out, i) for i in (1, 2, 3)]
+    assert [c["server_name"] for c in configs] == ["floor-1", "floor-2", "floor-3"]
+    assert configs[0]["cluster"]["routes"] == [
+        f"nats-route://route:{route}@10.1.0.2:6222",
+        f"nats-route://route:{route}@f3:6222",
+    ]
+    for c in configs:
+        assert c["cluster"]["listen"] == "0.0.0.0:6222"
+        assert c["mqtt"]["listen"] == "0.0.0.0:1883"
+        assert c["mqtt"]["stream_replicas"] == 3
+        assert c["listen"] == "127.0.0.1:4222"
+        assert c["http"] == "127.0.0.1:8222"
+        assert floor.verify_password(route, c["cluster"]["authorization"]["password"])
+    # A lab cluster on one machine: consecutive ports, listening on loopback.
+    lab = tmp_path / "lab"
+    assert floor_config(capsys, lab, extra=("--nodes", "3", "--mqtt-port", "21883"))[0] == 0
+    assert [node(lab, i)["mqtt"]["listen"] for i in (1, 2, 3)] == [
+        "127.0.0.1:21883",
+        "127.0.0.1:21884",
+        "127.0.0.1:21885",
+    ]
+
+
+@pytest.mark.skipif(not Path(NATS).exists(), reason="nats-server is installed by make setup")
+def test_nats_server_accepts_every_node_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = bridged(tmp_path, capsys, "ctl-a", "t1") / "floor-controller.json"
+    out = tmp_path / "floor"
+    assert floor_config(capsys, out, a, extra=("--nodes", "5"))[0] == 0
+    for i in range(1, 6):
+        done = subprocess.run(
+            [NATS, "-t", "-c", str(out / f"floor-{i}" / "nats.conf")],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+
+
+def test_floor_config_refuses_what_would_make_a_wrong_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = bridged(tmp_path, capsys, "ctl-a", "t1") / "floor-controller.json"
+    other = tmp_path / "other.json"
+    data = json.loads(a.read_text())
+    data["controller"], data["user"] = "ctl-b", "bridge-ctl-b"
+    other.write_text(json.dumps(data))  # ctl-b claims t1 too
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 1}')
+    out = tmp_path / "floor"
+    cases: list[tuple[tuple[Path, ...], tuple[str, ...], str]] = [
+        ((a, other), ("--nodes", "3"), "more than one controller"),
+        ((a, a), ("--nodes", "3"), "declared more than once"),
+        ((bad,), ("--nodes", "3"), "keys"),
+        ((tmp_path / "missing.json",), ("--nodes", "3"), "cannot read"),
+        ((a,), ("--nodes", "0"), "--nodes"),
+        ((a,), ("--nodes", "17"), "--nodes"),
+        ((a,), ("--nodes", "3", "--hosts", "a,b"), "one per node"),
+        ((a,), ("--nodes", "2", "--hosts", "a,a b"), "--hosts"),
+        ((a,), ("--nodes", "1", "--hosts", "0.0.0.0"), "not a node's address"),
+        ((a,), ("--nodes", "3", "--route-port", "1884"), "also"),
+        ((a,), ("--nodes", "3", "--cluster-name", "a b"), "--cluster-name"),
+    ]
+    for declarations, extra, says in cases:
+        status, _, err = floor_config(capsys, out, *declarations, extra=extra)
+        assert status == 2, (extra, err)
+        assert says in err, (extra, err)
+        assert not out.exists()
+
+
+def test_a_file_floor_config_did_not_write_is_never_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "floor"
+    (out / "floor-1").mkdir(parents=True)
+    (out / "floor-1" / "nats.conf").write_text("listen: 0.0.0.0:4222\n")
+    status, _, err = floor_config(capsys, out, extra=("--nodes", "1"))
+    assert status == 2
+    assert "not written by floor-config" in err
+    assert (out / "floor-1" / "nats.conf").read_text() == "listen: 0.0.0.0:4222\n"
+
+
+def test_a_route_password_that_would_break_a_url_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "floor"
+    (out / "credentials").mkdir(parents=True, mode=0o700)
+    route = out / "credentials" / "route"
+    route.write_text("abcdefghij@evil.host:1/xyz\n")
+    route.chmod(0o600)
+    status, _, err = floor_config(capsys, out, extra=("--nodes", "3"))
+    assert status == 2
+    assert "route URLs" in err
+    assert not (out / "floor-1").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# The node's systemd drop-in
+
+ROOT = Path(__file__).resolve().parents[2]
+DROP_IN = ROOT / "systemd" / "nats-server.service.d" / "lammer-floor.conf"
+DEBIAN_UNIT = Path("/lib/systemd/system/nats-server.service")
+
+
+@pytest.mark.skipif(not DEBIAN_UNIT.exists(), reason="Debian's nats-server (make setup)")
+def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) -> None:
+    shutil.copy(DEBIAN_UNIT, tmp_path / "nats-server.service")
+    (tmp_path / "nats-server.service.d").mkdir()
+    shutil.copy(DROP_IN, tmp_path / "nats-server.service.d" / "lammer-floor.conf")
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(tmp_path / "nats-server.service")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout + done.stderr == ""  # an unknown key is only a warning: none
+
+
+def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
+    from daemon.floor_config_cmd import CONF_ON_NODE
+
+    text = DROP_IN.read_text()
+    assert f"ExecStart=/usr/sbin/nats-server -c {CONF_ON_NODE}" in text
+    assert f"ExecStartPre=/usr/sbin/nats-server -t -c {CONF_ON_NODE}" in text
+    readme = (ROOT / "README.md").read_text()
+    for line in text.splitlines():
+        if line.startswith("#     install "):
+            command = " ".join(line.removeprefix("#").split())
+            flat = " ".join(readme.replace("\\\n", " ").split())
+            assert command.replace("floor-<i>", "floor-2") in flat, command

@@ -1,0 +1,236 @@
+"""The floor under test: a real nats-server cluster and table controllers bridged to it.
+
+A ``Controller`` is one table controller as it runs in a casino: its own Mosquitto running
+the files ``lammer broker-config --bridge`` wrote (users, ACL, the bridge to every floor
+node), its table's daemon logging in with the password broker-config made, and the
+simulator on a pty playing honestly without end. The ``FloorCluster`` runs the nodes
+``lammer floor-config`` wrote for the controllers' declarations.
+
+A ``FloorSubscriber`` is a pit system on the floor: user ``display``, a persistent session
+(clean session off) subscribed to every table at QoS 1, which moves to the next node when
+its node dies, and keeps every message it receives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import pwd
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiomqtt
+
+from daemon.broker import Broker, free_port
+from daemon.cli import main
+from daemon.floor_cluster import FloorCluster
+from tests.integration.harness import DEADLINE, LAMMER_SIM, Sim, Table, _spawn, _stop
+
+T = TypeVar("T")
+
+
+async def until(predicate: Callable[[], T | None], what: str, within: float = DEADLINE) -> T:
+    """Poll ``predicate`` until it is truthy and return it; fail saying ``what`` after
+    ``within`` s (the deadline bounds a failure, it is never what is tested)."""
+    deadline = time.monotonic() + within
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@dataclass(frozen=True, slots=True)
+class FloorMessage:
+    """One message as a floor client received it."""
+
+    topic: str
+    payload: bytes
+    retained: bool
+    node: int  # which node it came through (1-based)
+
+    @property
+    def body(self) -> Any:
+        """The JSON body, or the text (``availability``, bridge status)."""
+        try:
+            return json.loads(self.payload)
+        except ValueError:
+            return self.payload.decode(errors="replace")
+
+
+class FloorSubscriber:
+    """A persistent-session MQTT subscriber on the floor that fails over between nodes."""
+
+    def __init__(
+        self,
+        cluster: FloorCluster,
+        filters: Sequence[str],
+        *,
+        user: str = "display",
+        first: int = 1,
+        clean: bool = False,
+    ) -> None:
+        self.cluster = cluster
+        self.filters = list(filters)
+        self.user = user
+        self.node = first
+        self.clean = clean
+        self.identifier = f"test-floor-{uuid.uuid4().hex[:8]}"
+        self.messages: list[FloorMessage] = []
+        self.connections: list[int] = []
+        self.ready = asyncio.Event()
+        self._client: aiomqtt.Client | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Connect and subscribe; returns once subscribed."""
+        self._task = asyncio.create_task(self._run(), name=f"floor subscriber {self.user}")
+        async with asyncio.timeout(DEADLINE):
+            await self.ready.wait()
+
+    async def close(self) -> None:
+        """Disconnect and stop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        subscribed = False
+        while True:
+            host, port = self.cluster.mqtt_endpoints[self.node - 1]
+            try:
+                async with aiomqtt.Client(
+                    host,
+                    port,
+                    identifier=self.identifier,
+                    username=self.user,
+                    password=self.cluster.password(self.user),
+                    clean_session=self.clean,
+                    timeout=5,
+                    keepalive=10,
+                ) as client:
+                    self.connections.append(self.node)
+                    if self.clean or not subscribed:
+                        for topic in self.filters:
+                            granted = await client.subscribe(topic, qos=1)
+                            codes = [getattr(code, "value", code) for code in granted]
+                            if any(c >= 0x80 for c in codes):  # a node electing leaders
+                                raise aiomqtt.MqttError(f"subscription refused: {codes}")
+                        subscribed = True
+                    self._client = client
+                    self.ready.set()
+                    async for message in client.messages:
+                        payload = message.payload
+                        data = payload if isinstance(payload, bytes) else str(payload).encode()
+                        self.messages.append(
+                            FloorMessage(message.topic.value, data, bool(message.retain), self.node)
+                        )
+            except aiomqtt.MqttError:
+                pass
+            finally:
+                self._client = None
+                self.ready.clear()
+            # This node is gone (or refused us): the next one, as a pit system does.
+            self.node = self.node % len(self.cluster.mqtt_endpoints) + 1
+            await asyncio.sleep(0.1)
+
+    async def publish(self, topic: str, payload: bytes) -> None:
+        """Publish (QoS 1) through the subscriber's connection."""
+        async with asyncio.timeout(DEADLINE):
+            await self.ready.wait()
+        assert self._client is not None
+        await self._client.publish(topic, payload, qos=1)
+
+
+@dataclass
+class Controller:
+    """One table controller: Mosquitto with the floor bridge, the daemon, the simulator."""
+
+    root: Path
+    name: str
+    game: str
+    cluster: FloorCluster
+    table: Table = field(init=False)
+    broker: Broker = field(init=False)
+    out: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True)
+        (self.root / "data").mkdir()
+        self.out = self.root / "broker"
+        self.broker = Broker(self.root, port=free_port(), config_file=self.out / "mosquitto.conf")
+        table_id = f"{self.game.lower()}-{self.name}"
+        self.table = Table(self.root, self.broker, self.game, table_id=table_id)
+
+    @property
+    def declaration(self) -> Path:
+        """Its ``floor-controller.json``."""
+        return self.out / "floor-controller.json"
+
+    def configure(self, *extra: str) -> None:
+        """``lammer broker-config --bridge`` for its table, then the table logs in."""
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        argv = [
+            "broker-config",
+            "--out",
+            str(self.out),
+            "--data-dir",
+            str(self.root / "data"),
+            "--broker-user",
+            me,
+            "--bridge",
+            self.cluster.bridge_option,
+            "--controller",
+            self.name,
+            *extra,
+            str(self.table.config_path),
+        ]
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(argv) == 0
+        user = f"lammer-{self.table.table_id}"
+        password_file = self.root / f"{self.table.table_id}.mqtt-password"
+        password_file.write_bytes((self.out / "credentials" / user).read_bytes())
+        password_file.chmod(0o600)
+        self.table.mqtt_login = (user, password_file)
+        self.table.config_path.write_text(self.table.config_text())
+        display = (self.out / "credentials" / "display").read_text().split("\n")[0]
+        self.table.recorder.login = ("display", display)
+
+    async def start(self, *, interval: float, seed: int) -> None:
+        """Its broker, its daemon, then honest play without end."""
+        self.broker.start()
+        await self.table.start()
+        device = self.table.device
+        argv = [LAMMER_SIM]
+        if device == "shuffler":
+            argv += ["shuffler", "--game", self.game]
+        else:
+            argv += ["dice"]
+        argv += ["--interval", str(interval), "--seed", str(seed), "--link", str(self.table.link)]
+        n = len(self.table.sims) + 1
+        out, err = self.root / f"sim-{n}.out", self.root / f"sim-{n}.err"
+        sim = Sim(_spawn(argv, out, err), out, err)
+        self.table.sim = sim
+        self.table.sims.append(sim)
+
+    async def stop_play(self) -> None:
+        """Stop the simulator (the table goes quiet; the daemon stays)."""
+        if self.table.sim is not None:
+            _stop(self.table.sim.proc)
+            self.table.sim = None
+
+    async def close(self) -> None:
+        """Stop everything it started."""
+        await self.table.close()
+        self.broker.stop()

@@ -1,0 +1,214 @@
+"""The casino floor end to end: table controllers bridged to a 3-node nats-server cluster.
+
+Ten controllers, each its own Mosquitto (``broker-config --bridge`` to every node), its
+daemon and its simulator on a pty playing honestly; a 3-node cluster (``floor-config``)
+on loopback; a pit system on the floor (user ``display``, a persistent session on the
+node that will die). The tables play for a minute; a third of the way in, the node the
+bridges and the pit system are connected to is killed (SIGKILL: no goodbye), and it is
+started again later. Then:
+
+* the pit system saw every message every table published (each table's journal is the
+  truth), each ``seq`` in increasing order per table (a repeat of a ``seq`` it has seen is
+  allowed: QoS 1 after a failover);
+* every node holds the right retained state of every table (the latest of each retained
+  topic in the journal), and each bridge's status ``1``;
+* a request sent from the floor (user ``terminal``) reaches a table and its answer comes
+  back to the floor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.floor_cluster import FloorCluster
+from tests.integration.floor import Controller, FloorSubscriber, until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
+
+CONTROLLERS = 10
+GAMES = ("CRAPS", "UTH", "BJ", "CRAPS", "TCP")
+PLAY = 60.0  # seconds of play
+KILL_AT = PLAY / 3
+RESTART_AT = 2 * PLAY / 3
+CATCH_UP = 90.0  # after play stops, every message must reach the floor within this
+
+
+@pytest.fixture
+async def floor(tmp_path: Path) -> AsyncIterator[tuple[FloorCluster, list[Controller]]]:
+    cluster = FloorCluster(tmp_path / "cluster")
+    controllers = [
+        Controller(tmp_path / f"ctl{i}", f"ctl{i}", GAMES[i % len(GAMES)], cluster)
+        for i in range(CONTROLLERS)
+    ]
+    try:
+        for c in controllers:
+            c.configure()
+        cluster.configure([c.declaration for c in controllers])
+        cluster.start()
+        yield cluster, controllers
+    finally:
+        for c in controllers:
+            await c.close()
+        cluster.stop()
+
+
+def expected_retained(controller: Controller) -> dict[str, Any]:
+    """Topic -> body of the latest retained message of each topic, from the journal."""
+    latest: dict[str, Any] = {}
+    for record in controller.table.journal("--kind", "publish"):
+        if record["retained"]:
+            latest[f"{controller.table.base}/{record['topic']}"] = record["payload"]
+    latest[f"{controller.table.base}/availability"] = "online"
+    return latest
+
+
+def first_seqs(sub: FloorSubscriber, bases: list[str]) -> dict[str, list[int]]:
+    """Per table, each ``seq`` the subscriber received, at its first arrival, in order."""
+    out: dict[str, list[int]] = {base: [] for base in bases}
+    seen: set[tuple[str, int]] = set()
+    for m in sub.messages:
+        base = "/".join(m.topic.split("/")[:2])
+        body = m.body
+        if (
+            base in out
+            and isinstance(body, dict)
+            and isinstance(body.get("seq"), int)
+            and (base, body["seq"]) not in seen
+        ):
+            seen.add((base, body["seq"]))
+            out[base].append(body["seq"])
+    return out
+
+
+def missing(sub: FloorSubscriber, expected: dict[str, set[int]]) -> dict[str, list[int]]:
+    """Per table, the published ``seq``s the subscriber has not received."""
+    got = first_seqs(sub, list(expected))
+    lost = {base: sorted(seqs - set(got[base])) for base, seqs in expected.items()}
+    return {base: seqs for base, seqs in lost.items() if seqs}
+
+
+async def test_floor_survives_a_node_and_loses_nothing(
+    floor: tuple[FloorCluster, list[Controller]],
+) -> None:
+    cluster, controllers = floor
+    bases = [c.table.base for c in controllers]
+    pit = FloorSubscriber(cluster, ["lammer/+/#"], first=1)
+    await pit.start()
+    steady = FloorSubscriber(cluster, ["lammer/+/#"], first=3)
+    await steady.start()
+    try:
+        for i, c in enumerate(controllers):
+            await c.start(interval=1.0 if c.game == "CRAPS" else 2.0, seed=100 + i)
+        # Every bridge is on node 1, the first address each was given.
+        await until(
+            lambda: (
+                sum(cid.startswith("lammer-bridge-") for cid in cluster.mqtt_clients(1))
+                == CONTROLLERS
+            ),
+            "every bridge connected to node 1",
+            30,
+        )
+        started = time.monotonic()
+        await asyncio.sleep(KILL_AT)
+        cluster.kill_node(1)
+        killed_at = time.monotonic()
+        await until(
+            lambda: (
+                sum(
+                    cid.startswith("lammer-bridge-")
+                    for n in (2, 3)
+                    for cid in cluster.mqtt_clients(n)
+                )
+                == CONTROLLERS
+            ),
+            "every bridge on another node",
+            60,
+        )
+        failover = time.monotonic() - killed_at
+        await asyncio.sleep(max(0.0, started + RESTART_AT - time.monotonic()))
+        cluster.start_node(1)
+        await asyncio.sleep(max(0.0, started + PLAY - time.monotonic()))
+        for c in controllers:
+            await c.stop_play()
+
+        # Every message of every table reaches both pit systems, in seq order per table.
+        journals = {c.table.base: c.table.journal("--kind", "publish") for c in controllers}
+        expected = {base: {r["seq"] for r in records} for base, records in journals.items()}
+        published = sum(len(v) for v in expected.values())
+        assert published >= CONTROLLERS * 20, f"too little play to show anything: {published}"
+        for sub in (pit, steady):
+            await until(
+                lambda sub=sub: not missing(sub, expected),  # type: ignore[misc]
+                f"every message at the subscriber that started on node {sub.connections[0]} "
+                f"(missing {missing(sub, expected)})",
+                CATCH_UP,
+            )
+            for base, firsts in first_seqs(sub, bases).items():
+                assert firsts == sorted(firsts), f"{base}: out of seq order: {firsts}"
+                assert set(firsts) == expected[base], f"{base}: a seq the table never published"
+        assert pit.connections[0] == 1, pit.connections
+        assert len(set(pit.connections)) >= 2, pit.connections  # it moved to another node
+        assert steady.connections == [3], steady.connections
+
+        # Every node holds the right retained state of every table, and every bridge's 1.
+        want = {k: v for c in controllers for k, v in expected_retained(c).items()}
+        want |= {f"lammer-floor/bridge/{c.name}": 1 for c in controllers}  # payload "1"
+        for node in (2, 3, 1):
+            fresh = FloorSubscriber(
+                cluster, ["lammer/+/#", "lammer-floor/#"], first=node, clean=True
+            )
+            await fresh.start()
+            try:
+
+                def stored(f: FloorSubscriber = fresh) -> dict[str, Any]:
+                    return {m.topic: m.body for m in f.messages if m.retained}
+
+                def right(f: FloorSubscriber = fresh) -> bool:
+                    return stored(f) == want
+
+                try:
+                    await until(right, f"node {node}'s retained state", 30)
+                except AssertionError:
+                    got = stored()
+                    wrong = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+                    shown = {k: (got.get(k), want.get(k)) for k in wrong}
+                    raise AssertionError(f"node {node}: retained (got, want): {shown}") from None
+                assert fresh.connections == [node]
+            finally:
+                await fresh.close()
+
+        # A request from the floor reaches a table and is answered on the floor.
+        craps = next(c for c in controllers if c.game == "CRAPS")
+        terminal = FloorSubscriber(
+            cluster, [f"{craps.table.base}/response/+"], user="terminal", first=2, clean=True
+        )
+        await terminal.start()
+        try:
+            request = {"operator": "pit-boss", "request_id": "floor-1", "roll_id": 999999}
+            await terminal.publish(
+                f"{craps.table.base}/request/overturn", json.dumps(request).encode()
+            )
+
+            def answered() -> dict[str, Any] | None:
+                for m in terminal.messages:
+                    body = m.body
+                    if isinstance(body, dict) and body.get("request_id") == "floor-1":
+                        return body
+                return None
+
+            answer = await until(answered, "the answer to a request sent from the floor", 30)
+            assert answer["status"] == "error"
+            assert answer["error"]
+        finally:
+            await terminal.close()
+        print(f"failover of {CONTROLLERS} bridges: {failover:.2f} s; {published} messages")
+    finally:
+        await pit.close()
+        await steady.close()
