@@ -41,7 +41,7 @@ import aiomqtt
 
 from daemon.broker import Broker, BrokerError, free_port
 from daemon.children import supervised
-from daemon.mqtt import observe_disconnect
+from daemon.mqtt import UNBOUNDED, session
 from daemon.output import discard
 
 PREFIX = "lammer"
@@ -51,6 +51,9 @@ STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 
 STOP_TIMEOUT = 10.0
 """Seconds each group of children (daemons, then simulators) has to stop before SIGKILL."""
+
+WAIT = 10.0
+"""Seconds the demo's own MQTT clients (stickperson, progress) wait for the broker."""
 
 
 class Stopped(BaseException):
@@ -258,9 +261,12 @@ async def stickperson(port: int, table_id: str, *, delay: float) -> None:
     decided: set[int] = set()
     while True:
         try:
-            async with aiomqtt.Client("127.0.0.1", port, identifier="demo-stickperson") as client:
-                observe_disconnect(client)
-                await client.subscribe(f"{base}/craps/board", qos=1)
+            client = aiomqtt.Client(
+                "127.0.0.1", port, identifier="demo-stickperson", timeout=UNBOUNDED
+            )
+            async with session(client, within=WAIT, close_within=WAIT):
+                async with asyncio.timeout(WAIT):
+                    await client.subscribe(f"{base}/craps/board", qos=1)
                 async for message in client.messages:
                     board = json.loads(bytes(message.payload))
                     pending = board.get("pending_roll")
@@ -276,10 +282,11 @@ async def stickperson(port: int, table_id: str, *, delay: float) -> None:
                         "roll_id": roll_id,
                         "decision": "valid" if readable else "invalid",
                     }
-                    await client.publish(
-                        f"{base}/request/roll_decision", json.dumps(request), qos=1
-                    )
-        except aiomqtt.MqttError:
+                    async with asyncio.timeout(WAIT):
+                        await client.publish(
+                            f"{base}/request/roll_decision", json.dumps(request), qos=1
+                        )
+        except (aiomqtt.MqttError, OSError):  # TimeoutError is an OSError
             await asyncio.sleep(1)
 
 
@@ -295,17 +302,20 @@ async def progress(port: int, done: dict[str, set[int]]) -> None:
     """Count the rounds (and rolls) each daemon has published, by id."""
     while True:
         try:
-            async with aiomqtt.Client("127.0.0.1", port, identifier="demo-progress") as client:
-                observe_disconnect(client)
-                for table_id, topic in _PROGRESS.items():
-                    await client.subscribe(f"{PREFIX}/{table_id}/{topic}", qos=1)
+            client = aiomqtt.Client(
+                "127.0.0.1", port, identifier="demo-progress", timeout=UNBOUNDED
+            )
+            async with session(client, within=WAIT, close_within=WAIT):
+                async with asyncio.timeout(WAIT):
+                    for table_id, topic in _PROGRESS.items():
+                        await client.subscribe(f"{PREFIX}/{table_id}/{topic}", qos=1)
                 async for message in client.messages:
                     table_id = str(message.topic).split("/")[1]
                     body = json.loads(bytes(message.payload))
                     ident = body.get("round_id", body.get("roll_id"))
                     if isinstance(ident, int) and body.get("status") != "pending":
                         done.setdefault(table_id, set()).add(ident)
-        except aiomqtt.MqttError:
+        except (aiomqtt.MqttError, OSError):
             await asyncio.sleep(1)
 
 
@@ -328,9 +338,11 @@ async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> N
     finally:
         for task in tasks:
             task.cancel()
+        # Bounded all the same: a stop must never wait on a client for ever.
+        await asyncio.wait(tasks, timeout=STOP_TIMEOUT)
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: the stop is what matters now
 
 
 def run(args: argparse.Namespace) -> int:

@@ -271,11 +271,7 @@ class MqttLink:
             will=aiomqtt.Will(self.availability_topic, OFFLINE, qos=1, retain=True),
             clean_session=True,  # see "Sessions" in the module docstring
             keepalive=self._keepalive,
-            # aiomqtt bounds its waits with asyncio.wait_for, which in Python 3.11 swallows a
-            # cancellation that arrives as the awaited PUBACK does (the wait returns
-            # normally): a SIGTERM then left the daemon running. So aiomqtt waits without
-            # a bound, and every wait here is bounded by asyncio.timeout instead.
-            timeout=math.inf,
+            timeout=UNBOUNDED,  # every wait is bounded here instead (see UNBOUNDED)
             tls_params=tls,
             max_inflight_messages=self._window,
             queue_type=self._forwarding_queue(),
@@ -304,7 +300,7 @@ class MqttLink:
             username=self._username,
             password=self._password,
             clean_session=True,
-            timeout=math.inf,
+            timeout=UNBOUNDED,
             tls_params=self._tls_params(),
         )
         found: dict[str, bytes] = {}
@@ -355,28 +351,16 @@ class MqttLink:
             finally:
                 self._client = None
 
-    @contextlib.asynccontextmanager
-    async def _connected(
+    def _connected(
         self, client: aiomqtt.Client, *, within: float | None = None
-    ) -> AsyncIterator[None]:
-        """``async with client``, each way bounded by ``asyncio.timeout`` (see
-        ``_new_client``): a broker that does not answer is an outage, not a hang."""
-        async with asyncio.timeout(self._timeout if within is None else within):
-            await client.__aenter__()
-        observe_disconnect(client)
-        try:
-            yield
-        except BaseException as exc:
-            # The error that ended the session is what counts; a failed DISCONNECT on top
-            # of it is only logged.
-            try:
-                async with asyncio.timeout(self._close_timeout):
-                    await client.__aexit__(type(exc), exc, exc.__traceback__)
-            except (aiomqtt.MqttError, OSError) as close_exc:
-                log.debug("mqtt disconnect after an error failed", error=str(close_exc))
-            raise
-        async with asyncio.timeout(self._close_timeout):  # pragma: no cover - serve never returns
-            await client.__aexit__(None, None, None)
+    ) -> contextlib.AbstractAsyncContextManager[aiomqtt.Client]:
+        """``async with client``, each way bounded (``session``): a broker that does not
+        answer is an outage, not a hang."""
+        return session(
+            client,
+            within=self._timeout if within is None else within,
+            close_within=self._close_timeout,
+        )
 
     async def _say_offline(self, client: aiomqtt.Client) -> None:
         # A clean DISCONNECT does not fire the will: say offline ourselves.
@@ -560,6 +544,51 @@ class MqttLink:
         self._outage_since = None
         self._outage_attempts = 0
         self._was_up = True
+
+
+UNBOUNDED: Final = math.inf
+"""The ``timeout`` to give every ``aiomqtt.Client``: aiomqtt bounds its own waits with
+``asyncio.wait_for``, which in Python 3.11 swallows a cancellation that arrives as the awaited
+acknowledgement does (the wait returns normally and the task runs on: a SIGTERM or a Ctrl-C
+that never stops the program). So aiomqtt waits without a bound, and each wait is bounded by
+``asyncio.timeout`` instead (``session``, and ``asyncio.timeout`` around each call)."""
+
+
+@contextlib.asynccontextmanager
+async def session(
+    client: aiomqtt.Client, *, within: float, close_within: float
+) -> AsyncIterator[aiomqtt.Client]:
+    """``async with client`` for a client made with ``timeout=UNBOUNDED``: the connect
+    bounded by ``within`` seconds, the disconnect by ``close_within`` (``TimeoutError``, an
+    ``OSError``, when either takes longer). When the body fails or is cancelled, that is
+    what propagates: a failed DISCONNECT on top of it (the broker went away meanwhile) is
+    only logged, and never replaces a cancellation."""
+    try:
+        async with asyncio.timeout(within):
+            await client.__aenter__()
+    except BaseException:
+        abandon(client)
+        raise
+    observe_disconnect(client)
+    try:
+        yield client
+    except BaseException as exc:
+        try:
+            async with asyncio.timeout(close_within):
+                await client.__aexit__(type(exc), exc, exc.__traceback__)
+        except (aiomqtt.MqttError, OSError) as close_exc:
+            log.debug("mqtt disconnect after an error failed", error=str(close_exc))
+        raise
+    async with asyncio.timeout(close_within):
+        await client.__aexit__(None, None, None)
+
+
+def abandon(client: aiomqtt.Client) -> None:
+    """Close the socket of a connect that did not finish (no CONNACK in time, or
+    cancelled). aiomqtt leaves it open then, with its reader and its once-a-second task
+    running until the keepalive gives up: one more of each per attempt against a broker
+    that accepts connections and never answers."""
+    client._client._reset_sockets()  # paho: closes it, its callbacks stop the task
 
 
 def observe_disconnect(client: aiomqtt.Client) -> None:

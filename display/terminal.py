@@ -51,6 +51,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from display.session import UNBOUNDED, bounded, session
 from drivers.backoff import Backoff
 from rules.cards import parse_card
 
@@ -899,18 +900,19 @@ async def follow(
     attempt = 0
     while True:
         try:
-            async with aiomqtt.Client(
+            client = aiomqtt.Client(
                 link.host,
                 link.port,
                 identifier=identifier,
-                timeout=10,
+                timeout=UNBOUNDED,  # see display.session
                 # Nagle off, as everywhere in lammer (40 ms stalls otherwise).
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-            ) as client:
+            )
+            async with session(client):
                 for view in views:
-                    await client.subscribe(f"{view.base}/#", qos=1)
-                await client.subscribe(sync_topic, qos=1)
-                await client.publish(sync_topic, b"sync", qos=1)
+                    await bounded(client.subscribe(f"{view.base}/#", qos=1))
+                await bounded(client.subscribe(sync_topic, qos=1))
+                await bounded(client.publish(sync_topic, b"sync", qos=1))
                 link.connected, link.ever_connected, link.error = True, True, None
                 attempt = 0
                 on_change()
@@ -923,7 +925,7 @@ async def follow(
                     target = route(views, topic)
                     if target is not None and target.apply(topic, _payload_bytes(message.payload)):
                         on_change()
-        except aiomqtt.MqttError as exc:
+        except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
             link.connected, link.error = False, str(exc) or type(exc).__name__
             on_change()
         # Jittered, capped backoff, so many displays do not reconnect in step.

@@ -1,0 +1,73 @@
+"""display.session against a real Mosquitto: a cancellation that meets the PUBACK, or a
+broker that dies during the DISCONNECT, still cancels (lammer web and lammer display stop
+on SIGTERM and Ctrl-C)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiomqtt
+import pytest
+
+from display.session import UNBOUNDED, bounded, session
+from tests.conftest import Broker
+
+
+async def test_a_cancellation_with_the_puback_cancels(mosquitto: Broker) -> None:
+    client = aiomqtt.Client(mosquitto.host, mosquitto.port, timeout=UNBOUNDED)
+    async with session(client):
+        task = asyncio.current_task()
+        assert task is not None
+        deliver: Any = client._client.on_publish
+
+        def puback_then_cancel(*args: Any) -> None:
+            deliver(*args)
+            task.cancel()
+
+        client._client.on_publish = puback_then_cancel
+        with pytest.raises(asyncio.CancelledError):
+            await bounded(client.publish("race/puback", b"1", qos=1))
+        task.uncancel()
+
+
+async def test_a_broker_gone_during_the_disconnect_still_cancels(
+    mosquitto_private: Broker,
+) -> None:
+    client = aiomqtt.Client(mosquitto_private.host, mosquitto_private.port, timeout=UNBOUNDED)
+    entered = asyncio.Event()
+
+    async def follow() -> None:
+        async with session(client):
+            entered.set()
+            async for _ in client.messages:
+                pass
+
+    task = asyncio.create_task(follow())
+    await entered.wait()
+    mosquitto_private.stop()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(10):
+            await task
+
+
+async def test_a_broker_that_does_not_answer_is_a_timeout_not_a_hang() -> None:
+    # A listening socket that never speaks MQTT: the CONNACK never comes.
+    accepted: list[asyncio.StreamWriter] = []
+    server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        client = aiomqtt.Client("127.0.0.1", port, timeout=UNBOUNDED)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(TimeoutError):
+            async with session(client):
+                pass  # pragma: no cover - never connected
+        assert 9 <= loop.time() - started < 15
+        assert len(accepted) == 1
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+        await server.wait_closed()
