@@ -185,6 +185,7 @@ class TableDaemon:
             tls=m.tls,
             keepalive=m.keepalive,
             backoff=Backoff(initial=m.reconnect_initial, maximum=m.reconnect_max),
+            floor_resend=m.floor_resend,
         )
         return link
 

@@ -496,7 +496,12 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
             role="daemon",
             about=f"Table {t.table_id} ({t.config.table.game}): its daemon publishes its own "
             "base topic and reads its requests",
-            grants=(Grant("readwrite", f"{t.base}/#"),),
+            # The floor bridge's status, for floor_resend (daemon.mqtt): nothing else
+            # is ever published there, and no table may publish it.
+            grants=(
+                Grant("readwrite", f"{t.base}/#"),
+                Grant("read", floor.bridge_status_topic("+")),
+            ),
         )
         for t in tables
     )

@@ -258,6 +258,12 @@ class MqttSection(_Section):
         description="Cap of the jittered backoff: displays stay stale at most this long "
         "after the broker returns",
     )
+    floor_resend: Annotated[StrictFloat, _range(0, 3600), _between(0, 3600)] = Field(
+        default=30.0,
+        description="When the controller's bridge to the floor drops, publish again the "
+        "messages of the last this many seconds (never retained; displays drop a seq they "
+        "have seen): what a dying floor node acknowledged but did not store. 0: never",
+    )
 
     @field_validator("host")
     @classmethod

@@ -35,6 +35,18 @@ Requests received are never dropped by a connection loss: they go into a queue t
 dispatcher task, living across connections, hands to ``on_request`` one at a time, in
 order. ``on_request`` answers them through the journal (``response/<name>``).
 
+The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
+to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
+its connection drops (Mosquitto's notification, also published locally). nats-server 2.9
+acknowledges a QoS 1 message before JetStream has stored it, so the message a node held as
+it died is acknowledged to the bridge and gone from the floor. With ``floor_resend`` > 0 the
+link subscribes to that status and, at each ``0``, publishes again every message it had
+acknowledged in the last ``floor_resend`` seconds: same topic, same bytes (same ``seq``),
+never retained (the broker's retained state must not go back to an older one). Displays
+drop a ``seq`` they have seen, and on a retained topic one older than what they hold
+(mqtt-api.md "Conventions"); a floor subscriber gets what its node lost. Copies go out
+before any message queued after the ``0``.
+
 Stopping: cancelling ``run()`` (SIGTERM through the daemon's TaskGroup) or ``close()``
 publishes ``offline`` (retained) before a clean DISCONNECT, since the broker sends the
 will only for an unclean loss; so does any error that ends a connection other than its
@@ -52,7 +64,9 @@ import math
 import random
 import socket
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -60,6 +74,7 @@ import aiomqtt
 import structlog
 
 from daemon.errors import JournalError
+from daemon.floor import FLOOR_ROOT
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from drivers.backoff import Backoff
@@ -117,11 +132,14 @@ class MqttLink:
         window: int = 20,
         timeout: float = 10.0,
         close_timeout: float = 2.0,
+        floor_resend: float = 0.0,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
         if window < 1:
             raise ValueError(f"window must be at least 1, got {window}")
+        if not 0 <= floor_resend <= 3600:
+            raise ValueError(f"floor_resend must be 0 to 3600 seconds, got {floor_resend}")
         self._host = host
         self._port = port
         self._client_id = client_id
@@ -150,6 +168,13 @@ class MqttLink:
         self._published = 0
         self._available = True  # what availability should say (set_available)
         self._said: bytes | None = None  # what it said last on this connection
+        self._floor_resend = floor_resend
+        # What the broker acknowledged lately, (monotonic time, message), oldest first.
+        self._recent: deque[tuple[float, OutboxMessage]] = deque(maxlen=RESEND_MAX)
+        self._resend: list[OutboxMessage] = []  # copies to publish before anything newer
+        self._bridge_refused = False
+        self.resent = 0
+        """Messages published again because the floor bridge dropped (``floor_resend``)."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -339,6 +364,8 @@ class MqttLink:
                 await self._publish_all(client, self._outbox.retained(), mark=False)
                 async with asyncio.timeout(self._timeout):
                     await client.subscribe(f"{self._base}/request/+", qos=1)
+                if self._floor_resend:
+                    await self._follow_bridge(client)
                 await self._serve(client)
             except (aiomqtt.MqttError, OSError):
                 raise  # the connection is gone: the broker publishes the will (offline)
@@ -396,6 +423,9 @@ class MqttLink:
             self._wake.clear()  # before reading: a notify() after this is not missed
             if self._said != self._availability:
                 await self._say_availability(client)
+            if self._resend:
+                await self._publish_again(client)
+                continue
             batch = self._outbox.pending(self._window)
             if not batch:
                 await self._wake.wait()
@@ -442,7 +472,63 @@ class MqttLink:
                 if mark and acked:
                     self._outbox.mark_published(*acked)
                     self._published += len(acked)
+                    if self._floor_resend:
+                        now = time.monotonic()
+                        done = set(acked)
+                        self._recent.extend((now, m) for m in chunk if m.seq in done)
                 await _cancel_all(tasks)
+
+    # -- the floor bridge ----------------------------------------------------------------
+
+    async def _follow_bridge(self, client: aiomqtt.Client) -> None:
+        """Subscribe to the floor bridge's status. Without the grant (an ACL of before the
+        floor) the copies are lost, not the table: a broker that refuses the subscription is
+        said once and the link goes on; Mosquitto 2.0 grants it and delivers nothing."""
+        async with asyncio.timeout(self._timeout):
+            granted = await client.subscribe(BRIDGE_STATUS, qos=1)
+        codes = [getattr(code, "value", code) for code in granted]
+        if not codes or any(not isinstance(c, int) or c >= 0x80 for c in codes):
+            if not self._bridge_refused:
+                log.warning(
+                    "mqtt: the broker refuses the floor bridge's status to this table; "
+                    "messages a floor node loses as it dies are not sent again "
+                    "(run lammer broker-config again)",
+                    topic=BRIDGE_STATUS,
+                )
+            self._bridge_refused = True
+
+    def _bridge_status(self, topic: str, payload: bytes) -> None:
+        if payload != b"0":
+            return  # 1: connected (or its retained copy at subscribe); nothing to do
+        now = time.monotonic()
+        since = now - self._floor_resend
+        while self._recent and self._recent[0][0] < since:
+            self._recent.popleft()
+        queued = {m.seq for m in self._resend}
+        again = [m for _, m in self._recent if m.seq not in queued]
+        if again:
+            self._resend.extend(again)
+            self._resend.sort(key=lambda m: m.seq)
+            self._wake.set()
+        log.warning(
+            "floor bridge down: publishing the last messages again",
+            bridge=topic,
+            seconds=self._floor_resend,
+            messages=len(again),
+            first_seq=again[0].seq if again else None,
+            last_seq=again[-1].seq if again else None,
+        )
+
+    async def _publish_again(self, client: aiomqtt.Client) -> None:
+        again, self._resend = self._resend, []
+        copies = [replace(m, retained=False) for m in again]
+        try:
+            await self._publish_all(client, copies, mark=False)
+        except BaseException:
+            # Not sent (the connection dropped): they go on the next connection, first.
+            self._resend = sorted({m.seq: m for m in again + self._resend}.values(), key=_by_seq)
+            raise
+        self.resent += len(copies)
 
     def _set_aside(self, message: OutboxMessage, exc: Exception, *, mark: bool) -> None:
         reason = f"refused by the MQTT client: {exc}"
@@ -474,6 +560,10 @@ class MqttLink:
     def _received(self, message: aiomqtt.Message) -> None:
         prefix = f"{self._base}/request/"
         topic = message.topic.value
+        if topic.startswith(BRIDGE_ROOT):
+            payload = message.payload
+            self._bridge_status(topic, payload if isinstance(payload, bytes) else b"")
+            return
         if not topic.startswith(prefix):  # pragma: no cover  (only request/+ is ours)
             return
         name = topic[len(prefix) :]
@@ -544,6 +634,20 @@ class MqttLink:
         self._outage_since = None
         self._outage_attempts = 0
         self._was_up = True
+
+
+BRIDGE_ROOT: Final = f"{FLOOR_ROOT}/bridge/"
+BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
+"""Where the controller's Mosquitto says whether its floor bridge is up (``1``) or not
+(``0``): ``daemon.floor.bridge_status_topic``, for any controller name."""
+
+RESEND_MAX: Final = 2000
+"""At most this many recent messages are kept for ``floor_resend`` (a table makes a few a
+second at most; the bound holds whatever the window)."""
+
+
+def _by_seq(message: OutboxMessage) -> int:
+    return message.seq
 
 
 UNBOUNDED: Final = math.inf

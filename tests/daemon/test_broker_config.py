@@ -375,8 +375,12 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
     )
     acl = bc.read_acl(bc.render_acl(plan))
     assert acl == {
-        "lammer-t1": [bc.Grant("readwrite", "lammer/t1/#")],
-        "lammer-t2": [bc.Grant("readwrite", "x/y/t2/#")],
+        # Each daemon also reads the floor bridge's status (floor_resend), never writes it.
+        "lammer-t1": [
+            bc.Grant("readwrite", "lammer/t1/#"),
+            bc.Grant("read", "lammer-floor/bridge/+"),
+        ],
+        "lammer-t2": [bc.Grant("readwrite", "x/y/t2/#"), bc.Grant("read", "lammer-floor/bridge/+")],
         "display": [bc.Grant("read", "lammer/t1/#"), bc.Grant("read", "x/y/t2/#")],
         "terminal": [
             bc.Grant("read", "lammer/t1/#"),

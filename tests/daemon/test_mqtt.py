@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pwd
 import random
 import signal
 import subprocess
@@ -27,6 +28,7 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
+from daemon.broker import broker_config
 from daemon.errors import JournalError
 from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
 from daemon.outbox import OutboxMessage
@@ -742,3 +744,142 @@ async def test_a_broker_that_never_answers_is_a_timeout_and_leaves_nothing_open(
             writer.close()
         server.close()
         await server.wait_closed()
+
+
+@asynccontextmanager
+async def bridged(tmp_path: Path) -> AsyncIterator[tuple[Broker, Broker]]:
+    """A controller's Mosquitto (local) bridged to a "floor" Mosquitto (remote) as
+    broker-config writes it: its tables out, QoS 1, a persistent session, the
+    notification on ``lammer-floor/bridge/c1``."""
+    remote = Broker(tmp_path / "floor")
+    (tmp_path / "floor").mkdir()
+    remote.start()
+    (tmp_path / "local").mkdir()
+    local = Broker(tmp_path / "local", config_file=tmp_path / "local" / "mosquitto.conf")
+    local.conf.write_text(
+        broker_config(local.port)
+        + "connection floor\n"
+        + f"address 127.0.0.1:{remote.port}\n"
+        + "cleansession false\n"
+        + "notifications true\n"
+        + "notification_topic lammer-floor/bridge/c1\n"
+        + "restart_timeout 1\n"
+        + "topic lammer/# out 1\n"
+    )
+    local.start()
+    try:
+        yield local, remote
+    finally:
+        local.stop()
+        remote.stop()
+
+
+def kill(broker: Broker) -> None:
+    """SIGKILL, as a machine that dies (no DISCONNECT, no will of its own)."""
+    assert broker.process is not None
+    broker.process.kill()
+    broker.process.wait()
+
+
+def make_floor_link(broker: Broker, outbox: FakeOutbox, floor_resend: float) -> MqttLink:
+    return MqttLink(
+        host=broker.host,
+        port=broker.port,
+        client_id="lammer-t1",
+        base_topic=BASE,
+        outbox=outbox,
+        on_request=_ignore,
+        keepalive=5,
+        backoff=Backoff(initial=0.05, maximum=0.2),
+        rng=random.Random(7),
+        timeout=5.0,
+        floor_resend=floor_resend,
+    )
+
+
+async def test_a_floor_bridge_that_drops_gets_the_last_messages_again(tmp_path: Path) -> None:
+    # nats-server 2.9 acknowledges a QoS 1 message before storing it: what the node that
+    # died held is gone from the floor. The bridge's 0 (real: the remote is SIGKILLed)
+    # makes the link publish the recent messages again, same bytes, never retained.
+    async with bridged(tmp_path) as (local, remote), recording(local) as seen:
+        outbox = FakeOutbox()
+        link = make_floor_link(local, outbox, floor_resend=30)
+        async with running(link):
+            sent = [
+                outbox.add("state", {"table": "t1", "n": 1}, retained=True),
+                outbox.add("craps/roll", {"table": "t1", "roll_id": 1}),
+                outbox.add("craps/roll", {"table": "t1", "roll_id": 2}),
+                outbox.add("state", {"table": "t1", "n": 2}, retained=True),
+            ]
+            link.notify()
+            await eventually(lambda: len(outbox.marked) == 4, "the messages acknowledged")
+            await eventually(lambda: len(seen.messages) >= 5, "the messages seen locally")
+            before = len(seen.messages)
+            kill(remote)  # SIGKILL: the floor node dies
+            await eventually(lambda: link.resent == 4, "the copies published")
+            await eventually(lambda: len(seen.messages) >= before + 4, "the copies seen")
+            copies = [
+                m for m in seen.messages[before:] if not m.topic.value.endswith("availability")
+            ]
+            assert [bytes(m.payload) for m in copies] == [m.payload for m in sent]
+            assert [m.topic.value for m in copies] == [f"{BASE}/{m.topic}" for m in sent]
+            assert not any(m.retain for m in copies)
+        # The local broker still holds the newest state, not the copy of the older one.
+        async with recording(local, f"{BASE}/state") as fresh:
+            await eventually(lambda: len(fresh.messages) == 1, "the retained state")
+            assert bytes(fresh.messages[0].payload) == sent[3].payload
+
+
+async def test_only_the_window_is_sent_again_and_zero_turns_it_off(tmp_path: Path) -> None:
+    async with bridged(tmp_path) as (local, remote), recording(local) as seen:
+        outbox = FakeOutbox()
+        link = make_floor_link(local, outbox, floor_resend=0.5)
+        async with running(link):
+            outbox.add("craps/roll", {"table": "t1", "roll_id": 1})
+            link.notify()
+            await eventually(lambda: len(outbox.marked) == 1, "the first acknowledged")
+            await asyncio.sleep(1.0)  # older than the window by now
+            last = outbox.add("craps/roll", {"table": "t1", "roll_id": 2})
+            link.notify()
+            await eventually(lambda: len(outbox.marked) == 2, "the second acknowledged")
+            kill(remote)
+            await eventually(lambda: link.resent == 1, "the copy of the last one")
+            rolls = [bytes(m.payload) for m in seen.messages if m.topic.value.endswith("roll")]
+            await eventually(lambda: rolls.count(last.payload) >= 1, "the copy")
+        remote.start()
+        off = make_floor_link(local, FakeOutbox(), floor_resend=0)
+        async with running(off):
+            off._outbox.add("craps/roll", {"table": "t1", "roll_id": 3})  # type: ignore[attr-defined]
+            off.notify()
+            await eventually(lambda: off.published == 1, "published")
+            await asyncio.sleep(2)  # the bridge reconnects (restart_timeout 1) and says 1
+            kill(remote)
+            await asyncio.sleep(1.5)
+            assert off.resent == 0
+
+
+async def test_an_acl_without_the_bridge_status_costs_only_the_copies(tmp_path: Path) -> None:
+    # An ACL of before the floor (the table's own topics only). Mosquitto 2.0 grants the
+    # subscription and delivers nothing on it (a broker that refuses it is logged once):
+    # the table's messages go out as ever, across a reconnect.
+    broker = Broker(tmp_path, config_file=tmp_path / "mosquitto.conf")
+    (tmp_path / "acl").write_text(f"topic readwrite {BASE}/#\n")
+    me = pwd.getpwuid(os.getuid()).pw_name  # as root, Mosquitto would become "mosquitto"
+    broker.conf.write_text(broker_config(broker.port, user=me) + f"acl_file {tmp_path / 'acl'}\n")
+    broker.start()
+    try:
+        outbox = FakeOutbox()
+        link = make_floor_link(broker, outbox, floor_resend=30)
+        async with running(link), recording(broker) as seen:
+            outbox.add("craps/roll", {"table": "t1", "roll_id": 1})
+            link.notify()
+            await eventually(lambda: outbox.marked == [1], "published")
+            broker.stop()
+            broker.start()
+            outbox.add("craps/roll", {"table": "t1", "roll_id": 2})
+            link.notify()
+            await eventually(lambda: outbox.marked == [1, 2], "published after a reconnect")
+        assert link.resent == 0
+        assert any(m.topic.value == f"{BASE}/craps/roll" for m in seen.messages)
+    finally:
+        broker.stop()
