@@ -161,6 +161,34 @@ def test_bad_paytable_data_is_refused_with_a_specific_error(text: str, match: st
         parse_bust_bonus(text)
 
 
+def _not_an_object_row() -> str:
+    rows = json.loads(_rows_json())["rows"]
+    rows[1] = "2"
+    return json.dumps({"rows": rows})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[]", 'Bust Bonus pay table: expected an object with a "rows" list'),
+        (
+            _rows_json(suited="fifty"),
+            "Bust Bonus pay table, row 'Ace', column 'suited': 'fifty' is not a decimal",
+        ),
+        (
+            _not_an_object_row(),
+            "Bust Bonus pay table rows are ['Ace', None, '3', '4', '5', '6', '7', '8', '9', '10',"
+            " 'Bust with three 8s']: expected exactly ['Ace', '2', '3', '4', '5', '6', '7', '8',"
+            " '9', '10', 'Bust with three 8s']",
+        ),
+    ],
+)
+def test_bad_paytable_data_is_refused_with_the_whole_message(text: str, message: str) -> None:
+    with pytest.raises(PaytableError) as info:
+        parse_bust_bonus(text)
+    assert str(info.value) == message
+
+
 def test_good_paytable_data_loads() -> None:
     table = parse_bust_bonus(_rows_json(suited="60"))
     assert table.rows[0].suited == Decimal(60)
