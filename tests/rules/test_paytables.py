@@ -265,6 +265,10 @@ COLUMNS_MESSAGE = "columns must be total hands 1..9 (8 players and DL), got {}"
         ([], "top level: expected an object with a games object"),
         ({"odds": "to 1", "games": []}, "top level: expected an object with a games object"),
         (
+            _set(("odds",), "for 1"),
+            'top level: odds must be "to 1" (rule (9): "All pays are TO 1")',
+        ),
+        (
             _set(("games", "CSP"), []),
             "game CSP: expected an object with exactly title, columns and rows",
         ),
