@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import importlib.metadata
 import signal
 import time
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Final, assert_never
 
 import structlog
@@ -39,6 +42,7 @@ from daemon.errors import JournalError
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
+from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
 from drivers.backoff import Backoff
@@ -48,6 +52,12 @@ from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
 
 log = structlog.get_logger("lammer.daemon")
+
+JOURNAL_RETRY_S = 1.0
+"""How often an event the journal refused is tried again."""
+
+JOURNAL_FAULT_LOG_S = 5.0
+"""How often a journal that still refuses is logged again."""
 
 ARCHIVE_COMMAND_TIMEOUT_S = 600.0
 """How long an ``[journal] archive_command`` may take for one segment."""
@@ -87,6 +97,7 @@ class TableDaemon:
         self.replay_extend_every = replay_extend_every
         self.notifier = notifier if notifier is not None else Notifier.from_env()
         self.log = log.bind(table=config.table.id)
+        self._fault = JournalFault(self.log)
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
@@ -131,8 +142,11 @@ class TableDaemon:
         )
 
     async def _run(self, core: TableCore) -> None:
-        core.start()
         mqtt = self._make_mqtt(core)
+        # Before anything is published: seq goes on above what the broker retains, and
+        # what another game of this table id left retained is cleared.
+        core.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
+        core.start()
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")
@@ -156,8 +170,8 @@ class TableDaemon:
         link: MqttLink | None = None
 
         async def on_request(incoming: Incoming) -> None:
-            if core.decide(incoming) and link is not None:
-                link.notify()
+            assert link is not None
+            await self._durably(core, link, lambda: core.decide(incoming))
 
         link = MqttLink(
             host=m.host,
@@ -193,17 +207,40 @@ class TableDaemon:
         """Journal, apply and publish every event of one driver, in order."""
         dlog = self.log.bind(device=device)
         async for event in driver.events():
-            if on_driver_event(core, device, event, dlog):
-                mqtt.notify()
+            await self._durably(
+                core, mqtt, functools.partial(on_driver_event, core, device, event, dlog)
+            )
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
+
+    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> None:
+        """Run ``handle`` (a core call: journal, apply, queue) until the journal takes it.
+
+        While the journal refuses (a full disk, an I/O error) the event is held: nothing
+        is acknowledged (the device sends the frame again: nothing is lost), the table is
+        published ``offline`` (a screen shows it closed: no payout can be trusted to the
+        record now), and an error is logged every ``JOURNAL_RETRY_S``. When the journal
+        takes it again, the outage goes into the record and the table is ``online``."""
+        while True:
+            try:
+                queued = handle()
+            except JournalError as exc:
+                await self._fault.hold(exc, mqtt)
+                with contextlib.suppress(JournalError):
+                    core.journal.reconnect()  # from what is on disk, not a stuck connection
+                continue
+            if self._fault.since is not None:
+                self._fault.over(core, mqtt)  # stays faulted if the record cannot be kept
+            if queued:
+                mqtt.notify()
+            return
 
     async def _timer(self, core: TableCore, mqtt: MqttLink) -> None:
         """The rules' clock and the journal's upkeep: ``TableCore.tick`` every ``TICK_S``,
         and the closed segments past the retention removed after a rotation."""
         while True:
             await asyncio.sleep(TICK_S)
-            if core.tick():
-                mqtt.notify()
+            await self._durably(core, mqtt, lambda: core.watch_clock(time.monotonic()))
+            await self._durably(core, mqtt, core.tick)
             for segment in core.take_expired():
                 await self._remove_segment(core, segment)
 
@@ -262,7 +299,9 @@ class TableDaemon:
             lag = loop.time() - due
             if lag > stall:
                 health.last_error = f"event loop stalled {lag:.1f} s"
-            healthy = lag <= stall and health.journal_ok and core.journal_answers()
+            # A journal that refuses writes (a full disk) is no reason to restart: the
+            # table says offline and waits for space (``_durably``); reads must work.
+            healthy = lag <= stall and core.journal_answers()
             if healthy:
                 self.notifier.watchdog()
             else:
@@ -283,6 +322,50 @@ def settle_heap() -> int:
     return gc.get_freeze_count()
 
 
+class JournalFault:
+    """A journal that refuses to write, while it does: since when, why, how many held."""
+
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self.since: datetime | None = None
+        self.error = ""
+        self.held = 0
+        self._logged = 0.0
+
+    async def hold(self, exc: JournalError, mqtt: MqttLink) -> None:
+        """One refusal: the first says offline; errors are logged every retry period."""
+        now = time.monotonic()
+        self.held += 1
+        if self.since is None:
+            self.since = utc_now()
+            self.error = str(exc)
+            self._logged = now
+            mqtt.set_available(False)
+            self.log.error(
+                "journal refuses to write: nothing is acknowledged and the table is offline"
+                " until it works again",
+                error=self.error,
+            )
+        elif now - self._logged >= JOURNAL_FAULT_LOG_S:
+            self._logged = now
+            self.log.error("journal still refuses to write", error=str(exc), held=self.held)
+        await asyncio.sleep(JOURNAL_RETRY_S)
+
+    def over(self, core: TableCore, mqtt: MqttLink) -> None:
+        """The journal may work again: the outage goes into the record, and only when it
+        does (a tick that wrote nothing proves nothing) is the table online again."""
+        assert self.since is not None
+        try:
+            core.journal_fault_over(self.since, self.error, self.held)
+        except JournalError:
+            return
+        held, error = self.held, self.error
+        self.since, self.error, self.held = None, "", 0
+        mqtt.set_available(True)
+        mqtt.notify()
+        self.log.info("journal writes again: the table is online", held=held, error=error)
+
+
 def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: Any) -> int:
     """Hand one driver event to the core; returns the number of messages queued."""
     match event:
@@ -295,8 +378,8 @@ def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: A
         case BadFrameReceived(raw=raw, reason=reason):
             # Logged by the core, within its bounds (daemon.bad_frames).
             return core.bad_frame(device, raw, reason)
-        case Received(fact=fact, seq=link_seq, raw=raw):
-            return core.ingest(device, fact, link_seq=link_seq, raw=raw)
+        case Received(fact=fact, seq=link_seq, raw=raw, probe=probe):
+            return core.ingest(device, fact, link_seq=link_seq, raw=raw, probe=probe)
         case _:
             assert_never(event)
 

@@ -24,7 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "daemon.broker_config_cmd",
         "write the Mosquitto configuration (users, ACL, TLS) for the tables given",
     ),
-    "journal": ("daemon.journal_cmd", "export a table's journal as JSON lines"),
+    "journal": (
+        "daemon.journal_cmd",
+        "export a table's journal as JSON lines, or verify it (lammer journal verify)",
+    ),
     "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
     "display": ("display.terminal", "a terminal display of one or more tables, live from MQTT"),
     "web": ("display.web.cmd", "the table's screens in the browser: player, pit, stickperson"),

@@ -7,6 +7,7 @@ Times are UTC with millisecond resolution, written ISO 8601 with ``Z``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -20,10 +21,12 @@ def utc_now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
+@functools.lru_cache(maxsize=64)
 def format_ts(ts: datetime) -> str:
     """UTC, ISO 8601 with milliseconds and ``Z`` (mqtt-api.md): ``2026-11-29T14:03:07.123Z``.
 
-    Raises ``ValueError`` for a naive datetime (its instant is unknown).
+    Raises ``ValueError`` for a naive datetime (its instant is unknown). Remembers the
+    last few (a frame's records and messages share one time).
     """
     if ts.tzinfo is None or ts.utcoffset() is None:
         raise ValueError(f"time {ts.isoformat()} has no time zone; pass an aware datetime")

@@ -33,7 +33,8 @@ still face down is logged at info (``daemon.logs.fact_fields``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -41,7 +42,7 @@ from typing import Any
 import structlog
 
 from daemon.bad_frames import BadFrameBudget
-from daemon.clock import Clock, utc_now
+from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
 from daemon.journal import GENESIS, Journal
 from daemon.logs import event_context, fact_fields, outcome_fields
@@ -76,14 +77,23 @@ from rules.events import (
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
+    CleanStart,
+    ClockJumped,
     Device,
     DeviceDisconnected,
     DeviceFact,
+    DeviceHello,
+    ModeReported,
     Outcome,
     TimePassed,
 )
+from rules.table import HostFact
 
 log = structlog.get_logger("lammer.daemon")
+
+CLOCK_JUMP_LIMIT = 2.0
+"""Seconds the wall clock may move against the steady clock between two looks before it
+is a jump (``CLOCK_JUMP``)."""
 
 LastFrame = tuple[int, bytes]
 """A device's last journaled frame: its link sequence number and its bytes."""
@@ -91,9 +101,8 @@ LastFrame = tuple[int, bytes]
 
 @dataclass
 class Health:
-    """What the watchdog looks at: the journal answers (and why not, when it does not)."""
+    """What the watchdog looks at: why the journal did not answer, when it did not."""
 
-    journal_ok: bool = True
     last_error: str | None = None
 
 
@@ -122,7 +131,10 @@ class TableCore:
         self.version = version
         self.table_id = config.table.id
         self.health = Health()
-        self.log = log.bind(table=self.table_id)
+        self._deferred: list[tuple[Any, str, str, dict[str, Any]]] | None = None
+        self.log = TxLog(self, log.bind(table=self.table_id))
+        """Lines logged inside a journal transaction come out when it commits (a refused
+        transaction is tried again: its lines would say twice what did not happen)."""
         j = config.journal
         self.settings = Settings(
             game=config.table.game,
@@ -146,10 +158,15 @@ class TableCore:
         self.outbox = LiveOutbox(self)
         """The outbox of the MQTT link: the live segment's, whichever it is."""
         self._table = self._load(on_replay_progress, replay_progress_every)
+        self._clean_start = self._stopped_cleanly()
+        """The last run ended with ``close()``: its stop and snapshot are the last records."""
+        self._clock_seen: tuple[datetime, float] | None = None
         self._snapshot_seq = self._last_snapshot_seq()
         self._snapshot_time = self.clock()
         self._segment_day = self._read_segment_day()
         self._expired: list[Segment] = []
+        self._built_from: table.TableState | None = None
+        """The table the state topics were last built from (``state_publications``)."""
 
     # ------------------------------------------------------------------ replay
 
@@ -191,15 +208,33 @@ class TableCore:
             replay.apply(record)
         for seq, error in replay.errors:  # pragma: no cover - decisions are journaled legal
             self.log.error("journal record not replayable", seq=seq, error=error)
-        replay.finish(self.settings, self.clock())
+        # A fresh table (a new journal, or another game) is begun again at the start record's
+        # time by start(), as a replay of the journal begins it (daemon.replay).
+        self._fresh = replay.state is None or replay.state.game != self.settings.game
+        # A rotation a crash cut short is finished by start() with the table as the journal
+        # left it (its snapshot is what a replay of the sealed segment gives); the daemon's
+        # own settings apply after it, from the start record on.
+        self._finish_later = self.journal.last_kind() == "seal"
+        state = (
+            replay.state
+            if self._finish_later and replay.state is not None
+            else replay.finish(self.settings, self.clock())
+        )
         self.log.info(
             "journal replayed",
             snapshot=None if snapshot is None else snapshot.seq,
             events=replay.events,
             last_seq=self.journal.last_seq,
-            round=table.open_round_id(replay.finish(self.settings, self.clock())),
+            round=table.open_round_id(state),
         )
         return replay
+
+    def _stopped_cleanly(self) -> bool:
+        last = self.journal.last_seq
+        if last < 2 or self._last_snapshot_seq() != last:
+            return False
+        before = next(iter(self.journal.records(last - 2)), None)
+        return before is not None and before.kind == "daemon" and "stop" in before.record
 
     def _last_snapshot_seq(self) -> int:
         snapshot = self.journal.latest_snapshot()
@@ -216,6 +251,33 @@ class TableCore:
     def _gaming_day(self, at: datetime) -> date:
         return gaming_day(at, self._day_start, self._zone)
 
+    def continue_after(self, seq: int | None) -> None:
+        """``seq`` goes on above ``seq`` (the highest the broker retains under this table's
+        base topic, ``MqttLink.survey``): a table id used before, with another journal,
+        must not publish a ``seq`` displays have seen (mqtt-api.md: never reused). A new
+        journal simply begins above it; a journal behind it records the gap."""
+        if seq is None or seq <= self.journal.last_seq:
+            return
+        at = self.clock()
+        if self.journal.last_seq == 0:
+            self.journal.start_chain(seq, GENESIS)
+            self.log.warning("a new journal begins above the broker's retained seq", seq=seq)
+            return
+        before = self.journal.last_seq
+        self.journal.skip_to(seq)
+        self._journal(
+            "daemon",
+            {
+                "seq_gap": {
+                    "after": before,
+                    "to": seq,
+                    "reason": "the broker retains messages of this table up to this seq",
+                }
+            },
+            at=at,
+        )
+        self.log.warning("seq skipped above the broker's retained seq", after=before, to=seq)
+
     def start(self) -> int:
         """Begin: a new journal gets its first segment header, a rotation a crash left
         half done is finished, the start is journaled with the table's settings, and no
@@ -227,8 +289,14 @@ class TableCore:
         elif self.journal.last_kind() == "seal":
             assert self._segment_day is not None  # a sealed segment has records
             self._rotate(max(self._segment_day, self._gaming_day(at)), at, sealed=True)
+        if self._finish_later:
+            self._table.finish(self.settings, at)
+            self._finish_later = False
         self._journal("daemon", start_record(self.version, self.settings), at=at)
-        queued = 0
+        if self._fresh:
+            self.state = self.settings.initial_state(at)  # its alarms begin now, not at load
+            self._fresh = False
+        queued = self._host_fact(CleanStart(), at) if self._clean_start else 0
         for device, device_state in self.state.devices:
             if device_state.connected:
                 queued += self.ingest(
@@ -241,8 +309,10 @@ class TableCore:
     # ------------------------------------------------------------------ the journal's upkeep
 
     def _journal_header(self, at: datetime) -> None:
-        """The first record of a table's journal: the first segment, chaining on genesis."""
+        """The first record of a table's journal: the first segment, chaining on genesis.
+        The table begins with it (a replay starts the table at its first record's time)."""
         day = self._gaming_day(at)
+        self.state = self.settings.initial_state(at)
         self.journal.append_segment(
             {
                 "table": self.table_id,
@@ -301,6 +371,8 @@ class TableCore:
         assert old_day is not None
         first = old.first_record()
         first_seq = first.seq if first is not None else old.last_seq
+        # A rotation the journal refused half way (a full disk) left its seal: not again.
+        sealed = sealed or old.last_kind() == "seal"
         if not sealed:
             old.seal(
                 {
@@ -365,21 +437,52 @@ class TableCore:
         self._snapshot_time = at
 
     def close(self) -> None:
-        """A clean stop: a snapshot of the table as it is, so the next start replays
-        nothing (when anything was written since the last one)."""
-        if self.journal.last_seq > self._snapshot_seq:
-            self._snapshot(self.clock())
+        """A clean stop: a ``stop`` record, then a snapshot of the table as it is, so the
+        next start replays nothing and knows the stop was clean."""
+        at = self.clock()
+        with self._batch():
+            self._journal("daemon", {"stop": {"version": self.version}}, at=at)
+            self._snapshot(at)
 
     # ------------------------------------------------------------------ devices
 
     def ingest(
-        self, device: Device, fact: DeviceFact, *, link_seq: int | None = None, raw: bytes = b""
+        self,
+        device: Device,
+        fact: DeviceFact,
+        *,
+        link_seq: int | None = None,
+        raw: bytes = b"",
+        probe: bool = False,
     ) -> int:
         """Journal one device fact, apply it, and queue what it publishes (one
-        transaction). Returns the number of messages queued."""
+        transaction). Returns the number of messages queued.
+
+        ``probe``: the frame answers the driver's silence probe. A ``HELLO`` from the same
+        device and a ``MODE`` the table already knows change nothing: such a frame is
+        journaled marked as a probe reply, without an event for the replay (it is not a
+        restart: it neither clears ``UNEXPECTED_FRAME`` nor ends the memory of closed
+        rounds), and logged at debug. Any other probe reply is applied like any frame."""
         at = self.clock()
         self._maybe_rotate(at)
+        if probe and link_seq is not None and self._answers_as_known(device, fact):
+            with self._batch():
+                seq = self._journal(
+                    "device",
+                    {
+                        "device": device,
+                        "probe": True,
+                        "link_seq": link_seq,
+                        "raw": raw.decode("ascii", "replace"),
+                    },
+                    at=at,
+                )
+                self.last_frames[device] = (link_seq, raw)
+            self.log.debug("probe reply", seq=seq, device=device, fact=type(fact).__name__)
+            return 0
         record: dict[str, Any] = {"device": device, "event": to_record(fact)}
+        if probe:
+            record["probe"] = True
         if link_seq is not None:
             record["link_seq"] = link_seq
             record["raw"] = raw.decode("ascii", "replace")
@@ -397,6 +500,19 @@ class TableCore:
             queued = self._publish(outcomes, at)
             self._maybe_snapshot(at)
             return queued
+
+    def _answers_as_known(self, device: Device, fact: DeviceFact) -> bool:
+        """A probe reply that says what the table knows already: the device's HELLO as
+        before, or the shuffler's MODE as before."""
+        try:
+            known = self.state.device(device)
+        except KeyError:
+            return False
+        if isinstance(fact, DeviceHello):
+            return known.hello == fact
+        if isinstance(fact, ModeReported):
+            return known.mode == fact.game
+        return False
 
     def bad_frame(self, device: Device, raw: bytes, reason: str) -> int:
         """A bad frame, already NAKed: the rules learn of it (``LINK_ERRORS``), and it is
@@ -450,6 +566,31 @@ class TableCore:
                 self._report_bad_frames(report, at)
             if new_state == self.state:
                 return 0
+            self._journal("daemon", {"event": to_record(fact)}, at=at)
+            self.state = new_state
+            return self._publish(outcomes, at) if outcomes else 0
+
+    def watch_clock(self, monotonic: float) -> int:
+        """Compare the wall clock with the steady one (``monotonic``, seconds): a jump of
+        more than ``CLOCK_JUMP_LIMIT`` between two calls is journaled and raises
+        ``CLOCK_JUMP`` (the shell calls this every second). Returns the messages queued."""
+        at = self.clock()
+        last, self._clock_seen = self._clock_seen, (at, monotonic)
+        if last is None:
+            return 0
+        wall = (at - last[0]).total_seconds()
+        jump = wall - (monotonic - last[1])
+        if abs(jump) <= CLOCK_JUMP_LIMIT:
+            return 0
+        self.log.warning("the wall clock jumped", seconds=round(jump, 3))
+        return self._host_fact(ClockJumped(milliseconds=round(jump * 1000)), at)
+
+    def _host_fact(self, fact: HostFact, at: datetime) -> int:
+        """Apply a host fact; journal it (kind ``daemon``) only when it changed the table."""
+        new_state, outcomes = table.apply(self.state, fact, at=at)
+        if new_state == self.state:
+            return 0
+        with self._batch():
             self._journal("daemon", {"event": to_record(fact)}, at=at)
             self.state = new_state
             return self._publish(outcomes, at) if outcomes else 0
@@ -547,18 +688,66 @@ class TableCore:
 
     # ------------------------------------------------------------------ publishing
 
-    def _batch(self) -> Any:
-        return self.journal.batch()
+    @contextlib.contextmanager
+    def _batch(self) -> Iterator[None]:
+        """One journal transaction, and the table's memory with it: when the journal
+        refuses (a full disk), what the transaction changed in memory is undone too, so
+        the same event can be handled again once the journal works (nothing half done,
+        nothing twice)."""
+        if self.journal.in_batch:
+            with self.journal.batch():
+                yield
+            return
+        saved = (
+            self._table.state,
+            dict(self._table.last_frames),
+            dict(self._table.published),
+            self._built_from,
+            self._snapshot_seq,
+            self._snapshot_time,
+        )
+        self._deferred = []
+        try:
+            with self.journal.batch():
+                yield
+        except BaseException:
+            self._deferred = None
+            (
+                self._table.state,
+                frames,
+                published,
+                self._built_from,
+                self._snapshot_seq,
+                self._snapshot_time,
+            ) = saved
+            self._table.last_frames.clear()
+            self._table.last_frames.update(frames)
+            self._table.published.clear()
+            self._table.published.update(published)
+            raise
+        lines, self._deferred = self._deferred, None
+        for logger, level, event, fields in lines or ():
+            getattr(logger, level)(event, **fields)
 
     def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
-        try:
-            seq = self.journal.append(kind, record, ts=at or self.clock())
-        except Exception as exc:
-            self.health.journal_ok = False
-            self.health.last_error = str(exc)
-            raise
-        self.health.journal_ok = True
-        return seq
+        return self.journal.append(kind, record, ts=at or self.clock())
+
+    def journal_fault_over(self, since: datetime, error: str, held: int) -> None:
+        """The journal works again after refusing since ``since``: the outage goes into
+        the record (when, why, how many events waited)."""
+        at = self.clock()
+        self._journal(
+            "daemon",
+            {
+                "journal_fault": {
+                    "since": format_ts(since),
+                    "until": format_ts(at),
+                    "error": error,
+                    "held": held,
+                }
+            },
+            at=at,
+        )
 
     def _queue(self, publication: Publication, at: datetime) -> int:
         topic, retained, body = publication
@@ -607,9 +796,12 @@ class TableCore:
     def _queue_state(self, at: datetime) -> int:
         """Queue every retained state topic whose content changed."""
         queued = 0
-        for publication in (self._info, *state_publications(self.state, table=self.table_id)):
+        state = self.state
+        built = state_publications(state, table=self.table_id, since=self._built_from)
+        for publication in (self._info, *built):
             if self._published_state.get(publication.topic) != publication.body:
                 queued += self._queue(publication, at)
+        self._built_from = state
         return queued
 
     # ------------------------------------------------------------------ health
@@ -622,6 +814,43 @@ class TableCore:
             self.health.last_error = str(exc)
             return False
         return True
+
+
+# ---------------------------------------------------------------------- logging
+
+
+class TxLog:
+    """A bound logger whose lines wait for the journal transaction they are logged in."""
+
+    def __init__(self, core: TableCore, logger: Any) -> None:
+        self._core = core
+        self._logger = logger
+
+    def bind(self, **fields: Any) -> TxLog:
+        """More context, as structlog's ``bind``."""
+        return TxLog(self._core, self._logger.bind(**fields))
+
+    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if self._core._deferred is not None:
+            self._core._deferred.append((self._logger, level, event, fields))
+        else:
+            getattr(self._logger, level)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("error", event, fields)
 
 
 # ---------------------------------------------------------------------- the outbox
@@ -638,9 +867,9 @@ class LiveOutbox:
         """See ``Journal.pending``."""
         return self._core.journal.pending(limit)
 
-    def mark_published(self, seq: int) -> None:
+    def mark_published(self, *seqs: int) -> None:
         """See ``Journal.mark_published``."""
-        self._core.journal.mark_published(seq)
+        self._core.journal.mark_published(*seqs)
 
     def set_aside(self, seq: int, reason: str) -> None:
         """See ``Journal.set_aside``."""

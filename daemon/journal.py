@@ -299,6 +299,26 @@ class Journal:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def reconnect(self) -> None:
+        """Close and open the database again (same file, same lock): after SQLite refused a
+        write (a full disk), a fresh connection starts from what is on disk, whatever
+        state the old one was left in. Raises ``JournalFileError`` if it cannot."""
+        self._writable()
+        if self._depth:
+            raise JournalValueError("cannot reconnect inside a batch", path=self._path)
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None)
+            _setup(conn, self._path, self._key)
+        except sqlite3.Error as exc:
+            raise JournalFileError(
+                f"cannot reopen journal {self._path}: {exc}", path=self._path
+            ) from exc
+        self._conn = conn
+        self._last_seq = self._read_last_seq()
+        self._last_hash = self._read_last_hash()
+
     def release(self) -> int | None:
         """Close the database but keep the single-writer lock, and hand it over (segment
         rotation reopens another file under the same lock)."""
@@ -326,6 +346,11 @@ class Journal:
     def last_seq(self) -> int:
         """The highest ``seq`` ever given out (0 for a new journal)."""
         return self._last_seq
+
+    @property
+    def in_batch(self) -> bool:
+        """Inside a ``batch()`` (the outermost one has not ended yet)."""
+        return self._depth > 0
 
     @property
     def last_hash(self) -> bytes:
@@ -479,6 +504,20 @@ class Journal:
             )
         self._last_seq, self._last_hash = last_seq, last_hash
 
+    def skip_to(self, last_seq: int) -> None:
+        """The next record gets ``last_seq + 1`` (a gap the caller records at once: a
+        ``daemon`` record ``seq_gap``, which ``lammer journal verify`` accepts)."""
+        self._writable()
+        if last_seq <= self._last_seq:
+            raise JournalValueError(f"seq {last_seq} is not above {self._last_seq}")
+        with self.batch():
+            self._execute(
+                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'records'",
+                "skip the sequence",
+                (last_seq,),
+            )
+        self._last_seq = last_seq
+
     def copy_outbox(self, source: Journal) -> int:
         """Carry the messages not yet published and the latest retained ones over from the
         segment before (rotation); returns how many rows came."""
@@ -525,38 +564,51 @@ class Journal:
         ).fetchall()
         return [_message(row) for row in rows]
 
-    def mark_published(self, seq: int) -> None:
-        """Record that message ``seq`` reached the broker. Idempotent.
+    def mark_published(self, *seqs: int) -> None:
+        """Record that messages ``seqs`` reached the broker, in one transaction.
+        Idempotent.
 
         Committed without an fsync of its own (see the module docstring): after a power
-        loss the message may be published again with its same ``seq``.
-        Raises ``JournalValueError`` for a ``seq`` that is not a message.
+        loss a message may be published again with its same ``seq``.
+        Raises ``JournalValueError`` for a ``seq`` that is not a message (nothing is
+        marked then).
         """
         self._writable()
-        row = self._conn.execute(
-            "SELECT topic, retained, published FROM outbox WHERE seq = ?", (seq,)
-        ).fetchone()
-        if row is None:
-            raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self._path)
-        topic, retained, published = row
-        if published:
+        if not seqs:
+            return
+        found = {
+            seq: (topic, retained, published)
+            for seq, topic, retained, published in self._conn.execute(
+                "SELECT seq, topic, retained, published FROM outbox "
+                f"WHERE seq IN ({','.join('?' * len(seqs))})",
+                seqs,
+            )
+        }
+        missing = [seq for seq in seqs if seq not in found]
+        if missing:
+            raise JournalValueError(
+                f"seq {missing[0]} is not a message of the outbox", path=self._path
+            )
+        rows = [(seq, found[seq][0], found[seq][1]) for seq in seqs if not found[seq][2]]
+        if not rows:
             return
         relaxed = self._depth == 0
         if relaxed:
             self._conn.execute("PRAGMA synchronous = NORMAL")
         try:
             with self.batch():
-                self._execute(
-                    "UPDATE outbox SET published = 1 WHERE seq = ?", "mark a message", (seq,)
-                )
-                if retained:
+                for seq, topic, retained in rows:
                     self._execute(
-                        "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
-                        "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
-                        "WHERE excluded.seq > retained_latest.seq",
-                        "mark a retained message",
-                        (topic, seq),
+                        "UPDATE outbox SET published = 1 WHERE seq = ?", "mark a message", (seq,)
                     )
+                    if retained:
+                        self._execute(
+                            "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
+                            "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
+                            "WHERE excluded.seq > retained_latest.seq",
+                            "mark a retained message",
+                            (topic, seq),
+                        )
         finally:
             if relaxed:
                 self._conn.execute("PRAGMA synchronous = FULL")
@@ -654,10 +706,17 @@ class Journal:
         row = self._read("SELECT kind FROM records ORDER BY seq DESC LIMIT 1", ())
         return str(row[0][0]) if row else None
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
         """Move everything from the WAL into the database file and empty the WAL (before
-        the file is archived)."""
-        self._execute("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint the WAL")
+        the file is archived). Never waits for a reader (the event loop must not stall: a
+        frame's ACK is due within 250 ms): returns False when a reader kept the WAL from
+        being emptied (``daemon.segments.archive`` then moves the WAL with the file)."""
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy, _, _ = self._execute("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint").fetchone()
+        finally:
+            self._conn.execute("PRAGMA busy_timeout = 5000")
+        return not busy
 
     def size_bytes(self) -> int:
         """The database file's size on disk."""

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import random
 import socket
@@ -58,6 +59,7 @@ from typing import Final, Protocol
 import aiomqtt
 import structlog
 
+from daemon.errors import JournalError
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from drivers.backoff import Backoff
@@ -146,6 +148,8 @@ class MqttLink:
         self._was_up = False
         self._outage_attempts = 0
         self._published = 0
+        self._available = True  # what availability should say (set_available)
+        self._said: bytes | None = None  # what it said last on this connection
 
     # -- public --------------------------------------------------------------------------
 
@@ -176,6 +180,17 @@ class MqttLink:
     def notify(self) -> None:
         """New messages are in the outbox: wake the drain (sync; call from the loop)."""
         self._wake.set()
+
+    def set_available(self, available: bool) -> None:
+        """Say ``online`` or ``offline`` on ``availability`` from now on (also after every
+        reconnect): ``offline`` while the daemon runs but cannot keep a record (its journal
+        refuses to write), and ``online`` again after."""
+        self._available = available
+        self._wake.set()
+
+    @property
+    def _availability(self) -> bytes:
+        return ONLINE if self._available else OFFLINE
 
     async def run(self) -> None:
         """Keep the link up until cancelled or ``close()``d; never returns otherwise.
@@ -236,14 +251,17 @@ class MqttLink:
             dispatcher.cancel()
             await asyncio.wait({dispatcher})
 
+    def _tls_params(self) -> aiomqtt.TLSParameters | None:
+        if self._tls is None:
+            return None
+        return aiomqtt.TLSParameters(
+            ca_certs=str(self._tls.ca_file) if self._tls.ca_file else None,
+            certfile=str(self._tls.cert_file) if self._tls.cert_file else None,
+            keyfile=str(self._tls.key_file) if self._tls.key_file else None,
+        )
+
     def _new_client(self) -> aiomqtt.Client:
-        tls = None
-        if self._tls is not None:
-            tls = aiomqtt.TLSParameters(
-                ca_certs=str(self._tls.ca_file) if self._tls.ca_file else None,
-                certfile=str(self._tls.cert_file) if self._tls.cert_file else None,
-                keyfile=str(self._tls.key_file) if self._tls.key_file else None,
-            )
+        tls = self._tls_params()
         client = aiomqtt.Client(
             self._host,
             self._port,
@@ -268,14 +286,58 @@ class MqttLink:
         client.pending_calls_threshold = self._window + 5
         return client
 
+    async def survey(
+        self, keep: frozenset[str], *, quiet: float = 0.15, within: float = 3.0
+    ) -> int | None:
+        """Before the table starts: read what the broker retains under the base topic.
+
+        Returns the highest ``seq`` a retained payload carries (so ``seq`` goes on above
+        it: a table id used before, with another journal; mqtt-api.md "never reused"), and
+        clears (an empty retained payload) every retained topic not in ``keep`` (what
+        another game of the same table id left). None when the broker cannot be reached
+        within the timeout: the table starts all the same.
+        """
+        client = aiomqtt.Client(
+            self._host,
+            self._port,
+            identifier=f"{self._client_id}-survey",
+            username=self._username,
+            password=self._password,
+            clean_session=True,
+            timeout=math.inf,
+            tls_params=self._tls_params(),
+        )
+        found: dict[str, bytes] = {}
+        try:
+            async with self._connected(client, within=within):
+                async with asyncio.timeout(within):
+                    await client.subscribe(f"{self._base}/#", qos=1)
+                    while True:
+                        try:
+                            async with asyncio.timeout(quiet):
+                                message = await anext(client.messages)
+                        except TimeoutError:
+                            break  # the retained ones come at once after the subscription
+                        if message.retain:
+                            payload = message.payload
+                            data = payload if isinstance(payload, bytes) else str(payload).encode()
+                            found[message.topic.value[len(self._base) + 1 :]] = data
+                    for topic in sorted(set(found) - keep):
+                        if found[topic]:
+                            await client.publish(f"{self._base}/{topic}", b"", qos=1, retain=True)
+                            log.warning("cleared a retained topic of another game", topic=topic)
+        except (aiomqtt.MqttError, OSError) as exc:
+            log.warning("mqtt: could not read the retained state at start", error=str(exc))
+            return None
+        return max((_seq(data) for data in found.values()), default=0)
+
     async def _session(self) -> None:
         client = self._new_client()
         async with self._connected(client):
             self._client = client
             self._note_connected()
             try:
-                async with asyncio.timeout(self._timeout):
-                    await client.publish(self.availability_topic, ONLINE, qos=1, retain=True)
+                await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
                 await self._publish_all(client, self._outbox.retained(), mark=False)
@@ -294,10 +356,12 @@ class MqttLink:
                 self._client = None
 
     @contextlib.asynccontextmanager
-    async def _connected(self, client: aiomqtt.Client) -> AsyncIterator[None]:
+    async def _connected(
+        self, client: aiomqtt.Client, *, within: float | None = None
+    ) -> AsyncIterator[None]:
         """``async with client``, each way bounded by ``asyncio.timeout`` (see
         ``_new_client``): a broker that does not answer is an outage, not a hang."""
-        async with asyncio.timeout(self._timeout):
+        async with asyncio.timeout(self._timeout if within is None else within):
             await client.__aenter__()
         observe_disconnect(client)
         try:
@@ -337,14 +401,29 @@ class MqttLink:
 
     # -- publishing ----------------------------------------------------------------------
 
+    async def _say_availability(self, client: aiomqtt.Client) -> None:
+        said = self._availability
+        async with asyncio.timeout(self._timeout):
+            await client.publish(self.availability_topic, said, qos=1, retain=True)
+        self._said = said
+
     async def _drain(self, client: aiomqtt.Client) -> None:
         while True:
             self._wake.clear()  # before reading: a notify() after this is not missed
+            if self._said != self._availability:
+                await self._say_availability(client)
             batch = self._outbox.pending(self._window)
-            if batch:
-                await self._publish_all(client, batch, mark=True)
-            else:
+            if not batch:
                 await self._wake.wait()
+                continue
+            try:
+                await self._publish_all(client, batch, mark=True)
+            except JournalError as exc:
+                # The journal refuses to mark them (a full disk): they went out, and go out
+                # again later with the same seq (displays drop a seq they have seen). Wait
+                # for the journal instead of sending the same messages round and round.
+                log.warning("mqtt: the journal cannot mark messages published", error=str(exc))
+                await asyncio.sleep(self._backoff.maximum)
 
     async def _publish_all(
         self, client: aiomqtt.Client, messages: list[OutboxMessage], *, mark: bool
@@ -359,20 +438,26 @@ class MqttLink:
                 )
                 for m in chunk
             ]
+            acked: list[int] = []
             try:
-                for message, task in zip(chunk, tasks, strict=True):
-                    try:
-                        async with asyncio.timeout(self._timeout):
+                async with asyncio.timeout(self._timeout) as window:
+                    for message, task in zip(chunk, tasks, strict=True):
+                        try:
                             await task
-                    except (ValueError, TypeError) as exc:
-                        # The client refuses this message (a topic or payload MQTT cannot
-                        # carry): no retry can send it, so it must not hold the queue.
-                        self._set_aside(message, exc, mark=mark)
-                        continue
-                    if mark:
-                        self._outbox.mark_published(message.seq)
-                        self._published += 1
+                        except (ValueError, TypeError) as exc:
+                            # The client refuses this message (a topic or payload MQTT cannot
+                            # carry): no retry can send it, so it must not hold the queue.
+                            self._set_aside(message, exc, mark=mark)
+                            continue
+                        acked.append(message.seq)
+                        # Each PUBACK may take the whole timeout, not the chunk.
+                        window.reschedule(asyncio.get_running_loop().time() + self._timeout)
             finally:
+                # What the broker acknowledged is marked (one transaction), also when the
+                # connection dropped behind it.
+                if mark and acked:
+                    self._outbox.mark_published(*acked)
+                    self._published += len(acked)
                 await _cancel_all(tasks)
 
     def _set_aside(self, message: OutboxMessage, exc: Exception, *, mark: bool) -> None:
@@ -496,6 +581,16 @@ def observe_disconnect(client: aiomqtt.Client) -> None:
 def _retrieve(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
+
+
+def _seq(payload: bytes) -> int:
+    """The ``seq`` of a retained payload, 0 when it has none."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return 0
+    seq = data.get("seq") if isinstance(data, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else 0
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

@@ -30,8 +30,8 @@ class Outbox(Protocol):
         """Messages not yet published, in ``seq`` order, at most ``limit``."""
         ...
 
-    def mark_published(self, seq: int) -> None:
-        """Record that the message ``seq`` reached the broker (QoS 1 acknowledged)."""
+    def mark_published(self, *seqs: int) -> None:
+        """Record that the messages ``seqs`` reached the broker (QoS 1 acknowledged)."""
         ...
 
     def set_aside(self, seq: int, reason: str) -> None:

@@ -30,6 +30,7 @@ Added to the spec (allowed: "add topics and fields freely"), each a documented c
   ``cover_all/result``).
 * ``info`` (retained): the lammer version, the contract version, the game and the whole
   pay tables in use, for the screens (as zigbee2mqtt's ``bridge/info``).
+* ``last_roll`` of ``craps/board``: the latest roll event, retained with the board;
 * ``stops_payouts`` of each alarm; ``paytable_row`` of ``bust_bonus/state`` and
   ``bust_bonus/result``, and ``column`` of the result: what a screen highlights, so no
   screen maps codes or cards to rules itself.
@@ -248,6 +249,15 @@ class PendingRollModel(PayloadModel):
     reason: Text
 
 
+class LastRollModel(PayloadModel):
+    """The latest roll event on the board (added): as ``craps/roll`` reported it."""
+
+    roll_id: RollId
+    dice: Annotated[list[Die], Field(min_length=2, max_length=2)]
+    total: Total | None = Field(description="null when a die is unknown or for a no roll")
+    status: Literal["counted", "noroll", "pending", "declared_invalid"]
+
+
 class CrapsBoardBody(PayloadModel):
     """``craps/board`` (retained): the lammers, the three bets and a pending roll."""
 
@@ -259,6 +269,9 @@ class CrapsBoardBody(PayloadModel):
     all_tall: BetProgressModel
     make_em_all: BetProgressModel
     pending_roll: PendingRollModel | None
+    # Added: craps/roll is not retained, so a screen that connects later learns the last
+    # roll here (the board changes with every roll event).
+    last_roll: LastRollModel | None = Field(description="the latest roll event; null before")
 
 
 class CrapsRollBody(PayloadModel):
@@ -474,4 +487,5 @@ class Publication(NamedTuple):
 
 CONTRACT_VERSION: Final = "1.2"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
-lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``; docs/mqtt.md)."""
+lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
+``craps/board`` ``last_roll``; docs/mqtt.md)."""

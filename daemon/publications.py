@@ -47,6 +47,7 @@ from daemon.payloads import (
     DeviceState,
     HighestModel,
     InfoBody,
+    LastRollModel,
     PayloadModel,
     PayRowModel,
     PaytablesModel,
@@ -75,6 +76,18 @@ from rules.events import (
 )
 from rules.paytables import BUST_BONUS, bonus_craps_odds, cover_all_table
 from rules.table import PAYOUT_ALARMS, TableState
+
+
+def retained_topics(game: str) -> frozenset[str]:
+    """The retained topics a table of ``game`` publishes (``availability`` included): any
+    other retained topic under its base is not this table's (a table id used before for
+    another game) and is cleared at start (``MqttLink.survey``)."""
+    common = {"availability", "info", "state", "alarms"}
+    if game in POKER_GAMES:
+        return frozenset(common | {"cover_all/payouts", "cover_all/result"})
+    if game == "BJ":
+        return frozenset(common | {"bust_bonus/state", "bust_bonus/result"})
+    return frozenset(common | {"craps/board"})
 
 
 def _publication(topic: str, body: PayloadModel) -> Publication:
@@ -221,32 +234,53 @@ def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
 # State
 
 
-def state_publications(state: TableState, *, table: str) -> list[Publication]:
-    """Every retained state topic of the table as it is now (``info`` aside): ``state``,
-    ``alarms``, and ``craps/board`` or ``bust_bonus/state`` where the game has one."""
-    alarms = [
-        Alarm(
-            code=a.code,
-            device=a.device,
-            message=a.message,
-            since=format_ts(a.since),
-            stops_payouts=a.code in PAYOUT_ALARMS,
+def state_publications(
+    state: TableState, *, table: str, since: TableState | None = None
+) -> list[Publication]:
+    """The retained state topics of the table as it is now (``info`` aside): ``state``,
+    ``alarms``, and ``craps/board`` or ``bust_bonus/state`` where the game has one.
+
+    With ``since`` (the table these were last built from), only the topics whose part of
+    the table changed: the rules replace what changes and keep the rest, so a part that
+    is the very same object as in ``since`` is the same (a device frame's hot path builds
+    one or two bodies, not four)."""
+
+    def unchanged(*parts: tuple[object, object]) -> bool:
+        return since is not None and all(now is then for now, then in parts)
+
+    publications = []
+    if not unchanged(
+        (state.game, since.game if since else None),
+        (state.devices, since.devices if since else None),
+        (state.alarms, since.alarms if since else None),
+    ):
+        alarms = [
+            Alarm(
+                code=a.code,
+                device=a.device,
+                message=a.message,
+                since=format_ts(a.since),
+                stops_payouts=a.code in PAYOUT_ALARMS,
+            )
+            for a in state.alarms
+        ]
+        devices = {
+            name: DeviceState(
+                connected=d.connected,
+                status=d.status,
+                mode=d.mode if name == "shuffler" else None,
+            )
+            for name, d in state.devices
+        }
+        publications.append(_state(state, devices, alarms, table))
+        publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
+    if state.craps is not None and not unchanged((state.craps, since.craps if since else None)):
+        publications.append(
+            craps_board_publication(
+                craps.board(state.craps), table=table, last=craps.last_roll(state.craps)
+            )
         )
-        for a in state.alarms
-    ]
-    devices = {
-        name: DeviceState(
-            connected=d.connected,
-            status=d.status,
-            mode=d.mode if name == "shuffler" else None,
-        )
-        for name, d in state.devices
-    }
-    publications = [_state(state, devices, alarms, table)]
-    publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
-    if state.craps is not None:
-        publications.append(craps_board_publication(craps.board(state.craps), table=table))
-    if state.bust is not None:
+    if state.bust is not None and not unchanged((state.bust, since.bust if since else None)):
         publications.append(bust_bonus_state_publication(bust_bonus.view(state.bust), table=table))
     return publications
 
@@ -295,8 +329,11 @@ def _bet(bet: CrapsBet, progress: craps.BetBoard) -> BetProgressModel:
     )
 
 
-def craps_board_publication(board: craps.CrapsBoard, *, table: str) -> Publication:
-    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll."""
+def craps_board_publication(
+    board: craps.CrapsBoard, *, table: str, last: craps.LastRoll | None = None
+) -> Publication:
+    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll,
+    and (added) the last roll event, ``last``."""
     pending = board.pending_roll
     body = CrapsBoardBody(
         table=table,
@@ -310,6 +347,11 @@ def craps_board_publication(board: craps.CrapsBoard, *, table: str) -> Publicati
         if pending is None
         else PendingRollModel(
             roll_id=pending.roll_id, dice=list(pending.dice), reason=pending.reason
+        ),
+        last_roll=None
+        if last is None
+        else LastRollModel(
+            roll_id=last.roll_id, dice=list(last.dice), total=last.total, status=last.status
         ),
     )
     return _publication("craps/board", body)

@@ -63,8 +63,9 @@ class Segment:
 
     @property
     def size(self) -> int:
-        """Bytes on disk."""
-        return self.path.stat().st_size
+        """Bytes on disk (a WAL moved with it included)."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        return self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def archive_dir(live: Path) -> Path:
@@ -167,11 +168,19 @@ def archive(live: Path, first_seq: int, day: date) -> Path:
     folder = archive_dir(live)
     folder.mkdir(mode=0o700, exist_ok=True)
     target = segment_path(live, first_seq, day)
-    for suffix in ("-wal", "-shm"):
-        side = live.with_name(live.name + suffix)
-        if side.exists() and side.stat().st_size == 0:
-            side.unlink()
+    wal, shm = (live.with_name(live.name + suffix) for suffix in ("-wal", "-shm"))
     os.replace(live, target)
+    if wal.exists() and wal.stat().st_size > 0:
+        # The checkpoint could not empty the WAL (a reader held an older snapshot): it holds
+        # committed records of this segment, so it goes with it, with its index. Left under
+        # the live name it would be lost here and read as the next live segment's.
+        os.replace(wal, target.with_name(target.name + "-wal"))
+        if shm.exists():
+            os.replace(shm, target.with_name(target.name + "-shm"))
+    else:
+        for side in (wal, shm):  # a reader still open keeps its own (unlinked) index
+            if side.exists():
+                side.unlink()
     target.chmod(stat.S_IRUSR)
     _fsync_dir(folder)
     _fsync_dir(live.parent)

@@ -51,6 +51,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from drivers.backoff import Backoff
 from rules.cards import parse_card
 
 # ---------------------------------------------------------------------------------------
@@ -884,8 +885,7 @@ async def follow(
     on_change: Callable[[], None],
     rng: random.Random,
     synced: asyncio.Event | None = None,
-    first_backoff: float = 0.5,
-    max_backoff: float = 10.0,
+    backoff: Backoff | None = None,
 ) -> None:
     """Subscribe to every table and feed ``apply`` until cancelled, reconnecting forever.
 
@@ -895,7 +895,8 @@ async def follow(
     """
     identifier = f"lammer-display-{os.getpid()}-{rng.getrandbits(32):08x}"
     sync_topic = f"lammer-display/{identifier}/sync"
-    backoff = first_backoff
+    delays = backoff or Backoff()
+    attempt = 0
     while True:
         try:
             async with aiomqtt.Client(
@@ -903,7 +904,7 @@ async def follow(
                 link.port,
                 identifier=identifier,
                 timeout=10,
-                # Nagle off, as everywhere in lammer (issue 5: 40 ms stalls otherwise).
+                # Nagle off, as everywhere in lammer (40 ms stalls otherwise).
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
             ) as client:
                 for view in views:
@@ -911,7 +912,7 @@ async def follow(
                 await client.subscribe(sync_topic, qos=1)
                 await client.publish(sync_topic, b"sync", qos=1)
                 link.connected, link.ever_connected, link.error = True, True, None
-                backoff = first_backoff
+                attempt = 0
                 on_change()
                 async for message in client.messages:
                     topic = message.topic.value
@@ -926,8 +927,8 @@ async def follow(
             link.connected, link.error = False, str(exc) or type(exc).__name__
             on_change()
         # Jittered, capped backoff, so many displays do not reconnect in step.
-        await asyncio.sleep(rng.uniform(backoff / 2, backoff))
-        backoff = min(backoff * 2, max_backoff)
+        await asyncio.sleep(delays.delay(attempt, rng))
+        attempt += 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

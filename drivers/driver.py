@@ -137,6 +137,9 @@ class _Link:
     writer: asyncio.StreamWriter
     decoder: MessageDecoder
     dropped: int = 0  # answers dropped in a row because the device does not read
+    # The silence probe's answer expected next (link-layer.md: QUERY -> HELLO, then the
+    # configuration message): "hello", then "config" once the HELLO came; None otherwise.
+    probing: str | None = None
 
 
 class DeviceDriver:
@@ -243,7 +246,22 @@ class DeviceDriver:
             elif msg.seq != next_seq(last_seq) and not hello:
                 self._log.warning("sequence gap", expected=next_seq(last_seq), seq=msg.seq)
         self._log.debug("frame", seq=msg.seq, raw=item.raw.hex())
-        return Received(device=self.device, seq=msg.seq, raw=item.raw, fact=msg.fact)
+        return Received(
+            device=self.device,
+            seq=msg.seq,
+            raw=item.raw,
+            fact=msg.fact,
+            probe=self._probe_reply(link, msg.fact),
+        )
+
+    def _probe_reply(self, link: _Link, fact: ev.DeviceFact) -> bool:
+        """Whether ``fact`` answers the silence probe's QUERY: the HELLO that follows it,
+        then the shuffler's MODE after that HELLO. Any other frame ends the answer."""
+        expected, link.probing = link.probing, None
+        if expected == "hello" and isinstance(fact, ev.DeviceHello):
+            link.probing = "config" if self.device == "shuffler" else None
+            return True
+        return expected == "config" and isinstance(fact, ev.ModeReported)
 
     def _acknowledge(self, link: _Link, event: Received, arrived: float) -> None:
         self._send(link, encode_message(Ack(seq=event.seq)))
@@ -309,6 +327,7 @@ class DeviceDriver:
                     raise  # an I/O error that happens to be a TimeoutError: the port is lost
             if probe:
                 self._log.debug("quiet: QUERY", seconds=silence / 2)
+                link.probing = "hello"
                 self._send(link, _QUERY)
         raise DeviceTimeout(f"silent for {silence:g} s (no answer to QUERY)", seconds=silence)
 

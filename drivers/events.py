@@ -53,12 +53,16 @@ class BadFrameReceived:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Received:
     """A good, new device frame and its fact (HELLO and STATUS included). ``seq`` is the
-    device's sequence number, ``raw`` the frame as received (may hold secret cards)."""
+    device's sequence number, ``raw`` the frame as received (may hold secret cards).
+    ``probe``: the frame answers the driver's silence probe (the ``HELLO`` after its
+    ``QUERY``, and the shuffler's ``MODE`` after that): the device did not restart, it
+    was asked how it is."""
 
     device: ev.Device
     seq: int
     raw: bytes
     fact: ev.DeviceFact
+    probe: bool = False
 
 
 DriverEvent = Connected | Disconnected | BadFrameReceived | Received

@@ -257,6 +257,16 @@ class PendingRoll:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class LastRoll:
+    """The latest roll event: its dice, total (None where a die is unknown) and status."""
+
+    roll_id: int
+    dice: tuple[int, int]
+    total: int | None
+    status: RollStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CrapsBoard:
     """Exactly what ``craps/board`` shows (mqtt-api.md)."""
 
@@ -308,6 +318,21 @@ def board(state: CrapsState) -> CrapsBoard:
         all_tall=_bet_board(BET_RULES["all_tall"], odds["all_tall"], hit),
         make_em_all=_bet_board(BET_RULES["make_em_all"], odds["make_em_all"], hit),
         pending_roll=pending,
+    )
+
+
+def last_roll(state: CrapsState) -> LastRoll | None:
+    """The latest roll event and where it stands (what ``craps/roll`` said of it last), or
+    None before the first roll."""
+    latest, status = state.latest, latest_status(state)
+    if latest is None or status is None:
+        return None
+    dice = latest.dice
+    return LastRoll(
+        roll_id=latest.roll_id,
+        dice=dice,
+        total=None if status == "noroll" or 0 in dice else sum(dice),
+        status=status,
     )
 
 

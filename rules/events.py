@@ -235,6 +235,21 @@ class TimePassed:
     """
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClockJumped:
+    """The host's wall clock moved ``milliseconds`` against its steady clock (forward when
+    positive): set by hand, by a time server after a long drift, by a failing clock chip.
+    The times of the record around it may be wrong; the daemon measures, the rules say so.
+    """
+
+    milliseconds: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanStart:
+    """The daemon started again after a clean stop: its clock is trusted again."""
+
+
 # ---------------------------------------------------------------------------------------
 # Stickperson decisions (request interface, mqtt-api.md "Requests")
 

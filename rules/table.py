@@ -71,6 +71,8 @@ from rules.events import (
     AlarmRaised,
     BadFrameSeen,
     CardDrawn,
+    CleanStart,
+    ClockJumped,
     DealerDone,
     Decision,
     DeckChecked,
@@ -99,8 +101,11 @@ from rules.events import (
 )
 from rules.paytables import BET_RULES
 
-TableEvent = DeviceFact | Decision | TimePassed
-"""Everything ``apply`` takes: a device fact, a stickperson's decision, the host's timer."""
+HostFact = TimePassed | ClockJumped | CleanStart
+"""What the host itself tells the table: its timer, a jump of its clock, a clean start."""
+
+TableEvent = DeviceFact | Decision | HostFact
+"""Everything ``apply`` takes: a device fact, a stickperson's decision, a host fact."""
 
 PAYOUT_ALARMS: frozenset[str] = frozenset({"MODE_MISMATCH", "DECK_FAULT"})
 """The alarms under which no payout is published: a round dealt while one is active is
@@ -118,6 +123,10 @@ MAX_OTHER_FAULTS: Final = 32
 one; beyond this its message says "at least" and stops changing, so distinct codes change
 the alarms at most 64 times between two ``READY``."""
 FAULT_OTHER: Final = "DEVICE_FAULT_OTHER"
+
+CLOCK_JUMP: Final = "CLOCK_JUMP"
+CLOCK_JUMP_QUIET: Final = timedelta(hours=1)
+"""``CLOCK_JUMP`` clears this long after the jump (or at a clean start)."""
 
 LINK_ERRORS: Final = "LINK_ERRORS"
 LINK_ERRORS_MAX: Final = 20
@@ -181,6 +190,8 @@ class TableState:
     # The round (id) the table itself flagged for mode or deck, and whose outcomes from the
     # game's machine are therefore withheld: at most one round is open at a time.
     withheld_round: int | None = None
+    # When the host's clock last jumped (CLOCK_JUMP active since), by the clock after it.
+    clock_jumped: datetime | None = None
 
     def device(self, name: Device) -> DeviceState:
         """The state of a configured device (``KeyError`` for one the table does not use)."""
@@ -252,6 +263,11 @@ def apply(
             return _bad_frame(state, device, at)
         case TimePassed():
             return _time_passed(state, at)
+        case ClockJumped(milliseconds=ms):
+            return _clock_jumped(state, ms, at)
+        case CleanStart():
+            state = replace(state, clock_jumped=None)
+            return _clear(state, CLOCK_JUMP, None)
         case ModeReported(game=mode):
             return _mode(state, mode, at)
         case DeckChecked(result=result):
@@ -481,9 +497,43 @@ def _bad_frame(
     return _raise(state, LINK_ERRORS, device, message, at)
 
 
+def _clock_jumped(
+    state: TableState, milliseconds: int, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """``CLOCK_JUMP``: the host's clock moved; cleared ``CLOCK_JUMP_QUIET`` later (by the
+    clock after the jump) or by a clean start."""
+    direction = "forward" if milliseconds > 0 else "back"
+    size = timedelta(milliseconds=abs(milliseconds))
+    message = (
+        f"the controller's clock jumped {direction} by {_duration(size)}: times in the record "
+        "around then may be wrong; check the time server and the clock"
+    )
+    state = replace(state, clock_jumped=at)
+    return _raise(state, CLOCK_JUMP, None, message, at)
+
+
+def _duration(size: timedelta) -> str:
+    seconds = int(size.total_seconds())
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{days} d"] if days else []
+    parts += [f"{hours} h"] if hours else []
+    parts += [f"{minutes} min"] if minutes else []
+    parts += [f"{seconds} s"] if seconds or not parts else []
+    return " ".join(parts)
+
+
 def _time_passed(state: TableState, at: datetime) -> tuple[TableState, tuple[Outcome, ...]]:
-    """The alarms that clear after a quiet time: ``LINK_ERRORS``."""
+    """The alarms that clear after a quiet time: ``LINK_ERRORS``, ``CLOCK_JUMP``."""
     outcomes: tuple[Outcome, ...] = ()
+    jumped = state.clock_jumped
+    if jumped is not None:
+        if at < jumped:  # the clock went back again: the hour starts again
+            state = replace(state, clock_jumped=at)
+        elif at >= jumped + CLOCK_JUMP_QUIET:
+            state = replace(state, clock_jumped=None)
+            state, outcomes = _clear(state, CLOCK_JUMP, None)
     for device, current in state.devices:
         last = current.last_bad_frame
         if last is None or not _active(state, LINK_ERRORS, device):

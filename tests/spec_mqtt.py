@@ -260,6 +260,14 @@ def _board(body: _Body) -> None:
     if pending is not None:
         pending.integer("roll_id", 1, 999999)
         pending.dice("dice")
+    last = body.sub("last_roll", nullable=True)  # lammer addition
+    if last is not None:
+        last.integer("roll_id", 1, 999999)
+        dice = last.dice("dice")
+        status = last.one_of("status", ["counted", "noroll", "pending", "declared_invalid"])
+        total = last.has("total")
+        if total is not None and (status == "noroll" or total != sum(dice)):
+            raise last.fail(f"total {total} is not the sum of {dice}")
 
 
 def _roll(body: _Body) -> None:
@@ -442,6 +450,10 @@ def check_message(
         raise SpecViolation(f"{rel}: not a topic of {SPEC}")
     if retained is not None and retained != RETAINED.get(rel, False):
         raise _fail(rel, f"must {'' if RETAINED.get(rel) else 'not '}be retained")
+    if payload == b"" and RETAINED.get(rel, False):
+        # MQTT's way to delete a retained message (3.1.1 section 3.3.1.3): lammer clears
+        # the retained topics another game of the same table id left (docs/mqtt.md).
+        return ""
     if rel == "availability":
         if payload not in (b"online", b"offline"):
             raise _fail(rel, f"plain text online or offline, got {payload!r}")

@@ -196,6 +196,15 @@ class PendingRoll(_Model):
     reason: Short
 
 
+class LastRoll(_Model):
+    """``craps/board.last_roll`` (lammer addition): the latest roll event."""
+
+    roll_id: Id
+    dice: Annotated[list[Die], Field(min_length=2, max_length=2)]
+    total: Annotated[StrictInt, Field(ge=2, le=12)] | None = None
+    status: Literal["counted", "noroll", "pending", "declared_invalid"]
+
+
 class Board(Envelope):
     """``craps/board``."""
 
@@ -206,6 +215,7 @@ class Board(Envelope):
     all_tall: BetProgress
     make_em_all: BetProgress
     pending_roll: PendingRoll | None = None
+    last_roll: LastRoll | None = None
 
 
 class Roll(Envelope):

@@ -32,6 +32,7 @@ from aiohttp import web
 from display.web.config import WebConfig
 from display.web.contract import PayloadError, validate_response
 from display.web.store import Store, wire
+from drivers.backoff import Backoff
 
 log = structlog.get_logger("lammer.web")
 
@@ -40,9 +41,9 @@ QUEUE_LIMIT: Final = 2048
 and is sent the whole picture again)."""
 
 
-def _backoff(rng: random.Random, delay: float) -> float:
-    # Jittered, so that many servers do not reconnect in step.
-    return rng.uniform(delay / 2, delay)
+BACKOFF: Final = Backoff(initial=0.25)
+"""Reconnect delays of both connections (jittered, so that many servers do not reconnect in
+step; capped at drivers.backoff's default)."""
 
 
 def _nodelay() -> list[tuple[int, int, int]]:
@@ -146,7 +147,7 @@ class Follower:
         """Follow the broker until cancelled, reconnecting forever."""
         config = self.config
         identifier = f"lammer-web-{os.getpid()}-{secrets.token_hex(4)}"
-        delay = 0.25
+        attempt = 0
         while True:
             try:
                 async with aiomqtt.Client(
@@ -162,7 +163,7 @@ class Follower:
                     await client.subscribe(f"{config.prefix}/+/#", qos=1)
                     self._link(True)
                     log.info("subscribed", broker=f"{config.mqtt_host}:{config.mqtt_port}")
-                    delay = 0.25
+                    attempt = 0
                     if self.on_connect is not None:
                         self.on_connect()
                     async for message in client.messages:
@@ -175,8 +176,8 @@ class Follower:
                 if self.connected or self.error is None:
                     log.warning("broker unreachable", error=str(exc) or type(exc).__name__)
                 self._link(False, str(exc) or type(exc).__name__)
-            await asyncio.sleep(_backoff(self.rng, delay))
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(BACKOFF.delay(attempt, self.rng))
+            attempt += 1
 
 
 class TerminalUnavailable(RuntimeError):
@@ -201,7 +202,7 @@ class Terminal:
         """Keep the connection up until cancelled."""
         config = self.config
         identifier = f"lammer-web-terminal-{os.getpid()}-{secrets.token_hex(4)}"
-        delay = 0.25
+        attempt = 0
         while True:
             try:
                 async with aiomqtt.Client(
@@ -216,15 +217,15 @@ class Terminal:
                 ) as client:
                     await client.subscribe(f"{config.prefix}/+/response/+", qos=1)
                     self.client = client
-                    delay = 0.25
+                    attempt = 0
                     async for message in client.messages:
                         self._answer(message)
             except aiomqtt.MqttError as exc:
                 log.warning("terminal link down", error=str(exc) or type(exc).__name__)
             finally:
                 self.client = None
-            await asyncio.sleep(_backoff(self.rng, delay))
-            delay = min(delay * 2, 5.0)
+            await asyncio.sleep(BACKOFF.delay(attempt, self.rng))
+            attempt += 1
 
     def _answer(self, message: aiomqtt.Message) -> None:
         parts = message.topic.value.split("/")

@@ -25,7 +25,14 @@ from daemon.journal import Journal
 from daemon.logs import configure_logging
 from daemon.notify import Notifier
 from daemon.requests import Incoming
-from rules.events import CoverAllResult, DiceRolled, HighestHand
+from rules.events import (
+    CoverAllResult,
+    DeviceConnected,
+    DeviceHello,
+    DiceRolled,
+    HighestHand,
+    ModeReported,
+)
 
 
 def _craps_config(tmp_path: Path) -> TableConfig:
@@ -278,3 +285,46 @@ def test_deep_json_within_4_kib_is_a_clear_error(craps: TableCore) -> None:
     craps.decide(request("overturn", b"[" * 4000))
     [answer] = _responses(craps, "overturn")
     assert answer["error"].startswith("the request is not valid JSON")
+
+
+# --- the silence probe's answers -----------------------------------------------------
+
+
+def test_probe_replies_are_journaled_marked_and_change_nothing(tmp_path: Path) -> None:
+    config = validate_config(
+        {
+            "table": {"id": "u1", "game": "UTH"},
+            "shuffler": {"port": str(tmp_path / "nothing")},
+            "journal": {"path": str(tmp_path / "u1.db")},
+        }
+    )
+    hello = DeviceHello(device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN1")
+    with Journal.open(config.journal_path) as journal:
+        core = TableCore(config, journal, version="test")
+        core.start()
+        core.ingest("shuffler", DeviceConnected(device="shuffler"))
+        core.ingest("shuffler", hello, link_seq=1, raw=b"$HELLO...\r\n")
+        core.ingest("shuffler", ModeReported(game="UTH"), link_seq=2, raw=b"$MODE...\r\n")
+        core.ingest("shuffler", DiceRolled(roll_id=1, dice=(1, 2)), link_seq=3, raw=b"$R\r\n")
+        assert "UNEXPECTED_FRAME" in {a.code for a in core.state.alarms}
+        before, last = core.state, journal.last_seq
+        # The answer to a silence probe: the same HELLO, the same MODE.
+        assert core.ingest("shuffler", hello, link_seq=1, raw=b"$H2\r\n", probe=True) == 0
+        mode = ModeReported(game="UTH")
+        assert core.ingest("shuffler", mode, link_seq=2, raw=b"$M2\r\n", probe=True) == 0
+        assert core.state == before  # a probe's HELLO is no restart: the alarm stays
+        added = list(journal.records(last))
+        assert [r.record for r in added] == [
+            {"device": "shuffler", "probe": True, "link_seq": 1, "raw": "$H2\r\n"},
+            {"device": "shuffler", "probe": True, "link_seq": 2, "raw": "$M2\r\n"},
+        ]
+        assert core.last_frames["shuffler"] == (2, b"$M2\r\n")
+        # A probe reply that says something new is applied like any frame.
+        changed = ModeReported(game="CSP")
+        assert core.ingest("shuffler", changed, link_seq=2, raw=b"$M3\r\n", probe=True) > 0
+        assert "MODE_MISMATCH" in {a.code for a in core.state.alarms}
+        state, frames = core.state, dict(core.last_frames)
+    with Journal.open(config.journal_path) as journal:
+        again = TableCore(config, journal, version="test")
+        assert again.state == state
+        assert again.last_frames == frames

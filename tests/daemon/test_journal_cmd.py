@@ -6,14 +6,17 @@ import json
 import stat
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from daemon.journal import Journal
 from daemon.records import to_record
+from daemon.segments import archived
 from rules.events import DiceRolled, RollCheck, RollDecided
+from tests.daemon.journals import build, execute, query
 
 LAMMER = Path(sys.executable).with_name("lammer")
 T0 = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
@@ -189,3 +192,158 @@ def test_piped_to_head_ends_quietly(long_journal: Path) -> None:
     assert json.loads(first)["seq"] == 1
     assert result.stderr == ""  # no BrokenPipeError traceback, no "Exception ignored"
     assert status == "141"  # cut short, as `cat FILE | head -1` shows it: not 0
+
+
+# -- a journal over several gaming days (segments), written by the table's core ------------
+
+
+@pytest.fixture(scope="module")
+def table_journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three gaming days (2026-11-30 to 2026-12-02, from 06:00 UTC), a segment each; only
+    read by these tests."""
+    return build(tmp_path_factory.mktemp("segments") / "t")
+
+
+def _lines(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def _stored(live: Path) -> list[tuple[int, str, str]]:
+    """Every record of every segment as (seq, ts, kind), read with sqlite3."""
+    found: list[tuple[int, str, str]] = []
+    for path in [s.path for s in archived(live)] + [live]:
+        found += query(path, "SELECT seq, ts, kind FROM records ORDER BY seq")
+    return found
+
+
+def test_the_export_reads_every_segment_in_seq_order(table_journal: Path) -> None:
+    stored = _stored(table_journal)
+    lines = _lines(lammer("journal", table_journal))
+    # Every record but the snapshots, which are left out by default.
+    assert [(x["seq"], x["ts"], x["kind"]) for x in lines] == [
+        r for r in stored if r[2] != "snapshot"
+    ]
+    assert {x["kind"] for x in lines} >= {"segment", "seal", "daemon", "device", "publish"}
+    with_snapshots = _lines(lammer("journal", table_journal, "--snapshots"))
+    assert [x["seq"] for x in with_snapshots] == [r[0] for r in stored]
+    only = _lines(lammer("journal", table_journal, "--kind", "snapshot"))
+    assert [x["seq"] for x in only] == [r[0] for r in stored if r[2] == "snapshot"]
+    assert all("state" in x for x in only)
+
+
+def test_after_reads_on_across_segments(table_journal: Path) -> None:
+    stored = _stored(table_journal)
+    oldest = archived(table_journal)[0].path
+    [(last_of_oldest,)] = query(oldest, "SELECT max(seq) FROM records")
+    lines = _lines(lammer("journal", table_journal, "--after", last_of_oldest - 2))
+    assert [x["seq"] for x in lines] == [
+        seq for seq, _, kind in stored if seq > last_of_oldest - 2 and kind != "snapshot"
+    ]
+
+
+def test_from_and_to_dates_are_the_gaming_days_the_segments_file(table_journal: Path) -> None:
+    oldest, middle = (s.path for s in archived(table_journal))
+    in_middle = [
+        seq
+        for (seq,) in query(middle, "SELECT seq FROM records WHERE kind != 'snapshot' ORDER BY seq")
+    ]
+    lines = _lines(lammer("journal", table_journal, "--from", "2026-12-01", "--to", "2026-12-01"))
+    assert [x["seq"] for x in lines] == in_middle
+    assert lines[0]["kind"] == "segment"
+    assert lines[0]["gaming_day"] == "2026-12-01"
+    assert lines[-1]["kind"] == "seal"
+    # Open ended: from the second day on, and up to the first.
+    later = _lines(lammer("journal", table_journal, "--from", "2026-12-01"))
+    assert later[0]["seq"] == in_middle[0]
+    assert later[-1]["seq"] == [r for r in _stored(table_journal) if r[2] != "snapshot"][-1][0]
+    earlier = _lines(lammer("journal", table_journal, "--to", "2026-11-30"))
+    [(last,)] = query(oldest, "SELECT max(seq) FROM records")
+    assert (earlier[0]["seq"], earlier[-1]["seq"]) == (1, last)
+    assert _lines(lammer("journal", table_journal, "--from", "2026-12-05")) == []
+
+
+def test_from_and_to_times_compare_with_each_record_time(table_journal: Path) -> None:
+    stored = [r for r in _stored(table_journal) if r[2] != "snapshot"]
+    start, end = stored[10], stored[40]
+    lines = _lines(lammer("journal", table_journal, "--from", start[1], "--to", end[1]))
+    assert [x["seq"] for x in lines] == [r[0] for r in stored if start[1] <= r[1] <= end[1]]
+    assert (lines[0]["ts"], lines[-1]["ts"]) == (start[1], end[1])  # inclusive
+    # The same instant written with an offset.
+    at = datetime.fromisoformat(start[1]).astimezone(timezone(timedelta(hours=2)))
+    again = _lines(lammer("journal", table_journal, "--from", at.isoformat(), "--to", end[1]))
+    assert again == lines
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("2026-12-01T10:00", "has no time zone: add Z (UTC) or an offset"),
+        ("2026-13-01", "not a date YYYY-MM-DD"),
+        ("yesterday", "not a date (YYYY-MM-DD) or a time (ISO 8601"),
+    ],
+)
+def test_a_bad_from_is_refused(table_journal: Path, value: str, message: str) -> None:
+    result = lammer("journal", table_journal, "--from", value)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert message in result.stderr
+
+
+def test_the_export_takes_the_journal_from_the_configuration(
+    table_journal: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "c1.toml"
+    config.write_text(
+        '[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\nport = "/dev/null"\n'
+        f'[journal]\npath = "{table_journal}"\n'
+    )
+    assert _lines(lammer("journal", "--config", config)) == _lines(lammer("journal", table_journal))
+    result = lammer("journal")
+    assert result.returncode == 2
+    assert "a FILE (the journal's live segment) or --config is required" in result.stderr
+    result = lammer("journal", table_journal, "--key-file", config)
+    assert result.returncode == 2
+    assert "--key-file is for 'lammer journal verify'" in result.stderr
+
+
+def test_reading_segments_creates_and_changes_nothing(table_journal: Path) -> None:
+    folder = table_journal.parent
+
+    def listing() -> dict[str, tuple[int, int]]:
+        return {
+            str(p.relative_to(folder)): (p.stat().st_mtime_ns, p.stat().st_mode)
+            for p in folder.rglob("*")
+        }
+
+    before = listing()
+    assert lammer("journal", table_journal, "--snapshots").returncode == 0
+    assert lammer("journal", "verify", table_journal).returncode == 0
+    assert listing() == before
+
+
+def test_output_into_the_archive_is_refused(table_journal: Path) -> None:
+    segment = archived(table_journal)[0].path
+    for out, message in [
+        (segment, "is in the journal's archive folder"),
+        (segment.parent / "export.jsonl", "is in the journal's archive folder"),
+        (table_journal.with_name(table_journal.name + "-shm"), "is the journal itself"),
+    ]:
+        result = lammer("journal", table_journal, "-o", out)
+        assert result.returncode == 2, out
+        assert message in result.stderr, result.stderr
+    assert not (segment.parent / "export.jsonl").exists()
+
+
+def test_verify_a_journal_from_before_segments(journal_file: Path) -> None:
+    # No segment header and no start record (a journal brought to schema 3 from an older
+    # one): the chain runs from genesis; nothing says which table to replay.
+    result = lammer("journal", "verify", journal_file)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "records:   4 (seq 1 to 4)" in result.stdout
+    assert "note:      no start record: the table is not replayed" in result.stdout
+    execute(journal_file, "UPDATE records SET ts = '2026-11-29T14:03:07.124Z' WHERE seq = 2")
+    result = lammer("journal", "verify", journal_file)
+    assert result.returncode == 1
+    assert result.stdout.startswith(
+        f"lammer journal verify: segment {journal_file}, seq 2: hash does not match"
+    )

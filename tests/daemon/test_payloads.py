@@ -42,11 +42,14 @@ from rules.events import (
     DealerDone,
     DiceRolled,
     HighestHand,
+    NoRoll,
+    RollCheck,
     RollRecorded,
     RoundVoided,
 )
 from rules.paytables import cover_all_paytable
 from rules.table import Alarm, DeviceState, TableState, initial_state
+from rules.table import apply as apply_table
 from tests.spec_mqtt import RETAINED, SpecViolation, check_message
 
 TS = "2026-11-29T14:03:07.123Z"
@@ -545,3 +548,24 @@ def test_schemas_cover_every_topic_and_stay_open_for_additions() -> None:
     assert every["craps/roll"]["x-retained"] is False
     # Requests do refuse unknown fields (a misspelt field must not be ignored).
     assert every["request/void_roll"]["additionalProperties"] is False
+
+
+def test_the_board_carries_the_last_roll_for_screens_that_connect_later() -> None:
+    # craps/roll is not retained: the board (retained) says what the last roll was.
+    state = initial_state("CRAPS", at=datetime(2026, 11, 30, tzinfo=UTC))
+    assert by_topic(state)["craps/board"].body["last_roll"] is None
+    steps: list[tuple[Any, dict[str, Any]]] = [
+        (DiceRolled(roll_id=4, dice=(2, 3)), {"dice": [2, 3], "total": 5, "status": "counted"}),
+        (
+            NoRoll(roll_id=5, reason="OFF_TABLE"),
+            {"dice": [0, 0], "total": None, "status": "noroll"},
+        ),
+        (
+            RollCheck(roll_id=6, dice=(0, 4), reason="UNREADABLE"),
+            {"dice": [0, 4], "total": None, "status": "pending"},
+        ),
+    ]
+    for fact, shown in steps:
+        state, _ = apply_table(state, fact, at=datetime(2026, 11, 30, tzinfo=UTC))
+        expected = {"roll_id": fact.roll_id, **shown}
+        assert checked(by_topic(state)["craps/board"])["last_roll"] == expected

@@ -49,3 +49,17 @@ def test_writing_again_changes_nothing_and_says_so(
     assert main([str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'state.json'}"
     assert main([]) == 2
+
+
+def test_docs_mqtt_md_names_every_topic_and_every_field() -> None:
+    # docs/mqtt.md is what display teams read: a topic or a field the daemon publishes
+    # that it does not name is a contract nobody can find.
+    text = (DOCS.parent / "mqtt.md").read_text(encoding="utf-8")
+    for name, schema_text in schema_files().items():
+        topic = name.removesuffix(".json")
+        if topic.startswith(("response/", "request/")):
+            assert f"`{topic.split('/')[1]}`" in text, topic
+        else:
+            assert f"`{topic}`" in text, topic
+        for field in json.loads(schema_text).get("properties", {}):
+            assert f"`{field}`" in text, (topic, field)

@@ -25,6 +25,7 @@ from rich.console import Console
 
 from daemon.schemas import parse_message
 from display.terminal import TOPICS, Link, TableView, card_text, follow, render, route
+from drivers.backoff import Backoff
 from tests.conftest import Broker, free_port
 
 TS = "2026-06-15T20:31:07.412Z"
@@ -259,6 +260,7 @@ def board(
         all_tall=bet("34", tall, [n for n in numbers_hit if n > 7]),
         make_em_all=bet("175", small + tall, numbers_hit),
         pending_roll=pending_roll,
+        last_roll=None,
     )
 
 
@@ -706,8 +708,7 @@ async def test_the_display_reconnects_and_keeps_what_it_drew(mosquitto_private: 
             link,
             on_change=changed.set,
             rng=random.Random(5),
-            first_backoff=0.05,
-            max_backoff=0.2,
+            backoff=Backoff(initial=0.05, maximum=0.2),
         )
     )
     try:

@@ -336,6 +336,38 @@ async def test_silence_probes_with_query_then_disconnects(
         assert isinstance(await answered, Received)
 
 
+async def test_the_answer_to_the_silence_probe_is_marked(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    # link-layer.md: QUERY -> HELLO, then the configuration (MODE). The daemon keeps those
+    # as probe replies: the device did not restart, it was asked how it is.
+    async with running(fast_driver("shuffler", str(link_path), silence_timeout=0.4)) as events:
+        await connect(events, pty_device)
+        # The answer to the QUERY of the connect: not a probe's.
+        pty_device.send(HELLO)
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="CSP")))
+        for _ in range(2):
+            first = await pull(events)
+            assert isinstance(first, Received)
+            assert not first.probe
+        answered = asyncio.ensure_future(pull(events))
+        assert await pty_device.expect() == m.Ack(seq=1)
+        assert await pty_device.expect() == m.Ack(seq=2)
+        assert await pty_device.expect() == m.Query()  # the silence probe
+        pty_device.send(m.DeviceMessage(seq=1, fact=HELLO.fact))
+        hello = await answered
+        assert isinstance(hello, Received)
+        assert hello.probe
+        pty_device.send(m.DeviceMessage(seq=2, fact=ev.ModeReported(game="CSP")))
+        mode = await pull(events)
+        assert isinstance(mode, Received)
+        assert mode.probe
+        pty_device.send(m.DeviceMessage(seq=3, fact=ev.DeckChecked(result="OK")))
+        deck = await pull(events)
+        assert isinstance(deck, Received)
+        assert not deck.probe  # the answer is over
+
+
 async def test_socket_url_and_dropped_connection(unused_tcp_port: int) -> None:
     connections: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
 

@@ -9,6 +9,7 @@ import signal
 import pytest
 
 from tests.integration.conftest import MakeTable
+from tests.integration.harness import retained_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -59,3 +60,34 @@ async def test_sigusr1_logs_what_every_task_waits_for_and_keeps_running(
     assert any(t["task"] == "driver-dice_reader" and t["stack"] for t in tasks)
     assert table.daemon.proc.poll() is None
     assert await table.stop_daemon(signal.SIGTERM) == 0
+
+
+async def test_a_table_id_used_again_for_another_game_continues_seq_and_clears_the_old(
+    make_table: MakeTable,
+) -> None:
+    # t9 ran as UTH; now it runs as CRAPS with a new journal: seq would start at 1 under
+    # the old retained cover_all/* with higher seqs, and displays dropping seen seqs would
+    # drop the new table.
+    first = make_table("UTH")
+    await first.start(
+        "DECK,OK\nHAND,5,P1,AsKs\nHAND,5,DL,2c3d\nHAND,5,CM,QsJsTs4h5h\nROUND,5,2\nSETTLE,5\n"
+    )
+    await first.wait_topic("cover_all/result", lambda b: b["round_id"] == 5)
+    await first.wait_published()
+    old_high = max(r["seq"] for r in first.journal())
+    assert await first.stop_daemon(signal.SIGTERM) == 0
+    await first.stop_sim()
+    again = make_table("CRAPS")
+    again.table_id = first.table_id  # the same table id, another game, a new journal
+    again.recorder = type(again.recorder)(again.broker, again.base)
+    again.config_path.write_text(again.config_text())
+    await again.start("ROLL,1,2,3\n")
+    await again.wait_topic("craps/roll", lambda b: b["roll_id"] == 1)
+    await again.wait_published()
+    seqs = [r["seq"] for r in again.journal()]
+    assert min(seqs) > old_high  # above every seq the broker held
+    snapshot = await retained_snapshot(again.broker, again.base)
+    assert "cover_all/result" not in snapshot  # cleared: not this game's
+    assert "cover_all/payouts" not in snapshot
+    assert snapshot["craps/board"].body["seq"] > old_high
+    assert snapshot["info"].body["game"] == "CRAPS"

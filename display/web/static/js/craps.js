@@ -22,7 +22,9 @@ export function rollLine(roll) {
 
 export function craps(t) {
   const board = t.topics.get("craps/board");
-  const roll = latest(t, "craps/roll");
+  // The board carries the last roll (retained); a craps/roll newer than the board, too.
+  const live = latest(t, "craps/roll");
+  const roll = board && board.last_roll && (!live || live.seq <= board.seq) ? board.last_roll : live;
   const content = h("div");
   if (!board) {
     content.append(h("div.panel", {}, h("div.headline.muted", {}, "Waiting for the board")));

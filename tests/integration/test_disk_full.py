@@ -1,0 +1,96 @@
+"""A full disk (the journal on a small tmpfs): nothing is acknowledged that is not in the
+journal, displays learn of it at once (availability offline), and when space returns the
+table resumes by itself with every frame the device sent processed exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import MakeTable
+from tests.integration.harness import LAMMER, device_records
+
+pytestmark = pytest.mark.integration
+
+ROLLS = 400
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """An 8 MiB tmpfs of the test's own (mounting needs root, as CI runs): room for the
+    journal's WAL to cycle (SQLite reuses it after a checkpoint, at 1000 pages)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(mount)],
+        capture_output=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(folder: Path, leave: int) -> Path:
+    """A file that leaves about ``leave`` bytes free on the file system of ``folder``."""
+    stat = os.statvfs(folder)
+    free = stat.f_bavail * stat.f_frsize
+    filler = folder / "filler"
+    with filler.open("wb") as out:
+        out.write(b"\0" * max(0, free - leave))
+    return filler
+
+
+async def test_a_full_disk_holds_the_table_offline_then_it_resumes_losing_nothing(
+    make_table: MakeTable, small_disk: Path
+) -> None:
+    table = make_table("CRAPS")
+    # The journal lives on the small disk.
+    table.config_path.write_text(
+        table.config_text().replace(str(table.journal_path), str(small_disk / "c.db"))
+    )
+    rec = table.recorder
+    await table.start("ROLL,1,1,2\n")
+    # The WAL emptied first (as a checkpoint would), so what comes next needs new space.
+    with sqlite3.connect(small_disk / "c.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    filler = fill(small_disk, leave=32 * 1024)
+    rolls = "".join(f"ROLL,{n},{n % 6 + 1},{(n // 6) % 6 + 1}\n" for n in range(2, ROLLS + 2))
+    await table.start_sim(rolls, wait=False)
+    # The disk fills: availability goes offline (the table cannot keep a record now).
+    await table.wait_for(
+        lambda: rec.on("availability")[-1].body == "offline", what="offline on a full disk"
+    )
+    assert table.daemon is not None
+    assert table.daemon.proc.poll() is None  # still running, waiting for space
+    faults = [e for e in table.log_events() if e["event"].startswith("journal refuses")]
+    assert faults
+    assert "full" in faults[0]["error"]
+    filler.unlink()  # space returns
+    await table.wait_sim_done()  # every frame acknowledged in the end
+    await table.wait_for(lambda: rec.on("availability")[-1].body == "online", what="online again")
+    records = [r for r in _journal(table, small_disk) if r["kind"] in ("device", "daemon")]
+    rolled = [r["event"]["roll_id"] for r in device_records(records, "DiceRolled")]
+    assert rolled == list(range(1, ROLLS + 2))  # each exactly once, in order
+    [outage] = [r.get("journal_fault") for r in records if "journal_fault" in r]
+    assert isinstance(outage, dict)
+    assert outage["held"] >= 1
+    assert "full" in outage["error"]
+    assert table.daemon.proc.poll() is None
+
+
+def _journal(table: object, folder: Path) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [LAMMER, "journal", str(folder / "c.db")], capture_output=True, check=True, timeout=60
+    )
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
