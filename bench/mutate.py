@@ -7,9 +7,10 @@ per mutant from a parent that has already imported the code and run the tests on
 only the tests that reached the mutated function. Two consequences, both handled here:
 
 * Code that runs at import (the pay tables are loaded when ``rules.paytables`` is imported)
-  has already run, unmutated, in that parent. So every mutant mutmut reports as surviving is
-  run again in a fresh interpreter with the mutant switched on before anything is imported,
-  against the module's whole list of test files (the "fresh" pass).
+  has already run, unmutated, in that parent, and a cache filled there hides a mutant. So
+  every mutant mutmut reports as surviving is run again in a fresh interpreter with the
+  mutant switched on before anything is imported (the "fresh" pass), against the tests
+  mutmut saw reach its function, or the module's whole list when none did.
 * A mutant that makes ``mypy --strict`` fail is caught: ``make test`` runs mypy on every
   package, so such a change can never land.
 
@@ -173,21 +174,25 @@ def _fresh_kill(work: Path, name: str, tests: tuple[str, ...]) -> bool:
     return run.returncode != 0
 
 
-def run_module(module: str, *, children: int, known: dict[str, str]) -> Result:
-    """Mutate ``module``, run its tests against each mutant, and fold the outcomes."""
+def run_module(module: str, *, children: int, known: dict[str, str], reuse: bool) -> Result:
+    """Mutate ``module``, run its tests against each mutant, and fold the outcomes
+    (``reuse``: fold the outcomes of the last run again, without running mutmut)."""
     tests = MODULES[module]
     start = time.monotonic()
-    work = _prepare(module, tests)
+    work = WORK / _dotted(module) if reuse else _prepare(module, tests)
     log = work / "mutmut.log"
-    with log.open("wb") as out:
-        subprocess.run(
-            ["nice", "-n", "19", str(BIN / "mutmut"), "run", "--max-children", str(children)],
-            cwd=work,
-            env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
+    with log.open("ab" if reuse else "wb") as out:
+        if reuse:
+            out.write(b"(reused)\n")
+        else:
+            subprocess.run(
+                ["nice", "-n", "19", str(BIN / "mutmut"), "run", "--max-children", str(children)],
+                cwd=work,
+                env=dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
     meta = work / "mutants" / (module + ".meta")
     if not meta.exists():
         raise SystemExit(f"{module}: mutmut produced no results, see {log}")
@@ -195,8 +200,9 @@ def run_module(module: str, *, children: int, known: dict[str, str]) -> Result:
     result = Result(module, total=len(codes))
     # Survivors not listed as equivalent get the fresh pass, ``children`` at a time.
     again = [n for n, c in codes.items() if c in _MISSED and n not in known]
+    covering = _covering(work)
     with ThreadPoolExecutor(max_workers=children) as pool:
-        kills = pool.map(lambda n: _fresh_kill(work, n, tests), again)
+        kills = pool.map(lambda n: _fresh_kill(work, n, covering.get(_function(n), tests)), again)
         fresh = dict(zip(again, kills, strict=True))
     for name, code in sorted(codes.items(), key=lambda kv: _order(kv[0])):
         if code in _CAUGHT:
@@ -214,6 +220,24 @@ def run_module(module: str, *, children: int, known: dict[str, str]) -> Result:
             result.missed.append(name)
     result.seconds = time.monotonic() - start
     return result
+
+
+def _function(mutant: str) -> str:
+    return mutant.rpartition("__mutmut_")[0]
+
+
+def _covering(work: Path) -> dict[str, tuple[str, ...]]:
+    """The tests mutmut saw reach each function (node ids; their files when there are many).
+    A function no test reached, such as one that only runs at import, is not listed: its
+    mutants are run against all of the module's test files."""
+    stats = json.loads((work / "mutants" / "mutmut-stats.json").read_text())
+    out: dict[str, tuple[str, ...]] = {}
+    for function, node_ids in stats["tests_by_mangled_function_name"].items():
+        if node_ids:
+            ids = sorted(node_ids)
+            many = len(ids) > 50
+            out[function] = tuple(sorted({i.split("::")[0] for i in ids})) if many else tuple(ids)
+    return out
 
 
 def _dotted(module: str) -> str:
@@ -239,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: all)")
     parser.add_argument("--list", action="store_true", help="print module -> test files")
     parser.add_argument("--children", type=int, default=2, help="mutants run at once")
+    parser.add_argument(
+        "--reuse", action="store_true", help="fold the last run's outcomes again (no mutmut run)"
+    )
     args = parser.parse_args(argv)
     if args.list:
         for module, tests in MODULES.items():
@@ -250,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     known = equivalents()
     results = []
     for module in args.modules or list(MODULES):
-        result = run_module(module, children=args.children, known=known)
+        result = run_module(module, children=args.children, known=known, reuse=args.reuse)
         results.append(result)
         for name in result.missed:
             print(f"\n# SURVIVED {_diff(module, name)}")
