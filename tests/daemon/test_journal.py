@@ -319,3 +319,168 @@ def test_survives_sigkill_mid_write(tmp_path: Path) -> None:
             assert {m.seq for m in journal.retained()} <= published
             acknowledged = journal.append("daemon", {"event": "restarted"}, ts=T0)
             assert acknowledged == len(seqs) + 1
+
+
+# ---------------------------------------------------------------------------------------
+# Failures of SQLite itself, and the writers the daemon uses around them
+
+
+def refuse(journal: Journal, statement: str) -> None:
+    """SQLite refuses ``statement`` (``COMMIT``, or a pragma by name) from now on, as a full
+    disk or an I/O error would: a real refusal by SQLite's own authorizer."""
+
+    def authorize(action: int, arg1: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == statement:
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_PRAGMA and arg1 == statement:
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    journal._conn.set_authorizer(authorize)
+
+
+def test_two_failed_batches_in_a_row_store_neither(journal: Journal) -> None:
+    journal.append("device", {"n": 1}, ts=T0)
+
+    def failing_batch(n: int) -> None:
+        with journal.batch():
+            journal.append("device", {"n": n}, ts=T0)
+            raise RuntimeError("driver failed")
+
+    for n in (2, 3):
+        with pytest.raises(RuntimeError):
+            failing_batch(n)
+        assert not journal.in_batch
+    assert [r.record for r in journal.records()] == [{"n": 1}]
+    assert journal.append("device", {"n": 4}, ts=T0) == 2
+
+
+def test_a_commit_sqlite_refuses_is_an_error_and_stores_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+        last_hash = journal.last_hash
+        refuse(journal, "COMMIT")
+        with pytest.raises(JournalError, match="commit failed: not authorized") as info:
+            journal.append("device", {"n": 2}, ts=T0)
+        assert info.value.path == path
+        assert (journal.last_seq, journal.last_hash) == (1, last_hash)
+        journal._conn.set_authorizer(None)
+        assert journal.append("device", {"n": 3}, ts=T0) == 2  # the seq is given out again
+    with Journal.open(path, readonly=True) as reader:
+        assert [r.record for r in reader.records()] == [{"n": 1}, {"n": 3}]
+
+
+def test_mark_published_inside_a_batch_commits_with_the_batch(tmp_path: Path) -> None:
+    # How the MQTT link marks a chunk's PUBACKs together with what it journals meanwhile.
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        first = journal.append_publish("craps/board", {"n": 1}, retained=True, ts=T0)
+        second = journal.append_publish("craps/roll", {"n": 2}, retained=False, ts=T0)
+        with journal.batch():
+            journal.mark_published(first.seq, second.seq)
+            journal.append("device", {"n": 3}, ts=T0)
+        assert journal._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+    with Journal.open(path, readonly=True) as reader:
+        assert reader.pending() == []
+        assert reader.retained() == [first]
+
+
+def test_a_journal_record_exports_as_one_json_object(journal: Journal) -> None:
+    journal.append("outcome", {"type": "RollRecorded", "roll_id": 5}, ts=T0)
+    (record,) = journal.records()
+    assert record.to_json() == {
+        "seq": 1,
+        "ts": "2026-11-29T14:03:07.123Z",
+        "kind": "outcome",
+        "type": "RollRecorded",
+        "roll_id": 5,
+    }
+
+
+def test_reconnect_continues_the_sequence_and_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+        last_hash = journal.last_hash
+        journal.reconnect()
+        assert (journal.last_seq, journal.last_hash) == (1, last_hash)
+        assert journal.append("device", {"n": 2}, ts=T0) == 2
+        with journal.batch(), pytest.raises(JournalValueError) as info:
+            journal.reconnect()
+        assert str(info.value) == "cannot reconnect inside a batch"
+        assert info.value.path == path
+    with Journal.open(path, readonly=True) as reader:
+        raw = list(reader.raw_records())
+        assert [r.seq for r in raw] == [1, 2]
+        assert raw[1].hash == reader.last_hash
+
+
+def test_reconnect_to_a_journal_that_is_gone_is_a_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "t1.db"
+    with Journal.open(path) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+        (tmp_path / "state").rename(tmp_path / "moved")
+        with pytest.raises(JournalFileError, match=f"cannot reopen journal {path}: ") as info:
+            journal.reconnect()
+        assert info.value.path == path
+
+
+def test_skip_to_leaves_a_gap_and_never_goes_back(journal: Journal) -> None:
+    journal.append("device", {"n": 1}, ts=T0)
+    journal.skip_to(10)
+    assert journal.last_seq == 10
+    assert journal.append("daemon", {"type": "seq_gap"}, ts=T0) == 11
+    for seq in (11, 3):
+        with pytest.raises(JournalValueError) as info:
+            journal.skip_to(seq)
+        assert str(info.value) == f"seq {seq} is not above 11"
+    assert [r.seq for r in journal.records()] == [1, 11]
+
+
+def test_a_message_set_aside_leaves_the_queue_and_stays_in_the_journal(journal: Journal) -> None:
+    refused = journal.append_publish("craps/board", {"n": 1}, retained=True, ts=T0)
+    kept = journal.append_publish("craps/roll", {"n": 2}, retained=False, ts=T0)
+    journal.set_aside(refused.seq, "x" * 600)
+    assert journal.pending() == [kept]
+    assert journal.retained() == []  # refused: never reached the broker
+    record = next(journal.records(kind="publish"))
+    assert (record.record["published"], record.record["refused"]) == (False, "x" * 500)
+    with pytest.raises(JournalValueError) as info:
+        journal.set_aside(99, "no")
+    assert str(info.value) == "seq 99 is not a message of the outbox"
+    assert info.value.path == journal.path
+    with pytest.raises(JournalValueError) as info:
+        journal.mark_published(kept.seq, 98)
+    assert str(info.value) == "seq 98 is not a message of the outbox"
+    assert info.value.path == journal.path
+    assert journal.pending() == [kept]  # nothing marked
+
+
+@pytest.mark.parametrize(
+    ("write", "message"),
+    [
+        (lambda j: j.seal({"x": object()}, ts=T0), "seal is not JSON"),
+        (lambda j: j.append_segment({"x": object()}, ts=T0), "segment header is not JSON"),
+    ],
+)
+def test_a_segment_record_that_is_not_json_is_refused(
+    journal: Journal, write: object, message: str
+) -> None:
+    with pytest.raises(JournalValueError, match=f"^{message}: "):
+        write(journal)  # type: ignore[operator]
+    assert journal.last_seq == 0
+
+
+def test_start_chain_only_on_an_empty_journal(journal: Journal) -> None:
+    journal.append("device", {"n": 1}, ts=T0)
+    with pytest.raises(JournalValueError, match="is not empty") as info:
+        journal.start_chain(40, bytes(32))
+    assert info.value.path == journal.path
+
+
+def test_a_checkpoint_sqlite_refuses_is_an_error(journal: Journal) -> None:
+    journal.append("device", {"n": 1}, ts=T0)
+    refuse(journal, "wal_checkpoint")
+    with pytest.raises(JournalError, match="cannot checkpoint: not authorized"):
+        journal.checkpoint()
