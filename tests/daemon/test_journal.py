@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import signal
@@ -484,3 +486,94 @@ def test_a_checkpoint_sqlite_refuses_is_an_error(journal: Journal) -> None:
     refuse(journal, "wal_checkpoint")
     with pytest.raises(JournalError, match="cannot checkpoint: not authorized"):
         journal.checkpoint()
+
+
+# ---------------------------------------------------------------------------------------
+# Journals of an older schema (1: no outbox.refused; 2: no hash chain)
+
+OLD_SCHEMA = """
+CREATE TABLE records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, ts TEXT NOT NULL, kind TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE outbox (
+    seq INTEGER PRIMARY KEY, topic TEXT NOT NULL, payload BLOB NOT NULL,
+    retained INTEGER NOT NULL, published INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX outbox_pending ON outbox(seq) WHERE published = 0;
+CREATE TABLE retained_latest (topic TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+"""
+OLD_TS = "2026-11-29T14:03:07.123Z"
+OLD_PAYLOAD = b'{"n":2,"seq":2,"ts":"2026-11-29T14:03:07.123Z"}'
+
+
+def old_journal(path: Path, version: int) -> None:
+    """A journal as lammer wrote it at schema ``version``: a device record, then a message
+    (refused by the broker, at schema 2)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(OLD_SCHEMA)
+    if version >= 2:
+        conn.execute("ALTER TABLE outbox ADD COLUMN refused TEXT")
+    conn.execute("PRAGMA application_id = 0x4C4D4A4E")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("INSERT INTO records VALUES (1, ?, 'device', '{\"n\":1}')", (OLD_TS,))
+    meta = '{"topic":"craps/board","retained":true}'
+    conn.execute("INSERT INTO records VALUES (2, ?, 'publish', ?)", (OLD_TS, meta))
+    conn.execute(
+        "INSERT INTO outbox VALUES (2, 'craps/board', ?, 1, 0)"
+        if version < 2
+        else ("INSERT INTO outbox VALUES (2, 'craps/board', ?, 1, 1, 'too large')"),
+        (OLD_PAYLOAD,),
+    )
+    conn.close()
+
+
+def expected_chain(key: bytes | None) -> list[bytes]:
+    """The hashes the chain must give those two records, from the rule in the module
+    docstring (seq, time, kind, body, and a message's payload, each line by line)."""
+    hashes, previous = [], bytes(32)
+    records = [
+        (b"1\n" + OLD_TS.encode() + b"\ndevice\n" + b'{"n":1}\n'),
+        (
+            b"2\n"
+            + OLD_TS.encode()
+            + b'\npublish\n{"topic":"craps/board","retained":true}\n'
+            + OLD_PAYLOAD
+        ),
+    ]
+    for record in records:
+        if key is None:
+            previous = hashlib.sha256(previous + record).digest()
+        else:
+            previous = hmac.new(key, previous + record, hashlib.sha256).digest()
+        hashes.append(previous)
+    return hashes
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("key", [None, b"the table's key"])
+def test_an_older_journal_is_brought_up_to_date_with_its_chain(
+    tmp_path: Path, version: int, key: bytes | None
+) -> None:
+    path = tmp_path / "t1.db"
+    old_journal(path, version)
+    with pytest.raises(JournalFileError) as info:
+        Journal.open(path, readonly=True)
+    assert str(info.value) == (
+        f"journal {path} has the older schema {version}: open it once with lammer run (or a"
+        " writable open) to bring it up to date"
+    )
+    with Journal.open(path, key=key) as journal:
+        assert [r.hash for r in journal.raw_records()] == expected_chain(key)
+        assert journal.last_hash == expected_chain(key)[-1]
+        assert journal.append("device", {"n": 3}, ts=T0) == 3
+        if version == 1:
+            assert journal.pending() == [
+                OutboxMessage(seq=2, topic="craps/board", payload=OLD_PAYLOAD, retained=True)
+            ]
+            journal.set_aside(2, "too large")  # the column schema 2 added is there
+        assert journal.pending() == []
+    with Journal.open(path, readonly=True) as reader:
+        assert reader._conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        publish = next(reader.records(kind="publish"))
+        assert (publish.record["published"], publish.record["refused"]) == (False, "too large")
