@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -577,3 +578,54 @@ def test_an_older_journal_is_brought_up_to_date_with_its_chain(
         assert reader._conn.execute("PRAGMA user_version").fetchone()[0] == 3
         publish = next(reader.records(kind="publish"))
         assert (publish.record["published"], publish.record["refused"]) == (False, "too large")
+
+
+# ---------------------------------------------------------------------------------------
+# Opens that fail leave nothing open (the daemon retries; a leaked lock would keep every
+# later start out)
+
+
+def open_fds_on(path: Path) -> list[str]:
+    """This process's file descriptors open on ``path``."""
+    target = str(path.resolve())
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.path.realpath(f"/proc/self/fd/{fd}") == target:
+                fds.append(fd)
+    return fds
+
+
+def test_a_failed_open_closes_the_file_and_releases_the_lock(tmp_path: Path) -> None:
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    for _ in range(2):  # the second attempt finds the lock free, not "in use"
+        with pytest.raises(JournalFileError, match="not a lammer journal") as info:
+            Journal.open(other)
+        # Even while the error (and its traceback) is held, nothing is left open.
+        assert open_fds_on(other) == []
+        assert open_fds_on(tmp_path / "other.db.lock") == []
+        assert info.value.path == other
+
+
+def test_a_path_that_cannot_be_opened_is_a_file_error(tmp_path: Path) -> None:
+    folder = tmp_path / "t1.db"
+    folder.mkdir()
+    with pytest.raises(JournalFileError) as info:
+        Journal.open(folder)
+    assert str(info.value) == f"cannot open journal {folder}: Is a directory"
+    assert info.value.path == folder
+    assert open_fds_on(tmp_path / "t1.db.lock") == []
+
+
+def test_a_journal_that_cannot_be_in_wal_mode_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite takes the name ":memory:" for a database in memory, where WAL (and anything
+    # durable) is impossible: such a journal must not run a table.
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        with pytest.raises(JournalFileError, match=r"cannot use WAL mode \(got memory\)"):
+            Journal.open(":memory:")
