@@ -66,12 +66,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "rules/poker_round.py": ("tests/rules/test_poker_round.py",),
     "rules/table.py": ("tests/rules/test_table.py", "tests/rules/test_table_limits.py"),
     "drivers/link.py": ("tests/drivers/test_link.py",),
-    "daemon/journal.py": (
-        "tests/daemon/test_journal.py",
-        "tests/daemon/test_segments.py",
-        "tests/daemon/test_verify.py",
-    ),
-    "daemon/segments.py": ("tests/daemon/test_segments.py", "tests/daemon/test_verify.py"),
+    "daemon/journal.py": ("tests/daemon/test_journal.py", "tests/daemon/test_segments.py"),
+    "daemon/segments.py": ("tests/daemon/test_segments.py",),
 }
 """Each mutated module and the test files that cover it (the test file that mirrors it first)."""
 
