@@ -629,3 +629,282 @@ def test_a_journal_that_cannot_be_in_wal_mode_is_refused(
     for _ in range(2):
         with pytest.raises(JournalFileError, match=r"cannot use WAL mode \(got memory\)"):
             Journal.open(":memory:")
+
+
+# ---------------------------------------------------------------------------------------
+# What an operator reads when a write fails, and the bytes a display receives
+
+
+def deny_write(journal: Journal, action: int, table: str) -> None:
+    """SQLite refuses ``action`` (INSERT, UPDATE) on ``table`` from now on."""
+
+    def authorize(code: int, arg1: str | None, *_: object) -> int:
+        return sqlite3.SQLITE_DENY if (code, arg1) == (action, table) else sqlite3.SQLITE_OK
+
+    journal._conn.set_authorizer(authorize)
+
+
+@pytest.mark.parametrize(
+    ("action", "table", "write", "what"),
+    [
+        (
+            sqlite3.SQLITE_INSERT,
+            "records",
+            lambda j, m: j.append("device", {}, ts=T0),
+            "write a record",
+        ),
+        (
+            sqlite3.SQLITE_INSERT,
+            "outbox",
+            lambda j, m: j.append_publish("s", {}, retained=False, ts=T0),
+            "queue a message",
+        ),
+        (sqlite3.SQLITE_UPDATE, "outbox", lambda j, m: j.mark_published(m), "mark a message"),
+        (
+            sqlite3.SQLITE_INSERT,
+            "retained_latest",
+            lambda j, m: j.mark_published(m),
+            "mark a retained message",
+        ),
+        (
+            sqlite3.SQLITE_UPDATE,
+            "outbox",
+            lambda j, m: j.set_aside(m, "too big"),
+            "set a message aside",
+        ),
+        (sqlite3.SQLITE_UPDATE, "sqlite_sequence", lambda j, m: j.skip_to(50), "skip the sequence"),
+    ],
+)
+def test_a_write_sqlite_refuses_names_what_could_not_be_done(
+    tmp_path: Path, action: int, table: str, write: object, what: str
+) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        message = journal.append_publish("state", {"n": 1}, retained=True, ts=T0)
+        deny_write(journal, action, table)
+        with pytest.raises(JournalError) as info:
+            write(journal, message.seq)  # type: ignore[operator]
+        assert str(info.value) == f"journal {path}: cannot {what}: not authorized"
+        assert info.value.path == path
+
+
+def test_continuing_the_sequence_sqlite_refuses_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "t2.db"
+    with Journal.open(path) as journal:
+        deny_write(journal, sqlite3.SQLITE_INSERT, "sqlite_sequence")
+        with pytest.raises(JournalError) as info:
+            journal.start_chain(40, bytes(32))
+        assert str(info.value) == f"journal {path}: cannot continue the sequence: not authorized"
+
+
+def test_a_chain_continued_or_skipped_survives_a_restart_before_the_next_record(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        journal.start_chain(40, b"\x01" * 32)
+    with Journal.open(path) as journal:
+        assert journal.append("device", {"n": 41}, ts=T0) == 41
+        journal.skip_to(60)
+    with Journal.open(path) as journal:
+        assert journal.last_seq == 60
+
+
+def test_a_message_payload_is_compact_utf8_json(journal: Journal) -> None:
+    # mqtt-api.md "Conventions": UTF-8 JSON; the journal stores and sends the same bytes.
+    message = journal.append_publish(
+        "craps/decision", {"table": "t1", "operator": "Zoë", "n": [1, 2]}, retained=False, ts=T0
+    )
+    assert (
+        message.payload
+        == (
+            '{"table":"t1","operator":"Zoë","n":[1,2],"seq":1,"ts":"2026-11-29T14:03:07.123Z"}'
+        ).encode()
+    )
+    assert journal.pending()[0].payload == message.payload
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda j: j.append("devices", {}, ts=T0),
+            "bad record kind 'devices': expected one of alarm, daemon, decision, device,"
+            " outcome, snapshot",
+        ),
+        (
+            lambda j: j.append("publish", {}, ts=T0),
+            "bad record kind 'publish' (use append_publish): expected one of alarm, daemon,"
+            " decision, device, outcome, snapshot",
+        ),
+        (lambda j: j.append("device", [1], ts=T0), "record must be a dict, got list"),
+        (
+            lambda j: j.append_publish("state", [1], retained=True, ts=T0),
+            "body must be a dict, got list",
+        ),
+        (
+            lambda j: j.append_publish("state", {"ts": 1}, retained=True, ts=T0),
+            "body must not hold ts: the journal adds them",
+        ),
+        (
+            lambda j: j.append_publish("state", {"ts": 1, "seq": 2}, retained=True, ts=T0),
+            "body must not hold seq, ts: the journal adds them",
+        ),
+        (
+            lambda j: j.append_publish("craps/", {}, retained=True, ts=T0),
+            "bad topic 'craps/': expected levels such as 'craps/board'",
+        ),
+        (
+            lambda j: j.append_publish("craps//board", {}, retained=True, ts=T0),
+            "bad topic 'craps//board': expected levels such as 'craps/board'",
+        ),
+        (
+            lambda j: list(j.records(kind="x")),
+            "bad record kind 'x': expected one of daemon, device, decision, outcome, alarm,"
+            " publish, snapshot, segment, seal",
+        ),
+    ],
+)
+def test_a_bad_call_is_refused_with_the_whole_message(
+    journal: Journal, call: object, message: str
+) -> None:
+    with pytest.raises(JournalValueError) as info:
+        call(journal)  # type: ignore[operator]
+    assert str(info.value) == message
+    assert journal.last_seq == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        (lambda j: j.append("device", {"x": float("nan")}, ts=T0), "record"),
+        (lambda j: j.append_publish("state", {"x": object()}, retained=True, ts=T0), "body"),
+    ],
+)
+def test_json_refusals_name_what_was_not_json(journal: Journal, call: object, what: str) -> None:
+    with pytest.raises(JournalValueError, match=f"^{what} is not JSON: "):
+        call(journal)  # type: ignore[operator]
+
+
+def test_any_letters_make_a_topic(journal: Journal) -> None:
+    message = journal.append_publish("display/X1", {}, retained=False, ts=T0)
+    assert message.topic == "display/X1"
+
+
+def test_a_keyed_journal_chains_every_record_with_its_hmac(tmp_path: Path) -> None:
+    key = b"the table's key"
+    path = tmp_path / "t1.db"
+    with Journal.open(path, key=key) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+    with Journal.open(path, readonly=True, key=key) as reader:
+        assert reader.key == key
+        (raw,) = reader.raw_records()
+    record = b"1\n2026-11-29T14:03:07.123Z\ndevice\n" + b'{"n":1}\n'
+    assert raw.hash == hmac.new(key, bytes(32) + record, hashlib.sha256).digest()
+
+
+def test_raw_records_and_pending_read_in_pages(journal: Journal) -> None:
+    with journal.batch():
+        for i in range(600):
+            journal.append_publish("state", {"i": i}, retained=False, ts=T0)
+    assert [r.seq for r in journal.raw_records()] == list(range(1, 601))
+    assert [r.seq for r in journal.raw_records(590)] == list(range(591, 601))
+    assert [m.seq for m in journal.pending()] == list(range(1, 101))  # 100 by default
+
+
+def test_published_and_snapshot_records_read_back(journal: Journal) -> None:
+    message = journal.append_publish("state", {"n": 1}, retained=True, ts=T0)
+    journal.mark_published(message.seq)
+    journal.append("snapshot", {"state": 1}, ts=T0)
+    journal.append("snapshot", {"state": 2}, ts=T0)
+    (publish,) = journal.records(kind="publish")
+    assert publish.record["published"] is True
+    snapshot = journal.latest_snapshot()
+    assert snapshot is not None
+    assert (snapshot.seq, snapshot.kind, snapshot.record) == (3, "snapshot", {"state": 2})
+
+
+# ---------------------------------------------------------------------------------------
+# Read-only opens: what they refuse, and that they never change the file
+
+
+def test_readonly_refusals_name_the_file(tmp_path: Path) -> None:
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    text = tmp_path / "notes.db"
+    text.write_text("not a database at all, just some words to fill a page " * 40)
+    newer = tmp_path / "newer.db"
+    Journal.open(newer).close()
+    with sqlite3.connect(newer) as conn:
+        conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    for path, message in [
+        (tmp_path / "none.db", f"cannot read journal {tmp_path / 'none.db'}: no such file"),
+        (folder, f"cannot read journal {folder}: not a regular file"),
+        (empty, f"{empty} is not a lammer journal"),
+        (text, f"{text} is not a lammer journal: file is not a database"),
+        (newer, f"journal {newer} has schema 4, newer than this lammer's 3"),
+    ]:
+        with pytest.raises(JournalFileError) as info:
+            Journal.open(path, readonly=True)
+        assert (str(info.value), info.value.path) == (message, path)
+    with (
+        Journal.open(newer.with_name("ok.db")) as journal,
+        Journal.open(journal.path, readonly=True) as reader,
+        pytest.raises(JournalValueError) as refused,
+    ):
+        reader.append("device", {}, ts=T0)
+    assert refused.value.path == journal.path
+
+
+def test_readonly_reading_leaves_a_crashed_writer_s_files_as_they_are(tmp_path: Path) -> None:
+    # A writer killed mid-run leaves its -wal: a reader must read through it, not fold it
+    # into the file (that is the next writer's job), and must not add files of its own.
+    live, crashed = tmp_path / "live", tmp_path / "crashed"
+    live.mkdir()
+    crashed.mkdir()
+    with Journal.open(live / "t1.db") as writer:
+        writer.append("device", {"n": 1}, ts=T0)
+        for name in ("t1.db", "t1.db-wal"):
+            (crashed / name).write_bytes((live / name).read_bytes())
+    before = {p.name: p.read_bytes() for p in crashed.iterdir()}
+    with Journal.open(crashed / "t1.db", readonly=True) as reader:
+        assert [r.record for r in reader.records()] == [{"n": 1}]
+    assert {p.name: p.read_bytes() for p in crashed.iterdir() if p.suffix != ".db-shm"} == before
+    # Without a -wal the file is complete: reading it creates nothing beside it.
+    clean = tmp_path / "clean.db"
+    Journal.open(clean).close()
+    with Journal.open(clean, readonly=True) as reader:
+        assert list(reader.records()) == []
+        assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [
+            "clean.db",
+            "clean.db.lock",
+        ]
+
+
+def test_the_lock_file_is_private_and_the_busy_error_names_the_journal(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path):
+        assert mode(tmp_path / "t1.db.lock") == 0o600
+        with pytest.raises(JournalFileError) as info:
+            Journal.open(path)
+        assert info.value.path == path
+
+
+def test_looser_wal_files_are_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    Journal.open(path).close()
+    path.chmod(0o757)
+    holder = sqlite3.connect(path)  # another connection keeps the -wal and -shm there
+    try:
+        holder.execute("SELECT count(*) FROM records").fetchone()
+        for name in ("t1.db-wal", "t1.db-shm"):
+            (tmp_path / name).chmod(0o644)
+        with Journal.open(path):
+            modes = [mode(tmp_path / n) for n in ("t1.db", "t1.db-wal", "t1.db-shm")]
+    finally:
+        holder.close()
+    assert [m & 0o077 for m in modes] == [0, 0, 0]  # nothing for group or others
+    assert modes[0] == 0o700  # the owner keeps what it had
