@@ -564,6 +564,7 @@ def test_an_older_journal_is_brought_up_to_date_with_its_chain(
         f"journal {path} has the older schema {version}: open it once with lammer run (or a"
         " writable open) to bring it up to date"
     )
+    assert info.value.path == path
     with Journal.open(path, key=key) as journal:
         assert [r.hash for r in journal.raw_records()] == expected_chain(key)
         assert journal.last_hash == expected_chain(key)[-1]
