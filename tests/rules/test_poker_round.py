@@ -130,6 +130,7 @@ def test_no_qualifier_at_settle_names_no_hand() -> None:
     result = outcomes[-1]
     assert isinstance(result, CoverAllResult)
     assert (result.outcome, result.pays, result.reason) == ("no_qualifier", None, None)
+    assert (result.round_id, result.game, result.hands) == (5, "CSP", 2)
     # Two pair at P2 is the table's best, but it is no row of the pay table: the result
     # names no hand (mqtt-api.md: hand names are the seed's rows).
     assert result.highest is None
