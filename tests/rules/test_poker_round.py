@@ -438,3 +438,9 @@ def test_frames_out_of_order_flag_the_round_with_its_hands(
     _, outcomes = run(facts)
     [result] = flagged(outcomes)
     assert (result.round_id, result.hands, result.reason) == (812, hands, reason)
+
+
+def test_a_stray_settle_flags_the_open_round_with_the_hands_it_had() -> None:
+    _, outcomes = run([*ROUND_812, RoundDealt(round_id=812, hands=3), RoundSettled(round_id=900)])
+    [result] = flagged(outcomes)
+    assert (result.round_id, result.hands) == (812, 3)
