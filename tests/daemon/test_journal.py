@@ -909,3 +909,18 @@ def test_looser_wal_files_are_made_private(tmp_path: Path) -> None:
         holder.close()
     assert [m & 0o077 for m in modes] == [0, 0, 0]  # nothing for group or others
     assert modes[0] == 0o700  # the owner keeps what it had
+
+
+def test_a_damaged_file_is_a_file_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal, journal.batch():
+        for i in range(300):
+            journal.append("device", {"i": i, "pad": "x" * 200}, ts=T0)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    data[3 * page : 10 * page] = b"\xa5" * (7 * page)  # pages of records overwritten
+    path.write_bytes(bytes(data))
+    with Journal.open(path, readonly=True) as reader, pytest.raises(JournalFileError) as info:
+        list(reader.records())
+    assert str(info.value).startswith(f"journal {path}: ")
+    assert info.value.path == path
