@@ -924,3 +924,14 @@ def test_a_damaged_file_is_a_file_error_naming_it(tmp_path: Path) -> None:
         list(reader.records())
     assert str(info.value).startswith(f"journal {path}: ")
     assert info.value.path == path
+
+
+def test_a_journal_under_a_file_is_a_file_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "state").write_text("a file where the folder should be")
+    path = tmp_path / "state" / "t1.db"
+    with pytest.raises(JournalFileError) as info:
+        Journal.open(path)
+    assert (str(info.value), info.value.path) == (
+        f"cannot open journal {path}: Not a directory",
+        path,
+    )
