@@ -76,8 +76,8 @@ bench: setup
 
 # Mutation testing of the money and durability paths, each module against the test files
 # that cover it (bench/mutate.py; scores and equivalent mutants in docs/mutation.md). Not part
-# of `make test`: about N minutes on 2 cores, at the lowest priority. MODULES=rules/craps.py
-# runs some of them.
+# of `make test`; it runs at the lowest priority and takes long (docs/mutation.md, Scores).
+# MODULES=rules/craps.py runs some of them.
 mutate: setup
 	nice -n 19 $(BIN)/python bench/mutate.py $(MODULES)
 
