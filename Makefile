@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lammer-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo lint typecheck bench schemas setup system-deps clean
+.PHONY: test demo lint typecheck bench mutate schemas setup system-deps clean
 
 setup: system-deps $(STAMP)
 
@@ -79,5 +79,12 @@ schemas: setup
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# Mutation testing of the money and durability paths, each module against the test files
+# that cover it (bench/mutate.py; scores and equivalent mutants in docs/mutation.md). Not part
+# of `make test`; it runs at the lowest priority and takes long (docs/mutation.md, Scores).
+# MODULES=rules/craps.py runs some of them.
+mutate: setup
+	nice -n 19 $(BIN)/python bench/mutate.py $(MODULES)
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf .mutants mutants $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -16,6 +16,8 @@ from drivers.link import (
     FrameDecoder,
     crc16,
     encode_frame,
+    next_seq,
+    parse_number,
     read_header,
 )
 
@@ -260,3 +262,87 @@ def test_never_raises_and_stays_bounded(data: bytes) -> None:
     # after any garbage, a CR LF and a good frame decode
     tail = decoder.feed(b"\r\n$ACK,1*D7D0\r\n")
     assert isinstance(tail[-1], Frame)
+
+
+def test_sequence_numbers_wrap_from_9999_to_1() -> None:
+    # link-layer.md "Sequence numbers": +1, wrapping from 9999 back to 1 (0 is QUERY's).
+    assert [next_seq(s) for s in (0, 1, 9998, 9999)] == [1, 2, 9999, 1]
+
+
+def test_printable_ascii_runs_from_space_to_tilde() -> None:
+    (frame,) = FrameDecoder().feed(encode_frame("STATUS,1,a b~"))
+    assert isinstance(frame, Frame)
+    assert frame.body == "STATUS,1,a b~"
+
+
+@pytest.mark.parametrize("body", ["ROLL,5,2$", "ROLL,5,\x7f", "STATUS,5,X," + "x" * 240])
+def test_a_body_that_cannot_be_framed_still_names_its_seq_for_the_nak(body: str) -> None:
+    with pytest.raises(FrameError) as info:
+        encode_frame(body)
+    assert info.value.seq == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "quote", "reason"),
+    [
+        ("x5", True, "roll id 'x5' is not a decimal number"),
+        ("x5", False, "roll id is not a decimal number"),  # a field of a secret HAND body
+        ("12345678901234", True, "roll id '123456789012' is not a decimal number"),
+        ("10", True, "roll id 10 is out of range 1..9"),
+    ],
+)
+def test_a_number_that_does_not_parse_is_named_and_keeps_the_seq(
+    text: str, quote: bool, reason: str
+) -> None:
+    with pytest.raises(FrameError) as info:
+        parse_number(text, what="roll id", low=1, high=9, seq=7, quote=quote)
+    assert (info.value.reason, info.value.seq) == (reason, 7)
+
+
+def test_a_number_at_the_top_of_its_range_parses() -> None:
+    assert parse_number("9", what="roll id", low=1, high=9) == 9
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"$HAND,7,101$", "frame cut short by a new '$'"),
+        (b"$ACK,1*D7D0\n", "line ends in LF without CR"),
+        (b"$ACK,1D7D0\r\n", "missing '*' before the CRC"),
+        (b"$ACK,1*D7D1\r\n", "bad CRC: the CRC does not match the body"),
+        # The first '*' ends the body (link-layer.md: a BODY holds no '*'), even when
+        # what follows a later '*' is the CRC of everything before it.
+        (_with_crc(b"HELLO,1,A*B"), "CRC field of 6 bytes is not 4 upper-case hex digits"),
+        (_with_crc(b"ack,5"), "message type 'ack' is not upper-case letters"),
+        (
+            _with_crc(b"abcdefghijklmnop,5"),
+            "message type 'abcdefghijkl' is not upper-case letters",
+        ),
+        (_with_crc(b"ACK,05"), "sequence number '05' is not a decimal number"),
+        (_with_crc(b"ROLL,5,\xc3\xa9"), "byte 0xc3 at 7 is not printable ASCII"),
+        (b"$" + b"A" * (MAX_LINE - 2) + b"\r\n", f"line longer than {MAX_LINE} bytes"),
+    ],
+)
+def test_a_bad_frame_s_reason_reads_in_full(raw: bytes, reason: str) -> None:
+    items = FrameDecoder().feed(raw)
+    assert isinstance(items[0], BadFrame)
+    assert items[0].reason == reason
+
+
+def test_a_body_with_a_byte_beyond_ascii_is_a_bad_frame_with_its_seq() -> None:
+    bad = _one_bad(_with_crc(b"ROLL,5,\xff\xfe,2"))
+    assert bad.seq == 5
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_the_tail_of_an_oversize_line_is_counted_as_discarded(chunk: int) -> None:
+    # link-layer.md: the rest of a line over 256 bytes is skipped up to the next LF; what
+    # is kept of it is the bad frame's raw (257 bytes).
+    line = b"$" + b"A" * 1000 + b"\r\n"
+    stream = b"noise" + line + b"$ACK,1*D7D0\r\n"
+    decoder = FrameDecoder()
+    items: list[Frame | BadFrame] = []
+    for start in range(0, len(stream), chunk):
+        items += decoder.feed(stream[start : start + chunk])
+    assert [type(i) for i in items] == [BadFrame, Frame]
+    assert decoder.discarded == len(b"noise") + len(line) - (MAX_LINE + 1)

@@ -136,7 +136,8 @@ def test_hitting_soft_17_busts_more_and_only_under_small_up_cards() -> None:
             assert b.bust > a.bust
 
 
-@pytest.mark.parametrize("decks", [0, -6])
+# True is an int to Python; "decks: true" in a configuration is a mistake, not one deck.
+@pytest.mark.parametrize("decks", [0, -6, True, 1.5])
 def test_fewer_than_one_deck_is_a_config_error(decks: int) -> None:
     with pytest.raises(ConfigError, match="decks"):
         odds_table(decks, False)

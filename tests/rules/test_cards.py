@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from rules.cards import DECK, Card, as_cards, format_cards, parse_card, parse_cards
@@ -69,7 +71,29 @@ def test_as_cards_names_the_bad_item_and_its_place(items: list[str], bad: str, i
     assert f"card {index + 1}" in str(info.value)
 
 
-@pytest.mark.parametrize(("rank", "suit"), [(20, "s"), (1, "s"), (0, "c"), (14, "x"), (14, "sd")])
+@pytest.mark.parametrize(
+    ("rank", "suit"), [(20, "s"), (15, "h"), (1, "s"), (0, "c"), (14, "x"), (14, "sd")]
+)
 def test_a_card_out_of_range_is_a_card_error(rank: int, suit: str) -> None:
     with pytest.raises(CardError, match="not a card"):
         Card(rank, suit)
+
+
+@pytest.mark.parametrize(
+    ("parse", "message"),
+    [
+        (
+            lambda: parse_card("Zz"),
+            "bad card code 'Zz': expected a rank of 23456789TJQKA then a suit of cdhs",
+        ),
+        (
+            lambda: parse_cards("AsKsQ"),
+            "card list 'AsKsQ' has 5 characters (every card is 2): 'Q' at card 3 is not a"
+            " whole card",
+        ),
+    ],
+)
+def test_a_bad_card_message_reads_in_full(parse: Callable[[], object], message: str) -> None:
+    with pytest.raises(CardError) as info:
+        parse()
+    assert str(info.value) == message

@@ -22,6 +22,7 @@ from rules.cover_all import (
     Flagged,
     NoQualifier,
     Win,
+    check_hand,
     classify,
     cover_all_row,
     hand_value,
@@ -279,6 +280,76 @@ def test_bad_rounds_are_flagged_with_a_reason_and_no_card(
     assert isinstance(result, Flagged)
     assert re.search(reason, result.reason)
     assert not CARD_CODE.search(result.reason), result.reason  # cards may be face down
+
+
+@pytest.mark.parametrize(
+    ("game", "hands", "cards", "reason"),
+    [
+        ("CSP", 1, {"DL": "2c3c4c5d7h"}, "no player hand was dealt"),
+        (
+            "CSP",
+            2,
+            {"P9": "AsKsQsJsTs", "DL": "2c3c4c5d7h"},
+            "unknown position 'P9': positions are P1, P2, P3, P4, P5, P6, P7, P8, DL, CM",
+        ),
+        (
+            "CSP",
+            2,
+            {"P1": "AsKsQsJsTs", "DL": "2c3c4c5d7h", "CM": "8d9d"},
+            "CM was dealt, but Caribbean Stud Poker has no community cards",
+        ),
+        (
+            "CSP",
+            2,
+            {"P1": "AsKsQsJsZz", "DL": "2c3c4c5d7h"},
+            "P1 was dealt something that is not a card code (card 5)",
+        ),
+        (
+            "CSP",
+            2,
+            {"P1": "AsKsQsJs", "DL": "2c3c4c5d7h"},
+            "P1 was dealt 4 cards; Caribbean Stud Poker deals 5 to each player",
+        ),
+        (
+            "CSP",
+            2,
+            {"P1": "AsKsQsJsTs", "DL": "2c3c4c5d"},
+            "DL was dealt 4 cards; Caribbean Stud Poker deals 5 to the dealer",
+        ),
+        (
+            "UTH",
+            2,
+            {"P1": "AsKs", "DL": "2c3c", "CM": "4d5d6d7d"},
+            "CM was dealt 4 cards; Ultimate Texas Hold'em deals 5 to the community",
+        ),
+    ],
+)
+def test_a_flag_reason_reads_in_full(
+    game: str, hands: int, cards: Mapping[str, str], reason: str
+) -> None:
+    # The reason is what the floor supervisor reads (mqtt-api.md publishes it as it is).
+    result = resolve_round(game, hands, cards)
+    assert isinstance(result, Flagged)
+    assert result.reason == reason
+
+
+def test_a_hand_is_checked_against_every_good_earlier_position() -> None:
+    # check_hand skips an earlier position whose cards are not codes (it was judged when it
+    # came) and still compares the hand with the positions after it.
+    earlier = {"P1": ["Zz", "Ks", "Qs"], "P2": ["As", "Kd", "Qd"]}
+    reason = check_hand("TCP", "P3", ["Ah", "As", "2c"], earlier)
+    assert reason == "P3 and P2 hold the same card (one deck)"
+
+
+@pytest.mark.parametrize("position", ["P9", "XX", ""])
+def test_a_layout_deals_nothing_to_a_position_that_is_not_one(position: str) -> None:
+    assert LAYOUTS["CSP"].cards_for(position) is None
+    assert LAYOUTS["CSP"].cards_for("P8") == 5
+
+
+def test_a_card_given_twice_is_named_wherever_it_is() -> None:
+    with pytest.raises(HandError, match="card Ks appears twice in one Three Card Poker hand"):
+        classify("TCP", ["2c", "Ks", "Ks"])
 
 
 def test_hands_not_a_column_is_flagged() -> None:

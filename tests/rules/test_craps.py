@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -21,6 +22,7 @@ from rules.craps import (
     initial_state,
     latest_roll_id,
     latest_status,
+    waiting,
 )
 from rules.errors import DecisionError
 from rules.events import (
@@ -98,6 +100,10 @@ class Table:
             apply(self.state, decision)
         assert info.value.roll_id == decision.roll_id
         assert self.state == before
+
+    def refused_with(self, decision: Decision, message: str) -> None:
+        """As ``refused``, the message read whole: the stickperson's terminal shows it."""
+        self.refused(decision, f"^{re.escape(message)}$")
 
 
 def ids(state: CrapsState) -> tuple[int, ...]:
@@ -415,6 +421,173 @@ def test_decision_and_overturn_refusals_name_the_reason() -> None:
     table.refused(overturn(check), "has not been decided yet")
     table.noroll()
     table.refused(overturn(5003), "invalid by rule, not by declaration")
+
+
+def records(outcomes: Iterable[Outcome]) -> list[RollRecorded]:
+    return [o for o in outcomes if isinstance(o, RollRecorded)]
+
+
+def test_every_record_carries_the_roll_s_total_and_the_reason_people_read() -> None:
+    # craps/roll (mqtt-api.md) shows the total and the reason of every record.
+    table = Table()
+    check = table.check((1, 4), "BOWL")
+    behind = table.do(DiceRolled(roll_id=table.take_id(), dice=(2, 4)))
+    second = table.check((1, 2), "SLID")
+    assert records(table.outcomes) == [
+        RollRecorded(
+            roll_id=check,
+            dice=(1, 4),
+            total=5,
+            status="pending",
+            reason="BOWL (68 IAC 10-4-4(c)(4)): waits for the stickperson's decision",
+        ),
+        RollRecorded(
+            roll_id=check + 1,
+            dice=(2, 4),
+            total=6,
+            status="pending",
+            reason=f"waits for the decision on roll {check}",
+        ),
+        RollRecorded(
+            roll_id=second,
+            dice=(1, 2),
+            total=3,
+            status="pending",
+            reason=f"SLID (68 IAC 10-4-4(c)(8)): waits for the decision on roll {check}",
+        ),
+    ]
+    assert len(behind) == 1
+    out = table.do(decide(check, valid=True, operator="stick-ann"))
+    assert records(out) == [
+        RollRecorded(
+            roll_id=check,
+            dice=(1, 4),
+            total=5,
+            status="counted",
+            reason="BOWL (68 IAC 10-4-4(c)(4)): declared valid by stick-ann",
+        ),
+        RollRecorded(
+            roll_id=check + 1,
+            dice=(2, 4),
+            total=6,
+            status="counted",
+            reason=f"waited for the decision on roll {check}",
+        ),
+        RollRecorded(
+            roll_id=second,
+            dice=(1, 2),
+            total=3,
+            status="pending",
+            reason="SLID (68 IAC 10-4-4(c)(8)): waits for the stickperson's decision",
+        ),
+    ]
+    out = table.do(decide(second, valid=False, operator="stick-cy"))
+    assert records(out) == [
+        RollRecorded(
+            roll_id=second,
+            dice=(1, 2),
+            total=3,
+            status="declared_invalid",
+            reason="SLID (68 IAC 10-4-4(c)(8)): declared invalid by stick-cy",
+        )
+    ]
+    out = table.do(overturn(second, operator="floor-di"))
+    assert records(out) == [
+        RollRecorded(
+            roll_id=second,
+            dice=(1, 2),
+            total=3,
+            status="reinstated",
+            reason="declaration of invalid overturned by floor-di"
+            " (68 IAC 10-4-4(c), last sentence)",
+        )
+    ]
+    # Reinstated, the roll counts again like any counted roll: it can be voided, and only
+    # once more reinstated after that (never counted twice).
+    assert latest_status(table.state) == "counted"
+    table.refused_with(
+        overturn(second),
+        f"roll {second} cannot be reinstated: it counts; there is no declaration of invalid"
+        " to overturn",
+    )
+    out = table.do(void(second, clause=3, operator="stick-ann"))
+    assert records(out) == [
+        RollRecorded(
+            roll_id=second,
+            dice=(1, 2),
+            total=3,
+            status="declared_invalid",
+            reason="68 IAC 10-4-4(c)(3): the dice did not leave the shooter's hand"
+            " simultaneously; declared invalid by stick-ann",
+        )
+    ]
+    assert board(table.state).numbers_hit == (5, 6)
+
+
+def test_refusals_read_in_full() -> None:
+    table = Table()
+    table.roll(4)
+    table.roll(6)
+    table.refused_with(
+        void(5001),
+        "roll 5001 cannot be declared invalid: roll 5002 has arrived since, and the window"
+        " closes when the next roll arrives (68 IAC 10-4-4(c))",
+    )
+    table.refused_with(
+        void(5002, clause=5),
+        "roll 5002: clause 5 is not one the stickperson declares here; choose 2, 3 or 6 of"
+        " 68 IAC 10-4-4(c)",
+    )
+    table.refused_with(void(5002, operator=""), "a decision needs the operator who made it")
+    noroll = table.noroll()
+    table.refused_with(
+        void(noroll),
+        f"roll {noroll} cannot be declared invalid: it is a no-roll under 68 IAC 10-4-4(b)"
+        " and never counted",
+    )
+    table.refused_with(
+        overturn(noroll),
+        f"roll {noroll} cannot be reinstated: a no-roll under 68 IAC 10-4-4(b) is invalid by"
+        " rule, not by declaration",
+    )
+    check = table.check((0, 4), "UNREADABLE")
+    table.refused_with(
+        void(check),
+        f"roll {check} cannot be declared invalid: it has not counted yet: it waits for a decision",
+    )
+    table.refused_with(
+        overturn(check), f"roll {check} cannot be reinstated: it has not been decided yet"
+    )
+    table.do(decide(check, valid=False))
+    table.refused_with(
+        void(check), f"roll {check} cannot be declared invalid: it is already declared invalid"
+    )
+    table.refused_with(
+        overturn(check),
+        f"roll {check} cannot be reinstated: a die was unreadable (dice 0, 4), so it has"
+        " nothing to count",
+    )
+
+
+def test_waiting_counts_the_rolls_behind_the_pending_one() -> None:
+    # What ROLL_BACKLOG watches (rules.table).
+    table = Table()
+    assert waiting(table.state) == (0, None)
+    table.roll(4)
+    assert waiting(table.state) == (0, None)
+    check = table.check((2, 2))
+    assert waiting(table.state) == (0, check)
+    table.roll(5, 6)
+    assert waiting(table.state) == (2, check)
+    table.do(decide(check, valid=True))
+    assert waiting(table.state) == (0, None)
+
+
+def test_the_reader_s_last_roll_id_counts() -> None:
+    # dice-reader-icd.md: roll ids run 1 to 999999.
+    state, out = apply(initial_state(1), DiceRolled(roll_id=999_999, dice=(2, 3)))
+    assert statuses(out) == [(999_999, "counted")]
+    assert latest_roll_id(state) == 999_999
 
 
 # ---------------------------------------------------------------------------------------

@@ -139,8 +139,34 @@ def test_live_probability_refuses_a_total_that_cannot_be_a_number(bad: object) -
 
 
 def test_live_probability_refuses_an_unknown_bet() -> None:
-    with pytest.raises(RollError, match="'big_red' is not a Bonus Craps bet"):
+    with pytest.raises(RollError) as info:
         live_probability("big_red", [])  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "'big_red' is not a Bonus Craps bet: choose all_small, all_tall, make_em_all"
+    )
+    with pytest.raises(RollError) as info:
+        live_probability("all_small", [7])
+    assert str(info.value) == (
+        "7 cannot be a number hit: numbers are the totals 2 to 12 other than 7"
+        " (a seven ends the series)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("needed", "probability"),
+    [
+        # One way to roll a 2 or a 12, six to roll a seven: 1 in 7 before it.
+        ([2], Fraction(1, 7)),
+        ([12], Fraction(1, 7)),
+        # Three ways to roll a 4.
+        ([4], Fraction(3, 9)),
+        ([], Fraction(1)),
+    ],
+)
+def test_probability_before_seven_of_single_totals(
+    needed: list[int], probability: Fraction
+) -> None:
+    assert probability_before_seven(needed) == probability
 
 
 def simulate(rng: random.Random, hit: frozenset[int], series: int) -> dict[CrapsBet, int]:

@@ -122,3 +122,40 @@ def test_data_that_is_not_json_is_a_paytable_error() -> None:
         parse_bonus_craps("{")
     with pytest.raises(PaytableError, match="top level must be an object"):
         parse_bonus_craps("[]")
+
+
+BETS = "all_small, all_tall, make_em_all"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[]", "the top level must be an object"),
+        (_data(paytables={}), "paytables must be a non-empty object"),
+        (_data(bets__make_em_all=None), f"bets must be an object with exactly {BETS}"),
+        (_data(paytables__2__all_tall=None), f"paytables.2 must give the odds of exactly {BETS}"),
+        # A pay table that pays nothing is a mis-edit, not a free bet (SD 20:18:33:12 pays "to 1").
+        (
+            _data(paytables__1__all_small="0"),
+            "paytables.1.all_small: '0' is not a positive amount to 1",
+        ),
+        (
+            _data(bets__all_tall__numbers=[8, 13]),
+            "bets.all_tall.numbers: 13 is not a total of 2 to 12 other than 7",
+        ),
+        (
+            _data(bets__all_small__numbers=[1, 2]),
+            "bets.all_small.numbers: 1 is not a total of 2 to 12 other than 7",
+        ),
+    ],
+)
+def test_bad_data_is_refused_with_the_whole_message(text: str, message: str) -> None:
+    with pytest.raises(PaytableError) as info:
+        parse_bonus_craps(text)
+    assert str(info.value) == f"bonus_craps.json: {message}"
+
+
+@pytest.mark.parametrize("odds", ["1", "0.5"])
+def test_odds_of_one_to_one_or_less_are_still_a_pay_table(odds: str) -> None:
+    data = parse_bonus_craps(_data(paytables__2__all_small=odds))
+    assert data.paytables[2]["all_small"] == Decimal(odds)

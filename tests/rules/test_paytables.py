@@ -221,3 +221,111 @@ def test_shipped_data_validates_and_not_json_is_rejected() -> None:
     assert parse_cover_all(json.dumps(shipped())) == {g: cover_all_table(g) for g in REGULATION}
     with pytest.raises(PaytableError, match="is not JSON"):
         parse_cover_all("{")
+
+
+def edit(change: Any) -> Any:
+    """The shipped document after ``change(document)``."""
+    data = shipped()
+    change(data)
+    return data
+
+
+def _set(path: tuple[str | int, ...], value: object) -> Any:
+    def change(data: Any) -> None:
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return edit(change)
+
+
+def _add_key(path: tuple[str | int, ...]) -> Any:
+    def change(data: Any) -> None:
+        node = data
+        for key in path:
+            node = node[key]
+        node["note"] = "x"
+
+    return edit(change)
+
+
+# The regulation's 6-hand Mississippi Stud column with its Straight raised to 11.
+MSP_SIX_HANDS_WITH_STRAIGHT_AT_11 = [
+    "11" if row == "Straight" else cells[0] for row, cells in REGULATION["MSP"][1]
+]
+COLUMNS_MESSAGE = "columns must be total hands 1..9 (8 players and DL), got {}"
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        # The shape of the document and of each game (a mis-edit must not load silently, nor
+        # fail with a KeyError or TypeError that names no cell).
+        ([], "top level: expected an object with a games object"),
+        ({"odds": "to 1", "games": []}, "top level: expected an object with a games object"),
+        (
+            _set(("odds",), "for 1"),
+            'top level: odds must be "to 1" (rule (9): "All pays are TO 1")',
+        ),
+        (
+            _set(("games", "CSP"), []),
+            "game CSP: expected an object with exactly title, columns and rows",
+        ),
+        (
+            _add_key(("games", "CSP")),
+            "game CSP: expected an object with exactly title, columns and rows",
+        ),
+        (_set(("games", "TCP", "title"), ""), "game TCP: title must be a non-empty string"),
+        (_set(("games", "TCP", "title"), 3), "game TCP: title must be a non-empty string"),
+        (_set(("games", "LIR", "columns"), []), "game LIR: " + COLUMNS_MESSAGE.format("[]")),
+        (_set(("games", "LIR", "columns"), "7,6"), "game LIR: " + COLUMNS_MESSAGE.format("'7,6'")),
+        (
+            _set(("games", "LIR", "columns", 6), 0),
+            "game LIR: " + COLUMNS_MESSAGE.format("[7, 6, 5, 4, 3, 2, 0]"),
+        ),
+        (
+            _set(("games", "CSP", "columns", 0), 10),
+            "game CSP: " + COLUMNS_MESSAGE.format("[10, 7, 6, 5, 4, 3, 2]"),
+        ),
+        (
+            _set(("games", "CSP", "columns", 0), True),
+            "game CSP: " + COLUMNS_MESSAGE.format("[True, 7, 6, 5, 4, 3, 2]"),
+        ),
+        (
+            _set(("games", "UTH", "rows"), {}),
+            "game UTH: rows must be objects with exactly hand and pays",
+        ),
+        (
+            _add_key(("games", "UTH", "rows", 1)),
+            "game UTH: rows must be objects with exactly hand and pays",
+        ),
+        (
+            _set(("games", "UTH", "rows", 1), ["Straight Flush"]),
+            "game UTH: rows must be objects with exactly hand and pays",
+        ),
+        (
+            _set(("games", "UTH", "rows", 0, "pays"), "70"),
+            "game UTH, Royal Flush: expected 6 pays, one a column",
+        ),
+        (
+            _set(("games", "MSP", "rows", 5, "pays", 0), "11"),
+            "game MSP, 6 hands: a higher hand pays less than a lower one:"
+            f" {MSP_SIX_HANDS_WITH_STRAIGHT_AT_11}",
+        ),
+    ],
+)
+def test_a_mis_edited_document_is_refused_with_the_whole_message(broken: Any, message: str) -> None:
+    with pytest.raises(PaytableError) as info:
+        parse_cover_all(json.dumps(broken))
+    assert str(info.value) == f"cover_all.json, {message}"
+
+
+def test_nine_hands_and_equal_neighbours_are_a_valid_table() -> None:
+    # Rule (4): up to 8 players and the dealer, so a 9-hand column is allowed; a column only
+    # must never pay a higher hand less, so two hands may pay the same.
+    data = _set(("games", "CSP", "columns", 0), 9)
+    row_of(data, "UTH", "Straight Flush")["pays"][0] = "70"
+    tables = parse_cover_all(json.dumps(data))
+    assert tables["CSP"].column(9)[0] == cover_all_paytable("CSP", 8)[0]
+    assert [r.pays for r in tables["UTH"].column(7)[:2]] == [Decimal(70), Decimal(70)]

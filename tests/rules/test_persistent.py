@@ -54,7 +54,7 @@ def test_empty_queue_and_bounds() -> None:
         _ = empty.last
     with pytest.raises(IndexError):
         empty.popleft()
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=r"^cannot drop 3 items from a queue of 2$"):
         PersistentQueue("ab").drop(3)
     with pytest.raises(IndexError):
         PersistentQueue("ab").drop(-1)

@@ -36,7 +36,9 @@ from rules.poker_round import (
     PokerFact,
     PokerRoundState,
     apply,
+    forget_closed,
     initial_state,
+    is_closed,
     open_round_id,
 )
 
@@ -128,6 +130,7 @@ def test_no_qualifier_at_settle_names_no_hand() -> None:
     result = outcomes[-1]
     assert isinstance(result, CoverAllResult)
     assert (result.outcome, result.pays, result.reason) == ("no_qualifier", None, None)
+    assert (result.round_id, result.game, result.hands) == (5, "CSP", 2)
     # Two pair at P2 is the table's best, but it is no row of the pay table: the result
     # names no hand (mqtt-api.md: hand names are the seed's rows).
     assert result.highest is None
@@ -397,3 +400,47 @@ def test_any_frames_replay_exactly_and_never_leak_a_card(
         if isinstance(outcome, CoverAllResult) and outcome.outcome == "win":
             assert outcome.pays is not None
             assert outcome.highest is not None
+
+
+def test_a_closed_round_is_known_until_the_shuffler_says_hello() -> None:
+    state, _ = run([*ROUND_812, RoundDealt(round_id=812, hands=3), RoundSettled(round_id=812)])
+    assert is_closed(state, 812)
+    assert not is_closed(state, 813)
+    state = forget_closed(state)  # shuffler-icd.md: the round counter may start again
+    assert not is_closed(state, 812)
+    opened, outcomes = run([hand(812, "P1", "AsKsQsJsTs")], state)
+    assert (open_round_id(opened), outcomes) == (812, [])
+
+
+def test_the_shuffler_s_last_round_id_opens_a_round() -> None:
+    state, outcomes = run([hand(999_999, "P1", "AsKsQsJsTs")])
+    assert (open_round_id(state), outcomes) == (999_999, [])
+
+
+@pytest.mark.parametrize(
+    ("facts", "hands", "reason"),
+    [
+        (
+            [*ROUND_812, RoundDealt(round_id=812, hands=3), RoundDealt(round_id=812, hands=3)],
+            3,
+            "ROUND came twice for one round",
+        ),
+        (
+            [*ROUND_812, RoundSettled(round_id=812)],
+            None,
+            "SETTLE came before ROUND: the deal was never completed",
+        ),
+    ],
+)
+def test_frames_out_of_order_flag_the_round_with_its_hands(
+    facts: list[PokerFact], hands: int | None, reason: str
+) -> None:
+    _, outcomes = run(facts)
+    [result] = flagged(outcomes)
+    assert (result.round_id, result.hands, result.reason) == (812, hands, reason)
+
+
+def test_a_stray_settle_flags_the_open_round_with_the_hands_it_had() -> None:
+    _, outcomes = run([*ROUND_812, RoundDealt(round_id=812, hands=3), RoundSettled(round_id=900)])
+    [result] = flagged(outcomes)
+    assert (result.round_id, result.hands) == (812, 3)
