@@ -7,8 +7,10 @@ with Nagle on either side about 0.5% of messages stall 40 ms.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -32,12 +34,32 @@ def mosquitto_path() -> str:
     return found
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def listen_ports() -> range:
+    """Ports to listen on for private brokers: below the kernel's ephemeral range
+    (``net.ipv4.ip_local_port_range``, 32768 and up by default), which outgoing connections
+    take their local port from. A port picked there and bound a moment later can be taken
+    in between by any client's connection (a bridge's, say): "Address already in use"."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    if low - 10000 < 2000:  # an unusual range: anything unprivileged, as the kernel would
+        return range(1024, 65536)
+    return range(10000, low)
+
+
+def free_port(*, rng: random.Random | None = None) -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago, from ``listen_ports()``."""
+    rng = rng or random.Random()
+    ports = listen_ports()
+    for _ in range(200):
+        port = rng.choice(ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BrokerError("no free port on 127.0.0.1")
 
 
 def broker_config(port: int, *, user: str | None = None) -> str:

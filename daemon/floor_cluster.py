@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.broker import BrokerError
+from daemon.broker import BrokerError, listen_ports
 from daemon.floor_config import FloorPlan, Node, generate, plan_floor
 
 
@@ -48,8 +48,9 @@ def free_ranges(nodes: int, kinds: int = 4, *, rng: random.Random | None = None)
     """``kinds`` first ports, each of ``nodes`` consecutive ports free on 127.0.0.1 a
     moment ago (spaced so that no two ranges overlap)."""
     rng = rng or random.Random()
+    ports = listen_ports()
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - 64 * kinds)
+        base = rng.randrange(ports.start, ports.stop - 64 * kinds)
         starts = [base + 64 * k for k in range(kinds)]
         if all(_range_free(start, nodes) for start in starts):
             return starts

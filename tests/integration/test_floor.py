@@ -9,7 +9,9 @@ started again later. Then:
 
 * the pit system saw every message every table published (each table's journal is the
   truth), each ``seq`` in increasing order per table (a repeat of a ``seq`` it has seen is
-  allowed: QoS 1 after a failover);
+  allowed: QoS 1 after a failover), except a message the table's daemon published again
+  when its bridge dropped (``floor_resend``: the node may have acknowledged it and lost
+  it), which may arrive late;
 * every node holds the right retained state of every table (the latest of each retained
   topic in the journal), and each bridge's status ``1``;
 * a request sent from the floor (user ``terminal``) reaches a table and its answer comes
@@ -87,6 +89,28 @@ def first_seqs(sub: FloorSubscriber, bases: list[str]) -> dict[str, list[int]]:
     return out
 
 
+def arrived_late(firsts: list[int]) -> set[int]:
+    """The seqs that first arrived after a higher one had."""
+    late: set[int] = set()
+    highest = -1
+    for seq in firsts:
+        if seq < highest:
+            late.add(seq)
+        highest = max(highest, seq)
+    return late
+
+
+def resent_seqs(controller: Controller) -> set[int]:
+    """The seqs the controller's daemon published again for its floor bridge, from its log."""
+    out: set[int] = set()
+    for e in controller.table.log_events():
+        if e.get("event") == "floor bridge down: publishing the last messages again" and e.get(
+            "messages"
+        ):
+            out.update(range(e["first_seq"], e["last_seq"] + 1))
+    return out
+
+
 def missing(sub: FloorSubscriber, expected: dict[str, set[int]]) -> dict[str, list[int]]:
     """Per table, the published ``seq``s the subscriber has not received."""
     got = first_seqs(sub, list(expected))
@@ -142,6 +166,10 @@ async def test_floor_survives_a_node_and_loses_nothing(
         journals = {c.table.base: c.table.journal("--kind", "publish") for c in controllers}
         expected = {base: {r["seq"] for r in records} for base, records in journals.items()}
         published = sum(len(v) for v in expected.values())
+        # What each daemon published again when its floor bridge dropped (floor_resend):
+        # nats-server 2.9 acknowledges a QoS 1 message before storing it, so a message in
+        # flight as node 1 died reaches the floor only as such a copy, late.
+        again = {c.table.base: resent_seqs(c) for c in controllers}
         assert published >= CONTROLLERS * 20, f"too little play to show anything: {published}"
         for sub in (pit, steady):
             await until(
@@ -151,7 +179,13 @@ async def test_floor_survives_a_node_and_loses_nothing(
                 CATCH_UP,
             )
             for base, firsts in first_seqs(sub, bases).items():
-                assert firsts == sorted(firsts), f"{base}: out of seq order: {firsts}"
+                late = arrived_late(firsts)
+                assert late <= again[base], (
+                    f"{base}: out of seq order and not published again: "
+                    f"{sorted(late - again[base])} in {firsts}"
+                )
+                in_order = [s for s in firsts if s not in late]
+                assert in_order == sorted(in_order), f"{base}: out of seq order: {firsts}"
                 assert set(firsts) == expected[base], f"{base}: a seq the table never published"
         assert pit.connections[0] == 1, pit.connections
         assert len(set(pit.connections)) >= 2, pit.connections  # it moved to another node
