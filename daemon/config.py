@@ -118,6 +118,19 @@ def _existing_file(value: Path, info: ValidationInfo) -> Path:
     return value
 
 
+def _private_file(value: Path, info: ValidationInfo) -> Path:
+    """An existing regular file only its owner may read or write (a password, a key)."""
+    value = _existing_file(value, info)
+    mode = value.stat().st_mode & 0o777
+    if mode & 0o077:
+        # A secret others may read (or replace) is no secret: refuse it, as ssh does.
+        raise ValueError(
+            f"must be readable by its owner only, got mode {mode:04o} "
+            f"(group or others may read or write it): chmod 600 {value}"
+        )
+    return value
+
+
 class _Section(BaseModel):
     """Common settings: frozen, unknown keys forbidden."""
 
@@ -305,17 +318,7 @@ class MqttSection(_Section):
     @field_validator("password_file")
     @classmethod
     def _password_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        if value is None:
-            return None
-        value = _existing_file(value, info)
-        mode = value.stat().st_mode & 0o777
-        if mode & 0o077:
-            # A secret others may read (or replace) is no secret: refuse it, as ssh does.
-            raise ValueError(
-                f"must be readable by its owner only, got mode {mode:04o} "
-                f"(group or others may read or write it): chmod 600 {value}"
-            )
-        return value
+        return None if value is None else _private_file(value, info)
 
     def read_password(self) -> str | None:
         """The password from ``password_file`` (first line, without its newline), or None."""
@@ -419,12 +422,7 @@ class JournalSection(_Section):
     def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
-        mode = value.stat().st_mode & 0o777
-        if mode & 0o077:
-            raise ValueError(
-                f"must be readable by its owner only, got mode {mode:04o}: chmod 600 {value}"
-            )
+        value = _private_file(value, info)
         if value.stat().st_size < 16:
             raise ValueError(f"holds {value.stat().st_size} bytes: a key needs 16 or more")
         return value

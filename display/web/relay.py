@@ -172,6 +172,23 @@ class Hub:
             client.push(text)
 
 
+def _client(
+    config: WebConfig, host: str, port: int, identifier: str, user: str | None, password: str | None
+) -> aiomqtt.Client:
+    """An MQTT client of the server's: keepalive half the page's, waits bounded by
+    ``session``, Nagle off."""
+    return aiomqtt.Client(
+        host,
+        port,
+        identifier=identifier,
+        username=user,
+        password=password,
+        keepalive=max(5, config.keepalive // 2),
+        timeout=UNBOUNDED,
+        socket_options=_nodelay(),
+    )
+
+
 class Follower:
     """The ``display`` user's subscription: broker -> store -> browsers."""
 
@@ -206,15 +223,8 @@ class Follower:
         while True:
             host, port = self.nodes.current
             try:
-                client = aiomqtt.Client(
-                    host,
-                    port,
-                    identifier=identifier,
-                    username=config.mqtt_user,
-                    password=config.mqtt_password(),
-                    keepalive=max(5, config.keepalive // 2),
-                    timeout=UNBOUNDED,
-                    socket_options=_nodelay(),
+                client = _client(
+                    config, host, port, identifier, config.mqtt_user, config.mqtt_password()
                 )
                 async with session(client):
                     await subscribe(client, f"{config.prefix}/+/#")
@@ -267,15 +277,8 @@ class Terminal:
         while True:
             host, port = self.nodes.current
             try:
-                client = aiomqtt.Client(
-                    host,
-                    port,
-                    identifier=identifier,
-                    username=config.terminal_user,
-                    password=config.terminal_password(),
-                    keepalive=max(5, config.keepalive // 2),
-                    timeout=UNBOUNDED,
-                    socket_options=_nodelay(),
+                client = _client(
+                    config, host, port, identifier, config.terminal_user, config.terminal_password()
                 )
                 async with session(client):
                     await subscribe(client, f"{config.prefix}/+/response/+")

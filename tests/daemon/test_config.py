@@ -303,6 +303,52 @@ def test_password_file_others_may_read_or_write_is_refused(tmp_path: Path, mode:
     )
 
 
+@pytest.mark.parametrize(
+    ("mode", "size", "problem"),
+    [
+        (
+            0o640,
+            32,
+            "must be readable by its owner only, got mode 0640 "
+            "(group or others may read or write it): chmod 600 {key}",
+        ),
+        (
+            0o604,
+            32,
+            "must be readable by its owner only, got mode 0604 "
+            "(group or others may read or write it): chmod 600 {key}",
+        ),
+        (0o600, 15, "holds 15 bytes: a key needs 16 or more"),
+    ],
+)
+def test_hmac_key_file_others_may_read_or_too_short_is_refused(
+    tmp_path: Path, mode: int, size: int, problem: str
+) -> None:
+    key = tmp_path / "t1.key"
+    key.write_bytes(b"k" * size)
+    key.chmod(mode)
+    found = problems(
+        tmp_path,
+        '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+        '[journal]\nhmac_key_file = "t1.key"\n',
+    )
+    assert found == ("journal.hmac_key_file: " + problem.format(key=key),)
+
+
+def test_hmac_key_file_of_its_owner_only_is_read(tmp_path: Path) -> None:
+    key = tmp_path / "t1.key"
+    key.write_bytes(b"0123456789abcdef")
+    key.chmod(0o400)
+    config = load_config(
+        write(
+            tmp_path,
+            '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+            '[journal]\nhmac_key_file = "t1.key"\n',
+        )
+    )
+    assert config.journal.read_key() == b"0123456789abcdef"
+
+
 @pytest.mark.parametrize("mode", [0o600, 0o400])
 def test_password_file_of_its_owner_only_is_accepted(tmp_path: Path, mode: int) -> None:
     secret = tmp_path / "t1.password"
