@@ -654,9 +654,16 @@ def _path_problem(path: Path) -> str | None:
 
 
 def _foreign_file_problems(out: Path) -> list[str]:
+    return foreign_files(
+        [out / "mosquitto.conf", out / "acl"], marker=GENERATED_BY, tool="broker-config"
+    )
+
+
+def foreign_files(paths: Iterable[Path], *, marker: str, tool: str) -> list[str]:
+    """A problem for each of ``paths`` that exists and was not written by ``tool`` (its
+    first 400 characters lack ``marker``): such a file is never overwritten."""
     problems = []
-    for name in ("mosquitto.conf", "acl"):
-        path = out / name
+    for path in paths:
         try:
             head = path.read_text(encoding="utf-8", errors="replace")[:400]
         except (FileNotFoundError, NotADirectoryError):
@@ -664,9 +671,9 @@ def _foreign_file_problems(out: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"--out: cannot read {path}: {exc.strerror}")
             continue
-        if GENERATED_BY not in head:
+        if marker not in head:
             problems.append(
-                f"--out: {path} was not written by broker-config: choose another directory "
+                f"--out: {path} was not written by {tool}: choose another directory "
                 "or move the file away (it is never overwritten)"
             )
     return problems

@@ -62,6 +62,7 @@ from daemon import floor
 from daemon.broker_config import (
     Change,
     Endpoint,
+    foreign_files,
     is_loopback,
     keep_or_make_password,
     make_dir,
@@ -341,22 +342,8 @@ def _escape_problem(text: str) -> str | None:
 
 
 def _foreign_files(out: Path, nodes: int) -> list[str]:
-    problems = []
-    for index in range(1, max(nodes, 0) + 1):
-        path = out / f"floor-{index}" / "nats.conf"
-        try:
-            head = path.read_text(encoding="utf-8", errors="replace")[:400]
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError as exc:
-            problems.append(f"--out: cannot read {path}: {exc.strerror}")
-            continue
-        if GENERATED_BY not in head:
-            problems.append(
-                f"--out: {path} was not written by floor-config: choose another directory "
-                "or move the file away (it is never overwritten)"
-            )
-    return problems
+    paths = [out / f"floor-{index}" / "nats.conf" for index in range(1, max(nodes, 0) + 1)]
+    return foreign_files(paths, marker=GENERATED_BY, tool="floor-config")
 
 
 # ---------------------------------------------------------------------------------------
