@@ -1221,6 +1221,16 @@ class Change:
     detail: str = ""
     diff: tuple[str, ...] = ()
 
+    def line(self, out: Path) -> str:
+        """The change as a line of the command's report (the path relative to ``out``)."""
+        try:
+            shown = str(self.path.relative_to(out)) or "."
+        except ValueError:
+            shown = str(self.path)
+        if not self.detail:
+            return f"  {self.status:<9} {shown}"
+        return f"  {self.status:<9} {shown:<24} {self.detail}"
+
 
 @dataclass(frozen=True, slots=True)
 class Wiring:

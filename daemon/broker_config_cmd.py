@@ -26,7 +26,6 @@ from daemon.broker_config import (
     DEFAULT_DATA_DIR,
     DEFAULT_TLS_LISTEN,
     BrokerConfigError,
-    Change,
     Generated,
     Listener,
     generate,
@@ -143,7 +142,7 @@ def report(generated: Generated) -> list[str]:
     lines = [f"{plan.out}: {len(plan.tables)} table{'s' if len(plan.tables) != 1 else ''}: "]
     lines[0] += tables
     for change in generated.changes:
-        lines.append(_change_line(change, plan.out))
+        lines.append(change.line(plan.out))
         lines += [f"    {d}" for d in change.diff]
     lines.append("listeners: " + "; ".join(_listener(listener) for listener in plan.listeners))
     lines += [f"note: {note}" for note in generated.notes]
@@ -170,16 +169,6 @@ def report(generated: Generated) -> list[str]:
             "bcrypt hash of the password, never the password), then reload the floor"
         )
     return lines
-
-
-def _change_line(change: Change, out: Path) -> str:
-    try:
-        shown = str(change.path.relative_to(out)) or "."
-    except ValueError:
-        shown = str(change.path)
-    if not change.detail:
-        return f"  {change.status:<9} {shown}"
-    return f"  {change.status:<9} {shown:<24} {change.detail}"
 
 
 def _listener(listener: Listener) -> str:

@@ -19,7 +19,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from daemon.broker_config import Change
 from daemon.floor_config import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER,
@@ -124,7 +123,7 @@ def report(generated: Generated) -> list[str]:
         f"{len(plan.controllers)} controllers, {tables} table{'s' if tables != 1 else ''}"
     ]
     for change in generated.changes:
-        lines.append(_change_line(change, plan.out))
+        lines.append(change.line(plan.out))
         lines += [f"    {d}" for d in change.diff]
     for c in plan.controllers:
         ids = ", ".join(t.id for t in c.declaration.tables)
@@ -146,13 +145,3 @@ def report(generated: Generated) -> list[str]:
         f"{plan.credentials_dir}/"
     )
     return lines
-
-
-def _change_line(change: Change, out: Path) -> str:
-    try:
-        shown = str(change.path.relative_to(out)) or "."
-    except ValueError:
-        shown = str(change.path)
-    if not change.detail:
-        return f"  {change.status:<9} {shown}"
-    return f"  {change.status:<9} {shown:<24} {change.detail}"
