@@ -1,5 +1,5 @@
 # lammer: two commands on a fresh Debian machine with Python 3.11.
-#   make demo   venv + dependencies (Mosquitto, Chromium included), then a simulated casino floor
+#   make demo   venv + dependencies (Mosquitto, NATS, Chromium included), then a simulated casino floor
 #   make test   the same setup, then ruff, mypy (strict), the import contracts and the tests
 SHELL := /bin/bash
 PYTHON ?= python3
