@@ -57,6 +57,7 @@ class FloorMessage:
     payload: bytes
     retained: bool
     node: int  # which node it came through (1-based)
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def body(self) -> Any:
@@ -87,6 +88,7 @@ class FloorSubscriber:
         self.identifier = f"test-floor-{uuid.uuid4().hex[:8]}"
         self.messages: list[FloorMessage] = []
         self.connections: list[int] = []
+        self.events: list[tuple[float, int, str]] = []  # (monotonic time, node, what happened)
         self.ready = asyncio.Event()
         self._client: aiomqtt.Client | None = None
         self._task: asyncio.Task[None] | None = None
@@ -121,6 +123,7 @@ class FloorSubscriber:
                     keepalive=10,
                 ) as client:
                     self.connections.append(self.node)
+                    self.events.append((time.monotonic(), self.node, "connected"))
                     if self.clean or not subscribed:
                         for topic in self.filters:
                             granted = await client.subscribe(topic, qos=1)
@@ -136,8 +139,8 @@ class FloorSubscriber:
                         self.messages.append(
                             FloorMessage(message.topic.value, data, bool(message.retain), self.node)
                         )
-            except aiomqtt.MqttError:
-                pass
+            except aiomqtt.MqttError as exc:
+                self.events.append((time.monotonic(), self.node, f"left: {exc}"))
             finally:
                 self._client = None
                 self.ready.clear()

@@ -111,6 +111,21 @@ def resent_seqs(controller: Controller) -> set[int]:
     return out
 
 
+def what_is_missing(sub: FloorSubscriber, expected: dict[str, set[int]], start: float) -> str:
+    """For a failure: what the subscriber lacks, its connections and its last arrivals
+    (seconds since play began)."""
+    lost = missing(sub, expected)
+    last: dict[str, float] = {}
+    for m in sub.messages:
+        last["/".join(m.topic.split("/")[:2])] = m.at - start
+    events = [f"{t - start:.1f}s node {node}: {what}" for t, node, what in sub.events]
+    return (
+        f"subscriber that started on node {sub.connections[0]}: missing {lost}; "
+        f"last arrival per table { ({k: round(v, 1) for k, v in sorted(last.items())}) }; "
+        f"connections {events}"
+    )
+
+
 def missing(sub: FloorSubscriber, expected: dict[str, set[int]]) -> dict[str, list[int]]:
     """Per table, the published ``seq``s the subscriber has not received."""
     got = first_seqs(sub, list(expected))
@@ -171,13 +186,17 @@ async def test_floor_survives_a_node_and_loses_nothing(
         # flight as node 1 died reaches the floor only as such a copy, late.
         again = {c.table.base: resent_seqs(c) for c in controllers}
         assert published >= CONTROLLERS * 20, f"too little play to show anything: {published}"
-        for sub in (pit, steady):
+        try:
             await until(
-                lambda sub=sub: not missing(sub, expected),  # type: ignore[misc]
-                f"every message at the subscriber that started on node {sub.connections[0]} "
-                f"(missing {missing(sub, expected)})",
+                lambda: not any(missing(sub, expected) for sub in (pit, steady)),
+                "every message at both subscribers",
                 CATCH_UP,
             )
+        except AssertionError:
+            raise AssertionError(
+                "\n".join(what_is_missing(sub, expected, started) for sub in (pit, steady))
+            ) from None
+        for sub in (pit, steady):
             for base, firsts in first_seqs(sub, bases).items():
                 late = arrived_late(firsts)
                 assert late <= again[base], (
