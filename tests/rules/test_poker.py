@@ -29,8 +29,10 @@ from rules.poker import (
     evaluate_four_card,
     evaluate_standard5,
     evaluate_three_card,
+    build_standard7,
     evaluator,
     poker_game,
+    standard7_built,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -460,3 +462,21 @@ def test_no_evaluator_for_other_sizes_and_no_other_game() -> None:
         evaluator(STANDARD, 6)
     with pytest.raises(HandError, match="'BJ'"):
         poker_game("BJ")
+
+
+def test_refusals_name_the_games_and_hands_there_are() -> None:
+    with pytest.raises(HandError) as refused:
+        poker_game("BJ")
+    assert str(refused.value) == (
+        "no Cover All Bonus for game 'BJ': it is offered with CSP, FCP, LIR, MSP, TCP, UTH"
+    )
+    with pytest.raises(HandError) as refused:
+        THREE_CARD.index("Full House")
+    assert str(refused.value) == "Three Card Poker ranking has no hand 'Full House'"
+    assert [poker_game(g) for g in ("CSP", "UTH")] == ["CSP", "UTH"]
+    assert FOUR_CARD.index("Four Aces") == len(FOUR_CARD.categories) - 1
+
+
+def test_once_built_the_seven_card_table_says_so() -> None:
+    build_standard7()
+    assert standard7_built()
