@@ -10,7 +10,9 @@ only the tests that reached the mutated function. Two consequences, both handled
   has already run, unmutated, in that parent, and a cache filled there hides a mutant. So
   every mutant mutmut reports as surviving is run again in a fresh interpreter with the
   mutant switched on before anything is imported (the "fresh" pass), against the tests
-  mutmut saw reach its function, or the module's whole list when none did.
+  mutmut saw reach its function, then, if those pass, against the module's whole list:
+  mutmut credits the calls a function makes at import to whichever test first imported the
+  module, so for such a function the tests it names are not all the tests that judge it.
 * A mutant that makes ``mypy --strict`` fail is caught: ``make test`` runs mypy on every
   package, so such a change can never land.
 
@@ -197,9 +199,13 @@ def run_module(module: str, *, children: int, known: dict[str, str], reuse: bool
     # Survivors not listed as equivalent get the fresh pass, ``children`` at a time.
     again = [n for n, c in codes.items() if c in _MISSED and n not in known]
     covering = _covering(work)
+
+    def fresh_kill(name: str) -> bool:
+        first = covering.get(_function(name), tests)
+        return _fresh_kill(work, name, first) or (first != tests and _fresh_kill(work, name, tests))
+
     with ThreadPoolExecutor(max_workers=children) as pool:
-        kills = pool.map(lambda n: _fresh_kill(work, n, covering.get(_function(n), tests)), again)
-        fresh = dict(zip(again, kills, strict=True))
+        fresh = dict(zip(again, pool.map(fresh_kill, again), strict=True))
     for name, code in sorted(codes.items(), key=lambda kv: _order(kv[0])):
         if code in _CAUGHT:
             kind = _CAUGHT[code]
@@ -224,8 +230,9 @@ def _function(mutant: str) -> str:
 
 def _covering(work: Path) -> dict[str, tuple[str, ...]]:
     """The tests mutmut saw reach each function (node ids; their files when there are many).
-    A function no test reached, such as one that only runs at import, is not listed: its
-    mutants are run against all of the module's test files."""
+    A function no test reached is not listed: its mutants are run against all of the
+    module's test files (so are those of a listed one whose tests pass: see the module
+    docstring)."""
     stats = json.loads((work / "mutants" / "mutmut-stats.json").read_text())
     out: dict[str, tuple[str, ...]] = {}
     for function, node_ids in stats["tests_by_mangled_function_name"].items():

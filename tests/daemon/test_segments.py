@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import stat
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -17,12 +18,16 @@ import pytest
 from daemon.app import TableDaemon
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
+from daemon.errors import JournalFileError
 from daemon.journal import GENESIS, Journal
 from daemon.notify import Notifier
 from daemon.segments import (
+    archive,
+    archive_dir,
     archived,
     expired,
     gaming_day,
+    install,
     next_path,
     open_live,
     read_records,
@@ -315,3 +320,232 @@ def test_a_cut_rotation_finished_under_new_settings_still_verifies(live: Path) -
     again.journal.close()
     report = verify_journal(live)
     assert report.intact, report.summary()
+
+
+def test_a_gaming_day_may_begin_at_half_past() -> None:
+    half_past_six = time(6, 30)
+    assert gaming_day(datetime(2026, 11, 30, 6, 29, tzinfo=UTC), half_past_six, UTC) == date(
+        2026, 11, 29
+    )
+    assert gaming_day(datetime(2026, 11, 30, 6, 30, tzinfo=UTC), half_past_six, UTC) == date(
+        2026, 11, 30
+    )
+
+
+def test_the_archive_lists_this_tables_segments_among_anything_else_kept_there(
+    tmp_path: Path,
+) -> None:
+    live = tmp_path / "t1.db"
+    folder = archive_dir(live)
+    folder.mkdir()
+    days = [date(2026, 11, 26) + timedelta(days=i) for i in range(4)]
+    mine = [folder / f"t1-{100 * i + 1:012d}-{day.isoformat()}.db" for i, day in enumerate(days)]
+    # Another table's journal beside this one, WALs moved with their segments, a note.
+    others = [folder / f"t2-{100 * i + 1:012d}-{day.isoformat()}.db" for i, day in enumerate(days)]
+    others += [p.with_name(p.name + side) for p in mine for side in ("-wal", "-shm")]
+    others += [folder / "README.txt", folder / "t1-1-2026-11-26.db"]
+    for path in [*others, *mine]:
+        path.write_bytes(b"")
+    assert [(s.path, s.first_seq, s.day) for s in archived(live)] == [
+        (path, 100 * i + 1, day) for i, (path, day) in enumerate(zip(mine, days, strict=True))
+    ]
+
+
+def test_the_next_segment_is_written_beside_the_live_one_as_path_dot_next(live: Path) -> None:
+    assert next_path(live) == live.parent / "t1.db.next"
+
+
+def test_a_table_with_an_hmac_key_writes_its_live_segment_with_it(live: Path) -> None:
+    key = b"k" * 32
+    clock = Clock()
+    core = TableCore(config_for(live.parent), open_live(live, key=key), version="test", clock=clock)
+    core.start()
+    roll(core, 1)
+    core.close()
+    core.journal.close()
+    report = verify_journal(live, key=key)
+    assert report.hmac
+    assert report.intact, report.summary()
+    assert not verify_journal(live).intact  # not plain SHA-256: the key was used
+
+
+def test_the_refusal_of_a_lost_live_segment_names_both_paths(live: Path) -> None:
+    clock = Clock()
+    core = TableCore(config_for(live.parent), open_live(live), version="test", clock=clock)
+    core.start()
+    clock.now += timedelta(hours=2)
+    core.tick()
+    core.journal.close()
+    live.unlink()
+    with pytest.raises(JournalFileError) as refused:
+        open_live(live)
+    assert str(refused.value) == (
+        f"journal {live} is missing but {live.parent / 'archive'} holds closed segments: "
+        "restore the live file (a new one would number records from 1 again)"
+    )
+    assert refused.value.path == live
+
+
+def test_reading_a_journal_that_is_not_there_names_its_path(live: Path) -> None:
+    with pytest.raises(JournalFileError) as refused:
+        list(read_records(live))
+    assert str(refused.value) == f"cannot read journal {live}: no such file"
+    assert refused.value.path == live
+
+
+def leftovers(live: Path) -> list[str]:
+    """Files of the next segment (or their locks) left beside the live one."""
+    return sorted(p.name for p in live.parent.iterdir() if p.name.startswith(live.name + ".next"))
+
+
+def sealed_journal(live: Path) -> list[tuple[int, str]]:
+    """A live segment sealed by a rotation that went no further; its records."""
+    core = TableCore(config_for(live.parent), open_live(live), version="test", clock=Clock())
+    core.start()
+    roll(core, 1)
+    core.journal.seal({"gaming_day": "2026-11-29"}, ts=T0)
+    core.journal.close()
+    return [(r.seq, r.kind) for r in read_records(live)]
+
+
+def test_a_next_segment_cut_short_at_its_creation_is_removed_with_its_side_files(
+    live: Path,
+) -> None:
+    before = sealed_journal(live)
+    for suffix in ("", "-wal", "-shm"):  # created, nothing written yet
+        live.with_name(live.name + ".next" + suffix).write_bytes(b"")
+    open_live(live).close()
+    assert leftovers(live) == []
+    assert [(r.seq, r.kind) for r in read_records(live)] == before
+    assert archived(live) == []
+
+
+def test_a_next_file_that_no_rotation_wrote_is_never_installed(live: Path) -> None:
+    # Its first record is no segment header, though it holds a snapshot: not a rotation's.
+    before = sealed_journal(live)
+    stray = Journal.open_locked(next_path(live), None)
+    stray.append("snapshot", {"table": "somewhere else"}, ts=T0)
+    stray.close()
+    open_live(live).close()
+    assert leftovers(live) == []
+    assert [(r.seq, r.kind) for r in read_records(live)] == before
+    assert archived(live) == []
+
+
+def test_open_live_finishes_a_rotation_whose_next_segment_was_written(live: Path) -> None:
+    clock = Clock()
+    core = TableCore(config_for(live.parent), open_live(live), version="test", clock=clock)
+    core.start()
+    roll(core, 1)
+    clock.now += timedelta(hours=2)
+    core.tick()
+    core.journal.close()
+    [segment] = archived(live)
+    records = [(r.seq, r.kind) for r in read_records(live)]
+    # A crash before the last two renames: the sealed segment live, the next one beside it.
+    os.chmod(segment.path, 0o600)
+    os.replace(live, next_path(live))
+    os.replace(segment.path, live)
+    open_live(live).close()  # no daemon here to start the rotation again
+    assert leftovers(live) == []
+    assert archived(live) == [segment]  # under its own name: first seq and gaming day
+    with Journal.open(live, readonly=True) as journal:
+        header = journal.first_record()
+        assert header is not None
+        assert header.kind == "segment"
+        assert header.record["prev_segment"] == segment.path.name
+    assert [(r.seq, r.kind) for r in read_records(live)] == records
+
+
+def sqlite_in_wal(folder: Path) -> tuple[bytes, bytes, bytes]:
+    """A database whose committed rows are still in its WAL: its file, WAL and index."""
+    folder.mkdir()
+    source = folder / "source.db"
+    conn = sqlite3.connect(source, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("INSERT INTO t VALUES (1), (2), (3)")
+        files = tuple(source.with_name(source.name + s).read_bytes() for s in ("", "-wal", "-shm"))
+    finally:
+        conn.close()
+    assert files[1]
+    return files[0], files[1], files[2]
+
+
+def names(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+def test_a_segment_archived_with_a_wal_not_yet_emptied_takes_it_along(tmp_path: Path) -> None:
+    db, wal, shm = sqlite_in_wal(tmp_path / "made")
+    live = tmp_path / "journal" / "t1.db"
+    live.parent.mkdir()
+    for suffix, data in (("", db), ("-wal", wal), ("-shm", shm)):
+        live.with_name(live.name + suffix).write_bytes(data)
+    target = archive(live, 7, date(2026, 11, 29))
+    assert target == archive_dir(live) / "t1-000000000007-2026-11-29.db"
+    assert names(archive_dir(live)) == {target.name, target.name + "-wal", target.name + "-shm"}
+    assert target.with_name(target.name + "-wal").read_bytes() == wal  # its committed rows
+    assert names(live.parent) == {"archive"}  # nothing left to be read as the next segment's
+    assert stat.S_IMODE(target.stat().st_mode) == 0o400
+    assert stat.S_IMODE(archive_dir(live).stat().st_mode) == 0o700
+
+
+def test_a_segment_archived_with_an_empty_wal_leaves_it_and_its_index_behind(
+    tmp_path: Path,
+) -> None:
+    db, _wal, shm = sqlite_in_wal(tmp_path / "made")
+    live = tmp_path / "journal" / "t1.db"
+    live.parent.mkdir()
+    for suffix, data in (("", db), ("-wal", b""), ("-shm", shm)):
+        live.with_name(live.name + suffix).write_bytes(data)
+    target = archive(live, 1, date(2026, 11, 29))
+    assert names(archive_dir(live)) == {target.name}
+    assert names(live.parent) == {"archive"}
+
+
+def test_installing_the_next_segment_moves_its_wal_and_index_with_it(tmp_path: Path) -> None:
+    db, wal, shm = sqlite_in_wal(tmp_path / "made")
+    live = tmp_path / "journal" / "t1.db"
+    live.parent.mkdir()
+    upcoming = next_path(live)
+    for suffix, data in (("", db), ("-wal", wal), ("-shm", shm)):
+        upcoming.with_name(upcoming.name + suffix).write_bytes(data)
+    install(upcoming, live)
+    assert names(live.parent) == {"t1.db", "t1.db-wal", "t1.db-shm"}
+    assert live.with_name("t1.db-wal").read_bytes() == wal
+    assert live.with_name("t1.db-shm").read_bytes() == shm
+
+
+def test_retention_by_bytes_stops_exactly_when_the_archive_fits(live: Path) -> None:
+    core = make_segments(live, 6, Clock())
+    core.journal.close()
+    today = date(2026, 12, 5)
+    segments = archived(live)
+    total = sum(s.size for s in segments)
+    # Old enough: 11-29, 11-30 and 12-01. An archive of exactly the cap fits.
+    assert expired(live, today=today, retention_days=3, retention_bytes=total) == []
+    cap = total - segments[0].size - 1  # the oldest two must go, not three
+    assert [s.day for s in expired(live, today=today, retention_days=3, retention_bytes=cap)] == [
+        date(2026, 11, 29),
+        date(2026, 11, 30),
+    ]
+
+
+def test_records_are_read_across_segments_by_kind_and_after_a_seq(live: Path) -> None:
+    core = make_segments(live, 3, Clock())
+    core.journal.close()
+    every = [(r.seq, r.kind) for r in read_records(live)]
+    seals = [(r.seq, r.kind) for r in read_records(live, kind="seal")]
+    assert len(seals) == 3
+    assert seals == [(seq, kind) for seq, kind in every if kind == "seal"]
+    second = segment_paths(live)[1]
+    with Journal.open(second, readonly=True) as journal:
+        header = journal.first_record()
+        assert header is not None
+    after = header.seq + 1  # inside the second segment
+    assert [(r.seq, r.kind) for r in read_records(live, after_seq=after)] == [
+        (seq, kind) for seq, kind in every if seq > after
+    ]

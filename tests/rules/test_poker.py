@@ -20,17 +20,20 @@ from hypothesis import strategies as st
 from rules.cards import DECK, parse_cards
 from rules.errors import HandError
 from rules.poker import (
+    CATEGORY_SHIFT,
     FOUR_CARD,
     STANDARD,
     THREE_CARD,
     Ranking,
     best_cards,
+    build_standard7,
     evaluate,
     evaluate_four_card,
     evaluate_standard5,
     evaluate_three_card,
     evaluator,
     poker_game,
+    standard7_built,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -460,3 +463,57 @@ def test_no_evaluator_for_other_sizes_and_no_other_game() -> None:
         evaluator(STANDARD, 6)
     with pytest.raises(HandError, match="'BJ'"):
         poker_game("BJ")
+
+
+def test_refusals_name_the_games_and_hands_there_are() -> None:
+    with pytest.raises(HandError) as refused:
+        poker_game("BJ")
+    assert str(refused.value) == (
+        "no Cover All Bonus for game 'BJ': it is offered with CSP, FCP, LIR, MSP, TCP, UTH"
+    )
+    with pytest.raises(HandError) as refused:
+        THREE_CARD.index("Full House")
+    assert str(refused.value) == "Three Card Poker ranking has no hand 'Full House'"
+    assert [poker_game(g) for g in ("CSP", "UTH")] == ["CSP", "UTH"]
+    assert FOUR_CARD.index("Four Aces") == len(FOUR_CARD.categories) - 1
+
+
+def test_once_built_the_seven_card_table_says_so() -> None:
+    build_standard7()
+    assert standard7_built()
+
+
+def packed(ranking: Ranking, category: str, ranks: Sequence[int]) -> int:
+    """A value as the module docstring lays it out: the category index above
+    ``CATEGORY_SHIFT``, then five tie-break ranks (2 = 0 .. ace = 12) of four bits each, most
+    significant first, the ranks a hand does not use at 0."""
+    value = ranking.categories.index(category)
+    for slot in range(5):
+        value = value << 4 | (ranks[slot] - 2 if slot < len(ranks) else 0)
+    assert value >> CATEGORY_SHIFT == ranking.categories.index(category)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("ranking", "text", "category", "ranks"),
+    [
+        # The wheel's high card is the top of the run below the ace: 5, 4 and 3.
+        (STANDARD, "As 2d 3h 4c 5s", "Straight", [5]),
+        (STANDARD, "Ah 2h 3h 4h 5h", "Straight Flush", [5]),
+        (STANDARD, "6s 2d 3h 4c 5s", "Straight", [6]),
+        (FOUR_CARD, "Ah 2d 3c 4s", "Straight", [4]),
+        (FOUR_CARD, "As 2s 3s 4s", "Straight Flush", [4]),
+        (THREE_CARD, "Ac 2d 3h", "Straight", [3]),
+        (THREE_CARD, "Ac 2c 3c", "Straight Flush", [3]),
+        # Fewer than five tie-break ranks: the rest are 0.
+        (STANDARD, "Kc Kd Kh Ks 7c", "Four of a Kind", [13, 7]),
+        (STANDARD, "9c 9d 9h 5s 5c", "Full House", [9, 5]),
+        (FOUR_CARD, "2c 2d 2h 2s", "Four of a Kind", [2]),
+        (THREE_CARD, "9c 9d 4h", "Pair", [9, 4]),
+        (STANDARD, "Ac Kc Qc Jc 9c", "Flush", [14, 13, 12, 11, 9]),
+    ],
+)
+def test_a_value_holds_the_category_then_the_tie_break_ranks(
+    ranking: Ranking, text: str, category: str, ranks: list[int]
+) -> None:
+    assert evaluate(ranking, indexes(split(text))) == packed(ranking, category, ranks)

@@ -471,3 +471,237 @@ def test_at_a_ready_table_a_published_result_stands_whatever_comes_late(
 ) -> None:
     _, out = run(ready_poker(game), *facts)
     assert_results_stand(out)
+
+
+# ---------------------------------------------------------------------------------------
+# What an operator reads: each alarm and refusal in full, for the device that caused it
+
+
+def bj_table() -> table.TableState:
+    state = table.initial_state("BJ", at=T0)
+    state, _ = run(state, DeviceConnected(device="shuffler"), ModeReported(game="BJ"))
+    return state
+
+
+def test_a_new_table_defaults_to_pay_table_1_six_decks_and_dealer_stands_on_soft_17() -> None:
+    craps_state = table.initial_state("CRAPS", at=T0).craps
+    assert craps_state is not None
+    assert craps_state.paytable == 1
+    bust = table.initial_state("BJ", at=T0).bust
+    assert bust is not None
+    assert (bust.decks, bust.hits_soft_17) == (6, False)
+
+
+def test_an_unknown_game_is_refused_with_the_games_there_are() -> None:
+    with pytest.raises(ConfigError) as refused:
+        table.initial_state("BACCARAT", at=T0)
+    assert str(refused.value) == (
+        "unknown table game 'BACCARAT': expected one of CSP, FCP, LIR, MSP, TCP, UTH, BJ, CRAPS"
+    )
+
+
+def test_the_state_of_a_device_the_table_does_not_use_is_a_key_error_naming_it() -> None:
+    with pytest.raises(KeyError) as missing:
+        table.initial_state("CRAPS", at=T0).device("shuffler")
+    assert missing.value.args == ("shuffler",)
+
+
+def test_connect_and_disconnect_are_kept_and_alarmed_for_each_device_by_name() -> None:
+    state, out = run(ready_poker(), DeviceDisconnected(device="shuffler", reason=""))
+    assert out == [
+        AlarmRaised(code="DISCONNECTED", device="shuffler", message="the shuffler is not connected")
+    ]
+    state, out = run(state, DeviceConnected(device="shuffler"))
+    assert state.device("shuffler").connected
+    assert out == [AlarmCleared(code="DISCONNECTED", device="shuffler")]
+    dice = table.initial_state("CRAPS", at=T0)
+    [alarm] = table.alarms(dice)
+    assert (alarm.code, alarm.device, alarm.message) == (
+        "DISCONNECTED",
+        "dice_reader",
+        "the dice reader is not connected",
+    )
+    dice, out = run(dice, DeviceConnected(device="dice_reader"))
+    assert dice.device("dice_reader").connected
+    _, out = run(dice, DeviceDisconnected(device="dice_reader", reason="read error"))
+    assert out == [
+        AlarmRaised(
+            code="DISCONNECTED",
+            device="dice_reader",
+            message="the dice reader is not connected: read error",
+        )
+    ]
+
+
+def test_a_status_message_shows_the_code_and_the_text_only_when_there_is_one() -> None:
+    _, out = run(
+        ready_poker(),
+        DeviceStatus(device="shuffler", code="DOOR_OPEN", text=""),
+        DeviceStatus(device="shuffler", code="JAM", text="card jam at the gate"),
+    )
+    assert out == [
+        AlarmRaised(
+            code="DEVICE_FAULT_DOOR_OPEN",
+            device="shuffler",
+            message="the shuffler reports DOOR_OPEN",
+        ),
+        AlarmRaised(
+            code="DEVICE_FAULT_JAM",
+            device="shuffler",
+            message="the shuffler reports JAM: card jam at the gate",
+        ),
+    ]
+
+
+def test_a_status_text_of_160_characters_is_kept_whole_and_a_longer_one_cut_to_160() -> None:
+    state = ready_poker()
+    _, out = run(state, DeviceStatus(device="shuffler", code="JAM", text="x" * 160))
+    assert out == [
+        AlarmRaised(
+            code="DEVICE_FAULT_JAM",
+            device="shuffler",
+            message="the shuffler reports JAM: " + "x" * 160,
+        )
+    ]
+    _, out = run(state, DeviceStatus(device="shuffler", code="JAM", text="y" * 161))
+    assert out == [
+        AlarmRaised(
+            code="DEVICE_FAULT_JAM",
+            device="shuffler",
+            message="the shuffler reports JAM: " + "y" * 157 + "...",
+        )
+    ]
+
+
+def test_updating_one_alarm_leaves_the_others_messages_alone() -> None:
+    state, _ = run(
+        ready_poker(),
+        DeviceStatus(device="shuffler", code="JAM", text="first"),
+        DeviceStatus(device="shuffler", code="DOOR_OPEN", text="door"),
+        DeviceStatus(device="shuffler", code="JAM", text="second"),
+    )
+    messages = {a.code: a.message for a in table.alarms(state)}
+    assert messages == {
+        "DEVICE_FAULT_JAM": "the shuffler reports JAM: second",
+        "DEVICE_FAULT_DOOR_OPEN": "the shuffler reports DOOR_OPEN: door",
+    }
+
+
+@pytest.mark.parametrize(
+    ("game", "event", "message"),
+    [
+        (
+            "BJ",
+            HandDealt(round_id=1, position="P1", cards=("As", "Ks", "Qs", "Js", "Ts")),
+            "the shuffler sent HandDealt, which a BJ table does not use",
+        ),
+        (
+            "BJ",
+            RoundSettled(round_id=1),
+            "the shuffler sent RoundSettled, which a BJ table does not use",
+        ),
+        (
+            "CSP",
+            CardDrawn(round_id=1, position="DL", card="As"),
+            "the shuffler sent CardDrawn, which a CSP table does not use",
+        ),
+        (
+            "CSP",
+            DealerDone(round_id=1),
+            "the shuffler sent DealerDone, which a CSP table does not use",
+        ),
+        (
+            "CRAPS",
+            RoundVoided(round_id=1),
+            "the shuffler is not configured for a CRAPS table but sent RoundVoided",
+        ),
+        (
+            "CSP",
+            DiceRolled(roll_id=1, dice=(3, 4)),
+            "the dice reader is not configured for a CSP table but sent DiceRolled",
+        ),
+        (
+            "CSP",
+            BadFrameSeen(device="dice_reader"),
+            "the dice reader is not configured for a CSP table but sent a frame",
+        ),
+        (
+            "CRAPS",
+            DeviceConnected(device="shuffler"),
+            "the shuffler is not configured for a CRAPS table but sent a frame",
+        ),
+        (
+            "CRAPS",
+            ModeReported(game="CSP"),
+            "the shuffler is not configured for a CRAPS table but sent a frame",
+        ),
+    ],
+)
+def test_a_frame_the_table_cannot_use_is_named_in_its_alarm(
+    game: str, event: DeviceFact, message: str
+) -> None:
+    state = table.initial_state(game, at=T0)
+    device = "dice_reader" if "dice reader" in message else "shuffler"
+    after, out = run(state, event)
+    assert out == [AlarmRaised(code="UNEXPECTED_FRAME", device=device, message=message)]  # type: ignore[arg-type]
+    assert (after.poker, after.bust, after.craps) == (state.poker, state.bust, state.craps)
+
+
+def test_a_decision_at_a_card_table_is_refused_naming_its_roll() -> None:
+    with pytest.raises(DecisionError) as refused:
+        table.apply(
+            ready_poker(), RollDecided(roll_id=7, valid=True, operator="stick", at=T0), at=T0
+        )
+    assert str(refused.value) == "this table does not play craps: no roll to decide"
+    assert refused.value.roll_id == 7
+
+
+def test_a_round_dealt_after_a_deck_check_passed_pays() -> None:
+    state, _ = run(ready_poker("CSP"), DeckChecked(result="OK"))
+    _, out = run(state, *ROUND_812)
+    assert [r.outcome for r in results(out)] == ["win"]
+    state, _ = run(ready_poker("CSP"), DeckChecked(result="SHORT"), DeckChecked(result="OK"))
+    _, out = run(state, *ROUND_812)
+    assert [r.outcome for r in results(out)] == ["win"]
+
+
+def test_a_round_flagged_for_the_mode_says_which_mode_in_its_reason() -> None:
+    state, _ = run(ready_poker("CSP"), *ROUND_812[:2])
+    _, out = run(state, ModeReported(game="FCP"))
+    [flagged] = results(out)
+    assert flagged.reason == (
+        "the shuffler is set to FCP but the table plays CSP: no payouts until it is set to CSP"
+    )
+
+
+def test_a_hello_is_kept_as_the_devices_identity() -> None:
+    state, _ = run(ready_poker(), SHUFFLER_HELLO)
+    assert state.device("shuffler").hello == SHUFFLER_HELLO
+    state, _ = run(table.initial_state("CRAPS", at=T0), READER_HELLO)
+    assert state.device("dice_reader").hello == READER_HELLO
+
+
+def test_after_the_shoes_hello_a_bust_bonus_round_id_may_start_again() -> None:
+    dealt = tuple(CardDrawn(round_id=5, position="DL", card=c) for c in ("6s", "Ts", "8s"))
+    state, out = run(bj_table(), *dealt, DealerDone(round_id=5))
+    assert [r.outcome for r in results(out)] == ["win"]
+    state, _ = run(state, SHUFFLER_HELLO)
+    # The shoe restarted: round 5 is a new round, dealt and paid, not a late frame.
+    again = tuple(CardDrawn(round_id=5, position="DL", card=c) for c in ("6h", "Th", "9h"))
+    state, out = run(state, *again, DealerDone(round_id=5))
+    assert [r.outcome for r in results(out)] == ["win"]
+    assert "LATE_FRAME" not in codes(state)
+    assert "UNEXPECTED_FRAME" not in codes(state)
+
+
+def test_a_bust_bonus_late_frame_clears_at_the_next_end_not_at_the_next_card() -> None:
+    dealt = tuple(CardDrawn(round_id=5, position="DL", card=c) for c in ("6s", "Ts", "8s"))
+    state, _ = run(bj_table(), *dealt, DealerDone(round_id=5), DealerDone(round_id=5))
+    assert "LATE_FRAME" in codes(state)
+    for card in ("Ts", "7s"):
+        state, out = run(state, CardDrawn(round_id=6, position="DL", card=card))
+        assert "LATE_FRAME" in codes(state), card
+        assert not [o for o in out if isinstance(o, AlarmCleared)]
+    state, out = run(state, DealerDone(round_id=6))
+    assert AlarmCleared(code="LATE_FRAME", device="shuffler") in out
+    assert "LATE_FRAME" not in codes(state)

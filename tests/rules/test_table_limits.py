@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,8 @@ from rules.events import (
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
+    CleanStart,
+    ClockJumped,
     CoverAllResult,
     DeviceConnected,
     DeviceStatus,
@@ -376,3 +379,182 @@ def test_warm_up_leaves_evaluation_unchanged() -> None:
     table.warm_up("UTH")
     hand = [parse_card(c).index for c in ("As", "Ks", "Qs", "Js", "Ts", "2d", "3c")]
     assert poker.evaluate(poker.STANDARD, hand) == poker.evaluate_standard5(hand[:5])
+
+
+def test_warm_up_names_what_it_built_for_the_log() -> None:
+    assert table.warm_up("UTH") == ("seven-card hand values",)
+    assert table.warm_up("CRAPS") == ("Bonus Craps odds of every board",)
+    for game in ("CSP", "FCP", "LIR", "MSP", "TCP", "BJ"):
+        assert table.warm_up(game) == (), game
+
+
+# --- what the operator reads, and the exact edges of LINK_ERRORS ----------------------
+
+LINK_MESSAGE = (
+    "the dice reader sent more than 20 bad frames in 10 s, each answered NAK (link-layer.md): "
+    "check its cable, port settings and power; clears after 60 s without a bad frame"
+)
+
+
+def test_link_errors_message_says_what_happened_and_what_to_check() -> None:
+    _, out = apply_at(craps_table(), *((0.1 * i, BAD) for i in range(21)))
+    assert out == [AlarmRaised(code="LINK_ERRORS", device="dice_reader", message=LINK_MESSAGE)]
+
+
+def test_twenty_one_bad_frames_at_the_same_instant_raise_link_errors() -> None:
+    _, out = apply_at(craps_table(), *((5, BAD) for _ in range(21)))
+    assert out == [AlarmRaised(code="LINK_ERRORS", device="dice_reader", message=LINK_MESSAGE)]
+
+
+def test_link_errors_are_raised_while_another_alarm_of_the_device_is_active() -> None:
+    state, _ = apply_at(craps_table(), (0, status("CAMERA_FAULT", "lens")))
+    state, out = apply_at(state, *((1 + 0.1 * i, BAD) for i in range(21)))
+    assert out == [AlarmRaised(code="LINK_ERRORS", device="dice_reader", message=LINK_MESSAGE)]
+
+
+def test_the_time_kept_moves_on_a_bad_frame_a_full_step_later_and_not_at_the_same_time() -> None:
+    state = flooded()  # the 21st bad frame at 2.0 s
+    assert state.device("dice_reader").last_bad_frame == at(2.0)
+    same, out = table.apply(state, BAD, at=at(2.0))
+    assert same is state
+    assert out == ()
+    later, _ = table.apply(state, BAD, at=at(3.0))
+    assert later.device("dice_reader").last_bad_frame == at(3.0)
+
+
+def test_link_errors_clear_exactly_sixty_one_seconds_after_the_time_kept() -> None:
+    state = flooded()
+    # A tick at the very time kept changes nothing (nothing to journal).
+    assert table.apply(state, TimePassed(), at=at(2.0))[0] is state
+    state, out = apply_at(state, (62.9, TimePassed()))
+    assert out == []
+    state, out = apply_at(state, (63, TimePassed()))
+    assert out == [AlarmCleared(code="LINK_ERRORS", device="dice_reader")]
+    assert state.device("dice_reader").last_bad_frame is None
+    assert table.apply(state, TimePassed(), at=at(64)) == (state, ())
+
+
+def test_bad_frames_counted_before_link_errors_do_not_count_again_after_it_clears() -> None:
+    state, _ = apply_at(craps_table(), *((100 + 0.01 * i, BAD) for i in range(21)))
+    assert alarm(state, "LINK_ERRORS") is not None
+    # The clock goes back a minute: the quiet time counts from then, and the alarm clears
+    # while the frames that raised it are less than ten seconds "ago" by the clock.
+    state, out = apply_at(state, (40, TimePassed()), (101, TimePassed()))
+    assert out == [AlarmCleared(code="LINK_ERRORS", device="dice_reader")]
+    state, out = apply_at(state, (101, BAD))
+    assert out == []
+    assert alarm(state, "LINK_ERRORS") is None
+
+
+def test_the_backlog_message_names_the_pending_roll_and_the_rule() -> None:
+    _, out = apply_at(
+        craps_table(),
+        (1, RollCheck(roll_id=7, dice=(3, 4), reason="ON_CHIPS")),
+        *((2 + i, DiceRolled(roll_id=8 + i, dice=(2, 2))) for i in range(21)),
+    )
+    assert [o for o in out if isinstance(o, AlarmRaised)] == [
+        AlarmRaised(
+            code="ROLL_BACKLOG",
+            device="dice_reader",
+            message=(
+                "more than 20 rolls wait behind roll 7, which waits for the stickperson's "
+                "decision; none of them counts until it is decided "
+                '(dice-reader-icd.md, "What the host must do")'
+            ),
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("codes", "count"), [(33, "1 more fault code"), (34, "2 more fault codes")]
+)
+def test_the_other_fault_message_counts_the_codes_beyond_32(codes: int, count: str) -> None:
+    state, _ = apply_at(craps_table(), *((i, status(fault_code(i), "x")) for i in range(codes)))
+    other = alarm(state, "DEVICE_FAULT_OTHER")
+    assert other is not None
+    assert other.message == (
+        f"the dice reader reports {count} than the 32 shown one by one; the journal keeps "
+        "every STATUS, and READY clears them all"
+    )
+
+
+# --- CLOCK_JUMP -----------------------------------------------------------------------
+
+
+def jumped(direction: str, size: str) -> AlarmRaised:
+    return AlarmRaised(
+        code="CLOCK_JUMP",
+        device=None,
+        message=(
+            f"the controller's clock jumped {direction} by {size}: times in the record around "
+            "then may be wrong; check the time server and the clock"
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("milliseconds", "direction", "size"),
+    [
+        (-7_200_000, "back", "2 h"),
+        (86_400_000, "forward", "1 d"),
+        (90_061_001, "forward", "1 d 1 h 1 min 1 s"),
+        (-(2 * 86_400 + 3 * 60) * 1000, "back", "2 d 3 min"),
+        (7_205_000, "forward", "2 h 5 s"),
+        (60_000, "forward", "1 min"),
+        (3_000, "forward", "3 s"),
+        (-2_500, "back", "2 s"),
+        (1, "forward", "0 s"),
+        (-1, "back", "0 s"),
+    ],
+)
+def test_a_clock_jump_is_alarmed_with_its_direction_and_size(
+    milliseconds: int, direction: str, size: str
+) -> None:
+    state, out = apply_at(craps_table(), (10, ClockJumped(milliseconds=milliseconds)))
+    assert out == [jumped(direction, size)]
+    raised = alarm(state, "CLOCK_JUMP")
+    assert raised is not None
+    assert raised.since == at(10)
+
+
+def test_clock_jump_clears_an_hour_after_the_jump_and_not_before() -> None:
+    state, _ = apply_at(craps_table(), (10, ClockJumped(milliseconds=-7_200_000)))
+    same, nothing = table.apply(state, TimePassed(), at=at(10))
+    assert same is state  # nothing to journal
+    assert nothing == ()
+    state, out = apply_at(state, (1800, TimePassed()), (3609.5, TimePassed()))
+    assert out == []
+    state, out = apply_at(state, (3610, TimePassed()))
+    assert out == [AlarmCleared(code="CLOCK_JUMP", device=None)]
+    assert alarm(state, "CLOCK_JUMP") is None
+    # Cleared: later ticks change nothing (the same state: nothing to journal).
+    later, nothing = table.apply(state, TimePassed(), at=at(7300))
+    assert later is state
+    assert nothing == ()
+
+
+def test_when_the_clock_goes_back_again_the_hour_counts_from_then() -> None:
+    state, _ = apply_at(craps_table(), (100, ClockJumped(milliseconds=5_000)))
+    state, out = apply_at(state, (40, TimePassed()), (3639, TimePassed()))
+    assert out == []
+    state, out = apply_at(state, (3640, TimePassed()))
+    assert out == [AlarmCleared(code="CLOCK_JUMP", device=None)]
+
+
+def test_a_clean_start_clears_clock_jump_for_good() -> None:
+    state, _ = apply_at(craps_table(), (10, ClockJumped(milliseconds=5_000)))
+    state, out = apply_at(state, (20, CleanStart()))
+    assert out == [AlarmCleared(code="CLOCK_JUMP", device=None)]
+    # Nothing is left for the timer to do, an hour later or any time.
+    assert table.apply(state, TimePassed(), at=at(5000)) == (state, ())
+    assert table.apply(state, TimePassed(), at=at(0)) == (state, ())
+
+
+def test_clock_jump_and_link_errors_clearing_at_the_same_tick_are_both_published() -> None:
+    state, _ = apply_at(craps_table(), (0, ClockJumped(milliseconds=5_000)))
+    state, _ = apply_at(state, *((3600 + 0.1 * i, BAD) for i in range(21)))
+    state, out = apply_at(state, (3663, TimePassed()))
+    assert out == [
+        AlarmCleared(code="CLOCK_JUMP", device=None),
+        AlarmCleared(code="LINK_ERRORS", device="dice_reader"),
+    ]
