@@ -7,16 +7,16 @@ node that will die). The tables play for a minute; a third of the way in, the no
 bridges and the pit system are connected to is killed (SIGKILL: no goodbye), and it is
 started again later. Then:
 
-* the floor has every message every table published (each table's journal is the truth):
-  two floor subscribers with persistent sessions (a pit system on the node that dies, which
+* the floor has every message every table published (each table's journal is the truth): two
+  floor subscribers with persistent sessions (a pit system on the node that dies, which
   moves to another, and one on node 3) receive each between them, never a ``seq`` a table
-  did not publish; the one on node 3 receives its ``seq``s in increasing order per table (a repeat of a ``seq`` it has seen is allowed: QoS 1
-  after a failover), except a message the table's daemon published again when its bridge
-  dropped (``floor_resend``: the node may have acknowledged it and lost it), which may arrive
-  late. What one of them lacks at the end (nats-
-  server 2.9 may fail to deliver a message to one subscriber while node 1 leaves and comes
-  back: README, The casino floor, Failures), and what the moved pit is given again out of
-  order, is printed;
+  did not publish; the one on node 3 receives its ``seq``s in increasing order per table (a
+  repeat of a ``seq`` it has seen is allowed: QoS 1 after a failover), except a message the
+  table's daemon published again when its bridge dropped (``floor_resend``: the node may
+  have acknowledged it and lost it), which may arrive late. What one of them lacks at the
+  end (nats-server 2.9 may fail to deliver a message to one subscriber while node 1 leaves
+  and comes back: README, The casino floor, Failures), and what the moved pit is given again
+  out of order, is printed;
 * the pit system moved and heard every table from its new node;
 * every node holds the right retained state of every table (the latest of each retained
   topic in the journal), and each bridge's status ``1``;
