@@ -394,6 +394,15 @@ def test_a_flagged_round_leaves_its_problems_behind() -> None:
     assert (result.outcome, result.reason) == ("win", None)
 
 
+def test_each_round_counts_its_own_cards() -> None:
+    # One deck, shuffled between rounds: the same cards again in the next round are fine.
+    state, outcomes = play(initial_state(1, False), 9, "5sKs8d", players="QhJc")
+    assert result_of(outcomes).outcome == "win"
+    _, outcomes = play(state, 10, "5sKs8d", players="QhJc")
+    result = result_of(outcomes)
+    assert (result.outcome, result.reason) == ("win", None)
+
+
 def test_a_card_beyond_a_multi_deck_shoe_names_the_decks() -> None:
     _, outcomes = play(initial_state(2, False), 9, "5sKs8d", players="KsKs")
     assert result_of(outcomes).reason == (
