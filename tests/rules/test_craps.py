@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from rules.craps import (
     RECENT_ROLLS,
     CrapsState,
+    LastRoll,
     RollError,
     apply,
     apply_all,
     board,
     forget_recent,
     initial_state,
+    last_roll,
     latest_roll_id,
     latest_status,
     waiting,
@@ -813,3 +815,28 @@ def test_ten_thousand_rolls_behind_a_check_wait_and_count_in_order() -> None:
     counted = [o.roll_id for o in out if isinstance(o, RollRecorded) and o.status == "counted"]
     assert counted == list(range(pending + 1, pending + 10_001))
     assert not table.state.queue
+
+
+def test_last_roll_is_what_craps_roll_said_of_the_latest_roll_event() -> None:
+    # craps/board carries it for screens that connect later (docs/mqtt.md): the dice, the
+    # total (null for a NOROLL, [0, 0], or where a die is unknown), the status.
+    table = Table()
+    assert last_roll(table.state) is None
+    table.roll(8)
+    assert last_roll(table.state) == LastRoll(roll_id=5001, dice=(4, 4), total=8, status="counted")
+    table.noroll()
+    assert last_roll(table.state) == LastRoll(
+        roll_id=5002, dice=(0, 0), total=None, status="noroll"
+    )
+    pending = table.check((2, 3))
+    assert last_roll(table.state) == LastRoll(
+        roll_id=pending, dice=(2, 3), total=5, status="pending"
+    )
+    table.do(decide(pending, valid=False))
+    assert last_roll(table.state) == LastRoll(
+        roll_id=pending, dice=(2, 3), total=5, status="declared_invalid"
+    )
+    unknown = table.check((0, 3), reason="UNREADABLE")
+    assert last_roll(table.state) == LastRoll(
+        roll_id=unknown, dice=(0, 3), total=None, status="pending"
+    )
