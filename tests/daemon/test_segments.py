@@ -267,12 +267,19 @@ def test_expired_segments_go_to_the_archive_command_then_away(tmp_path: Path) ->
     core.journal.close()
 
 
-def test_one_writer_across_rotations(live: Path) -> None:
+def rotated(live: Path) -> TableCore:
+    """A table started at ``T0`` whose clock then moves two hours on, past the gaming
+    day's boundary: its first segment sealed into the archive, a new live one written."""
     clock = Clock()
     core = TableCore(config_for(live.parent), open_live(live), version="test", clock=clock)
     core.start()
     clock.now += timedelta(hours=2)
     core.tick()
+    return core
+
+
+def test_one_writer_across_rotations(live: Path) -> None:
+    core = rotated(live)
     with pytest.raises(OSError, match="in use by another process"):
         open_live(live)
     core.journal.close()
@@ -359,11 +366,7 @@ def test_a_table_with_an_hmac_key_writes_its_live_segment_with_it(live: Path) ->
 
 def test_a_live_segment_lost_with_an_archive_beside_it_refuses_to_start(live: Path) -> None:
     # The refusal names both paths; a JournalFileError is an OSError.
-    clock = Clock()
-    core = TableCore(config_for(live.parent), open_live(live), version="test", clock=clock)
-    core.start()
-    clock.now += timedelta(hours=2)
-    core.tick()
+    core = rotated(live)
     core.journal.close()
     live.unlink()
     with pytest.raises(JournalFileError) as refused:
