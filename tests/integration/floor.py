@@ -31,7 +31,15 @@ import aiomqtt
 from daemon.broker import Broker, free_port
 from daemon.cli import main
 from daemon.floor_cluster import FloorCluster
-from tests.integration.harness import DEADLINE, LAMMER_SIM, Sim, Table, _spawn, _stop
+from tests.integration.harness import (
+    DEADLINE,
+    LAMMER_SIM,
+    Sim,
+    Subscriber,
+    Table,
+    _spawn,
+    _stop,
+)
 
 T = TypeVar("T")
 
@@ -68,7 +76,7 @@ class FloorMessage:
             return self.payload.decode(errors="replace")
 
 
-class FloorSubscriber:
+class FloorSubscriber(Subscriber):
     """A persistent-session MQTT subscriber on the floor that fails over between nodes."""
 
     def __init__(
@@ -93,19 +101,8 @@ class FloorSubscriber:
         self._client: aiomqtt.Client | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Connect and subscribe; returns once subscribed."""
-        self._task = asyncio.create_task(self._run(), name=f"floor subscriber {self.user}")
-        async with asyncio.timeout(DEADLINE):
-            await self.ready.wait()
-
-    async def close(self) -> None:
-        """Disconnect and stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    def _name(self) -> str:
+        return f"floor subscriber {self.user}"
 
     async def _run(self) -> None:
         subscribed = False

@@ -72,7 +72,35 @@ class Received:
         return self.body.get("seq") if isinstance(self.body, dict) else None
 
 
-class Recorder:
+class Subscriber:
+    """An MQTT subscriber running in a task of its own: ``_run`` connects, subscribes, sets
+    ``ready`` and keeps going until cancelled."""
+
+    ready: asyncio.Event
+    _task: asyncio.Task[None] | None
+
+    def _name(self) -> str:
+        raise NotImplementedError
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        """Connect and subscribe; returns once subscribed."""
+        self._task = asyncio.create_task(self._run(), name=self._name())
+        async with asyncio.timeout(DEADLINE):
+            await self.ready.wait()
+
+    async def close(self) -> None:
+        """Disconnect and stop."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+
+class Recorder(Subscriber):
     """A real MQTT subscriber to ``<base>/#`` that records and checks every message.
 
     It reconnects by itself (the broker may be stopped and started by a test); ``ready``
@@ -91,19 +119,8 @@ class Recorder:
         self._client: aiomqtt.Client | None = None
         self._task: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Connect and subscribe; returns once subscribed."""
-        self._task = asyncio.create_task(self._run(), name=f"recorder {self.base}")
-        async with asyncio.timeout(DEADLINE):
-            await self.ready.wait()
-
-    async def close(self) -> None:
-        """Disconnect and stop."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    def _name(self) -> str:
+        return f"recorder {self.base}"
 
     async def _run(self) -> None:
         while True:
