@@ -503,3 +503,33 @@ def test_device_settings_the_driver_refuses_are_config_errors(
     assert len(found) == 1
     assert found[0].startswith("dice_reader: ")
     assert expected in found[0]
+
+
+@pytest.mark.parametrize("value", ["-1", "3600.5", "1e9", '"30"', "nan", "inf"])
+def test_floor_resend_outside_0_to_3600_seconds_is_refused(tmp_path: Path, value: str) -> None:
+    found = problems(
+        tmp_path,
+        '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+        f"[mqtt]\nfloor_resend = {value}\n",
+    )
+    assert len(found) == 1
+    assert found[0].startswith("mqtt.floor_resend: "), found
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("0", 0.0), ("0.5", 0.5), ("3600", 3600.0)])
+def test_floor_resend_within_bounds_is_read(tmp_path: Path, value: str, seconds: float) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+            f"[mqtt]\nfloor_resend = {value}\n",
+        )
+    )
+    assert config.mqtt.floor_resend == seconds
+
+
+def test_floor_resend_defaults_to_30_seconds(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n')
+    )
+    assert config.mqtt.floor_resend == 30.0

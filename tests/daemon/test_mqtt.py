@@ -883,3 +883,28 @@ async def test_an_acl_without_the_bridge_status_costs_only_the_copies(tmp_path: 
         assert any(m.topic.value == f"{BASE}/craps/roll" for m in seen.messages)
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"1", b"0\n", b" 0", b"00", b"\x00", b"\xff", b"0" * 100_000],
+    ids=["empty", "one", "newline", "space", "double", "nul", "not-utf8", "100k-zeros"],
+)
+async def test_only_a_bare_0_on_the_bridge_status_sends_anything_again(
+    mosquitto_private: Broker, payload: bytes
+) -> None:
+    # Whoever may publish on lammer-floor/bridge/+ (Mosquitto itself, by broker-config's
+    # ACL): anything but the notification's exact "0" is ignored; a bare "0" still works.
+    outbox = FakeOutbox()
+    link = make_floor_link(mosquitto_private, outbox, floor_resend=30)
+    async with running(link):
+        outbox.add("craps/roll", {"table": "t1", "roll_id": 1})
+        link.notify()
+        await eventually(lambda: len(outbox.marked) == 1, "acknowledged")
+        client = aiomqtt.Client(mosquitto_private.host, mosquitto_private.port, timeout=UNBOUNDED)
+        async with session(client, within=5, close_within=5):
+            await client.publish("lammer-floor/bridge/c1", payload, qos=1)
+            await asyncio.sleep(0.5)
+            assert link.resent == 0
+            await client.publish("lammer-floor/bridge/c1", b"0", qos=1)
+            await eventually(lambda: link.resent == 1, "the copy after a bare 0")
