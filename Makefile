@@ -72,9 +72,9 @@ demo: setup
 	$(BIN)/lammer demo
 
 # The JSON Schemas of the MQTT contract in docs/schemas/, generated from the payload models
-# (tests/daemon/test_schemas.py fails when they are stale).
+# (tests/contract/test_schemas.py fails when they are stale).
 schemas: setup
-	$(BIN)/python -m daemon.schemas docs/schemas
+	$(BIN)/python -m contract.schemas docs/schemas
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -53,7 +53,7 @@ import aiomqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine, percentile
-from daemon.broker import Broker, BrokerError, mosquitto_path
+from deploy.broker import Broker, BrokerError, mosquitto_path
 from drivers.link import BadFrame, next_seq
 from drivers.messages import Ack, Decoded, DeviceMessage, Message, MessageDecoder, Nak, Query
 from drivers.messages import encode_message as encode

@@ -55,10 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_daemon import pty_device, roll, rolls, stop
 from bench.common import machine, percentile
-from daemon import floor
-from daemon.broker import Broker, free_port
-from daemon.cli import main as lammer
-from daemon.floor_cluster import FloorCluster
+from cli.main import main as lammer
+from deploy import floor
+from deploy.broker import Broker, free_port
+from deploy.floor_cluster import FloorCluster
 
 PREFIX: Final = "lammer"
 TABLES_PER_CONTROLLER: Final = 4

@@ -43,11 +43,11 @@ import aiomqtt
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine
-from daemon.broker import Broker
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
 from daemon.logs import configure_logging
 from daemon.segments import open_live
+from deploy.broker import Broker
 from rules.events import DiceRolled
 
 TABLE: Final = "s1"

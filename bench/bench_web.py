@@ -62,7 +62,7 @@ from bench.bench_daemon import (
     write_config,
 )
 from bench.common import machine, percentile
-from daemon.broker import free_port, wait_listening
+from deploy.broker import free_port, wait_listening
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [

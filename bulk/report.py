@@ -1,6 +1,6 @@
 """``lammer odds cover-all``: the par sheet as text or JSON, a progress bar, the chart.
 
-``daemon/odds_cmd.py`` only wires the arguments to ``cover_all_report``.
+``cli/odds.py`` only wires the arguments to ``cover_all_report``.
 
 JSON (one object per game, a list when no game was chosen)::
 

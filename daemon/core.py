@@ -41,18 +41,18 @@ from typing import Any
 
 import structlog
 
+from contract.payloads import Publication
+from contract.requests import MAX_PAYLOAD
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
 from daemon.journal import GENESIS, Journal
 from daemon.logs import event_context, fact_fields, outcome_fields
 from daemon.outbox import OutboxMessage
-from daemon.payloads import Publication
 from daemon.publications import info_publication, outcome_publication, state_publications
 from daemon.records import to_record
 from daemon.replay import Replay, Settings, start_record
 from daemon.requests import (
-    MAX_PAYLOAD,
     DropCounter,
     Incoming,
     RequestError,

@@ -73,8 +73,8 @@ from typing import Final, Protocol
 import aiomqtt
 import structlog
 
+from contract.floor import BRIDGE_STATUS_ROOT
 from daemon.errors import JournalError
-from daemon.floor import FLOOR_ROOT
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from drivers.backoff import Backoff
@@ -636,10 +636,10 @@ class MqttLink:
         self._was_up = True
 
 
-BRIDGE_ROOT: Final = f"{FLOOR_ROOT}/bridge/"
+BRIDGE_ROOT: Final = BRIDGE_STATUS_ROOT
 BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 """Where the controller's Mosquitto says whether its floor bridge is up (``1``) or not
-(``0``): ``daemon.floor.bridge_status_topic``, for any controller name."""
+(``0``): ``contract.floor.bridge_status_topic``, for any controller name."""
 
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a

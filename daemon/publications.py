@@ -1,7 +1,7 @@
 """What the table publishes: the rules' outcomes and the table's state as mqtt-api.md bodies.
 
 Every builder returns a ``Publication(topic, retained, body)`` whose body holds ``table``
-and is validated by its topic's model (``daemon.payloads``); ``seq`` and ``ts`` are the
+and is validated by its topic's model (``contract.payloads``); ``seq`` and ``ts`` are the
 journal's to add (``Journal.append_publish``), because a republished retained state keeps
 its original pair (mqtt-api.md, "Conventions").
 
@@ -24,8 +24,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import assert_never
 
-from daemon.clock import format_ts
-from daemon.payloads import (
+from contract.payloads import (
     CONTRACT_VERSION,
     TOPICS,
     Alarm,
@@ -56,6 +55,7 @@ from daemon.payloads import (
     StateBody,
     format_odds,
 )
+from daemon.clock import format_ts
 from rules import bust_bonus, craps
 from rules.cards import parse_card
 from rules.craps_odds import live_probability

@@ -30,25 +30,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError
 
-from daemon.payloads import Envelope, PayloadModel, Publication, TableId, Text
+from contract.payloads import Publication
+from contract.requests import (
+    HEAD_BYTES,
+    MAX_PAYLOAD,
+    NAME_KEPT,
+    NAME_MAX,
+    NAME_PATTERN,
+    NAMES_TEXT,
+    REQUEST_MODELS,
+    OverturnRequest,
+    RequestModel,
+    ResponseBody,
+    RollDecisionRequest,
+    VoidRollRequest,
+)
 from rules.events import Decision, RollDecided, RollVoided, VoidOverturned
-
-MAX_PAYLOAD: Final = 4096
-MAX_OPERATOR: Final = 100
-HEAD_BYTES: Final = 256
-"""How much of a refused oversize payload is kept for the record."""
-NAME_MAX: Final = 64
-NAME_PATTERN: Final = re.compile(rf"[a-z0-9_]{{1,{NAME_MAX}}}")
-"""The shape of a request name (mqtt-api.md "Requests")."""
-NAME_KEPT: Final = 80
-"""How much of a name of another shape is kept for the record."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,7 +107,7 @@ def classify(name: str) -> Kind:
 
 def unknown_request_error(name: str) -> str:
     """The error answered to a request name of the right shape that is not a request."""
-    return f"unknown request {name!r}: the requests are {_NAMES_TEXT}"
+    return f"unknown request {name!r}: the requests are {NAMES_TEXT}"
 
 
 class DropCounter:
@@ -163,115 +166,7 @@ class RequestError(ValueError):
         self.request_id = request_id
 
 
-def _shown(value: object) -> str:
-    """A received value as JSON writes it (``true``, ``"x"``), shortened for a sentence."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _roll_id(value: object) -> int:
-    if isinstance(value, bool):  # bool is an int in Python, never a roll id
-        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
-    if isinstance(value, str) and value.isascii() and value.isdigit():
-        value = int(value)
-    if not isinstance(value, int) or not 1 <= value <= 999999:
-        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
-    return value
-
-
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    operator: str = Field(
-        min_length=1, max_length=MAX_OPERATOR, description="who decides (kept in the record)"
-    )
-    request_id: str | int | None = Field(
-        default=None, description="echoed in the response; string or integer"
-    )
-    roll_id: int = Field(ge=1, le=999999, description="the dice reader's roll id")
-
-    @field_validator("operator", mode="before")
-    @classmethod
-    def _operator(cls, value: object) -> str:
-        if not isinstance(value, str):
-            raise ValueError(f"operator must be text naming who decides, got {_shown(value)}")
-        value = value.strip()
-        if not value:
-            raise ValueError("operator is empty: say who decides")
-        if len(value) > MAX_OPERATOR:
-            raise ValueError(f"operator is longer than {MAX_OPERATOR} characters")
-        if any(not ch.isprintable() for ch in value):
-            raise ValueError("operator contains control characters")
-        return value
-
-    @field_validator("request_id", mode="before")
-    @classmethod
-    def _request_id(cls, value: object) -> str | int | None:
-        if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
-            return value
-        raise ValueError(f"request_id must be a string or an integer, got {_shown(value)}")
-
-    @field_validator("roll_id", mode="before")
-    @classmethod
-    def _roll(cls, value: object) -> int:
-        return _roll_id(value)
-
-
-class RollDecisionRequest(_Request):
-    """``request/roll_decision``: decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
-
-    decision: Literal["valid", "invalid"]
-
-    @field_validator("decision", mode="before")
-    @classmethod
-    def _decision(cls, value: object) -> str:
-        if value not in ("valid", "invalid"):
-            raise ValueError(f'decision must be "valid" or "invalid", got {_shown(value)}')
-        assert isinstance(value, str)
-        return value
-
-
-class VoidRollRequest(_Request):
-    """``request/void_roll``: declare the latest counted roll invalid under 68 IAC
-    10-4-4(c)(2), (3) or (6), the clauses the reader cannot see (dice-reader-icd.md)."""
-
-    clause: Annotated[int, Field(description="2, 3 or 6 (a number or a string)")]
-
-    @field_validator("clause", mode="before")
-    @classmethod
-    def _clause(cls, value: object) -> int:
-        # 68 IAC 10-4-4(c)(2), (3), (6): the only clauses a stickperson declares by hand.
-        if type(value) is int and value in (2, 3, 6):
-            return value
-        if isinstance(value, str) and value in ("2", "3", "6"):
-            return int(value)
-        raise ValueError(
-            "clause must be 2, 3 or 6 (68 IAC 10-4-4(c)(2) another patron threw, "
-            f"(3) dice not released together, (6) no pass or don't pass bet), got {_shown(value)}"
-        )
-
-
-class OverturnRequest(_Request):
-    """``request/overturn``: reinstate the latest roll declared invalid (4-4(c), last
-    sentence)."""
-
-
-REQUEST_MODELS: Final[dict[str, type[_Request]]] = {
-    "roll_decision": RollDecisionRequest,
-    "void_roll": VoidRollRequest,
-    "overturn": OverturnRequest,
-}
-"""Every request of mqtt-api.md by name."""
-
-REQUEST_NAMES: Final = tuple(REQUEST_MODELS)
-
-_NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
-
-
-def _describe(exc: ValidationError, name: str, model: type[_Request]) -> str:
+def _describe(exc: ValidationError, name: str, model: type[RequestModel]) -> str:
     problems: list[str] = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "the request"
@@ -340,7 +235,7 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
     return Request(name=name, request_id=request_id, decision=_decision(request, at))
 
 
-def _decision(request: _Request, at: datetime) -> Decision:
+def _decision(request: RequestModel, at: datetime) -> Decision:
     match request:
         case RollDecisionRequest():
             return RollDecided(
@@ -359,29 +254,6 @@ def _decision(request: _Request, at: datetime) -> Decision:
         case OverturnRequest():
             return VoidOverturned(roll_id=request.roll_id, operator=request.operator, at=at)
     raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
-
-
-# ---------------------------------------------------------------------------------------
-# Responses
-
-
-class ResponseBody(PayloadModel):
-    """``response/<name>`` (not retained): the answer to a request."""
-
-    table: TableId
-    request_id: str | int | None = Field(description="the request's own, echoed; null if none")
-    status: Literal["ok", "error"]
-    error: Text | None = Field(description="for error: a sentence a person understands")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> ResponseBody:
-        if (self.status == "error") != (self.error is not None):
-            raise ValueError("an error response says why, and an ok response has no error")
-        return self
-
-
-class ResponseMessage(ResponseBody, Envelope):
-    """``response/<name>`` as published."""
 
 
 def response_publication(

@@ -432,7 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(serve(args))
     except BrokenPipeError:
         _discard(sys.stdout)
-        return 128 + signal.SIGPIPE  # as `lammer` does (daemon/output.py)
+        return 128 + signal.SIGPIPE  # as `lammer` does (cli/output.py)
     except (ValueError, OSError) as exc:  # ScriptError and FaultSpecError are ValueErrors
         print(f"lammer-sim: error: {exc}", file=sys.stderr)
         return 2

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.broker import Broker, free_port
+from deploy.broker import Broker, free_port
 
 __all__ = ["Broker", "free_port"]
 

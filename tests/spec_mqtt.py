@@ -1,7 +1,7 @@
 """A checker of published MQTT messages against ``shared/spec/mqtt-api.md`` (version 1).
 
 Written from the spec's text and its "Published" table, deliberately without importing
-``daemon.payloads``: if the models there get the contract wrong, this catches it. Any
+``contract.payloads``: if the models there get the contract wrong, this catches it. Any
 test that subscribes to a table (integration tests, the display's tests) can use it::
 
     from tests.spec_mqtt import check_message

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 
 from daemon.app import TableDaemon
-from daemon.broker import free_port
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
 from daemon.journal import Journal
 from daemon.logs import configure_logging
 from daemon.notify import Notifier
 from daemon.requests import Incoming
+from deploy.broker import free_port
 from rules.events import (
     CoverAllResult,
     DeviceConnected,

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from daemon import broker_config
 from daemon.bad_frames import MAX_REASONS, OTHER_REASONS, BadFrameBudget
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
 from daemon.journal import Journal
 from daemon.logs import configure_logging
+from deploy import broker_config
 from rules.events import DeviceConnected, DeviceStatus, DiceRolled
 
 T0 = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)

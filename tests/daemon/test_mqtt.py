@@ -28,11 +28,11 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.broker import broker_config
 from daemon.errors import JournalError
 from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
+from deploy.broker import broker_config
 from drivers.backoff import Backoff
 from tests.conftest import Broker, free_port
 

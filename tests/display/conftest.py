@@ -29,7 +29,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from daemon.broker import Broker, free_port, mosquitto_path, wait_listening
+from deploy.broker import Broker, free_port, mosquitto_path, wait_listening
 from tests.integration.harness import Table
 
 CHROMIUM = "/usr/bin/chromium"

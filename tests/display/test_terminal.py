@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from daemon.schemas import parse_message
+from contract.schemas import parse_message
 from display.terminal import TOPICS, Link, TableView, card_text, follow, render, route
 from drivers.backoff import Backoff
 from tests.conftest import Broker, free_port
@@ -292,7 +292,7 @@ def test_the_board_shows_lammers_bets_and_betting() -> None:
 def test_the_board_shows_each_bets_chance_as_one_in_x() -> None:
     view = TableView(table="t2")
     body = json.loads(board(31, [2, 6, 11]))
-    # All Small needs 3, 4, 5: 155/1716 (worked by hand in tests/daemon/test_payloads.py)
+    # All Small needs 3, 4, 5: 155/1716 (worked by hand in tests/contract/test_payloads.py)
     body["all_small"]["chance"] = "155/1716"
     body["all_tall"]["chance"] = "not a fraction"  # tolerated, shown as nothing
     assert view.apply("lammer/t2/craps/board", json.dumps(body).encode())
@@ -622,7 +622,7 @@ async def run_display(*args: str) -> tuple[int, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "daemon.cli",
+        "cli.main",
         "display",
         *args,
         stdout=asyncio.subprocess.PIPE,

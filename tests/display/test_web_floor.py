@@ -18,8 +18,8 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Page, expect
 
-from daemon.broker import free_port, wait_listening
-from daemon.floor_cluster import FloorCluster
+from deploy.broker import free_port, wait_listening
+from deploy.floor_cluster import FloorCluster
 from tests.display.conftest import KEEPALIVE, AuthBroker, MakeTable, screenshot_dir
 from tests.integration.floor import Controller, until
 

@@ -147,7 +147,7 @@ def test_store_drops_and_counts_what_is_not_the_contract() -> None:
 
 
 def test_every_topic_the_pages_draw_is_one_the_daemon_publishes() -> None:
-    from daemon.schemas import model_for
+    from contract.schemas import model_for
 
     for topic, (_, retained) in TOPICS.items():
         assert model_for(topic)[1] == retained, topic

@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 
 import aiomqtt
 
-from daemon.broker import Broker, free_port
-from daemon.cli import main
-from daemon.floor_cluster import FloorCluster
+from cli.main import main
+from deploy.broker import Broker, free_port
+from deploy.floor_cluster import FloorCluster
 from tests.integration.harness import (
     DEADLINE,
     LAMMER_SIM,

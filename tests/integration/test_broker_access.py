@@ -30,8 +30,8 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from daemon import broker_config as bc
-from daemon.broker import Broker, free_port, wait_listening
+from deploy import broker_config as bc
+from deploy.broker import Broker, free_port, wait_listening
 from tests.integration.harness import LAMMER, Table
 
 pytestmark = pytest.mark.integration

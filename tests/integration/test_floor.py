@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from daemon.floor_cluster import FloorCluster
+from deploy.floor_cluster import FloorCluster
 from tests.integration.floor import Controller, FloorSubscriber, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]

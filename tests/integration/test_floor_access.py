@@ -20,8 +20,8 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from daemon.broker import Broker
-from daemon.floor_cluster import FloorCluster
+from deploy.broker import Broker
+from deploy.floor_cluster import FloorCluster
 from tests.integration.floor import Controller, FloorSubscriber, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

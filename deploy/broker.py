@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemon import children
 from daemon.errors import DaemonError
+from deploy import children
 
 
 class BrokerError(DaemonError, RuntimeError):
@@ -100,7 +100,7 @@ class Broker:
     With ``config_file`` (``lammer broker-config``'s ``mosquitto.conf``, say) the broker runs
     that configuration as it is; ``host`` and ``port`` must then name one of its listeners.
     With ``supervised`` (the demo) it runs in a session of its own and dies with this
-    process (``daemon.children``): Mosquitto takes SIGHUP as "reload", so a closed terminal
+    process (``deploy.children``): Mosquitto takes SIGHUP as "reload", so a closed terminal
     must never be what is expected to stop it.
     """
 

@@ -3,7 +3,7 @@
 ``lammer broker-config --out DIR [--listen HOST:PORT] [--tls-cert F --tls-key F --tls-ca F]
 [--bridge HOST:PORT[,HOST:PORT...] --controller NAME] [--data-dir DIR] [--broker-user USER]
 CONFIG.toml [CONFIG.toml ...]`` writes, for the tables given, ``DIR/mosquitto.conf``,
-``DIR/passwd``, ``DIR/acl`` and ``DIR/credentials/<user>`` (``daemon.broker_config`` says
+``DIR/passwd``, ``DIR/acl`` and ``DIR/credentials/<user>`` (``deploy.broker_config`` says
 what each holds and why); with ``--bridge``, the bridge to the floor cluster at the end of
 ``mosquitto.conf``, its password in ``credentials/bridge-<controller>`` and
 ``DIR/floor-controller.json`` for ``lammer floor-config``. Running it again keeps every
@@ -21,7 +21,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from daemon.broker_config import (
+from daemon.config import TableConfig, load_config
+from daemon.errors import ConfigFileError
+from deploy.broker_config import (
     DEFAULT_BROKER_USER,
     DEFAULT_DATA_DIR,
     DEFAULT_TLS_LISTEN,
@@ -32,8 +34,6 @@ from daemon.broker_config import (
     plan_broker,
     wiring_lines,
 )
-from daemon.config import TableConfig, load_config
-from daemon.errors import ConfigFileError
 
 EXIT_OK = 0
 EXIT_WRITE_FAILED = 1

@@ -13,7 +13,7 @@ Everything lives in one work folder (``--workdir``, else a new temporary one tha
 kept for inspection): configs, journals, logs.
 
 No child outlives the demo. The broker, the simulators and the daemons run in sessions of
-their own (``daemon.children``): the terminal's signals reach only the demo (and the
+their own (``deploy.children``): the terminal's signals reach only the demo (and the
 display, which is the terminal's), and the demo stops the rest in order: the daemons first,
 so they publish ``offline`` while the broker is up, then the simulators, then the broker.
 Ctrl-C (SIGINT), a closed terminal (SIGHUP) and SIGTERM all stop it so, with status 0; a
@@ -39,10 +39,10 @@ from pathlib import Path
 
 import aiomqtt
 
-from daemon.broker import Broker, BrokerError, free_port
-from daemon.children import supervised
+from cli.output import discard
 from daemon.mqtt import UNBOUNDED, session
-from daemon.output import discard
+from deploy.broker import Broker, BrokerError, free_port
+from deploy.children import supervised
 
 PREFIX = "lammer"
 

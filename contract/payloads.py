@@ -6,7 +6,7 @@ rename, remove or change the meaning of one listed here").
 
 The contract has three homes: the models here (what each published topic holds),
 ``daemon.publications`` (the table's state and the rules' outcomes turned into these
-bodies), and ``daemon.requests`` (the requests and their responses); ``daemon.schemas``
+bodies), and ``daemon.requests`` (the requests and their responses); ``contract.schemas``
 joins them into one registry of every topic and the JSON Schemas in ``docs/schemas/``.
 
 Two layers per topic:

@@ -3,7 +3,7 @@
 ``lammer floor-config --out DIR --nodes N [--hosts H1,H2,...] [--mqtt-port P] [--route-port P]
 [--client-port P] [--monitor-port P] [--data-dir DIR] [--cluster-name NAME]
 [CONTROLLER.json ...]`` writes ``DIR/floor-<i>/nats.conf`` for each node and
-``DIR/credentials/`` (``daemon.floor_config`` says what each holds and why), from the
+``DIR/credentials/`` (``deploy.floor_config`` says what each holds and why), from the
 controllers' declarations (``floor-controller.json``, written by ``lammer broker-config
 --bridge`` on each controller). Running it again keeps every password and prints what it
 changed: one line per file and the diff of each node file, then how to install each node.
@@ -19,7 +19,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from daemon.floor_config import (
+from deploy.floor_config import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER,
     DEFAULT_DATA_DIR,

@@ -32,8 +32,7 @@ from typing import Any, Final
 
 import bcrypt
 
-FLOOR_ROOT: Final = "lammer-floor"
-"""The root of the floor's own topics (never a table's prefix: ``check_base`` refuses it)."""
+from contract.floor import FLOOR_ROOT
 
 DECLARATION_FORMAT: Final = "lammer-floor-controller/1"
 DECLARATION_FILE: Final = "floor-controller.json"
@@ -84,11 +83,6 @@ def bridge_user(controller: str) -> str:
 def bridge_client_id(controller: str) -> str:
     """The bridge's MQTT client id on the floor (no ``.``: NATS refuses it)."""
     return f"lammer-bridge-{controller}"
-
-
-def bridge_status_topic(controller: str) -> str:
-    """Where the bridge's state is retained on the floor: ``1`` connected, ``0`` lost."""
-    return f"{FLOOR_ROOT}/bridge/{controller}"
 
 
 def base_problem(base: str) -> str | None:

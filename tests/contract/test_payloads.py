@@ -1,4 +1,4 @@
-"""Payload models (daemon/payloads.py) and publications (daemon/publications.py) against
+"""Payload models (contract/payloads.py) and publications (daemon/publications.py) against
 mqtt-api.md.
 
 Every body a builder makes is put on the wire as the journal would (``seq`` and ``ts``
@@ -20,8 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from daemon import payloads
-from daemon.payloads import Publication
+from contract import payloads
+from contract.payloads import Publication
+from contract.schemas import parse_message, schemas
 from daemon.publications import (
     bust_bonus_state_publication,
     craps_board_publication,
@@ -29,7 +30,6 @@ from daemon.publications import (
     outcome_publication,
     state_publications,
 )
-from daemon.schemas import parse_message, schemas
 from rules import bust_bonus, craps
 from rules.events import (
     AlarmRaised,

@@ -23,12 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon import broker_config as bc
-from daemon.cli import main
+from cli.main import main
 from daemon.config import MqttSection, TableConfig, TableSection, validate_config
 from daemon.errors import ConfigFileError
 from daemon.journal import Journal
 from daemon.publications import state_publications
+from deploy import broker_config as bc
 from rules.table import Alarm, DeviceState, TableState
 
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"

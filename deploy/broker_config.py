@@ -82,9 +82,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from daemon import floor
+from contract.floor import bridge_status_topic
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
+from deploy import floor
 
 # ---------------------------------------------------------------------------------------
 # Limits (the reasons are written next to each in mosquitto.conf, see _limits_section)
@@ -96,7 +97,7 @@ LARGEST_PAYLOAD: Final = 32 * 1024
 """Bound of the largest payload a daemon publishes: ``state`` (and ``alarms``) with every
 alarm a table can hold, at most 32 device codes per device plus the table's own alarms, each
 as long as a 240-byte link-layer body allows with every character JSON-escaped
-(``tests/daemon/test_broker_config.py`` builds it with the daemon's own builders: about
+(``tests/deploy/test_broker_config.py`` builds it with the daemon's own builders: about
 25 KB). Every other payload (a result, a board, a response to a 4 KiB request) is smaller."""
 
 MESSAGE_SIZE_LIMIT: Final = 256 * 1024
@@ -276,7 +277,7 @@ class Table:
 @dataclass(frozen=True, slots=True)
 class Bridge:
     """The bridge to the floor cluster: its nodes' MQTT listeners, in the order tried, and
-    the controller's name there (``daemon.floor`` derives its user, client id and status
+    the controller's name there (``deploy.floor`` derives its user, client id and status
     topic from it)."""
 
     nodes: tuple[Endpoint, ...]
@@ -500,7 +501,7 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
             # is ever published there, and no table may publish it.
             grants=(
                 Grant("readwrite", f"{t.base}/#"),
-                Grant("read", floor.bridge_status_topic("+")),
+                Grant("read", bridge_status_topic("+")),
             ),
         )
         for t in tables
@@ -955,7 +956,7 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
                 "0 as the bridge's will when it goes silent. Not under $SYS: NATS refuses it.",
             ),
         ),
-        Directive("notification_topic", floor.bridge_status_topic(controller)),
+        Directive("notification_topic", bridge_status_topic(controller)),
         Directive(
             "bridge_attempt_unsubscribe",
             "false",

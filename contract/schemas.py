@@ -1,10 +1,10 @@
 """Every topic of the MQTT contract in one registry, and its JSON Schemas for display teams.
 
 ``model_for(topic)`` and ``parse_message(topic, payload)`` know every topic the daemon
-publishes (``daemon.payloads.TOPICS`` and ``response/<name>``); ``schemas()`` gives a JSON
+publishes (``contract.payloads.TOPICS`` and ``response/<name>``); ``schemas()`` gives a JSON
 Schema (draft 2020-12) per topic and per request, and ``write_schemas(folder)`` writes them
 as files, one per topic (``docs/schemas/cover_all/result.json``). The files in
-``docs/schemas/`` are generated: ``python -m daemon.schemas docs/schemas`` (``make
+``docs/schemas/`` are generated: ``python -m contract.schemas docs/schemas`` (``make
 schemas``) writes them again, and a test fails when they are stale.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from daemon.payloads import TOPICS, PayloadModel
-from daemon.requests import REQUEST_MODELS, ResponseMessage
+from contract.payloads import TOPICS, PayloadModel
+from contract.requests import REQUEST_MODELS, ResponseMessage
 
 DRAFT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -121,10 +121,10 @@ def write_schemas(folder: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m daemon.schemas FOLDER``: write the JSON Schemas, say what changed."""
+    """``python -m contract.schemas FOLDER``: write the JSON Schemas, say what changed."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m daemon.schemas FOLDER", file=sys.stderr)
+        print("usage: python -m contract.schemas FOLDER", file=sys.stderr)
         return 2
     changed = write_schemas(Path(args[0]))
     for relative in changed:

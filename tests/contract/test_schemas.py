@@ -1,4 +1,4 @@
-"""The JSON Schemas in docs/schemas/ are the payload models' (daemon/schemas.py), and what
+"""The JSON Schemas in docs/schemas/ are the payload models' (contract/schemas.py), and what
 a display team reads there matches what the daemon publishes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.schemas import main, model_for, schema_files, write_schemas
+from contract.schemas import main, model_for, schema_files, write_schemas
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "schemas"
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from daemon.broker import BrokerError, listen_ports
-from daemon.floor_config import FloorPlan, Node, generate, plan_floor
+from deploy.broker import BrokerError, listen_ports
+from deploy.floor_config import FloorPlan, Node, generate, plan_floor
 
 
 def nats_server_path() -> str:

@@ -4,7 +4,7 @@ Pipes (``lammer journal FILE | head -1``).
 
 Python ignores SIGPIPE, so a write to a pipe whose reader has exited raises
 ``BrokenPipeError`` where a C tool would die quietly of the signal. The ``lammer`` entry
-point catches it around every command (``daemon.cli.main``): no traceback, stdout pointed
+point catches it around every command (``cli.main.main``): no traceback, stdout pointed
 at ``/dev/null`` so the interpreter's last flush has nothing to complain about, and exit
 status 141 (128 + SIGPIPE), the status a shell shows for ``cat FILE | head -1``'s ``cat``.
 The output was cut short, so the status is not 0: a script with ``set -o pipefail`` that

@@ -26,7 +26,7 @@ Every segment is opened read-only and nothing is created beside it, so both are 
 the daemon runs. A missing file or one that is not a lammer journal is an error (exit 2).
 
 The export holds every card dealt: ``-o OUT`` writes it to a file only its owner may read
-(0600, ``daemon.output.private_file``: an earlier ``OUT`` is replaced, never written into,
+(0600, ``cli.output.private_file``: an earlier ``OUT`` is replaced, never written into,
 and an interrupted export leaves none). A shell redirection (``> OUT``) would create it
 with the umask's mode, usually readable by everyone.
 """
@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import TextIO
 from zoneinfo import ZoneInfo
 
+from cli.output import OutputFileError, check_private_target, private_file
 from daemon.config import TableConfig, load_config
 from daemon.errors import ConfigFileError, JournalError
 from daemon.journal import KINDS, Journal, JournalRecord
-from daemon.output import OutputFileError, check_private_target, private_file
 from daemon.replay import Settings
 from daemon.segments import archive_dir, archived, gaming_day, next_path, segment_paths
 from daemon.verify import verify_journal
@@ -203,7 +203,7 @@ def _run_export(args: argparse.Namespace) -> int:
                 count = _export(records, out)
             print(f"lammer journal: {count} records written to {args.output}", file=sys.stderr)
     except BrokenPipeError:
-        raise  # the reader went away: `lammer` ends quietly with 141 (daemon.output)
+        raise  # the reader went away: `lammer` ends quietly with 141 (cli.output)
     except (JournalError, OSError) as exc:  # OSError: writing OUT (a full disk)
         print(f"lammer journal: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -9,33 +9,98 @@ command's module cannot take the others down.
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from daemon.output import EXIT_BROKEN_PIPE, discard
+from cli.output import EXIT_BROKEN_PIPE, discard
 
-# name -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("daemon.run_cmd", "run one table: drivers, rules, journal and MQTT"),
-    "check-config": ("daemon.check_config_cmd", "validate a table configuration file"),
+
+def _run_cmd() -> CommandModule:
+    from cli import run
+
+    return run
+
+
+def _check_config() -> CommandModule:
+    from cli import check_config
+
+    return check_config
+
+
+def _broker_config() -> CommandModule:
+    from cli import broker_config
+
+    return broker_config
+
+
+def _floor_config() -> CommandModule:
+    from cli import floor_config
+
+    return floor_config
+
+
+def _journal() -> CommandModule:
+    from cli import journal
+
+    return journal
+
+
+def _odds() -> CommandModule:
+    from cli import odds
+
+    return odds
+
+
+def _display() -> CommandModule:
+    from display import terminal
+
+    return terminal
+
+
+def _web() -> CommandModule:
+    from display.web import cmd
+
+    return cmd
+
+
+def _demo() -> CommandModule:
+    from cli import demo
+
+    return demo
+
+
+class CommandModule(Protocol):
+    """What a subcommand's module provides."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+# name -> (loader of its module, one-line help). The loaders import plainly, inside a
+# function: only the module of the command being run is imported (``lammer odds`` does not
+# pay for the MQTT stack), and import-linter still sees every arrow.
+COMMANDS: dict[str, tuple[Callable[[], CommandModule], str]] = {
+    "run": (_run_cmd, "run one table: drivers, rules, journal and MQTT"),
+    "check-config": (_check_config, "validate a table configuration file"),
     "broker-config": (
-        "daemon.broker_config_cmd",
+        _broker_config,
         "write the Mosquitto configuration (users, ACL, TLS) for the tables given",
     ),
     "floor-config": (
-        "daemon.floor_config_cmd",
+        _floor_config,
         "write the floor cluster's configuration (nats-server nodes, users, permissions)",
     ),
     "journal": (
-        "daemon.journal_cmd",
+        _journal,
         "export a table's journal as JSON lines, or verify it (lammer journal verify)",
     ),
-    "odds": ("daemon.odds_cmd", "exact odds and house edge of the side bets"),
-    "display": ("display.terminal", "a terminal display of one or more tables, live from MQTT"),
-    "web": ("display.web.cmd", "the table's screens in the browser: player, pit, stickperson"),
-    "demo": ("daemon.demo", "a simulated floor: broker, simulators, daemons and a display"),
+    "odds": (_odds, "exact odds and house edge of the side bets"),
+    "display": (_display, "a terminal display of one or more tables, live from MQTT"),
+    "web": (_web, "the table's screens in the browser: player, pit, stickperson"),
+    "demo": (_demo, "a simulated floor: broker, simulators, daemons and a display"),
 }
 
 
@@ -52,10 +117,10 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module_name, help_text) in COMMANDS.items():
+    for name, (load, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         if name in wanted:
-            module = importlib.import_module(module_name)
+            module = load()
             module.add_arguments(command)
             command.set_defaults(_run=module.run)
     return parser
@@ -73,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``lammer``: imports only the module of the command being run.
 
     A reader of the output that goes away (``| head``) ends the command quietly with
-    status 141 (``daemon.output``), whichever command it was.
+    status 141 (``cli.output``), whichever command it was.
     """
     args_in = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in args_in if not a.startswith("-")), None)

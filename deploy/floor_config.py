@@ -25,7 +25,7 @@ port listens on loopback and nobody may use it):
 
 NATS permissions are subjects: an MQTT topic's ``/`` is a ``.``, ``+`` is ``*``, and a
 filter ending in ``#`` is two subjects (``lammer/t1/#`` is ``lammer.t1`` and
-``lammer.t1.>``, ``daemon.floor.nats_filter``). A QoS 1 subscription is delivered by
+``lammer.t1.>``, ``deploy.floor.nats_filter``). A QoS 1 subscription is delivered by
 JetStream on ``$MQTT.sub.<id>``, so every user that subscribes is granted that too (MQTT
 clients cannot subscribe to it themselves: nats-server refuses the filter).
 
@@ -58,8 +58,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from daemon import floor
-from daemon.broker_config import (
+from contract.floor import FLOOR_ROOT, bridge_status_topic
+from daemon.errors import DaemonError
+from deploy import floor
+from deploy.broker_config import (
     Change,
     Endpoint,
     foreign_files,
@@ -69,7 +71,6 @@ from daemon.broker_config import (
     parse_endpoint,
     write_file,
 )
-from daemon.errors import DaemonError
 
 DEFAULT_MQTT_PORT: Final = 1883
 DEFAULT_ROUTE_PORT: Final = 6222
@@ -381,7 +382,7 @@ class FloorUser:
 
 def _readers(plan: FloorPlan) -> tuple[str, ...]:
     subjects = [s for p in plan.prefixes for s in floor.nats_filter(f"{p}/#")]
-    subjects += floor.nats_filter(f"{floor.FLOOR_ROOT}/#")
+    subjects += floor.nats_filter(f"{FLOOR_ROOT}/#")
     return (*subjects, MQTT_DELIVERY)
 
 
@@ -402,7 +403,7 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
                 password_bcrypt=decl.password_bcrypt,
                 publish_allow=(
                     *(f"{b}.>" for b in bases),
-                    floor.nats_subject(floor.bridge_status_topic(decl.controller)),
+                    floor.nats_subject(bridge_status_topic(decl.controller)),
                 ),
                 publish_deny=tuple(f"{b}.request.>" for b in bases),
                 subscribe_allow=(

@@ -6,8 +6,8 @@ import random
 import socket
 from pathlib import Path
 
-from daemon.broker import free_port, listen_ports
-from daemon.floor_cluster import free_ranges
+from deploy.broker import free_port, listen_ports
+from deploy.floor_cluster import free_ranges
 
 
 def ephemeral_low() -> int:

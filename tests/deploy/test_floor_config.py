@@ -19,10 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon import broker_config as bc
-from daemon import floor
-from daemon import floor_config as fc
-from daemon.cli import main
+from cli.main import main
+from contract.floor import bridge_status_topic
+from deploy import broker_config as bc
+from deploy import floor
+from deploy import floor_config as fc
 
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
@@ -242,7 +243,7 @@ def test_any_controller_name_is_refused_or_one_token(
     problem = floor.controller_problem(name)
     if problem is None:
         assert all(c.isascii() and (c.isalnum() or c in "-_") for c in name)
-        assert floor.nats_subject(floor.bridge_status_topic(name)).count(".") == 2
+        assert floor.nats_subject(bridge_status_topic(name)).count(".") == 2
     else:
         assert repr(name) in problem
 
@@ -546,7 +547,7 @@ def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) 
 
 
 def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
-    from daemon.floor_config_cmd import CONF_ON_NODE
+    from cli.floor_config import CONF_ON_NODE
 
     text = DROP_IN.read_text()
     assert f"ExecStart=/usr/sbin/nats-server -c {CONF_ON_NODE}" in text

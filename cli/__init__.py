@@ -1,0 +1,1 @@
+"""The ``lammer`` command line: one module per subcommand (``cli.main`` lists them)."""
