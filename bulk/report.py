@@ -27,6 +27,7 @@ from rules.cover_all import LAYOUTS
 from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import ColumnError, cover_all_columns
 from rules.poker import poker_game
+from rules.text import plural
 
 
 def _fraction(value: Fraction | None) -> str | None:
@@ -77,7 +78,7 @@ def game_text(columns: Sequence[ColumnOdds]) -> list[str]:
         ci = "exact" if c.exact else f"{c.half_width * 100:.4f} %"
         lines.append(f"{c.hands:>5}  {c.house_edge * 100:>9.4f} %  {ci:>10}  {method}")
     for c in columns:
-        lines += ["", f"{c.hands} hands: the highest hand at the table makes"]
+        lines += ["", f"{plural(c.hands, 'hand')}: the highest hand at the table makes"]
         for row in c.rows:
             exact = f"  {_fraction(row.fraction)}" if row.fraction is not None else ""
             lines.append(
@@ -140,7 +141,7 @@ def cover_all_report(
         games = tuple(g for g in games if hands in cover_all_columns(g))
         if not games:
             raise ColumnError(
-                f"no Cover All Bonus pay table has a column for {hands} total hands",
+                f"no Cover All Bonus pay table has a column for {plural(hands, 'total hand')}",
                 game="any",
                 hands=hands,
                 columns=tuple(range(1, 9)),

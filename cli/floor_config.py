@@ -33,6 +33,7 @@ from deploy.floor_config import (
     generate,
     plan_floor,
 )
+from rules.text import plural
 
 EXIT_OK = 0
 EXIT_WRITE_FAILED = 1
@@ -119,8 +120,8 @@ def report(generated: Generated) -> list[str]:
     plan = generated.plan
     tables = len(plan.tables)
     lines = [
-        f"{plan.out}: cluster {plan.cluster}, {len(plan.nodes)} nodes, "
-        f"{len(plan.controllers)} controllers, {tables} table{'s' if tables != 1 else ''}"
+        f"{plan.out}: cluster {plan.cluster}, {plural(len(plan.nodes), 'node')}, "
+        f"{plural(len(plan.controllers), 'controller')}, {plural(tables, 'table')}"
     ]
     for change in generated.changes:
         lines.append(change.line(plan.out))

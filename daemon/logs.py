@@ -24,8 +24,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import fields, is_dataclass
+from datetime import datetime
+from decimal import Decimal
+from enum import Enum
+from fractions import Fraction
 from typing import Any, Final, Literal, TextIO
 
 import structlog
@@ -61,7 +66,28 @@ def event_context(event: object) -> dict[str, Any]:
 
 
 def _plain(value: object) -> object:
-    return value if isinstance(value, str | int | bool | None) else str(value)
+    """A value as JSON holds it, never a Python repr: lists for tuples, objects for
+    dataclasses and mappings, exact decimals and fractions as strings (``"80"``, ``"1/3"``),
+    times in ISO 8601, enums by their value."""
+    match value:
+        case str() | int() | bool() | None:
+            return value
+        case Decimal():
+            return format(value, "f")
+        case Fraction():
+            return f"{value.numerator}/{value.denominator}"
+        case datetime():
+            return value.isoformat()
+        case Enum():
+            return _plain(value.value)
+        case tuple() | list() | frozenset() | set():
+            items = [_plain(v) for v in value]
+            return sorted(items, key=str) if isinstance(value, frozenset | set) else items
+        case Mapping():
+            return {str(k): _plain(v) for k, v in value.items()}
+        case _ if is_dataclass(value) and not isinstance(value, type):
+            return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return str(value)
 
 
 def fact_fields(fact: object) -> dict[str, Any]:

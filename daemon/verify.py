@@ -117,11 +117,17 @@ class Report:
     def summary(self) -> list[str]:
         """The report as lines for a person (the command prints them)."""
         archived = sum(1 for p in self.segments if p != self.live)
-        live = " and the live one" if self.live in self.segments else ", no live segment"
+        has_live = self.live in self.segments
+        if archived and has_live:
+            where = f"{archived:,} in the archive and the live one"
+        elif has_live:
+            where = "the live one"
+        else:
+            where = f"{archived:,} in the archive, no live segment"
         span = "" if self.first_seq is None else f" (seq {self.first_seq} to {self.last_seq})"
         lines = [
             f"journal {self.live}",
-            f"  segments:  {len(self.segments)} ({archived} in the archive{live})",
+            f"  segments:  {len(self.segments)} ({where})",
             f"  records:   {self.records}{span}",
             f"  chain:     {self.chain}, "
             + ("from genesis" if self.anchor is None else f"anchored at seq {self.anchor.seq}"),

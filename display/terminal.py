@@ -54,6 +54,7 @@ from rich.text import Text
 from display.session import UNBOUNDED, bounded, session
 from drivers.backoff import Backoff
 from rules.cards import parse_card
+from rules.text import plural
 
 # ---------------------------------------------------------------------------------------
 # Payload models (mqtt-api.md "Published"). Extra fields are ignored: the spec lets the
@@ -662,7 +663,8 @@ def _cover_all(view: TableView) -> RenderableType:
         )
         parts.append(
             Text(
-                f"Cover All Bonus · round {payouts.round_id} · pays for {payouts.hands} hands",
+                f"Cover All Bonus · round {payouts.round_id} · pays for "
+                f"{plural(payouts.hands, 'hand')}",
                 style="bold",
             )
         )

@@ -36,6 +36,7 @@ from rules.cards import Card
 from rules.errors import ConfigError, HandError, PaytableError
 from rules.events import POKER_GAMES, CrapsBet, PayRow, PokerGame
 from rules.poker import poker_game
+from rules.text import plural
 
 
 def _read(name: str) -> str:
@@ -108,7 +109,8 @@ class CoverAllPaytable:
             j = self.columns.index(hands)
         except ValueError:
             raise ColumnError(
-                f"{self.game} Cover All Bonus has no pay-table column for {hands} total hands:"
+                f"{self.game} Cover All Bonus has no pay-table column for "
+                f"{plural(hands, 'total hand')}:"
                 f" its columns are {', '.join(map(str, sorted(self.columns)))}",
                 game=self.game,
                 hands=hands,

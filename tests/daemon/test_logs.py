@@ -8,13 +8,22 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
 
-from daemon.logs import HIDDEN, bound_context, configure_logging, get_logger
+from daemon.logs import (
+    HIDDEN,
+    bound_context,
+    configure_logging,
+    fact_fields,
+    get_logger,
+    outcome_fields,
+)
+from rules.events import CoverAllPayouts, CoverAllResult, DiceRolled, PayRow
 
 
 @pytest.fixture(autouse=True)
@@ -149,3 +158,56 @@ def test_bad_level_or_format() -> None:
         configure_logging(fmt="json", level="loud")
     with pytest.raises(ValueError, match="unknown log format 'xml'"):
         configure_logging(fmt="xml", level="info")  # type: ignore[arg-type]
+
+
+def test_facts_and_outcomes_are_logged_as_json_values_never_python_reprs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 20: "paytable": "(PayRow(hand='Royal Flush', pays=Decimal('80')), ...)" and
+    # "dice": "(4, 6)" were strings holding Python reprs inside the JSON.
+    monkeypatch.delenv("JOURNAL_STREAM", raising=False)
+    stream = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=stream)
+    payouts = CoverAllPayouts(
+        round_id=812,
+        game="CSP",
+        hands=3,
+        paytable=(
+            PayRow(hand="Royal Flush", pays=Decimal("80")),
+            PayRow(hand="Straight", pays=Decimal("1.5")),
+        ),
+    )
+    roll = DiceRolled(roll_id=7, dice=(4, 6))
+    log = get_logger("lammer.test")
+    log.info("outcome", **outcome_fields(payouts))
+    log.info("fact", **fact_fields(roll))
+    outcome, fact = lines(stream)
+    assert outcome["paytable"] == [
+        {"hand": "Royal Flush", "pays": "80"},
+        {"hand": "Straight", "pays": "1.5"},
+    ]
+    assert (outcome["round_id"], outcome["game"], outcome["hands"]) == (812, "CSP", 3)
+    assert fact["dice"] == [4, 6]
+    assert "(" not in stream.getvalue()
+
+
+def test_a_face_down_card_inside_an_outcome_is_still_only_what_outcomes_publish() -> None:
+    # outcome_fields writes what the outcome holds, as JSON; a flagged result holds no card.
+    flagged = CoverAllResult(
+        round_id=9,
+        game="UTH",
+        hands=None,
+        outcome="flagged",
+        highest=None,
+        pays=None,
+        reason="card count",
+    )
+    assert outcome_fields(flagged) == {
+        "round_id": 9,
+        "game": "UTH",
+        "hands": None,
+        "outcome": "flagged",
+        "highest": None,
+        "pays": None,
+        "reason": "card count",
+    }

@@ -710,3 +710,21 @@ def test_a_rotation_between_listing_and_reading_is_checked_again(
     assert report.intact, report.problem
     assert len(report.segments) == 2  # read again, after the rotation
     assert listings[1] == [config.journal_path]  # the stale listing the first walk had
+
+
+@pytest.mark.parametrize(
+    ("archived", "with_live", "expected"),
+    [
+        (0, True, "  segments:  1 (the live one)"),
+        (1, True, "  segments:  2 (1 in the archive and the live one)"),
+        (3, False, "  segments:  3 (3 in the archive, no live segment)"),
+    ],
+)
+def test_the_summary_counts_segments_in_plain_words(
+    tmp_path: Path, archived: int, with_live: bool, expected: str
+) -> None:
+    # Issue 20: "segments: 1 (0 in the archive and the live one)".
+    live = tmp_path / "t1.db"
+    segments = [tmp_path / "archive" / f"t1-{i}.db" for i in range(archived)]
+    report = Report(live=live, hmac=False, segments=[*segments, *([live] if with_live else [])])
+    assert expected in report.summary()

@@ -24,6 +24,7 @@ from rules.paytables import (
     cover_all_table,
     parse_cover_all,
 )
+from rules.text import plural
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sd-cover-all-bonus.txt"
 TITLES = {
@@ -109,7 +110,9 @@ def test_spec_example_column_for_three_caribbean_stud_hands() -> None:
 
 @pytest.mark.parametrize(("game", "hands"), [("CSP", 1), ("CSP", 9), ("UTH", 8), ("MSP", 7)])
 def test_hands_that_are_not_a_column_raise_a_clear_error(game: str, hands: int) -> None:
-    with pytest.raises(ColumnError, match=f"no pay-table column for {hands} total hands") as info:
+    # "1 total hand", never "1 total hands" (issue 20: plurals right everywhere).
+    noun = "total hand" if hands == 1 else "total hands"
+    with pytest.raises(ColumnError, match=f"no pay-table column for {hands} {noun}:") as info:
         cover_all_paytable(game, hands)
     assert isinstance(info.value, HandError)
     assert isinstance(info.value, PaytableError)
@@ -329,3 +332,16 @@ def test_nine_hands_and_equal_neighbours_are_a_valid_table() -> None:
     tables = parse_cover_all(json.dumps(data))
     assert tables["CSP"].column(9)[0] == cover_all_paytable("CSP", 8)[0]
     assert [r.pays for r in tables["UTH"].column(7)[:2]] == [Decimal(70), Decimal(70)]
+
+
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [(0, "0 hands"), (1, "1 hand"), (2, "2 hands"), (1024, "1,024 hands")],
+)
+def test_counts_are_written_with_the_noun_in_the_right_number(count: int, expected: str) -> None:
+    assert plural(count, "hand") == expected
+
+
+def test_an_irregular_plural_is_given() -> None:
+    assert plural(1, "body", "bodies") == "1 body"
+    assert plural(2, "body", "bodies") == "2 bodies"
