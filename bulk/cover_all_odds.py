@@ -48,7 +48,7 @@ highest hand is chosen exactly as ``rules.cover_all.resolve_round`` settles a ro
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
@@ -355,6 +355,11 @@ class ColumnOdds:
     house_edge: float
     house_edge_fraction: Fraction | None
     std_error: float | None
+    rounds_asked: int | None = None
+    """The rounds asked for (``--rounds``); ``rounds`` differs from it when the simulation is
+    stratified by board: each board class gets its share of them, rounded, and at least 2."""
+    strata: int | None = None
+    """The board classes of a stratified simulation, else None."""
 
     @property
     def half_width(self) -> float:
@@ -464,6 +469,8 @@ class Sample:
     x: float
     x_se: float
     highest: tuple[int, ...] = ()
+    strata: int | None = None
+    """Board classes dealt (a simulation stratified by board), else None."""
 
 
 def _figures(
@@ -568,7 +575,15 @@ def simulate_by_board(deal: Deal, rounds: int, seed: int, progress: Progress = _
                 x_var += float((p * p * var / k).sum())
         done += int(k.sum())
         progress(f"{deal.game}, {deal.hands} hands: simulating", done, total)
-    return Sample(total, tuple(float(v) for v in remainder), y, sqrt(y_var), x, sqrt(x_var))
+    return Sample(
+        total,
+        tuple(float(v) for v in remainder),
+        y,
+        sqrt(y_var),
+        x,
+        sqrt(x_var),
+        strata=len(boards),
+    )
 
 
 def column_odds(
@@ -589,7 +604,7 @@ def column_odds(
     run = simulate_by_board if deal.community else simulate
     sample = run(deal, rounds, seed, progress)
     estimated = [float(qr) + e for qr, e in zip(q, sample.remainder, strict=True)]
-    return _column(
+    column = _column(
         deal,
         estimated,
         exact=False,
@@ -597,6 +612,7 @@ def column_odds(
         seed=seed,
         std_error=sample.y_se,
     )
+    return replace(column, rounds_asked=rounds, strata=sample.strata)
 
 
 def plain_estimate(game: str, hands: int, rounds: int, seed: int) -> tuple[float, float]:

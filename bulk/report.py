@@ -10,8 +10,11 @@ JSON (one object per game, a list when no game was chosen)::
 
 with these additions: per column ``seed`` (null when exact), ``half_width_95`` (the 95 %
 confidence half-width of the house edge, 0 when exact), ``no_qualifier`` and
-``no_qualifier_fraction`` (the chance that no hand makes a row), and per row
-``probability_fraction`` ("p/q" in lowest terms when exact, else null).
+``no_qualifier_fraction`` (the chance that no hand makes a row), ``rounds_asked`` (the
+``--rounds`` asked for; a simulation stratified by board deals each board class its share,
+rounded, at least 2, so ``rounds`` may differ: the text says so) and ``board_classes``
+(the strata of such a simulation, else null; both on simulated columns only), and per
+row ``probability_fraction`` ("p/q" in lowest terms when exact, else null).
 """
 
 from __future__ import annotations
@@ -47,6 +50,12 @@ def column_json(column: ColumnOdds) -> dict[str, Any]:
         "half_width_95": column.half_width,
         "no_qualifier": column.no_qualifier,
         "no_qualifier_fraction": _fraction(column.no_qualifier_fraction),
+        # A simulated column only: what was asked and the strata (exact columns have neither).
+        **(
+            {}
+            if column.exact
+            else {"rounds_asked": column.rounds_asked, "board_classes": column.strata}
+        ),
         "rows": [
             {
                 "hand": row.hand,
@@ -74,7 +83,7 @@ def game_text(columns: Sequence[ColumnOdds]) -> list[str]:
         if c.exact:
             method = f"exact: {_fraction(c.house_edge_fraction)}"
         else:
-            method = f"simulated: {c.rounds:,} rounds, seed {c.seed}"
+            method = f"simulated: {c.rounds:,} rounds, seed {c.seed}{_why_rounds(c)}"
         ci = "exact" if c.exact else f"{c.half_width * 100:.4f} %"
         lines.append(f"{c.hands:>5}  {c.house_edge * 100:>9.4f} %  {ci:>10}  {method}")
     for c in columns:
@@ -178,3 +187,12 @@ def cover_all_report(
         "simulated (docs/cover-all-par-sheet.md says how).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _why_rounds(column: ColumnOdds) -> str:
+    """Why a stratified column dealt other than ``--rounds`` rounds (empty when it did not)."""
+    if column.rounds_asked is None or column.rounds == column.rounds_asked:
+        return ""
+    strata = "" if column.strata is None else f" over {column.strata:,} board classes"
+    asked = column.rounds_asked
+    return f" ({asked:,} asked, shared{strata} by their chance, rounded, at least 2 each)"

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from cli.output import EXIT_BROKEN_PIPE, discard
+
+EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
+"""The status a shell gives a command ended by Ctrl-C (130)."""
 
 
 def _run_cmd() -> CommandModule:
@@ -151,6 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         discard(sys.stdout)
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        # Ctrl-C in a command that does not handle it itself (``lammer odds``): a sentence
+        # and the shell's status for SIGINT, never a traceback.
+        print(f"lammer {chosen}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return status
 
 

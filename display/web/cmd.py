@@ -21,7 +21,7 @@ from pathlib import Path
 
 import structlog
 
-from display.errors import UsersFileError, WebConfigError
+from display.errors import ListenError, LoginRefused, UsersFileError, WebConfigError
 from display.web.config import WebConfig, load_web_config
 from display.web.users import add_user, check_name, check_password
 
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     _configure_logging()
     try:
         asyncio.run(serve(config))
-    except UsersFileError as exc:
+    except (UsersFileError, ListenError, LoginRefused) as exc:
         print(f"lammer web: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -95,7 +95,10 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            raise ListenError(config.listen, exc) from exc
         log = structlog.get_logger("lammer.web")
         log.info("serving", listen=config.listen, version=state.version)
         if ready is not None:

@@ -345,3 +345,29 @@ def test_cover_all_plot_without_matplotlib_says_what_to_install(tmp_path: Path) 
     assert "--plot needs matplotlib (pip install 'lammer[plot]'" in done.stderr
     assert done.stdout == ""
     assert not (tmp_path / "x.png").exists()
+
+
+def test_cover_all_says_why_a_stratified_simulation_dealt_other_than_rounds() -> None:
+    # Issue 20: --rounds 20000 simulated 268,918 UTH rounds without saying why. Every board
+    # class is dealt at least twice: 134,459 classes of five board cards up to suits (the
+    # known count of suit-isomorphic five-card boards), so 268,918 = 2 x 134,459 here.
+    args = ("cover-all", "--game", "UTH", "--hands", "3", "--rounds", "20000")
+    text = lammer(*args)
+    assert text.returncode == 0, text.stderr
+    assert (
+        "simulated: 268,918 rounds, seed 20261129 (20,000 asked, shared over 134,459 board "
+        "classes by their chance, rounded, at least 2 each)"
+    ) in text.stdout
+    (column,) = json.loads(lammer(*args, "--json").stdout)["columns"]
+    assert (column["rounds"], column["rounds_asked"], column["board_classes"]) == (
+        268918,
+        20000,
+        134459,
+    )
+
+
+def test_cover_all_without_community_cards_deals_exactly_the_rounds_asked() -> None:
+    done = lammer("cover-all", "--game", "CSP", "--hands", "3", "--rounds", "20000")
+    assert done.returncode == 0, done.stderr
+    assert "simulated: 20,000 rounds, seed 20261129\n" in done.stdout
+    assert "asked" not in done.stdout
