@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import importlib.metadata
 import signal
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Any, Final, assert_never
 
 import structlog
 
+from contract.vocabulary import lammer_version
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
@@ -69,14 +69,6 @@ journal replay (systemd/lammer@.service: READY comes only after the replay)."""
 TICK_S: Final = 1.0
 """Seconds between the timer's calls of ``TableCore.tick`` (``LINK_ERRORS`` clears within
 a tick of its quiet time)."""
-
-
-def lammer_version() -> str:
-    """The installed lammer's version (``info``, ``--version``)."""
-    try:
-        return importlib.metadata.version("lammer")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
-        return "unknown"
 
 
 class TableDaemon:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from contract.payloads import Publication
+from contract.payloads import Publication, built
 from contract.requests import (
     HEAD_BYTES,
     MAX_PAYLOAD,
@@ -267,4 +267,4 @@ def response_publication(
         status="ok" if error is None else "error",
         error=error,
     )
-    return Publication(f"response/{name}", False, body.model_dump(mode="json"))
+    return Publication(f"response/{name}", False, built(f"response/{name}", body))

@@ -89,19 +89,19 @@ NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
 )
 """The clause each ``NOROLL`` reason stands for (dice-reader-icd.md)."""
 
-CHECK_CLAUSES: Final[Mapping[CheckReason, str]] = MappingProxyType(
+CHECK_CLAUSES: Final[Mapping[CheckReason, int]] = MappingProxyType(
     {
-        "STACKED": "68 IAC 10-4-4(c)(1)",
-        "BOWL": "68 IAC 10-4-4(c)(4)",
-        "RAIL": "68 IAC 10-4-4(c)(5)",
-        "WRONG_DIRECTION": "68 IAC 10-4-4(c)(7)",
-        "SLID": "68 IAC 10-4-4(c)(8)",
-        "ON_CHIPS": "68 IAC 10-4-4(c)(9)",
-        "SHORT_THROW": "68 IAC 10-4-4(c)(10)",
-        "UNREADABLE": "68 IAC 10-4-4(c)(11)",
+        "STACKED": 1,
+        "BOWL": 4,
+        "RAIL": 5,
+        "WRONG_DIRECTION": 7,
+        "SLID": 8,
+        "ON_CHIPS": 9,
+        "SHORT_THROW": 10,
+        "UNREADABLE": 11,
     }
 )
-"""The clause each ``CHECK`` reason stands for (dice-reader-icd.md)."""
+"""The clause of 68 IAC 10-4-4(c) each ``CHECK`` reason stands for (dice-reader-icd.md)."""
 
 VOID_CLAUSES: Final[Mapping[VoidClause, str]] = MappingProxyType(
     {
@@ -254,6 +254,8 @@ class PendingRoll:
     roll_id: int
     dice: tuple[int, int]
     reason: str
+    clause: int
+    """The clause of 68 IAC 10-4-4(c) its ``CHECK`` reason stands for (``CHECK_CLAUSES``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,7 +309,13 @@ def board(state: CrapsState) -> CrapsBoard:
     pending = None
     if state.queue:
         front = state.queue.first
-        pending = PendingRoll(roll_id=front.roll_id, dice=front.dice, reason=_front_reason(front))
+        assert isinstance(front.fact, RollCheck)  # only a CHECK heads the queue
+        pending = PendingRoll(
+            roll_id=front.roll_id,
+            dice=front.dice,
+            reason=_front_reason(front),
+            clause=CHECK_CLAUSES[front.fact.reason],
+        )
     return CrapsBoard(
         paytable=state.paytable,
         # 20:18:33:12(1)(d), (2)(e): "at the beginning of the roll only"; a pending roll
@@ -385,7 +393,11 @@ def _count(
 
 
 def _check_text(fact: RollCheck) -> str:
-    return f"{fact.reason} ({CHECK_CLAUSES[fact.reason]})"
+    return f"{fact.reason} ({_check_clause(fact.reason)})"
+
+
+def _check_clause(reason: CheckReason) -> str:
+    return f"68 IAC 10-4-4(c)({CHECK_CLAUSES[reason]})"
 
 
 def _front_reason(front: Arrival) -> str:
@@ -615,7 +627,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
             raise DecisionError(
                 f"roll {roll_id} cannot be declared valid: a die was unreadable "
                 f"(dice {front.dice[0]}, {front.dice[1]}); declare it invalid "
-                f"({CHECK_CLAUSES['UNREADABLE']})",
+                f"({_check_clause('UNREADABLE')})",
                 roll_id=roll_id,
             )
         rest, outcomes = _count(rest, front, "counted", reason)

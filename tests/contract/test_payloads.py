@@ -46,6 +46,7 @@ from rules.events import (
     RollCheck,
     RollRecorded,
     RoundVoided,
+    TableGame,
 )
 from rules.paytables import cover_all_paytable
 from rules.table import Alarm, DeviceState, TableState, initial_state
@@ -366,7 +367,9 @@ def test_alarms_say_whether_they_stop_payouts() -> None:
     assert [a["stops_payouts"] for a in body["alarms"]] == [True, True, False, False]
 
 
-def _info(game: str, *, paytable: int = 1, decks: int = 6, h17: bool = False) -> dict[str, Any]:
+def _info(
+    game: TableGame, *, paytable: int = 1, decks: int = 6, h17: bool = False
+) -> dict[str, Any]:
     return checked(
         info_publication(
             table="t1",
