@@ -68,6 +68,12 @@ from rules.events import (
     TableGame,
 )
 
+CONTRACT_VERSION: Final = "1.2"
+"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
+lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
+``craps/board`` ``last_roll``, ``pending_roll`` ``clause``; docs/mqtt.md)."""
+
+
 # ---------------------------------------------------------------------------------------
 # Value types. Each is bounded, so that what a consumer accepts is bounded too: a hostile
 # publisher under a base topic gets nothing odd onto a screen (no megabyte of text, no
@@ -239,7 +245,7 @@ class DeviceState(PayloadModel):
 
     connected: bool
     status: Name = Field(
-        description="READY, or the first active fault code the device reported (JAM, ...)"
+        description="`READY`, or the first active fault code the device reported (`JAM`, ...)"
     )
     mode: CardGame | None = Field(
         default=None,
@@ -252,21 +258,21 @@ class Alarm(PayloadModel):
     """An active alarm: a check of the specs that failed."""
 
     code: Name = Field(
-        description="DISCONNECTED, MODE_MISMATCH, DECK_FAULT, DEVICE_FAULT_<code>, "
-        "DEVICE_FAULT_OTHER, UNEXPECTED_FRAME, LATE_FRAME, LINK_ERRORS, ROLL_BACKLOG, "
-        "CLOCK_JUMP (the README's alarm table says when each is raised and cleared)"
+        description="`DISCONNECTED`, `MODE_MISMATCH`, `DECK_FAULT`, `DEVICE_FAULT_<code>`, "
+        "`DEVICE_FAULT_OTHER`, `UNEXPECTED_FRAME`, `LATE_FRAME`, `LINK_ERRORS`, `ROLL_BACKLOG`, "
+        "`CLOCK_JUMP` (the README's alarm table says when each is raised and cleared)"
     )
     device: DeviceName | None = Field(
-        description="shuffler, dice_reader, or null for the table's own (CLOCK_JUMP)"
+        description="`shuffler`, `dice_reader`, or `null` for the table's own (`CLOCK_JUMP`)"
     )
     message: Text = Field(description="a sentence for people")
-    since: Timestamp = Field(description="when it was raised, as ts")
+    since: Timestamp = Field(description="when it was raised, as `ts`")
     # Added: whether no payout is published while this alarm is active (a screen shows a
     # "payouts paused" banner without knowing which codes mean that).
     stops_payouts: bool = Field(
         default=False,
-        description="true while no payout is published because of this alarm "
-        "(MODE_MISMATCH, DECK_FAULT): show 'payouts paused'",
+        description="`true` while no payout is published because of it (`MODE_MISMATCH`, "
+        '`DECK_FAULT`): show "payouts paused"',
         json_schema_extra=_added(),
     )
 
@@ -282,10 +288,11 @@ class StateBody(PayloadModel):
     table: TableId
     game: TableGame = Field(description="the table's game")
     devices: dict[DeviceName, DeviceState] = Field(
-        description="per device (shuffler, dice_reader): {connected, status}, and mode for "
-        "the shuffler"
+        description="per device (`shuffler`, `dice_reader`): `{connected, status}`, and `mode` for "
+        "the shuffler (the game it reported; `null` until then). `status` is `READY` or the first "
+        "active fault code the device reported"
     )
-    alarms: Alarms = Field(description="as in alarms")
+    alarms: Alarms = Field(description="as in `alarms`")
 
 
 class AlarmsBody(PayloadModel):
@@ -294,7 +301,10 @@ class AlarmsBody(PayloadModel):
     WHEN: ClassVar[str] = "any change of the alarms"
 
     table: TableId
-    alarms: Alarms = Field(description="the active alarms, oldest first, [] when none")
+    alarms: Alarms = Field(
+        description="the active alarms, oldest first, `[]` when none: `{code, device, message, "
+        "since, stops_payouts}`"
+    )
 
 
 class PayRowModel(PayloadModel):
@@ -316,7 +326,7 @@ class CoverAllRowModel(PayloadModel):
 class CoverAllPayoutsBody(PayloadModel):
     """``cover_all/payouts`` (retained): the pay table for this round's number of hands."""
 
-    WHEN: ClassVar[str] = "ROUND: the pay table for this round's number of hands"
+    WHEN: ClassVar[str] = "`ROUND`: the pay table for this round's number of hands"
 
     table: TableId
     round_id: RoundId = Field(description=f"the shuffler's round id, 1 to {MAX_ID}")
@@ -325,7 +335,7 @@ class CoverAllPayoutsBody(PayloadModel):
         description="the hands in play (players, plus the dealer where the game counts it)"
     )
     paytable: Annotated[list[PayRowModel], Field(max_length=20)] = Field(
-        description="[{hand, pays}] for that many hands, highest first"
+        description="`[{hand, pays}]` for that many hands, highest first"
     )
 
 
@@ -340,24 +350,24 @@ class HighestModel(PayloadModel):
 class CoverAllResultBody(PayloadModel):
     """``cover_all/result`` (retained): the round's outcome; a flagged round has no cards."""
 
-    WHEN: ClassVar[str] = "SETTLE or VOID; a flagged round as soon as the fault is found"
+    WHEN: ClassVar[str] = "`SETTLE` or `VOID`; a flagged round as soon as the fault is found"
 
     table: TableId
     round_id: RoundId = Field(description="the shuffler's round id")
     game: PokerGame = Field(description="the poker game")
     hands: Hands | None = Field(
-        description="the hands in play; null for a round flagged before ROUND"
+        description="the hands in play; `null` for a round flagged before `ROUND`"
     )
     outcome: Literal["win", "no_qualifier", "void", "flagged"]
     highest: HighestModel | None = Field(
-        description="for win: {hand, position, cards}: the pay-table row, P1..P8 or DL, and "
-        "every card of the winning hand (own cards, then community cards); null otherwise"
+        description="for `win`: `{hand, position, cards}`: the pay-table row, `P1`..`P8` or `DL`, "
+        "and every card of the winning hand (own cards, then community cards); `null` otherwise"
     )
-    pays: Odds | None = Field(description="for win: the odds; null otherwise")
+    pays: Odds | None = Field(description="for `win`: the odds; `null` otherwise")
     reason: Text | None = Field(
         default=None,
-        description="for flagged: why the round pays nothing automatically (never a card); "
-        "null otherwise",
+        description="for `flagged`: why the round pays nothing automatically (never a card); "
+        "`null` otherwise",
     )
 
     @model_validator(mode="after")
@@ -400,7 +410,7 @@ class PendingRollModel(PayloadModel):
     # text without reading the reason's words.
     clause: InvalidRollClause | None = Field(
         default=None,
-        description="the clause of 68 IAC 10-4-4(c) the reader's CHECK reason stands for",
+        description="the clause of 68 IAC 10-4-4(c) the reader's `CHECK` reason stands for",
         json_schema_extra=_added(),
     )
 
@@ -427,22 +437,24 @@ class CrapsBoardBody(PayloadModel):
     )
     numbers_hit: Totals = Field(description="the totals rolled this series, sorted")
     all_small: BetProgressModel = Field(
-        description="{pays, hit, remaining, complete, chance}: the odds, the bet's numbers "
-        "rolled and still needed (sorted), whether it is complete, and (1.1) chance, the "
-        "exact chance to complete before a seven as 'n/d' (null once complete)"
+        description="`{pays, hit, remaining, complete, chance}`: the odds, the bet's numbers "
+        "rolled and still needed (sorted), whether it is complete, and (1.1) `chance`, the exact "
+        'chance to complete before a seven as `"n/d"` (`null` once complete)'
     )
-    all_tall: BetProgressModel = Field(description="as all_small")
-    make_em_all: BetProgressModel = Field(description="as all_small")
+    all_tall: BetProgressModel = Field(description="as `all_small`")
+    make_em_all: BetProgressModel = Field(description="as `all_small`")
     pending_roll: PendingRollModel | None = Field(
-        description="the CHECK roll waiting for the stickperson: {roll_id, dice, reason, "
-        "clause}; null when none"
+        description="the `CHECK` roll waiting for the stickperson: `{roll_id, dice, reason}`, and "
+        "(**added**) `clause`, the clause of 68 IAC 10-4-4(c) its reason stands for (`1` to `11`); "
+        "`null` when none"
     )
     # Added: craps/roll is not retained, so a screen that connects later learns the last
     # roll here (the board changes with every roll event).
     last_roll: LastRollModel | None = Field(
         default=None,
-        description="the latest roll event, retained with the board (craps/roll is not): "
-        "{roll_id, dice, total, status}; null before the first roll",
+        description="the latest roll event, retained with the board (`craps/roll` is not): "
+        "`{roll_id, dice, total, status}`, `status` `counted`, `noroll`, `pending` or "
+        "`declared_invalid`; `null` before the first roll",
         json_schema_extra=_added(),
     )
 
@@ -455,11 +467,13 @@ class CrapsRollBody(PayloadModel):
     table: TableId
     roll_id: RollId = Field(description="the dice reader's roll id")
     dice: Dice = Field(
-        description="[d1, d2], 0 for a die the reader could not read; [0, 0] for a NOROLL"
+        description="`[d1, d2]`, 0 for a die the reader could not read; `[0, 0]` for a `NOROLL`"
     )
-    total: Total | None = Field(description="the sum; null when a die is unknown")
+    total: Total | None = Field(description="the sum; `null` when a die is unknown")
     status: Literal["counted", "noroll", "pending", "declared_invalid", "reinstated"]
-    reason: Text | None = Field(description="why (the 68 IAC 10-4-4 clause, who decided), or null")
+    reason: Text | None = Field(
+        description="why (the 68 IAC 10-4-4 clause, who decided), or `null`"
+    )
 
 
 class CrapsResultBody(PayloadModel):
@@ -471,7 +485,7 @@ class CrapsResultBody(PayloadModel):
     roll_id: RollId = Field(description="the roll that settled it")
     bet: CrapsBet
     outcome: Literal["win", "lose"]
-    pays: Odds | None = Field(default=None, description="for win; null for lose")
+    pays: Odds | None = Field(default=None, description="for `win`; `null` for `lose`")
 
     @model_validator(mode="after")
     def _consistent(self) -> CrapsResultBody:
@@ -498,20 +512,20 @@ class BustBonusStateBody(PayloadModel):
     WHEN: ClassVar[str] = "any change of the Bust Bonus round"
 
     table: TableId
-    round_id: RoundId | None = Field(description="the round in play, null before the first")
+    round_id: RoundId | None = Field(description="the round in play, `null` before the first")
     betting_open: bool = Field(
-        description="until the dealer's up card is exposed, and again after END/VOID"
+        description="until the dealer's up card is exposed, and again after `END`/`VOID`"
     )
-    up_card: CardCode | None = Field(description="the dealer's up card, null before it")
+    up_card: CardCode | None = Field(description="the dealer's up card, `null` before it")
     dealer_cards: Cards = Field(
-        description="the dealer's face-up cards only: the up card alone until END"
+        description="the dealer's face-up cards only: the up card alone until `END`"
     )
     # Added: the pay-table row of the up card, so a screen highlights it without mapping
     # cards to rows itself.
     paytable_row: Name | None = Field(
         default=None,
-        description="the pay-table row of the up card (Ace, 2..9, 10 for a ten, jack, queen "
-        "or king); null before it",
+        description='the pay-table row of the up card (`"Ace"`, `"2"`..`"9"`, `"10"` for a ten, '
+        "jack, queen or king); `null` before it",
         json_schema_extra=_added(),
     )
 
@@ -519,35 +533,37 @@ class BustBonusStateBody(PayloadModel):
 class BustBonusResultBody(PayloadModel):
     """``bust_bonus/result`` (retained): the round's outcome (``void`` and ``reason`` added)."""
 
-    WHEN: ClassVar[str] = "END or VOID, or a flagged round"
+    WHEN: ClassVar[str] = "`END` or `VOID`, or a flagged round"
 
     table: TableId
     round_id: RoundId = Field(description="the round")
-    outcome: Literal["win", "lose", "flagged", "void"]
+    outcome: Literal["win", "lose", "flagged", "void"] = Field(
+        description="`win`, `lose`, `flagged`, and (1.1) `void`"
+    )
     up_card: CardCode | None = Field(description="the dealer's up card, face up now")
     dealer_cards: Cards = Field(description="every dealer card, face up now")
     total: Annotated[int, Field(ge=2, le=40)] | None = Field(
-        description="the dealer's total, null for a void or flagged round"
+        description="the dealer's total, `null` for a void or flagged round"
     )
     suited: bool = Field(description="for a busted hand: all one suit")
     three_eights: bool = Field(description="for a busted hand: exactly three eights")
-    pays: Odds | None = Field(default=None, description="for win: the odds; null otherwise")
+    pays: Odds | None = Field(default=None, description="for `win`: the odds; `null` otherwise")
     reason: Text | None = Field(
         default=None,
-        description="for flagged: why it was not settled; null otherwise",
+        description="for `flagged`: why it was not settled; `null` otherwise",
         json_schema_extra=_added("1.1"),
     )
     # Added: the pay-table cell that applies, so a screen highlights it without mapping cards
     # to rows itself.
     paytable_row: Name | None = Field(
         default=None,
-        description="the pay-table row of this hand (Bust with three 8s for three eights, "
-        "else the up card's); null for void and flagged",
+        description="the row of this hand: `Bust with three 8s` for three eights, else the up "
+        "card's; `null` for `void` and `flagged`",
         json_schema_extra=_added(),
     )
     column: Literal["suited", "off_suit"] | None = Field(
         default=None,
-        description="the pay-table column that paid; null unless win",
+        description="`suited` or `off_suit`: the column that paid; `null` unless `win`",
         json_schema_extra=_added(),
     )
 
@@ -600,17 +616,18 @@ class PaytablesModel(PayloadModel):
     """The pay tables in use at this table; null for the games it does not play."""
 
     cover_all: CoverAllPaytableModel | None = Field(
-        description="{game, title, columns, rows}: the whole Cover All Bonus table as the "
-        "regulation prints it; columns the total hands of each column (most first), rows "
-        "[{hand, pays}] highest first with pays one odds string per column"
+        description="`{game, title, columns, rows}`: the whole Cover All Bonus table as the "
+        "regulation prints it; `columns` the total hands of each column (most first), `rows` "
+        "`[{hand, pays}]` highest first with `pays` one odds string per column, in the order of "
+        "`columns`"
     )
     bonus_craps: BonusCrapsPaytableModel | None = Field(
-        description="{paytable, pays}: the pay table in use (1 or 2) and pays "
-        "{all_small, all_tall, make_em_all}"
+        description="`{paytable, pays}`: the pay table in use (1 or 2) and `pays` `{all_small, "
+        "all_tall, make_em_all}`"
     )
     bust_bonus: BustBonusPaytableModel | None = Field(
-        description="{decks, dealer_hits_soft_17, rows}: the shoe's rules and rows "
-        "[{row, off_suit, suited}]: Ace, 2..9, 10, then Bust with three 8s"
+        description="`{decks, dealer_hits_soft_17, rows}`: the shoe's rules and `rows` `[{row, "
+        "off_suit, suited}]`: `Ace`, `2`..`9`, `10`, then `Bust with three 8s`"
     )
 
 
@@ -626,10 +643,11 @@ class InfoBody(PayloadModel):
 
     table: TableId
     version: Name = Field(description="the lammer version publishing")
-    contract: Name = Field(description="the version of the MQTT contract (docs/mqtt.md)")
+    contract: Name = Field(description=f'the version of this contract (`"{CONTRACT_VERSION}"`)')
     game: TableGame
     paytables: PaytablesModel = Field(
-        description="{cover_all, bonus_craps, bust_bonus}, each null but the table's own game's"
+        description="`{cover_all, bonus_craps, bust_bonus}`, each `null` but the table's own "
+        "game's:"
     )
 
 
@@ -704,12 +722,6 @@ class Publication(NamedTuple):
     topic: str
     retained: bool
     body: dict[str, Any]
-
-
-CONTRACT_VERSION: Final = "1.2"
-"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
-lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
-``craps/board`` ``last_roll``, ``pending_roll`` ``clause``; docs/mqtt.md)."""
 
 
 # ---------------------------------------------------------------------------------------

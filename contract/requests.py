@@ -100,6 +100,8 @@ class RequestModel(BaseModel):
 class RollDecisionRequest(RequestModel):
     """``request/roll_decision``: decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
 
+    EFFECT: ClassVar[str] = "decides the pending `CHECK` roll"
+
     decision: Literal["valid", "invalid"]
 
     @field_validator("decision", mode="before")
@@ -115,7 +117,11 @@ class VoidRollRequest(RequestModel):
     """``request/void_roll``: declare the latest counted roll invalid under 68 IAC
     10-4-4(c)(2), (3) or (6), the clauses the reader cannot see (dice-reader-icd.md)."""
 
-    clause: Annotated[int, Field(description="2, 3 or 6 (a number or a string)")]
+    EFFECT: ClassVar[str] = (
+        "declares the latest counted roll invalid under 68 IAC 10-4-4(c)(2), (3) or (6)"
+    )
+
+    clause: Annotated[int, Field(description="`2`, `3` or `6` (a number or a string)")]
 
     @field_validator("clause", mode="before")
     @classmethod
@@ -134,6 +140,8 @@ class VoidRollRequest(RequestModel):
 class OverturnRequest(RequestModel):
     """``request/overturn``: reinstate the latest roll declared invalid (4-4(c), last
     sentence)."""
+
+    EFFECT: ClassVar[str] = "reinstates the latest roll declared invalid"
 
 
 REQUEST_MODELS: Final[dict[str, type[RequestModel]]] = {
@@ -155,16 +163,16 @@ NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
 class ResponseBody(PayloadModel):
     """``response/<name>`` (not retained): the answer to a request."""
 
-    WHEN: ClassVar[str] = "the answer to a request on request/<name>"
+    WHEN: ClassVar[str] = "the answer to a request on `request/<name>`"
 
     table: TableId
     # Bounded by the request's own bound: whatever a request could carry is echoed.
     request_id: Annotated[str, Field(max_length=MAX_PAYLOAD)] | int | None = Field(
-        default=None, description="the request's own, as it came; null if none or not readable"
+        default=None, description="as it came, `null` if none or not readable"
     )
     status: Literal["ok", "error"]
     error: Text | None = Field(
-        default=None, description="for error: a sentence a person understands; null for ok"
+        default=None, description="for `error`: a sentence a person understands; `null` for `ok`"
     )
 
     @model_validator(mode="after")
