@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 
@@ -728,34 +727,50 @@ class Publication(NamedTuple):
 # The producer's side
 
 
+def _holds_models(annotation: Any) -> bool:
+    """Whether a field of this type may hold a model (itself, in a list or in a dict)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_models(arg) for arg in getattr(annotation, "__args__", ()))
+
+
+_NESTED: dict[type[BaseModel], tuple[str, ...]] = {}
+"""Per model, the fields that may hold models: the only ones the producer's check visits
+(it runs for every publication, so it skips what cannot nest)."""
+
+
+def _nested_fields(cls: type[BaseModel]) -> tuple[str, ...]:
+    nested = _NESTED.get(cls)
+    if nested is None:
+        fields = cls.model_fields.items()
+        nested = _NESTED[cls] = tuple(n for n, f in fields if _holds_models(f.annotation))
+    return nested
+
+
 def _unbuilt(model: BaseModel, where: str) -> str | None:
     """Where a built model has a field the declaration lacks or one the builder left
     unset, or None: ``every listed key is always present`` (docs/mqtt.md) and no other."""
+    cls = type(model)
     if model.model_extra:
-        return f"{where}{sorted(model.model_extra)[0]}: not a field of {type(model).__name__}"
-    unset = type(model).model_fields.keys() - model.model_fields_set
-    if unset:
-        return f"{where}{sorted(unset)[0]}: not set by the builder of {type(model).__name__}"
-    for name in type(model).model_fields:
-        problem = _unbuilt_value(getattr(model, name), f"{where}{name}.")
-        if problem is not None:
-            return problem
-    return None
-
-
-def _unbuilt_value(value: object, where: str) -> str | None:
-    if isinstance(value, BaseModel):
-        return _unbuilt(value, where)
-    items: list[tuple[object, object]] = []
-    if isinstance(value, list):
-        items = list(enumerate(value))
-    elif isinstance(value, Mapping):
-        items = list(value.items())
-    for key, item in items:
-        if isinstance(item, BaseModel):
-            problem = _unbuilt(item, f"{where}{key}.")
-            if problem is not None:
-                return problem
+        return f"{where}{sorted(model.model_extra)[0]}: not a field of {cls.__name__}"
+    if len(model.model_fields_set) != len(cls.model_fields):
+        unset = sorted(cls.model_fields.keys() - model.model_fields_set)
+        return f"{where}{unset[0]}: not set by the builder of {cls.__name__}"
+    for name in _nested_fields(cls):
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            items: Any = ((name, value),)
+        elif type(value) is list:
+            items = ((f"{name}.{i}", item) for i, item in enumerate(value))
+        elif type(value) is dict:
+            items = ((f"{name}.{key}", item) for key, item in value.items())
+        else:
+            continue
+        for key, item in items:
+            if isinstance(item, BaseModel):
+                problem = _unbuilt(item, f"{where}{key}.")
+                if problem is not None:
+                    return problem
     return None
 
 
