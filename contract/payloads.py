@@ -63,6 +63,7 @@ from rules.events import (
     CrapsBet,
     Device,
     Game,
+    HandPosition,
     PokerGame,
     TableGame,
 )
@@ -173,7 +174,6 @@ Dice = Annotated[list[Die], Field(min_length=2, max_length=2)]
 Total = Annotated[int, Field(ge=2, le=12)]
 Totals = Annotated[list[Total], Field(max_length=11)]
 Hands = Annotated[int, Field(ge=1, le=9)]
-HandPosition = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL"]
 CardGame = Game
 """What the shuffler reports in ``MODE`` (``rules.events.Game``)."""
 DeviceName = Device
