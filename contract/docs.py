@@ -132,7 +132,8 @@ def _requests() -> list[str]:
                 continue
             values = _values(field)
             if values:
-                shown = " or ".join(f"`{v}`" for v in values)
+                named = [f"`{v}`" for v in values]
+                shown = " or ".join(filter(None, (", ".join(named[:-1]), named[-1])))
                 fields.append(f"`{field_name}` ({shown})")
             elif field_name != "roll_id" and "description" in field:
                 fields.append(f"`{field_name}` ({field['description'].split(' (')[0]})")

@@ -27,7 +27,7 @@ from typing import Annotated, ClassVar, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from contract.payloads import Envelope, PayloadModel, TableId, Text
-from rules.events import MAX_ID
+from rules.events import MAX_ID, VoidClause
 
 MAX_PAYLOAD: Final = 4096
 MAX_OPERATOR: Final = 100
@@ -121,7 +121,7 @@ class VoidRollRequest(RequestModel):
         "declares the latest counted roll invalid under 68 IAC 10-4-4(c)(2), (3) or (6)"
     )
 
-    clause: Annotated[int, Field(description="`2`, `3` or `6` (a number or a string)")]
+    clause: Annotated[VoidClause, Field(description="`2`, `3` or `6` (a number or a string)")]
 
     @field_validator("clause", mode="before")
     @classmethod

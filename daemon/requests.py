@@ -247,7 +247,7 @@ def _decision(request: RequestModel, at: datetime) -> Decision:
         case VoidRollRequest():
             return RollVoided(
                 roll_id=request.roll_id,
-                clause=request.clause,  # type: ignore[arg-type]  # validated: 2, 3 or 6
+                clause=request.clause,
                 operator=request.operator,
                 at=at,
             )
