@@ -180,6 +180,8 @@ OUTCOMES = [
         three_eights=True,
         pays=Decimal(25),
         reason=None,
+        paytable_row="Bust with three 8s",
+        column="off_suit",
     ),
     BustBonusResult(
         round_id=4,
@@ -191,6 +193,8 @@ OUTCOMES = [
         three_eights=False,
         pays=None,
         reason=None,
+        paytable_row=None,
+        column=None,
     ),
 ]
 
