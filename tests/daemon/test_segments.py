@@ -140,6 +140,10 @@ def test_the_mqtt_outbox_moves_to_the_new_segment(live: Path) -> None:
     core.tick()
     # Nothing was published meanwhile: the rest are still pending, in the new segment, and
     # the retained ones already published are still there to republish on a reconnect.
+    assert core.journal is outbox  # the live segment's Journal goes on in the new file
+    header = outbox.first_record()
+    assert header is not None
+    assert (header.kind, header.record["gaming_day"]) == ("segment", "2026-11-30")
     assert [m.seq for m in outbox.pending(1000)] == queued[3:]
     retained = {m.seq for m in outbox.retained()}
     assert retained == {m.seq for m in core.journal.retained()}
