@@ -91,9 +91,9 @@ def make_journal(path: Path, records: int) -> float:
         core.ingest("dice_reader", DiceRolled(roll_id=roll % MAX_ID + 1, dice=dice))
         if roll % 5000 == 0:
             core.journal._conn.execute("PRAGMA synchronous = OFF")  # mark_published resets it
-            core.outbox.mark_published(*[m.seq for m in core.outbox.pending(100_000)])
+            core.journal.mark_published(*[m.seq for m in core.journal.pending(100_000)])
             print(f"  {core.journal.last_seq:,} records", file=sys.stderr, flush=True)
-    core.outbox.mark_published(*[m.seq for m in core.outbox.pending(100_000)])
+    core.journal.mark_published(*[m.seq for m in core.journal.pending(100_000)])
     core.close()
     core.journal.close()
     return time.perf_counter() - started

@@ -56,9 +56,6 @@ from contract.payloads import (
 )
 from daemon.clock import format_ts
 from rules import bust_bonus, craps
-from rules.cards import parse_card
-from rules.craps_odds import live_probability
-from rules.errors import CardError
 from rules.events import (
     POKER_GAMES,
     AlarmCleared,
@@ -66,7 +63,6 @@ from rules.events import (
     BustBonusResult,
     CoverAllPayouts,
     CoverAllResult,
-    CrapsBet,
     CrapsBetReversed,
     CrapsBetSettled,
     Device,
@@ -184,30 +180,9 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
     return publication("cover_all/result", body)
 
 
-def _up_card_row(up_card: str | None) -> str | None:
-    """The Bust Bonus pay-table row of an up card (``"10"`` for a king), or None."""
-    if up_card is None:
-        return None
-    try:
-        card = parse_card(up_card)
-    except CardError:
-        return None  # not a card: the round is flagged, and the model refuses the code
-    return BUST_BONUS.up_card_row(card).row
-
-
 def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
-    """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason).
-
-    ``paytable_row`` is the row of this hand: three 8s (a busted hand of exactly three
-    eights pays that row instead, rule (12)), else the up card's; null for a void or
-    flagged round. ``column`` is the column that paid (a win only)."""
-    settled = outcome.outcome in ("win", "lose")
-    if not settled:
-        row = None
-    elif outcome.three_eights:
-        row = BUST_BONUS.three_eights.row
-    else:
-        row = _up_card_row(outcome.up_card)
+    """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason),
+    with the pay-table cell the rules name (``paytable_row``, ``column``)."""
     body = BustBonusResultBody(
         table=table,
         round_id=outcome.round_id,
@@ -219,8 +194,8 @@ def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
         three_eights=outcome.three_eights,
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
-        paytable_row=row,
-        column=None if outcome.outcome != "win" else "suited" if outcome.suited else "off_suit",
+        paytable_row=outcome.paytable_row,
+        column=outcome.column,
     )
     return publication("bust_bonus/result", body)
 
@@ -290,7 +265,7 @@ def bust_bonus_state_publication(view: bust_bonus.BustBonusView, *, table: str) 
         betting_open=view.betting_open,
         up_card=view.up_card,
         dealer_cards=list(view.dealer_cards),
-        paytable_row=_up_card_row(view.up_card),
+        paytable_row=view.paytable_row,
     )
     return publication("bust_bonus/state", body)
 
@@ -313,8 +288,8 @@ def _state(
     return state_publication
 
 
-def _bet(bet: CrapsBet, progress: craps.BetBoard) -> BetProgressModel:
-    chance = None if progress.complete else live_probability(bet, progress.hit)
+def _bet(progress: craps.BetBoard) -> BetProgressModel:
+    chance = progress.chance
     return BetProgressModel(
         pays=format_odds(progress.pays),
         hit=sorted(progress.hit),
@@ -335,9 +310,9 @@ def craps_board_publication(
         paytable=board.paytable,
         betting_open=board.betting_open,
         numbers_hit=sorted(board.numbers_hit),
-        all_small=_bet("all_small", board.all_small),
-        all_tall=_bet("all_tall", board.all_tall),
-        make_em_all=_bet("make_em_all", board.make_em_all),
+        all_small=_bet(board.all_small),
+        all_tall=_bet(board.all_tall),
+        make_em_all=_bet(board.make_em_all),
         pending_roll=None
         if pending is None
         else PendingRollModel(

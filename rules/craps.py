@@ -55,11 +55,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from fractions import Fraction
 from itertools import chain
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
-from rules.errors import DecisionError, RulesError
+from rules.craps_odds import live_probability
+from rules.errors import DecisionError, RollError
 from rules.events import (
     LATE_FRAME,
     MAX_ID,
@@ -81,7 +83,7 @@ from rules.events import (
     VoidClause,
     VoidOverturned,
 )
-from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, BetRule, bonus_craps_odds
+from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, bonus_craps_odds
 from rules.persistent import PersistentQueue
 
 NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
@@ -113,18 +115,6 @@ VOID_CLAUSES: Final[Mapping[VoidClause, str]] = MappingProxyType(
 """What the stickperson declares through the command interface; the reader cannot see these."""
 
 _OVERTURN_CLAUSE: Final = "68 IAC 10-4-4(c), last sentence"
-
-
-class RollError(RulesError, ValueError):
-    """A dice fact that cannot be: a die or roll id out of range, an unknown reason.
-
-    The codec refuses these before they reach the rules; this guards the rules' own
-    contract. ``roll_id`` is the id the fact carried.
-    """
-
-    def __init__(self, message: str, *, roll_id: int | None = None) -> None:
-        super().__init__(message)
-        self.roll_id = roll_id
 
 
 # ---------------------------------------------------------------------------------------
@@ -239,12 +229,16 @@ def _series_empty(counted: tuple[CountedRoll, ...]) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BetBoard:
-    """One bet on the board: its odds, its numbers hit and still needed, complete or not."""
+    """One bet on the board: its odds, its numbers hit and still needed, complete or not,
+    and its live ``chance``."""
 
     pays: Decimal
     hit: tuple[int, ...]
     remaining: tuple[int, ...]
     complete: bool
+    chance: Fraction | None
+    """The exact chance that the bet completes before a seven, from the board as it
+    stands (``rules.craps_odds.live_probability``); None once complete."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,12 +287,15 @@ class CrapsBoard:
                 assert_never(bet)
 
 
-def _bet_board(rule: BetRule, pays: Decimal, hit: frozenset[int]) -> BetBoard:
+def _bet_board(bet: CrapsBet, pays: Decimal, hit: frozenset[int]) -> BetBoard:
+    numbers = BET_RULES[bet].numbers
+    complete = numbers <= hit
     return BetBoard(
         pays=pays,
-        hit=tuple(sorted(rule.numbers & hit)),
-        remaining=tuple(sorted(rule.numbers - hit)),
-        complete=rule.numbers <= hit,
+        hit=tuple(sorted(numbers & hit)),
+        remaining=tuple(sorted(numbers - hit)),
+        complete=complete,
+        chance=None if complete else live_probability(bet, numbers & hit),
     )
 
 
@@ -322,9 +319,9 @@ def board(state: CrapsState) -> CrapsBoard:
         # may yet be the series' first, so betting waits for the decision.
         betting_open=_series_empty(state.counted) and not state.queue,
         numbers_hit=tuple(sorted(hit)),
-        all_small=_bet_board(BET_RULES["all_small"], odds["all_small"], hit),
-        all_tall=_bet_board(BET_RULES["all_tall"], odds["all_tall"], hit),
-        make_em_all=_bet_board(BET_RULES["make_em_all"], odds["make_em_all"], hit),
+        all_small=_bet_board("all_small", odds["all_small"], hit),
+        all_tall=_bet_board("all_tall", odds["all_tall"], hit),
+        make_em_all=_bet_board("make_em_all", odds["make_em_all"], hit),
         pending_roll=pending,
     )
 

@@ -57,6 +57,9 @@ CheckReason = Literal[  # 68 IAC 10-4-4(c): (1) (4) (5) (7) (8) (9) (10) (11)
 ]
 VoidClause = Literal[2, 3, 6]  # 68 IAC 10-4-4(c)(2), (3), (6): what the reader cannot see
 CrapsBet = Literal["all_small", "all_tall", "make_em_all"]
+BustColumn = Literal[
+    "suited", "off_suit"
+]  # SDAR 20:18:15:30.16(12): "Bust, Suited", "Bust, Off-Suit"
 
 POSITIONS: Final[tuple[Position, ...]] = get_args(Position)
 DECK_RESULTS: Final[tuple[DeckResult, ...]] = get_args(DeckResult)
@@ -381,6 +384,12 @@ class BustBonusResult:
     three_eights: bool
     pays: Decimal | None
     reason: str | None
+    paytable_row: str | None
+    """The pay-table row of the hand, as the seed names it: "Bust with three 8s" for three
+    eights (they pay that row instead, rule (12)), else the up card's (``"10"`` for any
+    ten-value card); None for a void or flagged round."""
+    column: BustColumn | None
+    """The column that paid (a win only): every card of the busted hand of one suit, or not."""
 
 
 LATE_FRAME: Final = "LATE_FRAME"

@@ -181,6 +181,8 @@ OUTCOMES = [
         three_eights=True,
         pays=Decimal(25),
         reason=None,
+        paytable_row="Bust with three 8s",
+        column="off_suit",
     ),
     BustBonusResult(
         round_id=4,
@@ -192,6 +194,8 @@ OUTCOMES = [
         three_eights=False,
         pays=None,
         reason=None,
+        paytable_row=None,
+        column=None,
     ),
 ]
 

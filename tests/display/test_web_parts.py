@@ -67,6 +67,8 @@ def test_what_the_daemon_builds_validates_for_the_pages() -> None:
             three_eights=True,
             pays=Decimal(75),
             reason=None,
+            paytable_row="Bust with three 8s",
+            column="suited",
         ),
         table="t1",
     )
