@@ -71,10 +71,13 @@ test: setup
 demo: setup
 	$(BIN)/lammer demo
 
-# The JSON Schemas of the MQTT contract in docs/schemas/, generated from the payload models
-# (tests/contract/test_schemas.py fails when they are stale).
+# What is generated from the MQTT contract (the package contract/): the JSON Schemas in
+# docs/schemas/, the tables of docs/mqtt.md and the browser's js/contract.js
+# (tests/contract/test_schemas.py, test_docs.py and test_esmodule.py fail when stale).
 schemas: setup
 	$(BIN)/python -m contract.schemas docs/schemas
+	$(BIN)/python -m contract.docs docs/mqtt.md
+	$(BIN)/python -m contract.esmodule .
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -9,13 +9,13 @@ command's module cannot take the others down.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 from cli.output import EXIT_BROKEN_PIPE, discard
+from contract.vocabulary import lammer_version
 
 EXIT_INTERRUPTED: Final = 128 + signal.SIGINT
 """The status a shell gives a command ended by Ctrl-C (130)."""
@@ -118,7 +118,10 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="lammer", description="lammer: the table daemon between table devices and displays"
     )
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+        "--version",
+        action="version",
+        version=f"%(prog)s {lammer_version()}",
+        help="print the version",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (load, help_text) in COMMANDS.items():
@@ -128,14 +131,6 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
             module.add_arguments(command)
             command.set_defaults(_run=module.run)
     return parser
-
-
-def version() -> str:
-    """The installed lammer's version (the package's metadata, as pip installed it)."""
-    try:
-        return importlib.metadata.version("lammer")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
-        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

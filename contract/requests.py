@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from contract.payloads import Envelope, PayloadModel, TableId, Text
+from rules.events import MAX_ID, VoidClause
 
 MAX_PAYLOAD: Final = 4096
 MAX_OPERATOR: Final = 100
@@ -50,11 +51,11 @@ def _shown(value: object) -> str:
 
 def _roll_id(value: object) -> int:
     if isinstance(value, bool):  # bool is an int in Python, never a roll id
-        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
+        raise ValueError(f"roll_id must be a roll id from 1 to {MAX_ID}, got {_shown(value)}")
     if isinstance(value, str) and value.isascii() and value.isdigit():
         value = int(value)
-    if not isinstance(value, int) or not 1 <= value <= 999999:
-        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
+    if not isinstance(value, int) or not 1 <= value <= MAX_ID:
+        raise ValueError(f"roll_id must be a roll id from 1 to {MAX_ID}, got {_shown(value)}")
     return value
 
 
@@ -67,7 +68,7 @@ class RequestModel(BaseModel):
     request_id: str | int | None = Field(
         default=None, description="echoed in the response; string or integer"
     )
-    roll_id: int = Field(ge=1, le=999999, description="the dice reader's roll id")
+    roll_id: int = Field(ge=1, le=MAX_ID, description="the dice reader's roll id")
 
     @field_validator("operator", mode="before")
     @classmethod
@@ -99,6 +100,8 @@ class RequestModel(BaseModel):
 class RollDecisionRequest(RequestModel):
     """``request/roll_decision``: decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
 
+    EFFECT: ClassVar[str] = "decides the pending `CHECK` roll"
+
     decision: Literal["valid", "invalid"]
 
     @field_validator("decision", mode="before")
@@ -114,7 +117,11 @@ class VoidRollRequest(RequestModel):
     """``request/void_roll``: declare the latest counted roll invalid under 68 IAC
     10-4-4(c)(2), (3) or (6), the clauses the reader cannot see (dice-reader-icd.md)."""
 
-    clause: Annotated[int, Field(description="2, 3 or 6 (a number or a string)")]
+    EFFECT: ClassVar[str] = (
+        "declares the latest counted roll invalid under 68 IAC 10-4-4(c)(2), (3) or (6)"
+    )
+
+    clause: Annotated[VoidClause, Field(description="`2`, `3` or `6` (a number or a string)")]
 
     @field_validator("clause", mode="before")
     @classmethod
@@ -133,6 +140,8 @@ class VoidRollRequest(RequestModel):
 class OverturnRequest(RequestModel):
     """``request/overturn``: reinstate the latest roll declared invalid (4-4(c), last
     sentence)."""
+
+    EFFECT: ClassVar[str] = "reinstates the latest roll declared invalid"
 
 
 REQUEST_MODELS: Final[dict[str, type[RequestModel]]] = {
@@ -154,10 +163,17 @@ NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
 class ResponseBody(PayloadModel):
     """``response/<name>`` (not retained): the answer to a request."""
 
+    WHEN: ClassVar[str] = "the answer to a request on `request/<name>`"
+
     table: TableId
-    request_id: str | int | None = Field(description="the request's own, echoed; null if none")
+    # Bounded by the request's own bound: whatever a request could carry is echoed.
+    request_id: Annotated[str, Field(max_length=MAX_PAYLOAD)] | int | None = Field(
+        default=None, description="as it came, `null` if none or not readable"
+    )
     status: Literal["ok", "error"]
-    error: Text | None = Field(description="for error: a sentence a person understands")
+    error: Text | None = Field(
+        default=None, description="for `error`: a sentence a person understands; `null` for `ok`"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ResponseBody:

@@ -22,7 +22,7 @@ record concerned (``daemon.verify``). What may change after the fact, whether a 
 reached the broker, is outside the chain.
 
 **Snapshots.** A record of kind ``snapshot`` holds the whole table state (written by
-``daemon.core`` in the transaction of the frame that produced it); ``latest_snapshot()``
+``daemon.upkeep`` in the transaction of the frame that produced it); ``latest_snapshot()``
 finds the newest at once (an index on kind), so a start replays only what follows it.
 
 The file is created mode 0600 (SQLite gives its ``-wal`` and ``-shm`` the same mode) and
@@ -51,7 +51,7 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -319,12 +319,20 @@ class Journal:
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
 
-    def release(self) -> int | None:
-        """Close the database but keep the single-writer lock, and hand it over (segment
-        rotation reopens another file under the same lock)."""
-        fd, self._lock_fd = self._lock_fd, None
-        self.close()
-        return fd
+    def replace_file(self, replace: Callable[[], None]) -> None:
+        """Close the database, keeping the single-writer lock; let ``replace`` put another
+        file at this path (a segment rotation, ``daemon.upkeep``: the sealed segment goes to
+        the archive, the next one takes its place); open that one. The same object goes on
+        in the new file, so whoever holds it (the MQTT link's outbox) follows. Raises what
+        ``replace`` raises (the database stays closed), or ``JournalFileError``."""
+        self._writable()
+        if self._depth:
+            raise JournalValueError("cannot replace the file inside a batch", path=self._path)
+        # Closed before the files move: a connection closed after would checkpoint into, and
+        # delete, the WAL now at the live path, which is the next segment's.
+        self._conn.close()
+        replace()
+        self.reconnect()
 
     def __enter__(self) -> Journal:
         return self

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from contract.payloads import Publication
+from contract.payloads import Publication, built
 from contract.requests import (
     HEAD_BYTES,
     MAX_PAYLOAD,
@@ -247,13 +247,48 @@ def _decision(request: RequestModel, at: datetime) -> Decision:
         case VoidRollRequest():
             return RollVoided(
                 roll_id=request.roll_id,
-                clause=request.clause,  # type: ignore[arg-type]  # validated: 2, 3 or 6
+                clause=request.clause,
                 operator=request.operator,
                 at=at,
             )
         case OverturnRequest():
             return VoidOverturned(roll_id=request.roll_id, operator=request.operator, at=at)
     raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """A request answered with an error, changing nothing: the sentence for a person, and
+    the request's own id when it could be read."""
+
+    request_id: str | int | None
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dropped:
+    """A request that cannot be answered (its name is of no answerable shape): counted
+    (``DropCounter``), with why in words."""
+
+    reason: str
+
+
+def admit(incoming: Incoming, *, at: datetime) -> Request | Refused | Dropped:
+    """What becomes of a request as received (``at``: when), in this order, before anything
+    parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped; a payload
+    over ``MAX_PAYLOAD`` is refused with its size; then the form (``parse_request``: an
+    unknown name of the right shape is refused too, with the request's own id when it can
+    be read). Whether the decision is legal now is the rules' to say."""
+    name = incoming.name
+    if classify(name) == "malformed":
+        return Dropped(reason=malformed_reason(name, incoming.name_length))
+    if incoming.oversize:
+        error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"
+        return Refused(request_id=None, error=error)
+    try:
+        return parse_request(name, incoming.payload, at=at)
+    except RequestError as exc:
+        return Refused(request_id=exc.request_id, error=str(exc))
 
 
 def response_publication(
@@ -267,4 +302,4 @@ def response_publication(
         status="ok" if error is None else "error",
         error=error,
     )
-    return Publication(f"response/{name}", False, body.model_dump(mode="json"))
+    return Publication(f"response/{name}", False, built(f"response/{name}", body))

@@ -5,7 +5,7 @@ beside it, named ``<stem>-<first seq, 12 digits>-<gaming day>.db`` so that their
 in ``seq`` order, mode 0400 (never written again). A gaming day runs from
 ``[journal] day_starts`` (default 06:00) local time to the same hour the next day.
 
-Rotation (``rotate``), when the daemon's clock enters a new gaming day:
+Rotation (``daemon.upkeep``), when the daemon's clock enters a new gaming day:
 
 1. the live segment is sealed: a ``seal`` record names its last record's hash;
 2. the next segment is written beside it as ``<path>.next``: its first record (``segment``)

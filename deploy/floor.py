@@ -33,6 +33,7 @@ from typing import Any, Final
 import bcrypt
 
 from contract.floor import FLOOR_ROOT
+from rules.events import TABLE_GAMES
 
 DECLARATION_FORMAT: Final = "lammer-floor-controller/1"
 DECLARATION_FILE: Final = "floor-controller.json"
@@ -56,7 +57,6 @@ tools' default, is about 100 ms of CPU per login here; 4 is the least bcrypt all
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
 _BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
-_GAMES: Final = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"})
 BASE_MAX: Final = 128 + 1 + 64
 """A prefix is at most 128 characters, a table id 64 (``daemon.config``)."""
 
@@ -222,7 +222,7 @@ def parse_declaration(text: str) -> Declaration:
             raise FloorError(f"tables[{i}].base {base!r}: {problem}")
         if not base.endswith("/" + table_id) or "/" in table_id:
             raise FloorError(f"tables[{i}]: base {base!r} must end with /{table_id}")
-        if game not in _GAMES:
+        if game not in TABLE_GAMES:
             raise FloorError(f"tables[{i}].game: not a game: {game!r}")
         tables.append(DeclaredTable(table_id, base, game))
     if len({t.base for t in tables}) != len(tables):

@@ -38,7 +38,6 @@ import secrets
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -46,11 +45,13 @@ import structlog
 from aiohttp import WSMsgType, web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from contract.payloads import TABLE_ID_PATTERN
+from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
-from display.web.contract import TABLE_ID_PATTERN
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
 from display.web.store import Store, wire
 from display.web.users import MAX_PASSWORD, NAME_PATTERN, RateLimit, Sessions, Users
+from rules.events import MAX_ID
 
 log = structlog.get_logger("lammer.web")
 
@@ -79,18 +80,10 @@ SECURITY_HEADERS: Final = {
 }
 
 
-def version() -> str:
-    """This installation's lammer version."""
-    try:
-        return metadata.version("lammer")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 # ---------------------------------------------------------------------------------------
 # Action bodies (what the browser may send; operator and request_id are the server's)
 
-RollId = Annotated[StrictInt, Field(ge=1, le=999999)]
+RollId = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 
 
 class _Action(BaseModel):
@@ -151,7 +144,7 @@ class WebState:
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
     )
-    version: str = field(default_factory=version)
+    version: str = field(default_factory=lammer_version)
     request_timeout: float = 5.0
 
 

@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.requests import RequestError, parse_request, response_publication
+from daemon.requests import (
+    Dropped,
+    Incoming,
+    Refused,
+    Request,
+    RequestError,
+    admit,
+    parse_request,
+    response_publication,
+)
 from rules.events import RollDecided, RollVoided, VoidOverturned
 from tests.spec_mqtt import SpecViolation, check_message
 
@@ -213,3 +222,53 @@ def test_response_bodies_meet_the_spec() -> None:
     bad = {"table": "t1", "request_id": None, "status": "error", "seq": 1, "ts": "x"}
     with pytest.raises(SpecViolation):
         check_message("response/overturn", json.dumps(bad).encode())
+
+
+BIG = b'{"request_id": "r9", "x": "' + b"a" * 5000 + b'"}'
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "expected"),
+    [
+        # A name of no answerable shape is dropped, whatever the payload (never parsed).
+        ("", b"{", Dropped(reason="an empty request name")),
+        ("x" * 65, b"{", Dropped(reason="a request name of 65 characters (at most 64)")),
+        (
+            "Void-Roll",
+            b"{",
+            Dropped(reason="a request name with characters other than a-z, 0-9 and _"),
+        ),
+        # Too big: refused on its size alone, with no id (the payload is never parsed).
+        (
+            "void_roll",
+            BIG,
+            Refused(
+                request_id=None,
+                error=f"the request is {len(BIG)} bytes; at most 4096 bytes are allowed",
+            ),
+        ),
+        # An unknown name of the right shape is answered, with the request's own id.
+        (
+            "void_all",
+            b'{"request_id": 3}',
+            Refused(
+                request_id=3,
+                error="unknown request 'void_all': the requests are "
+                "roll_decision, void_roll or overturn",
+            ),
+        ),
+        (
+            "overturn",
+            b'{"request_id": "r1", "operator": "Ann", "roll_id": 7}',
+            Request(
+                name="overturn",
+                request_id="r1",
+                decision=VoidOverturned(roll_id=7, operator="Ann", at=AT),
+            ),
+        ),
+    ],
+)
+def test_admission_is_one_call_in_the_spec_s_order(
+    name: str, payload: bytes, expected: Request | Refused | Dropped
+) -> None:
+    assert admit(Incoming.receive(name, payload), at=AT) == expected
