@@ -50,12 +50,21 @@ from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
 from display.web.store import Store, wire
-from display.web.users import MAX_PASSWORD, NAME_PATTERN, RateLimit, Sessions, Users
+from display.web.users import (
+    MAX_PASSWORD,
+    NAME_PATTERN,
+    RateLimit,
+    Sessions,
+    Users,
+    device_cookie_name,
+)
 from rules.events import MAX_ID
 
 log = structlog.get_logger("lammer.web")
 
 STATIC: Final = Path(__file__).parent / "static"
+DEVICE_COOKIE_DAYS: Final = 365
+"""How long a browser stays a known device of a user after a good login there."""
 MAX_BODY: Final = 4096
 """Bytes of a request body: a login or an action is a few dozen."""
 MAX_WS_MESSAGE: Final = 1024
@@ -139,8 +148,13 @@ class WebState:
     terminal: Terminal
     users: Users
     sessions: Sessions
+    # Login throttles (README "Security of the web server": the guess rate they allow).
+    # A browser where the user logged in before (its device cookie) is judged by its own
+    # count only, so guesses from elsewhere never lock the right person out of a known
+    # terminal (OWASP's device cookies against lockout).
     per_address: RateLimit = field(default_factory=lambda: RateLimit(attempts=10))
     per_user: RateLimit = field(default_factory=lambda: RateLimit(attempts=20))
+    per_device: RateLimit = field(default_factory=lambda: RateLimit(attempts=10))
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
     )
@@ -262,25 +276,53 @@ async def login(request: web.Request) -> web.StreamResponse:
         return _error(400, "send a user name and a password")
     address = f"address:{_client_address(request)}"
     name = f"user:{form.user}"
-    wait = max(state.per_address.retry_after([address]), state.per_user.retry_after([name]))
+    device_cookie = device_cookie_name(form.user)
+    known = state.users.known_device(form.user, request.cookies.get(device_cookie))
+    device = f"device:{known}"
+    if known is not None:
+        wait = state.per_device.retry_after([device])
+    else:
+        wait = max(state.per_address.retry_after([address]), state.per_user.retry_after([name]))
     if wait > 0:
-        log.warning("login refused: too many attempts", user=form.user[:64], address=address)
+        log.warning(
+            "login refused: too many attempts",
+            user=form.user[:64],
+            address=address,
+            known_device=known is not None,
+        )
         return _error(
             429, "too many failed logins; wait and try again", **{"Retry-After": str(int(wait) + 1)}
         )
     loop = asyncio.get_running_loop()
     good = await loop.run_in_executor(state.executor, state.users.verify, form.user, form.password)
     if not good or not NAME_PATTERN.match(form.user):
-        state.per_address.failed([address])
-        state.per_user.failed([name])
-        log.warning("login failed", user=form.user[:64], address=address)
+        if known is not None:
+            state.per_device.failed([device])
+        else:
+            state.per_address.failed([address])
+            state.per_user.failed([name])
+        log.warning(
+            "login failed", user=form.user[:64], address=address, known_device=known is not None
+        )
         return _error(401, "wrong user name or password")
     state.per_address.succeeded([address])
-    state.per_user.succeeded([name])
+    if known is not None:
+        state.per_device.succeeded([device])
+    else:
+        state.per_user.succeeded([name])
     session = state.sessions.create(form.user)
     log.info("login", user=form.user, address=address)
     response = web.json_response({"user": session.user, "csrf": session.csrf})
     _cookie(response, SESSION_COOKIE, session.token, state)
+    response.set_cookie(
+        device_cookie,
+        state.users.device_token(form.user, known),
+        httponly=True,
+        samesite="Strict",
+        secure=state.config.secure_cookies,
+        path="/api/login",
+        max_age=DEVICE_COOKIE_DAYS * 86400,
+    )
     response.del_cookie(LOGIN_COOKIE, path="/")
     return response
 

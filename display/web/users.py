@@ -14,6 +14,8 @@ send back in a header (the synchronizer-token pattern of the OWASP CSRF cheat sh
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -143,6 +145,22 @@ class Users:
         """Whether a users file was given (without one, nobody can log in)."""
         return self.path is not None
 
+    def known_device(self, name: str, token: str | None) -> str | None:
+        """The id of the device that ``token`` (its device cookie for ``name``) names, if the
+        cookie is one this server gave ``name`` at a good login; else None."""
+        hashed = self._users.get(name)
+        if token is None or hashed is None:
+            return None
+        device, _, mac = token.partition(".")
+        if not _DEVICE_ID.fullmatch(device):
+            return None
+        return device if hmac.compare_digest(mac, _device_mac(hashed, name, device)) else None
+
+    def device_token(self, name: str, device: str | None = None) -> str:
+        """A device cookie's value for ``name`` (a new device id unless ``device`` is given)."""
+        device = device or secrets.token_urlsafe(18)
+        return f"{device}.{_device_mac(self._users[name], name, device)}"
+
     def verify(self, name: str, password: str) -> bool:
         """Whether ``password`` is ``name``'s. Slow on purpose (Argon2id): call it in a
         worker thread. Costs the same for an unknown name."""
@@ -156,6 +174,21 @@ class Users:
             return _HASHER.verify(hashed or _DUMMY_HASH, password) and hashed is not None
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
+
+
+_DEVICE_ID: Final = re.compile(r"[A-Za-z0-9_-]{24}")
+
+
+def device_cookie_name(name: str) -> str:
+    """The cookie that marks a browser where ``name`` logged in (cookie names cannot hold
+    every character a user name may: a digest of the name)."""
+    return "lammer_device_" + hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
+def _device_mac(hashed: str, name: str, device: str) -> str:
+    # Keyed by the user's own password hash (secret to the server): the cookie survives a
+    # restart, and a new password retires every device cookie of that user.
+    return hmac.new(hashed.encode(), f"{name}\n{device}".encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import aiomqtt
 import pytest
 from aiohttp import WSMsgType
@@ -22,7 +23,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
 from display.web.config import WebConfig
-from display.web.server import CSP, WebState, build_app, make_state
+from display.web.server import CSP, SESSION_COOKIE, WebState, build_app, make_state
 from display.web.users import add_user
 from tests.conftest import Broker
 
@@ -318,3 +319,78 @@ async def test_bad_payloads_never_reach_a_page_and_are_counted(web: Web, mosquit
     assert sum(web.state.store.dropped.values()) == len(bad) + 1
     health = await (await web.client.get("/api/health")).json()
     assert health["dropped_total"] == len(bad) + 1
+
+
+class Browser:
+    """A browser on its own loopback address (127.0.0.x is this machine's too), with its
+    own cookies: what a terminal on the casino LAN looks like to the server."""
+
+    def __init__(self, web: Web, address: str) -> None:
+        self.web = web
+        self.origin = web.origin
+        self.session = aiohttp.ClientSession(
+            base_url=web.origin,
+            connector=aiohttp.TCPConnector(local_addr=(address, 0)),
+            cookie_jar=aiohttp.CookieJar(unsafe=True),  # cookies for an IP address host
+        )
+
+    async def login(self, user: str = "alice", password: str = PASSWORD) -> int:
+        # A new login each time, as after a logout: the device cookie stays, the session goes.
+        self.session.cookie_jar.clear(lambda cookie: cookie.key == SESSION_COOKIE)
+        async with self.session.get("/api/session") as response:
+            token = (await response.json())["login_token"]
+        async with self.session.post(
+            "/api/login",
+            json={"user": user, "password": password},
+            headers={"X-CSRF-Token": token, "Origin": self.origin},
+        ) as response:
+            return response.status
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+async def test_guesses_from_three_addresses_never_lock_the_right_person_out_of_a_known_terminal(
+    web: Web,
+) -> None:
+    # Issue 20: 20 wrong guesses spread over three addresses locked the user, and the right
+    # password got 429 for five minutes in the middle of a game.
+    stick = Browser(web, "127.0.0.5")
+    attackers = [Browser(web, f"127.0.0.{n}") for n in (2, 3, 4)]
+    newcomer = Browser(web, "127.0.0.6")
+    try:
+        assert await stick.login() == 200  # the stickperson's terminal, before the attack
+        statuses = [await attackers[i % 3].login(password=f"guess {i:04d}") for i in range(30)]
+        assert statuses[:20] == [401] * 20  # 20 guesses per user name, from anywhere
+        assert set(statuses[20:]) == {429}  # then every address waits, whatever it sends
+        assert await attackers[0].login() == 429  # even the right password gains nothing
+        assert await stick.login() == 200  # the known terminal still logs in
+        assert await newcomer.login() == 429  # a browser never used by alice waits
+    finally:
+        for browser in (stick, *attackers, newcomer):
+            await browser.close()
+
+
+async def test_a_known_terminal_has_its_own_guess_limit(web: Web) -> None:
+    stick = Browser(web, "127.0.0.7")
+    try:
+        assert await stick.login() == 200
+        statuses = [await stick.login(password=f"typo {i:02d} wrong") for i in range(11)]
+        assert statuses == [401] * 10 + [429]
+    finally:
+        await stick.close()
+
+
+async def test_a_device_cookie_is_bound_to_its_user_and_to_the_password(
+    web: Web, tmp_path: Path
+) -> None:
+    users = web.state.users
+    token = users.device_token("alice")
+    assert users.known_device("alice", token) == token.split(".")[0]
+    assert users.known_device("bob", token) is None  # another user's cookie is nothing
+    assert users.known_device("alice", token[:-1] + ("0" if token[-1] != "0" else "1")) is None
+    assert users.known_device("alice", "not a cookie") is None
+    assert users.known_device("alice", None) is None
+    add_user(users.path or tmp_path / "users", "alice", "a brand new password")
+    users.verify("alice", "a brand new password")  # reloads the file
+    assert users.known_device("alice", token) is None  # a new password retires old devices
