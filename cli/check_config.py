@@ -3,7 +3,10 @@
 Each file is checked and reported on its own: a valid one as ``FILE: OK`` and a short
 summary on stdout, a bad one as ``FILE: N problems`` and every problem on stderr, one per
 line (``key.path: what is wrong``). Then, across the files, a table id given by more than
-one of them is a problem too (two daemons would share a journal, a client id and topics).
+one of them is a problem too (two daemons would share a journal, a client id and topics),
+and so is a serial device given to more than one device, in one file or in several (two
+drivers would read each other's frames: one port, one device); device paths are compared
+after their links are followed, so ``/dev/serial/by-id/...`` and ``/dev/ttyUSB0`` meet.
 Exit 0 when every file is valid, else 2.
 
 ``--instance NAME`` (one file; systemd's ``ExecStartPre``) also requires ``[table] id`` to
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         config = check(path, instance=args.instance)
         if config is not None:
             valid[path] = config
-    repeated = _repeated_ids(valid)
+    repeated = _repeated_ids(valid) + _shared_ports(valid)
     for line in repeated:
         print(line, file=sys.stderr)
     return EXIT_OK if len(valid) == len(args.files) and not repeated else EXIT_INVALID
@@ -118,3 +122,23 @@ def _repeated_ids(configs: dict[Path, TableConfig]) -> list[str]:
         for table_id, paths in by_id.items()
         if len(paths) > 1
     ]
+
+
+def _shared_ports(configs: dict[Path, TableConfig]) -> list[str]:
+    by_port: dict[str, list[str]] = {}
+    for path, config in configs.items():
+        for name in ("shuffler", "dice_reader"):
+            section = getattr(config, name)
+            if section is not None:
+                by_port.setdefault(_port_key(section.port), []).append(f"{path} [{name}]")
+    return [
+        f"serial port {port} is given to more than one device: {', '.join(users)}"
+        for port, users in by_port.items()
+        if len(users) > 1
+    ]
+
+
+def _port_key(port: str) -> str:
+    """A port as the machine sees it: a device path with its links followed (udev's
+    ``/dev/serial/by-id`` names are links), a URL (``socket://``, ``rfc2217://``) as written."""
+    return port if "://" in port else os.path.realpath(port)

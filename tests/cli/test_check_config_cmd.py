@@ -122,6 +122,9 @@ def test_one_table_id_in_two_files_is_a_problem(tmp_path: Path) -> None:
     assert result.stderr == (
         f"table id 'poker1' is given by more than one file: {ROOT / 'config' / 'uth.toml'}, "
         f"{copy}\n"
+        # Not edited, it names the first table's shuffler too (one port, one device).
+        f"serial port /dev/lammer/shuffler is given to more than one device: "
+        f"{ROOT / 'config' / 'uth.toml'} [shuffler], {copy} [shuffler]\n"
     )
 
 
@@ -149,3 +152,36 @@ def test_the_systemd_instance_must_be_the_table_id(tmp_path: Path) -> None:
     result = lammer("check-config", "--instance", "poker1", config, config)
     assert result.returncode == 2
     assert "--instance takes exactly one FILE" in result.stderr
+
+
+def test_one_serial_device_for_two_devices_is_a_problem(tmp_path: Path) -> None:
+    # Issue 20: `check-config uth.toml craps.toml bj.toml` accepted two tables on one port.
+    # A udev name (a link) and the device it points to are one port.
+    device = tmp_path / "ttyUSB0"
+    device.touch()
+    link = tmp_path / "shuffler"
+    link.symlink_to(device)
+    first = tmp_path / "poker1.toml"
+    first.write_text(f'[table]\nid = "poker1"\ngame = "UTH"\n[shuffler]\nport = "{link}"\n')
+    second = tmp_path / "bj1.toml"
+    second.write_text(f'[table]\nid = "bj1"\ngame = "BJ"\n[shuffler]\nport = "{device}"\n')
+    third = tmp_path / "craps1.toml"
+    third.write_text(
+        '[table]\nid = "craps1"\ngame = "CRAPS"\n[dice_reader]\nport = "socket://10.0.0.9:4001"\n'
+    )
+    result = lammer("check-config", first, second, third)
+    assert result.returncode == 2
+    assert result.stdout.count(": OK\n") == 3  # each file is valid on its own
+    assert result.stderr == (
+        f"serial port {device} is given to more than one device: "
+        f"{first} [shuffler], {second} [shuffler]\n"
+    )
+    # The same URL twice (a serial device server's port) is one device too.
+    fourth = tmp_path / "craps2.toml"
+    fourth.write_text(third.read_text().replace("craps1", "craps2"))
+    result = lammer("check-config", third, fourth)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "serial port socket://10.0.0.9:4001 is given to more than one device: "
+        f"{third} [dice_reader], {fourth} [dice_reader]\n"
+    )

@@ -112,7 +112,9 @@ def test_device_allow_names_exactly_the_udev_names(unit: dict[str, dict[str, lis
     assert all(value.endswith(" rw") for value in allowed)
     paths = {value.split()[0] for value in allowed if value.startswith("/")}
     symlinks = {"/dev/" + rule["SYMLINK+"] for rule in parse_rules(RULES.read_text())}
-    assert paths == symlinks == {"/dev/lammer/shuffler", "/dev/lammer/dice-reader"}
+    assert (
+        paths == symlinks == {"/dev/lammer/shuffler", "/dev/lammer/shoe", "/dev/lammer/dice-reader"}
+    )
     # Besides the named ports, only the USB serial groups (a replugged adapter).
     groups = {value.split()[0] for value in allowed if not value.startswith("/")}
     assert groups == {"char-ttyUSB", "char-ttyACM"}
@@ -121,7 +123,7 @@ def test_device_allow_names_exactly_the_udev_names(unit: dict[str, dict[str, lis
 def test_udev_rules_match_usb_vendor_product_serial() -> None:
     text = RULES.read_text()
     rules = parse_rules(text)
-    assert len(rules) == 2
+    assert len(rules) == 3  # shuffler, shoe, dice reader
     for rule in rules:
         assert rule["SUBSYSTEM"] == "tty"
         assert re.fullmatch(r"[0-9a-f]{4}", rule["ATTRS{idVendor}"])
