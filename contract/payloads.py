@@ -122,9 +122,16 @@ class PayloadModel(BaseModel):
 
 
 class Envelope(PayloadModel):
-    """``seq`` and ``ts``, which every JSON payload has (mqtt-api.md, Conventions)."""
+    """``seq`` and ``ts``, which every JSON payload has (mqtt-api.md, Conventions), and
+    ``prev_seq`` (a lammer addition): the seq of the message the table published before
+    this one, null for its journal's first. The table's seqs number every record of its
+    journal, messages or not; ``prev_seq`` is how a subscriber (``contract.feed``) knows a
+    lost message from a seq that was never a message."""
 
     seq: Seq
+    prev_seq: Seq | None = Field(
+        default=None, description="the seq of the message published before this one"
+    )
     ts: Timestamp
 
 
@@ -485,7 +492,7 @@ class Publication(NamedTuple):
     body: dict[str, Any]
 
 
-CONTRACT_VERSION: Final = "1.2"
+CONTRACT_VERSION: Final = "1.3"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
 lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
 ``craps/board`` ``last_roll``; docs/mqtt.md)."""

@@ -42,7 +42,7 @@ from typing import Any
 import structlog
 
 from contract.payloads import Publication
-from contract.requests import MAX_PAYLOAD
+from contract.requests import MAX_PAYLOAD, ResendRequest
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
@@ -53,6 +53,7 @@ from daemon.publications import info_publication, outcome_publication, state_pub
 from daemon.records import to_record
 from daemon.replay import Replay, Settings, start_record
 from daemon.requests import (
+    RETAINED_ERROR,
     DropCounter,
     Incoming,
     RequestError,
@@ -60,6 +61,15 @@ from daemon.requests import (
     malformed_reason,
     parse_request,
     response_publication,
+    validate_request,
+)
+from daemon.resend import (
+    BUSY_ERROR,
+    NO_LINK_ERROR,
+    RATE_ERROR,
+    RESEND_BACKLOG,
+    Resender,
+    TokenBucket,
 )
 from daemon.segments import (
     Segment,
@@ -68,6 +78,7 @@ from daemon.segments import (
     gaming_day,
     install,
     next_path,
+    published_between,
     remove_segment,
     segment_path,
 )
@@ -157,6 +168,10 @@ class TableCore:
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
         self.outbox = LiveOutbox(self)
         """The outbox of the MQTT link: the live segment's, whichever it is."""
+        self.resender: Resender | None = None
+        """Where ``request/resend`` copies go (the MQTT link; set by the shell)."""
+        self.resend_limit = TokenBucket()
+        """How many resends the table serves a second (``daemon.resend``)."""
         self._table = self._load(on_replay_progress, replay_progress_every)
         self._clean_start = self._stopped_cleanly()
         """The last run ended with ``close()``: its stop and snapshot are the last records."""
@@ -617,9 +632,15 @@ class TableCore:
             return 0
         # An unknown name of the right shape is answered on response/<name> by
         # parse_request, with the request's own id when it can be read.
+        if incoming.retained:
+            # Issue 20: a retained request would be handed to the table again by every
+            # reconnect; the link has cleared it from the broker.
+            return self._refuse(incoming, None, RETAINED_ERROR, at)
         if incoming.oversize:
             error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"
             return self._refuse(incoming, None, error, at)
+        if name == "resend":
+            return self._resend(incoming, at)
         try:
             request = parse_request(name, incoming.payload, at=at)
         except RequestError as exc:
@@ -643,6 +664,52 @@ class TableCore:
             roll=decision.roll_id,
             operator=decision.operator,
         )
+        return queued
+
+    def _resend(self, incoming: Incoming, at: datetime) -> int:
+        """``request/resend`` (mqtt-api.md 1.3, ``daemon.resend``): the messages of the
+        range go to the link as copies (never through the outbox: no new record, no new
+        seq); the request and what was sent are journaled, and answered."""
+        try:
+            request, request_id = validate_request(incoming.name, incoming.payload)
+        except RequestError as exc:
+            return self._refuse(incoming, exc.request_id, str(exc), at)
+        assert isinstance(request, ResendRequest)
+        resender = self.resender
+        if not self.resend_limit.take():
+            return self._refuse(incoming, request_id, RATE_ERROR, at)
+        if resender is None or not resender.connected:
+            return self._refuse(incoming, request_id, NO_LINK_ERROR, at)
+        if resender.resend_backlog >= RESEND_BACKLOG:
+            return self._refuse(incoming, request_id, BUSY_ERROR, at)
+        found = published_between(
+            self.journal, request.from_seq, request.to_seq, key=self.journal.key
+        )
+        # Only JSON payloads (the outbox holds no other; availability never goes there).
+        copies = [m for m in found.messages if m.payload[:1] == b"{"]
+        record = {
+            "operator": request.operator,
+            "request_id": request_id,
+            "from_seq": request.from_seq,
+            "to_seq": request.to_seq,
+            "sent": len(copies),
+            "missing_before": found.missing_before,
+        }
+        with self._batch():
+            self._journal("decision", {"resend": record}, at=at)
+            queued = self._queue(
+                response_publication(
+                    incoming.name,
+                    request_id,
+                    None,
+                    table=self.table_id,
+                    sent=len(copies),
+                    missing_before=found.missing_before,
+                ),
+                at,
+            )
+        resender.resend(copies)
+        self.log.info("resend served", **record)
         return queued
 
     def _refuse(

@@ -106,7 +106,7 @@ def start_record(version: str, settings: Settings) -> dict[str, object]:
 
 
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("seq", "ts")}
+    return {k: v for k, v in body.items() if k not in ("seq", "prev_seq", "ts")}
 
 
 class Replay:

@@ -198,13 +198,23 @@ def test_response_bodies_meet_the_spec() -> None:
     ok = response_publication("void_roll", "r1", None, table="t1")
     assert ok.topic == "response/void_roll"
     assert not ok.retained
-    assert ok.body == {"table": "t1", "request_id": "r1", "status": "ok", "error": None}
+    # sent and missing_before are resend's (1.3), null for the other requests.
+    assert ok.body == {
+        "table": "t1",
+        "request_id": "r1",
+        "status": "ok",
+        "error": None,
+        "sent": None,
+        "missing_before": None,
+    }
     error = response_publication("roll_decision", 7, "roll 5003 is not pending", table="t1").body
     assert error == {
         "table": "t1",
         "request_id": 7,
         "status": "error",
         "error": "roll 5003 is not pending",
+        "sent": None,
+        "missing_before": None,
     }
     for name, body in (("void_roll", ok.body), ("roll_decision", error)):
         payload = json.dumps({**body, "seq": 9, "ts": "2026-11-29T14:03:07.123Z"}).encode()
