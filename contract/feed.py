@@ -388,22 +388,40 @@ class Feed:
         return known
 
     def _ask(self, t: _Table, now: float, out: list[Event]) -> None:
-        assert t.last is not None
-        target = t.held_prev[min(t.held)]
-        assert target is not None
+        """One round: a ``Resend`` for every hole among the held messages (each at most
+        1,000 seqs, ``max_chunks`` at most), what is known complete left out."""
         t.round = []
-        start = max(t.last, t.known) + 1  # what is known complete is not asked again
-        while start <= target and len(t.round) < self.max_chunks:
-            end = min(target, start + RESEND_SPAN - 1)  # 1,000 seqs a request at most
-            self._asked += 1
-            ask = _Ask(start, end, f"feed-{self._ident}-{self._asked}")
-            # What arrived already counts: held messages are in the table's answer too.
-            ask.seen.update(s for s in t.held if start <= s <= end)
-            t.round.append(ask)
-            out.append(Resend(table=t.name, from_seq=start, to_seq=end, request_id=ask.request_id))
-            start = end + 1
+        for first, last in self._holes(t):
+            start = first
+            while start <= last and len(t.round) < self.max_chunks:
+                end = min(last, start + RESEND_SPAN - 1)  # 1,000 seqs a request at most
+                self._asked += 1
+                ask = _Ask(start, end, f"feed-{self._ident}-{self._asked}")
+                # What arrived already counts: held messages are in the table's answer too.
+                ask.seen.update(s for s in t.held if start <= s <= end)
+                t.round.append(ask)
+                out.append(
+                    Resend(table=t.name, from_seq=start, to_seq=end, request_id=ask.request_id)
+                )
+                start = end + 1
         t.asks += 1
         t.asked_at = now
+
+    @staticmethod
+    def _holes(t: _Table) -> list[tuple[int, int]]:
+        """``(first, last)`` seq ranges where messages are missing: before each held
+        message whose ``prev_seq`` is neither released nor held."""
+        assert t.last is not None
+        holes: list[tuple[int, int]] = []
+        before = t.last
+        for seq in sorted(t.held):
+            prev = t.held_prev[seq]
+            if prev is not None and prev > before:
+                first = before + 1 if holes else max(before, t.known) + 1
+                if first <= prev:
+                    holes.append((first, prev))
+            before = seq
+        return holes
 
     def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
         assert t.last is not None

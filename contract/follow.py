@@ -18,7 +18,6 @@ for, wakes up for its deadlines, and yields the tables' messages in order and th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 
 import aiomqtt
@@ -58,40 +57,42 @@ async def follow(
     now = clock or asyncio.get_running_loop().time
     for base in bases:
         await client.subscribe(f"{base}/#", qos=1)
-    messages = aiomqtt_messages(client)
-    while True:
-        deadline = feed.next_deadline()
-        events: list[Event]
-        if deadline is not None and deadline <= now():
-            events = feed.tick(now())
-        else:
-            try:
-                async with asyncio.timeout(None if deadline is None else deadline - now()):
-                    message = await anext(messages)
-            except TimeoutError:
-                continue
-            where = split_topic(message.topic.value, bases)
-            if where is None:
-                continue
-            payload = message.payload
-            data = payload if isinstance(payload, bytes) else str(payload).encode()
-            events = feed.receive(
-                where[0],
-                where[1],
-                data,
-                now=now(),
-                retained=bool(message.retain),
-                resent=resent_mark(message),
-            )
-        for event in events:
-            if isinstance(event, Resend):
-                await client.publish(event.topic, event.payload(operator), qos=1)
+    messages = aiter(client.messages)
+    # One read in flight across deadlines: a timeout never cancels it (cancelling an
+    # async generator's anext would end the generator).
+    reading: asyncio.Task[aiomqtt.Message] | None = None
+    try:
+        while True:
+            deadline = feed.next_deadline()
+            events: list[Event]
+            if deadline is not None and deadline <= now():
+                events = feed.tick(now())
             else:
-                yield event
-
-
-async def aiomqtt_messages(client: aiomqtt.Client) -> AsyncIterator[aiomqtt.Message]:
-    """``client.messages`` as an async iterator ``anext`` can be called on."""
-    with contextlib.suppress(StopAsyncIteration):
-        async for message in client.messages:
-            yield message
+                if reading is None:
+                    reading = asyncio.ensure_future(anext(messages))
+                wait = None if deadline is None else max(0.0, deadline - now())
+                done, _ = await asyncio.wait({reading}, timeout=wait)
+                if not done:
+                    continue
+                message, reading = reading.result(), None
+                where = split_topic(message.topic.value, bases)
+                if where is None:
+                    continue
+                payload = message.payload
+                data = payload if isinstance(payload, bytes) else str(payload).encode()
+                events = feed.receive(
+                    where[0],
+                    where[1],
+                    data,
+                    now=now(),
+                    retained=bool(message.retain),
+                    resent=resent_mark(message),
+                )
+            for event in events:
+                if isinstance(event, Resend):
+                    await client.publish(event.topic, event.payload(operator), qos=1)
+                else:
+                    yield event
+    finally:
+        if reading is not None:
+            reading.cancel()

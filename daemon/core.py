@@ -60,6 +60,7 @@ from daemon.requests import (
     classify,
     malformed_reason,
     parse_request,
+    read_request_id,
     response_publication,
     validate_request,
 )
@@ -635,7 +636,8 @@ class TableCore:
         if incoming.retained:
             # Issue 20: a retained request would be handed to the table again by every
             # reconnect; the link has cleared it from the broker.
-            return self._refuse(incoming, None, RETAINED_ERROR, at)
+            request_id = None if incoming.oversize else read_request_id(incoming.payload)
+            return self._refuse(incoming, request_id, RETAINED_ERROR, at)
         if incoming.oversize:
             error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"
             return self._refuse(incoming, None, error, at)

@@ -6,11 +6,12 @@
 1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
-2. publish ``online`` (retained);
-3. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
+2. subscribe ``<base>/request/+`` (QoS 1), before saying ``online``, so a request sent
+   the moment a terminal sees ``online`` finds the table listening;
+3. publish ``online`` (retained);
+4. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
    that lost them (restarted without persistence) holds the current state again at once,
    with the original ``seq`` and ``ts`` (mqtt-api.md, Conventions);
-4. subscribe ``<base>/request/+`` (QoS 1);
 5. drain ``Outbox.pending()`` in ``seq`` order, QoS 1, and ``mark_published`` each message
    only once the broker acknowledged it (PUBACK); ``notify()`` wakes the drain when the
    journal queued more.
@@ -403,12 +404,14 @@ class MqttLink:
             self._client = client
             self._note_connected()
             try:
+                # Subscribed before saying online: a terminal that sends a request the
+                # moment it sees online must find the table listening.
+                async with asyncio.timeout(self._timeout):
+                    await client.subscribe(f"{self._base}/request/+", options=REQUEST_OPTIONS)
                 await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
                 await self._publish_all(client, self._outbox.retained(), mark=False)
-                async with asyncio.timeout(self._timeout):
-                    await client.subscribe(f"{self._base}/request/+", options=REQUEST_OPTIONS)
                 if self._floor_resend:
                     await self._follow_bridge(client)
                 await self._serve(client)

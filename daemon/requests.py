@@ -202,6 +202,17 @@ def _constant(text: str) -> object:
     raise ValueError(f"{text} is not a number JSON allows")
 
 
+def read_request_id(payload: bytes) -> str | int | None:
+    """The ``request_id`` of a payload if it can be read (to echo it in a refusal that
+    does not parse the request), else None."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    raw = data.get("request_id") if isinstance(data, dict) else None
+    return raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """A well-formed request: its name, its own id (echoed in the response) and the
