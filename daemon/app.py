@@ -179,6 +179,7 @@ class TableDaemon:
             backoff=Backoff(initial=m.reconnect_initial, maximum=m.reconnect_max),
             floor_resend=m.floor_resend,
         )
+        core.resender = link  # request/resend copies go out through the link
         return link
 
     def _make_drivers(self, core: TableCore) -> list[tuple[Device, DeviceDriver]]:

@@ -62,9 +62,19 @@ from daemon.requests import (
     Dropped,
     Incoming,
     Refused,
+    ResendAsked,
     admit,
     response_publication,
 )
+from daemon.resend import (
+    BUSY_ERROR,
+    NO_LINK_ERROR,
+    RATE_ERROR,
+    RESEND_BACKLOG,
+    Resender,
+    TokenBucket,
+)
+from daemon.segments import published_between
 from daemon.upkeep import JournalUpkeep
 from rules import table
 from rules.errors import DecisionError, RulesError
@@ -149,6 +159,10 @@ class TableCore:
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
         self.bad_frames = BadFrameBudget()
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
+        self.resender: Resender | None = None
+        """Where ``request/resend`` copies go (the MQTT link; set by the shell)."""
+        self.resend_limit = TokenBucket()
+        """How many resends the table serves a second (``daemon.resend``)."""
         self._memory = self._load(on_replay_progress, replay_progress_every)
         self.upkeep = JournalUpkeep(
             journal,
@@ -440,6 +454,8 @@ class TableCore:
             return 0
         if isinstance(request, Refused):
             return self._refuse(incoming, request.request_id, request.error, at)
+        if isinstance(request, ResendAsked):
+            return self._resend(incoming, request, at)
         name = incoming.name
         rlog = self.log.bind(request=name, request_id=request.request_id)
         decision = request.decision
@@ -460,6 +476,48 @@ class TableCore:
             roll=decision.roll_id,
             operator=decision.operator,
         )
+        return queued
+
+    def _resend(self, incoming: Incoming, asked: ResendAsked, at: datetime) -> int:
+        """``request/resend`` (mqtt-api.md 1.3, ``daemon.resend``): the messages of the
+        range go to the link as copies (never through the outbox: no new record, no new
+        seq); the request and what was sent are journaled, and answered."""
+        request, request_id = asked.request, asked.request_id
+        resender = self.resender
+        if not self.resend_limit.take():
+            return self._refuse(incoming, request_id, RATE_ERROR, at)
+        if resender is None or not resender.connected:
+            return self._refuse(incoming, request_id, NO_LINK_ERROR, at)
+        if resender.resend_backlog >= RESEND_BACKLOG:
+            return self._refuse(incoming, request_id, BUSY_ERROR, at)
+        found = published_between(
+            self.journal, request.from_seq, request.to_seq, key=self.journal.key
+        )
+        # Only JSON payloads (the outbox holds no other; availability never goes there).
+        copies = [m for m in found.messages if m.payload[:1] == b"{"]
+        record = {
+            "operator": request.operator,
+            "request_id": request_id,
+            "from_seq": request.from_seq,
+            "to_seq": request.to_seq,
+            "sent": len(copies),
+            "missing_before": found.missing_before,
+        }
+        with self._batch():
+            self._journal("decision", {"resend": record}, at=at)
+            queued = self._queue(
+                response_publication(
+                    incoming.name,
+                    request_id,
+                    None,
+                    table=self.table_id,
+                    sent=len(copies),
+                    missing_before=found.missing_before,
+                ),
+                at,
+            )
+        resender.resend(copies)
+        self.log.info("resend served", **record)
         return queued
 
     def _refuse(

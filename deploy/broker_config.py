@@ -14,7 +14,7 @@ state and answers its requests, displays only read, pit terminals read and send 
 
 Users: ``lammer-<table id>`` per table (read and write its own base topic
 ``<prefix>/<table id>/#``, which holds its requests), ``display`` (read every table,
-publish nothing) and ``terminal`` (read every table, publish only
+publish only ``request/resend``, mqtt-api.md 1.3) and ``terminal`` (read every table, publish only
 ``<prefix>/<table id>/request/+``). Ownership is set only when run as root: Mosquitto
 started as root drops to ``user`` (``--broker-user``, default ``mosquitto``) *before* it
 reads passwd and acl (seen with 2.0.11: a root-only passwd is "Unable to open pwfile").
@@ -509,8 +509,14 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
     display = User(
         name=DISPLAY,
         role="display",
-        about="Displays: read every table; publish nothing",
-        grants=tuple(Grant("read", f"{t.base}/#") for t in tables),
+        about="Displays: read every table; publish only resend requests (mqtt-api.md 1.3)",
+        # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
+        # that lost messages asks the table for them (contract.feed); nothing else.
+        grants=tuple(
+            g
+            for t in tables
+            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/resend"))
+        ),
     )
     terminal = User(
         name=TERMINAL,

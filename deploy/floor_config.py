@@ -20,7 +20,8 @@ port listens on loopback and nobody may use it):
   (``lammer-floor/bridge/<controller>``); subscribes to its tables' ``request/+`` only.
   Its password stays on the controller: the declaration carries its bcrypt hash.
 * ``display``: reads every table of every prefix declared (and ``lammer``), and the
-  bridges' status; publishes nothing.
+  bridges' status; publishes only the declared tables' ``request/resend`` (mqtt-api.md
+  1.3: a reader that lost messages asks for them again; ``contract.feed``).
 * ``terminal``: reads as ``display``; publishes the requests of the declared tables.
 
 NATS permissions are subjects: an MQTT topic's ``/`` is a ``.``, ``+`` is ``*``, and a
@@ -58,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from contract.feed import RESEND_TOPIC as RESEND_REQUEST
 from contract.floor import FLOOR_ROOT, bridge_status_topic
 from daemon.errors import DaemonError
 from deploy import floor
@@ -415,10 +417,16 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
     users.append(
         FloorUser(
             name=DISPLAY,
-            about="Pit screens and the floor's systems: read every table; publish nothing",
+            about=(
+                "Pit screens and the floor's systems: read every table; publish only "
+                "resend requests (mqtt-api.md 1.3)"
+            ),
             password_bcrypt=hashes[DISPLAY],
-            publish_allow=(),
-            publish_deny=(">",),
+            publish_allow=tuple(
+                floor.nats_subject(f"{t.base}/{RESEND_REQUEST}") for t in plan.tables
+            ),
+            # No table yet: deny all (an empty allow list would allow everything).
+            publish_deny=() if plan.tables else (">",),
             subscribe_allow=_readers(plan),
         )
     )

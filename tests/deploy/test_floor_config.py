@@ -370,7 +370,11 @@ def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_r
     removed = [line for line in changed if line.startswith("    -") and line[4:7] != "---"]
     assert added
     assert all("t4" in line for line in added), added
-    assert all("ctl-b" in line or '"user": "terminal"' in line for line in removed), removed
+    # The terminal's and the display's grants name every table (requests, resend).
+    assert all(
+        "ctl-b" in line or '"user": "terminal"' in line or '"user": "display"' in line
+        for line in removed
+    ), removed
     for user in ("display", "terminal", "route"):
         assert (out / "credentials" / user).read_bytes() == files[f"credentials/{user}"][0]
 
@@ -403,8 +407,9 @@ def test_each_user_gets_exactly_its_own_subjects(
         "allow": ["lammer.t1.request.*", "lammer.t2.request.*", "$MQTT.sub.>"]
     }
     readers = ["lammer", "lammer.>", "lammer-floor", "lammer-floor.>", "$MQTT.sub.>"]
+    # mqtt-api.md 1.3: a reader may ask a table for what it lost, and nothing else.
     assert users["display"]["permissions"] == {
-        "publish": {"deny": [">"]},
+        "publish": {"allow": ["lammer.t1.request.resend", "lammer.t2.request.resend"]},
         "subscribe": {"allow": readers},
     }
     assert users["terminal"]["permissions"] == {
