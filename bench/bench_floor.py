@@ -112,12 +112,18 @@ class Controller:
         path.write_text("".join(lines))
         return path
 
-    def configure(self, cluster: FloorCluster) -> None:
-        """``lammer broker-config --bridge`` for its tables."""
+    def configure(self, cluster: FloorCluster, nodes: tuple[int, ...] = ()) -> None:
+        """``lammer broker-config --bridge`` for its tables: to every node, or to
+        ``nodes`` (1-based) only."""
         configs = [str(self.toml(t)) for t in self.tables]
         argv = ["broker-config", "--out", str(self.root / "broker")]
         argv += ["--data-dir", str(self.root / "data"), "--broker-user", me()]
-        argv += ["--bridge", cluster.bridge_option, "--controller", self.name, *configs]
+        bridge = cluster.bridge_args
+        if nodes:
+            bridge[1] = ",".join(
+                f"{h}:{p}" for h, p in (cluster.mqtt_endpoints[n - 1] for n in nodes)
+            )
+        argv += [*bridge, "--controller", self.name, *configs]
         with contextlib.redirect_stdout(io.StringIO()):
             if lammer(argv) != 0:
                 raise RuntimeError(f"broker-config failed for {self.name}")
@@ -144,6 +150,7 @@ def floor_client(
         password=password,
         timeout=10,
         max_queued_outgoing_messages=0,
+        tls_context=cluster.tls_context(),
         **kw,
     )
 
