@@ -106,6 +106,12 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     try:
         await site.start()
         log = structlog.get_logger("lammer.web")
+        if config.password_in_clear:
+            log.warning(
+                "MQTT passwords go in clear to a broker on the network: give mqtt_ca_file "
+                "(the floor's ca.crt, or the broker's --tls-ca)",
+                brokers=config.mqtt_host,
+            )
         log.info(
             "serving",
             listen=config.listen,

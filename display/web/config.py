@@ -281,6 +281,13 @@ class WebConfig(BaseModel):
         """Whether cookies carry ``Secure``: behind TLS, ours or a proxy's."""
         return self.secure_cookies or self.https
 
+    @property
+    def password_in_clear(self) -> bool:
+        """Whether a password would go to a broker off this machine without TLS."""
+        logs_in = self.mqtt_password_file is not None or self.terminal_password_file is not None
+        remote = any(not _loopback(host) for host, _ in self.mqtt_nodes)
+        return logs_in and remote and self.mqtt_ca_file is None
+
     def mqtt_tls(self) -> ssl.SSLContext | None:
         """The TLS context of the MQTT connections (TLS 1.2 at least, the broker's
         certificate and name verified with ``mqtt_ca_file``), or None for plain MQTT."""
@@ -311,6 +318,15 @@ class WebConfig(BaseModel):
     def terminal_password(self) -> str | None:
         """The terminal user's password (the file's first line), or None."""
         return _first_line(self.terminal_password_file)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _first_line(path: Path | None) -> str | None:

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from deploy.broker import free_port, wait_listening
+from display.web.config import WebConfig
 from display.web.server import HSTS, LOGIN_COOKIE, SESSION_COOKIE
 from tests.display.conftest import STICKPERSON, AuthBroker
 
@@ -181,3 +182,26 @@ def test_unusable_tls_files_exit_2_in_one_sentence(
     assert done.returncode == 2
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("settings", "clear"),
+    [
+        ({"mqtt_host": "floor1,floor2"}, True),
+        ({"mqtt_host": "10.0.0.5"}, True),
+        ({"mqtt_host": "127.0.0.1"}, False),  # the controller's own broker, on this machine
+        ({"mqtt_host": "localhost,[::1]"}, False),
+        ({"mqtt_host": "floor1", "mqtt_ca_file": "ca.crt"}, False),
+    ],
+)
+def test_a_password_sent_in_clear_off_the_machine_is_known(
+    tmp_path: Path, settings: dict[str, str], clear: bool
+) -> None:
+    ca, _, _ = make_certificate(tmp_path)
+    password = tmp_path / "display"
+    password.write_text("secret\n")
+    config = WebConfig.model_validate(
+        {"mqtt_user": "display", "mqtt_password_file": password, **settings},
+        context={"base_dir": ca.parent},
+    )
+    assert config.password_in_clear is clear
