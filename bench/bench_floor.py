@@ -58,11 +58,13 @@ from bench.common import machine, percentile
 from cli.main import main as lammer
 from deploy import floor
 from deploy.broker import Broker, free_port
-from deploy.floor_cluster import FloorCluster
+from deploy.floor_cluster import FloorCluster, nats_server_path
 
 PREFIX: Final = "lammer"
 TABLES_PER_CONTROLLER: Final = 4
 P99_LIMIT: Final = 0.100
+SERVER: str | None = None
+"""``--server``: the nats-server binary (default: the pinned one, ``nats_server_path()``)."""
 
 
 def ms(value: float) -> str:
@@ -179,7 +181,7 @@ async def poll(done: Any, within: float) -> bool:
 
 async def latency(workdir: Path, frames: int) -> dict[str, float]:
     """One real table: frame to the controller's subscriber and to the floor's."""
-    cluster = FloorCluster(workdir / "cluster")
+    cluster = FloorCluster(workdir / "cluster", server=SERVER)
     ctl = Controller(workdir / "ctl", "lat", ["lat1"])
     ctl.configure(cluster)
     cluster.configure([ctl.declaration])
@@ -398,7 +400,7 @@ async def capacity(
     controllers = max(1, start // TABLES_PER_CONTROLLER)
     decl_dir = workdir / "declarations"
     paths, passwords = synthetic_declarations(decl_dir, most // TABLES_PER_CONTROLLER)
-    cluster = FloorCluster(workdir / "cluster", paths)
+    cluster = FloorCluster(workdir / "cluster", paths, server=SERVER)
     cluster.start()
     try:
         await asyncio.sleep(2)
@@ -425,7 +427,7 @@ async def capacity(
 
 async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dict[str, float]]:
     """Kill the bridges' node ``kills`` times under load; each time's figures."""
-    cluster = FloorCluster(workdir / "cluster")
+    cluster = FloorCluster(workdir / "cluster", server=SERVER)
     ctls = [Controller(workdir / f"c{i}", f"c{i}", [f"f{i}"]) for i in range(controllers)]
     for c in ctls:
         c.configure(cluster)
@@ -555,6 +557,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds per capacity step")
     parser.add_argument("--failover", type=int, default=3, metavar="K", help="kills (0: skip)")
+    parser.add_argument(
+        "--server", metavar="PATH", help="the nats-server to run (default: the venv's pinned one)"
+    )
     return parser.parse_args(argv)
 
 
@@ -604,8 +609,14 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark."""
+    global SERVER
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    SERVER = args.server
+    server = SERVER or nats_server_path()
+    done = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=30)
+    print(f"{server}: {done.stdout.strip()}", flush=True)
+    asyncio.run(run(args))
     return 0
 
 

