@@ -296,6 +296,17 @@ class Step:
     p99: float
     rss_kib: int
     generator_cpu: float
+    refusals: int = 0
+    persist_refusals: int = 0
+
+
+def _persist_refusals(cluster: FloorCluster) -> int:
+    """Node log lines of an MQTT CONNECT refused because JetStream timed out (2.15)."""
+    return sum(
+        cluster.log(n).read_text(errors="replace").count("unable to persist session")
+        for n in range(1, cluster.nodes + 1)
+        if cluster.log(n).exists()
+    )
 
 
 async def capacity_step(
@@ -326,48 +337,62 @@ async def capacity_step(
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         wall0 = time.monotonic()
 
+        refusals = 0
+        persist0 = _persist_refusals(cluster)
+
         async def controller(c: int) -> None:
+            nonlocal refusals
             user = f"bridge-gen{c}"
-            async with floor_client(
-                cluster,
-                1,
-                user,
-                passwords[user],
-                identifier=f"lammer-bridge-gen{c}",
-                clean_session=False,
-            ) as client:
-                # Tables start spread over the period, as real ones are.
-                await asyncio.sleep(period * c / controllers)
-                seq = 0
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    for t in range(TABLES_PER_CONTROLLER):
-                        table = f"g{c}t{t}"
-                        seq += 1
-                        now = time.time()
-                        result = {
-                            "table": table,
-                            "seq": seq,
-                            "ts": now,
-                            "outcome": "win",
-                            "pad": "x" * 200,
-                        }
-                        sent[(table, seq)] = now
-                        # One message in flight, as the bridge: wait for each PUBACK.
-                        await client.publish(
-                            f"{PREFIX}/{table}/craps/result", json.dumps(result), qos=1
-                        )
-                        state = {
-                            "table": table,
-                            "seq": seq,
-                            "ts": now,
-                            "game": "CRAPS",
-                            "pad": "y" * 300,
-                        }
-                        await client.publish(
-                            f"{PREFIX}/{table}/state", json.dumps(state), qos=1, retain=True
-                        )
-                    await asyncio.sleep(period)
+            # Tables start spread over the period, as real ones are.
+            await asyncio.sleep(period * c / controllers)
+            seq = 0
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                try:
+                    async with floor_client(
+                        cluster,
+                        1,
+                        user,
+                        passwords[user],
+                        identifier=f"lammer-bridge-gen{c}",
+                        clean_session=False,
+                    ) as client:
+                        while time.monotonic() < end:
+                            for t in range(TABLES_PER_CONTROLLER):
+                                table = f"g{c}t{t}"
+                                seq += 1
+                                now = time.time()
+                                result = {
+                                    "table": table,
+                                    "seq": seq,
+                                    "ts": now,
+                                    "outcome": "win",
+                                    "pad": "x" * 200,
+                                }
+                                sent[(table, seq)] = now
+                                # One message in flight, as the bridge: wait for each PUBACK.
+                                await client.publish(
+                                    f"{PREFIX}/{table}/craps/result", json.dumps(result), qos=1
+                                )
+                                state = {
+                                    "table": table,
+                                    "seq": seq,
+                                    "ts": now,
+                                    "game": "CRAPS",
+                                    "pad": "y" * 300,
+                                }
+                                await client.publish(
+                                    f"{PREFIX}/{table}/state",
+                                    json.dumps(state),
+                                    qos=1,
+                                    retain=True,
+                                )
+                            await asyncio.sleep(period)
+                except aiomqtt.MqttError:
+                    # Refused (a node whose JetStream requests time out) or dropped: the
+                    # bridge would try again, so does the generator.
+                    refusals += 1
+                    await asyncio.sleep(1.0)
 
         await asyncio.gather(*(controller(c) for c in range(controllers)))
         wall = time.monotonic() - wall0
@@ -389,6 +414,8 @@ async def capacity_step(
         p99=percentile(delays, 0.99) if delays else float("nan"),
         rss_kib=rss,
         generator_cpu=cpu,
+        refusals=refusals,
+        persist_refusals=_persist_refusals(cluster) - persist0,
     )
 
 
@@ -411,7 +438,9 @@ async def capacity(
             print(
                 f"  {step.tables:>5} tables: {step.rate:8.1f} msg/s, p50 {ms(step.p50)}, "
                 f"p99 {ms(step.p99)}, lost {step.lost}, cluster RSS {step.rss_kib / 1024:.0f} MiB, "
-                f"generator CPU {step.generator_cpu:.0%}",
+                f"generator CPU {step.generator_cpu:.0%}, connections refused or dropped "
+                f"{step.refusals} ('unable to persist session' {step.persist_refusals}); "
+                f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
                 flush=True,
             )
             if step.lost or step.p99 > P99_LIMIT:
