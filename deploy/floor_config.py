@@ -1,5 +1,6 @@
-"""The configuration of the floor cluster (``lammer floor-config``): nats-server 2.9 nodes
-with JetStream and their MQTT listener, to which every table controller bridges its tables.
+"""The configuration of the floor cluster (``lammer floor-config``): nats-server nodes
+(2.15.1, pinned in requirements-floor.txt) with JetStream and their MQTT listener, to which
+every table controller bridges its tables, every hop over TLS.
 
 ``plan_floor`` turns the number of nodes, their hosts and ports, and the controllers'
 declarations (``floor-controller.json``, written by ``lammer broker-config --bridge``)
@@ -11,6 +12,9 @@ into a ``FloorPlan``; ``generate`` writes it into one directory:
     DIR/credentials/display    0600   the floor's users' passwords, one line each
     DIR/credentials/terminal   0600
     DIR/credentials/route      0600   what the nodes log in to each other with
+    DIR/ca.crt, DIR/ca/ca.key, DIR/floor-<i>/node.crt, DIR/floor-<i>/node.key
+                                      the floor CA and each node's certificate
+                                      (``deploy.floor_tls``): MQTT and routes over TLS
 
 Users (every one may connect over MQTT only, ``allowed_connection_types``; the NATS client
 port listens on loopback and nobody may use it):
@@ -574,7 +578,7 @@ def render_node(
 ) -> str:
     """The text of a node's nats.conf: a JSON object, a comment above each part."""
     lines = [
-        f"# nats-server 2.9 configuration of {node.name}, node {node.index} of "
+        f"# nats-server 2.15 configuration of {node.name}, node {node.index} of "
         f"{len(plan.nodes)} of the floor cluster {plan.cluster}.",
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and says",
         '# what it changed). README.md, "The casino floor", says how to install it.',
