@@ -131,6 +131,28 @@ async def test_the_bridge_carries_results_out_and_requests_in_over_tls(
         await watcher.close()
 
 
+async def test_a_bridge_given_another_ca_never_sends_its_password(
+    floor: tuple[FloorCluster, Controller], tmp_path: Path
+) -> None:
+    """A controller configured with a CA that is not the floor's: Mosquitto refuses the
+    node's certificate at the handshake, so no CONNECT (and no password) leaves it."""
+    cluster, _ = floor
+    foreign, _ = other_ca(tmp_path / "other")
+    rogue = Controller(tmp_path / "rogue", "rogue", "CRAPS", cluster)
+    rogue.configure("--bridge-ca", str(foreign))
+    rogue.broker.start()
+    try:
+        await until(
+            lambda: "certificate verify failed" in rogue.broker.log.read_text(errors="replace"),
+            "the bridge refusing the node's certificate",
+            within=60,
+        )
+        clients = [c for n in (1, 2, 3) for c in cluster.mqtt_clients(n)]
+        assert "lammer-bridge-rogue" not in clients
+    finally:
+        rogue.broker.stop()
+
+
 async def test_a_client_without_the_floor_ca_is_refused(
     floor: tuple[FloorCluster, Controller], tmp_path: Path
 ) -> None:
