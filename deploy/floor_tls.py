@@ -204,9 +204,10 @@ def node_certificates(ca: FloorCa, nodes: Sequence[NodeTls], changes: list[Chang
     for node in nodes:
         why = _node_problem(node, ca)
         if why is None:
-            if problem := key_problem(node.key):
+            mode = node.key.stat().st_mode & 0o777
+            if mode != 0o600:
                 node.key.chmod(0o600)
-                changes.append(Change(node.key, "fixed", problem.split(" (")[1].rstrip("):")))
+                changes.append(Change(node.key, "fixed", f"mode {mode:04o} -> 0600, key kept"))
             else:
                 changes.append(Change(node.key, "kept"))
             changes.append(Change(node.cert, "kept", f"names {node.host}"))

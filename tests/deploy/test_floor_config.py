@@ -708,6 +708,15 @@ def test_floor_config_makes_a_ca_and_a_certificate_per_node_naming_its_host(
         assert after[kept] == before[kept], kept
     assert any("does not name 10.1.0.9" in line for line in lines)
 
+    # A node key others may read is made private again, and kept.
+    node_key = out / "floor-3" / "node.key"
+    node_key.chmod(0o644)
+    status, lines, _ = floor_config(capsys, out, extra=extra)
+    assert status == 0
+    assert node_key.stat().st_mode & 0o777 == 0o600
+    assert node_key.read_bytes() == after["floor-3/node.key"][0]
+    assert any(line.split()[:2] == ["fixed", "floor-3/node.key"] for line in lines), lines
+
 
 def test_floor_config_signs_with_the_operators_ca_and_never_copies_its_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
