@@ -153,6 +153,31 @@ async def test_a_bridge_given_another_ca_never_sends_its_password(
         rogue.broker.stop()
 
 
+async def test_a_bridge_to_a_name_the_certificate_does_not_hold_is_refused(
+    floor: tuple[FloorCluster, Controller], tmp_path: Path
+) -> None:
+    """The node's certificate names 127.0.0.1; a bridge that dials it as ``localhost``
+    (the same node, the right CA) refuses it: the name is checked, not only the CA."""
+    cluster, _ = floor
+    host, port = cluster.mqtt_endpoints[0]
+    assert host == "127.0.0.1"
+    misnamed = Controller(tmp_path / "misnamed", "misnamed", "CRAPS", cluster)
+    misnamed.configure("--bridge", f"localhost:{port}")
+    misnamed.broker.start()
+    try:
+        await until(
+            lambda: (
+                "host name verification failed" in misnamed.broker.log.read_text(errors="replace")
+            ),
+            "the bridge refusing a certificate for another name",
+            within=60,
+        )
+        clients = [c for n in (1, 2, 3) for c in cluster.mqtt_clients(n)]
+        assert "lammer-bridge-misnamed" not in clients
+    finally:
+        misnamed.broker.stop()
+
+
 async def test_a_client_without_the_floor_ca_is_refused(
     floor: tuple[FloorCluster, Controller], tmp_path: Path
 ) -> None:
