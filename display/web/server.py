@@ -69,6 +69,9 @@ CSP: Final = (
     "connect-src 'self'; font-src 'none'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+HSTS: Final = "max-age=31536000"
+"""Strict-Transport-Security over HTTPS: a year, this host only (the pit's server may share
+its domain with hosts that do not serve HTTPS)."""
 SECURITY_HEADERS: Final = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -176,6 +179,9 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
         response.headers.setdefault(name, value)
     if request.path.startswith("/api/"):
         response.headers["Cache-Control"] = "no-store"
+    if request.secure:
+        # Served over our own TLS (lammer web --tls-cert): browsers keep to HTTPS for a year.
+        response.headers["Strict-Transport-Security"] = HSTS
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -228,7 +234,7 @@ def _cookie(response: web.StreamResponse, name: str, value: str, state: WebState
         value,
         httponly=True,
         samesite="Strict",
-        secure=state.config.secure_cookies,
+        secure=state.config.cookies_secure,
         path="/",
         max_age=state.config.session_hours * 3600,
     )

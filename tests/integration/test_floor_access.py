@@ -56,6 +56,7 @@ def client(
         password=password,
         identifier=f"test-{uuid.uuid4().hex[:10]}",
         timeout=5,
+        tls_context=cluster.tls_context(),
     )
 
 
