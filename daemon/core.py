@@ -46,6 +46,7 @@ from contract.requests import MAX_PAYLOAD
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
+from daemon.intake import BUSY_ERROR
 from daemon.journal import GENESIS, Journal
 from daemon.logs import event_context, fact_fields, outcome_fields
 from daemon.outbox import OutboxMessage
@@ -59,6 +60,7 @@ from daemon.requests import (
     classify,
     malformed_reason,
     parse_request,
+    request_id_of,
     response_publication,
 )
 from daemon.segments import (
@@ -153,6 +155,9 @@ class TableCore:
         )
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
+        self.busy = DropCounter()
+        """Requests refused unread because they came faster than the table serves them
+        (``daemon.intake``): counted, reported once a minute."""
         self.bad_frames = BadFrameBudget()
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
         self.outbox = LiveOutbox(self)
@@ -612,6 +617,8 @@ class TableCore:
         at = self.clock()
         self._maybe_rotate(at)
         name = incoming.name
+        if incoming.busy:
+            return self._answer_busy(incoming, at)
         if classify(name) == "malformed":
             self._drop(incoming, malformed_reason(name, incoming.name_length), at)
             return 0
@@ -676,6 +683,25 @@ class TableCore:
         report = self.dropped.due(at)
         if report is not None:
             self._report_drops(report, at)
+        busy = self.busy.due(at)
+        if busy is not None:
+            self._report_busy(busy, at)
+
+    def _answer_busy(self, incoming: Incoming, at: datetime) -> int:
+        """A request refused unread for the rate (``daemon.intake``): counted with those it
+        stands for, and answered busy when its name can be answered. The journal holds the
+        answer and, once a minute at most, the count (``busy_requests``), not each request."""
+        report = self.busy.add(incoming, "busy", at, count=incoming.busy)
+        with self._batch():
+            if report is not None:
+                self._report_busy(report, at)
+            if classify(incoming.name) == "malformed":
+                return 0
+            return self._respond(incoming.name, request_id_of(incoming.payload), BUSY_ERROR, at)
+
+    def _report_busy(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("requests refused unread: more arrive than the table serves", **report)
+        self._journal("decision", {"busy_requests": report}, at=at)
 
     def _report_drops(self, report: dict[str, object], at: datetime) -> None:
         self.log.warning("requests dropped: names that cannot be answered", **report)

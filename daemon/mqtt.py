@@ -75,6 +75,7 @@ import structlog
 
 from contract.floor import BRIDGE_STATUS_ROOT
 from daemon.errors import JournalError
+from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from drivers.backoff import Backoff
@@ -133,6 +134,7 @@ class MqttLink:
         timeout: float = 10.0,
         close_timeout: float = 2.0,
         floor_resend: float = 0.0,
+        intake: RequestGate | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -159,6 +161,10 @@ class MqttLink:
         self._requests: asyncio.Queue[Incoming] = asyncio.Queue(REQUEST_QUEUE)
         self.requests_overflowed = 0
         """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
+        self.intake = intake if intake is not None else RequestGate()
+        """The rate the table serves requests at (``daemon.intake``); its counts."""
+        self._busy_logged: float | None = None
+        self._busy_since_log = 0
         self._client: aiomqtt.Client | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
@@ -570,11 +576,20 @@ class MqttLink:
         if message.retain:
             log.warning("mqtt ignored a retained request (stale by definition)", name=name)
             return
+        # Over the rate, a request is refused before it is read (daemon.intake): a flood
+        # costs a count, not a journal record and an answer each.
+        verdict = self.intake.check(time.monotonic())
+        if verdict is not Verdict.ADMIT:
+            self._note_busy()
+            if verdict is Verdict.COUNT:
+                return
         payload = message.payload
         # paho gives bytes; aiomqtt may have decoded a number: keep what came. Bounded at
         # once: a 100 MB request is kept as its size, hash and first bytes, never queued.
         data = bytes(payload) if isinstance(payload, bytes | bytearray) else str(payload).encode()
         incoming = Incoming.receive(name, data)
+        if verdict is Verdict.ANSWER_BUSY:
+            incoming = replace(incoming, busy=1 + self.intake.take_unanswered())
         try:
             self._requests.put_nowait(incoming)
         except asyncio.QueueFull:
@@ -585,6 +600,22 @@ class MqttLink:
                     name=incoming.name,
                     dropped=self.requests_overflowed,
                 )
+
+    def _note_busy(self) -> None:
+        """Log refusals for the rate: the first of a flood at once, then one line a minute
+        at most with the count (a flood of 10^4 requests is a few lines)."""
+        self._busy_since_log += 1
+        now = time.monotonic()
+        if self._busy_logged is not None and now - self._busy_logged < BUSY_LOG_S:
+            return
+        log.warning(
+            "mqtt requests refused: more arrive than the table serves",
+            refused=self._busy_since_log,
+            total=self.intake.refused,
+            rate=self.intake.rate,
+        )
+        self._busy_logged = now
+        self._busy_since_log = 0
 
     async def _watch(self, client: aiomqtt.Client) -> None:
         # Never yields (see _forwarding_queue); raises MqttError when the connection drops.
@@ -601,6 +632,9 @@ class MqttLink:
                 log.exception("mqtt request handler failed", name=incoming.name, size=incoming.size)
             finally:
                 self._requests.task_done()
+            # Queue.get() does not yield while requests wait: without this, a queue of them
+            # is served in one stretch and the drain, the keepalive and the devices wait.
+            await asyncio.sleep(0)
 
     # -- outage log ----------------------------------------------------------------------
 
@@ -640,6 +674,9 @@ BRIDGE_ROOT: Final = BRIDGE_STATUS_ROOT
 BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 """Where the controller's Mosquitto says whether its floor bridge is up (``1``) or not
 (``0``): ``contract.floor.bridge_status_topic``, for any controller name."""
+
+BUSY_LOG_S: Final = 60.0
+"""Seconds between two log lines about requests refused for the rate."""
 
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a

@@ -65,6 +65,10 @@ class Incoming:
     payload: bytes
     size: int
     sha256: str
+    busy: int = 0
+    """0: a request to serve. Above 0: refused unread because requests came faster than the
+    table serves them (``daemon.intake``), to be answered busy; it stands for this many
+    refusals, itself included (those only counted since the last busy answer)."""
 
     @classmethod
     def receive(cls, name: str, payload: bytes) -> Incoming:
@@ -122,10 +126,13 @@ class DropCounter:
         self._first: dict[str, object] | None = None
         self._reported_at: datetime | None = None
 
-    def add(self, incoming: Incoming, reason: str, at: datetime) -> dict[str, object] | None:
-        """Count one drop; returns a report when one is due."""
-        self.total += 1
-        self._count += 1
+    def add(
+        self, incoming: Incoming, reason: str, at: datetime, *, count: int = 1
+    ) -> dict[str, object] | None:
+        """Count ``count`` drops (``incoming`` the one seen of them); returns a report when
+        one is due."""
+        self.total += count
+        self._count += count
         if self._first is None:
             self._first = {**incoming.summary(), "reason": reason}
         return self.due(at)
@@ -145,6 +152,20 @@ class DropCounter:
         self._first = None
         self._reported_at = at
         return report
+
+
+def request_id_of(payload: bytes) -> str | int | None:
+    """The ``request_id`` of a request that is not otherwise read (refused for the rate),
+    for its answer: None unless the payload is a JSON object within ``MAX_PAYLOAD`` with a
+    string or integer ``request_id``."""
+    if len(payload) > MAX_PAYLOAD:
+        return None
+    try:
+        data: Any = json.loads(payload.decode("utf-8"), parse_constant=_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    raw = data.get("request_id") if isinstance(data, dict) else None
+    return raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
 
 
 def malformed_reason(name: str, length: int) -> str:

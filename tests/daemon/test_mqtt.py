@@ -29,6 +29,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.errors import JournalError
+from daemon.intake import RequestGate
 from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
@@ -141,6 +142,7 @@ def make_link(
     *,
     rng: random.Random | None = None,
     client_id: str = "lammer-t1",
+    intake: RequestGate | None = None,
 ) -> MqttLink:
     return MqttLink(
         host=broker.host,
@@ -153,7 +155,12 @@ def make_link(
         backoff=Backoff(initial=0.05, maximum=0.2),
         rng=rng or random.Random(7),
         timeout=5.0,
+        intake=intake,
     )
+
+
+UNLIMITED = RequestGate(rate=1e9, burst=10**9)
+"""A gate that admits everything (tests of what follows it)."""
 
 
 @asynccontextmanager
@@ -648,7 +655,7 @@ async def test_a_flood_of_requests_is_bounded(mosquitto: Broker) -> None:
         await release.wait()
         got.append(incoming)
 
-    link = make_link(mosquitto, FakeOutbox(), slow)
+    link = make_link(mosquitto, FakeOutbox(), slow, intake=RequestGate(rate=1e9, burst=10**9))
     big = b"[" * 5_000_000
     async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
         await eventually(lambda: link.tcp_nodelay is not None, "subscribed")
@@ -662,6 +669,55 @@ async def test_a_flood_of_requests_is_bounded(mosquitto: Broker) -> None:
     first = got[0]
     assert (first.size, first.oversize, len(first.payload)) == (len(big), True, 256)
     assert first.sha256 == hashlib.sha256(big).hexdigest()
+
+
+async def test_requests_beyond_the_rate_are_refused_unread_and_counted_while_results_flow(
+    mosquitto: Broker,
+) -> None:
+    # 1,000 requests as fast as a client sends them, against a gate of 5 a second (20 at
+    # once): the table is handed the admitted ones and, at most one a second, one to answer
+    # busy that stands for the refusals before it; every request is accounted for. Results
+    # queued during the flood go out, and the link never drops.
+    got: list[Incoming] = []
+
+    async def handle(incoming: Incoming) -> None:
+        got.append(incoming)
+
+    outbox = FakeOutbox()
+    link = make_link(mosquitto, outbox, handle, intake=RequestGate(rate=5, burst=20))
+    flood = 1000
+    async with (
+        recording(mosquitto, f"{BASE}/ev/#") as rec,
+        running(link),
+        aiomqtt.Client(mosquitto.host, mosquitto.port) as client,
+    ):
+        await eventually(lambda: link.tcp_nodelay is not None, "connected")
+        await asyncio.sleep(0.2)  # subscribed (the subscription follows the connection)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for i in range(flood):
+            await client.publish(f"{BASE}/request/overturn", b'{"request_id": %d}' % i, qos=1)
+            if i % 100 == 0:
+                outbox.add("ev/result", {"i": i})
+                link.notify()
+        await eventually(
+            lambda: link.intake.admitted + link.intake.refused == flood, "every request seen"
+        )
+        elapsed = loop.time() - started
+        await eventually(lambda: len(rec.seqs()) == 10, "every result published")
+        await eventually(
+            lambda: sum(max(1, g.busy) for g in got) + link.intake.unanswered == flood,
+            "every request handed on or counted",
+        )
+        assert link.connected
+        assert link._outage_attempts == 0  # never dropped
+    admitted = [g for g in got if not g.busy]
+    busy = [g for g in got if g.busy]
+    assert 20 <= len(admitted) <= 20 + 5 * elapsed + 1
+    assert 1 <= len(busy) <= 1 + elapsed + 1
+    assert link.intake.refused == flood - len(admitted)
+    # Admitted requests are the first ones, whole and in order.
+    assert [g.payload for g in admitted[:20]] == [b'{"request_id": %d}' % i for i in range(20)]
 
 
 async def _cancelled_as_the_puback_arrives(client: aiomqtt.Client, *, bounded: bool) -> str:
