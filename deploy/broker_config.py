@@ -83,6 +83,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from contract.floor import bridge_status_topic
+from contract.payloads import TOPICS
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
@@ -509,20 +510,40 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
     display = User(
         name=DISPLAY,
         role="display",
-        about="Displays: read every table; publish nothing",
-        grants=tuple(Grant("read", f"{t.base}/#") for t in tables),
+        about="Displays: read every table but its requests; publish nothing",
+        grants=tuple(g for t in tables for g in readable_grants(t.base)),
     )
     terminal = User(
         name=TERMINAL,
         role="terminal",
-        about='Pit terminals: read every table; publish requests only (mqtt-api.md "Requests")',
+        about="Pit terminals: read every table but its requests; publish requests only "
+        '(mqtt-api.md "Requests")',
         grants=tuple(
             g
             for t in tables
-            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/+"))
+            for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/+"))
         ),
     )
     return (*daemons, display, terminal)
+
+
+READ_GROUPS: Final = tuple(
+    sorted({topic.split("/")[0] for topic in TOPICS if "/" in topic} | {"response"})
+)
+"""The topic groups under a base topic that displays and terminals read (from the
+contract's topics, and the answers); never ``request``."""
+
+
+def readable_grants(base: str) -> tuple[Grant, ...]:
+    """What a display or a terminal may read of one table: every topic the daemon
+    publishes (``<base>/+``: availability, state, alarms, info; each group's topics), never
+    the requests. Mosquitto 2.0 accepts any subscription and checks every message it
+    delivers against these grants, so a subscriber to ``<base>/#`` gets the table and none
+    of a flood of requests (issue 20: a display's queue fills with them, results behind)."""
+    return (
+        Grant("read", f"{base}/+"),
+        *(Grant("read", f"{base}/{group}/#") for group in READ_GROUPS),
+    )
 
 
 def _table_problems(tables: Sequence[Table]) -> list[str]:
