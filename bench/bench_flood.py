@@ -300,6 +300,10 @@ def report(args: argparse.Namespace, rig: Rig, seen: Display, figures: Figures) 
     )
     for e in refused:
         print(f"daemon log: {e['event']}: refused {e.get('refused', e.get('count'))}")
+    assert rig.broker is not None
+    lines = rig.broker.log.read_text(errors="replace").splitlines()
+    dropped = [line for line in lines if "dropped" in line]
+    print(f"broker log: {len(dropped)} lines about dropped messages {dropped[:2]}")
 
 
 def main() -> None:
