@@ -85,6 +85,9 @@ from rules.events import (
     DeviceDisconnected,
     DeviceFact,
     DeviceHello,
+    DiskSpaceChecked,
+    JournalRefused,
+    JournalWritable,
     ModeReported,
     Outcome,
     TimePassed,
@@ -758,22 +761,41 @@ class TableCore:
     def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
         return self.journal.append(kind, record, ts=at or self.clock())
 
-    def journal_fault_over(self, since: datetime, error: str, held: int) -> None:
+    def journal_fault_over(self, since: datetime, error: str, held: int) -> int:
         """The journal works again after refusing since ``since``: the outage goes into
-        the record (when, why, how many events waited)."""
+        the record (when, why, how many events waited) and ``JOURNAL_FAULT`` clears, in
+        one transaction. Returns the messages queued."""
         at = self.clock()
-        self._journal(
-            "daemon",
-            {
-                "journal_fault": {
-                    "since": format_ts(since),
-                    "until": format_ts(at),
-                    "error": error,
-                    "held": held,
-                }
-            },
-            at=at,
-        )
+        with self._batch():
+            self._journal(
+                "daemon",
+                {
+                    "journal_fault": {
+                        "since": format_ts(since),
+                        "until": format_ts(at),
+                        "error": error,
+                        "held": held,
+                    }
+                },
+                at=at,
+            )
+            return self._host_fact(JournalWritable(), at)
+
+    def journal_refused(self, error: str) -> int:
+        """Raise ``JOURNAL_FAULT`` (``JournalRefused``): the shell calls this once the
+        reserve's room is free (``daemon.disk``). Returns the messages queued."""
+        return self._host_fact(JournalRefused(error=error), self.clock())
+
+    def journal_writable(self) -> int:
+        """Clear a ``JOURNAL_FAULT`` left by a daemon stopped while its journal refused (a
+        start writes its records, so the journal writes). Returns the messages queued."""
+        return self._host_fact(JournalWritable(), self.clock())
+
+    def disk_checked(self, free_bytes: int, needed_bytes: int, hours: int) -> int:
+        """The free space on the journal's disk against what ``hours`` of its growth need
+        (``DISK_LOW``, ``daemon.disk``). Returns the messages queued."""
+        fact = DiskSpaceChecked(free_bytes=free_bytes, needed_bytes=needed_bytes, hours=hours)
+        return self._host_fact(fact, self.clock())
 
     def _queue(self, publication: Publication, at: datetime) -> int:
         topic, retained, body = publication

@@ -135,6 +135,7 @@ class MqttLink:
         close_timeout: float = 2.0,
         floor_resend: float = 0.0,
         intake: RequestGate | None = None,
+        on_journal_error: Callable[[], None] | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -163,6 +164,10 @@ class MqttLink:
         """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
         self.intake = intake if intake is not None else RequestGate()
         """The rate the table serves requests at (``daemon.intake``); its counts."""
+        self._on_journal_error = on_journal_error
+        # Acknowledged by the broker, not yet marked in the journal (it refused): never
+        # published again, marked as soon as the journal writes.
+        self._unmarked: set[int] = set()
         self._busy_logged: float | None = None
         self._busy_since_log = 0
         self._client: aiomqtt.Client | None = None
@@ -432,18 +437,32 @@ class MqttLink:
             if self._resend:
                 await self._publish_again(client)
                 continue
-            batch = self._outbox.pending(self._window)
+            if self._unmarked:
+                self._mark_unmarked()  # what the journal refused before, tried again
+            batch = [
+                m
+                for m in self._outbox.pending(self._window + len(self._unmarked))
+                if m.seq not in self._unmarked
+            ][: self._window]
             if not batch:
-                await self._wake.wait()
+                if self._unmarked:  # try the marks again later; wake for anything new
+                    await self._wait_wake(self._backoff.maximum)
+                else:
+                    await self._wake.wait()
                 continue
-            try:
-                await self._publish_all(client, batch, mark=True)
-            except JournalError as exc:
-                # The journal refuses to mark them (a full disk): they went out, and go out
-                # again later with the same seq (displays drop a seq they have seen). Wait
-                # for the journal instead of sending the same messages round and round.
-                log.warning("mqtt: the journal cannot mark messages published", error=str(exc))
-                await asyncio.sleep(self._backoff.maximum)
+            await self._publish_all(client, batch, mark=True)
+            if self._unmarked:
+                # The journal refuses to mark them (a full disk): the broker has them, so
+                # they are never sent again and are marked once the journal writes. Nothing
+                # waits behind this: availability and what the journal still queues go out
+                # at once (issue 20: offline came 5 s late, then every roll delivered in
+                # that time was sent again).
+                log.warning(
+                    "mqtt: the journal cannot mark messages published",
+                    waiting=len(self._unmarked),
+                )
+                if self._on_journal_error is not None:
+                    self._on_journal_error()
 
     async def _publish_all(
         self, client: aiomqtt.Client, messages: list[OutboxMessage], *, mark: bool
@@ -476,13 +495,29 @@ class MqttLink:
                 # What the broker acknowledged is marked (one transaction), also when the
                 # connection dropped behind it.
                 if mark and acked:
-                    self._outbox.mark_published(*acked)
                     self._published += len(acked)
+                    self._unmarked.update(acked)
+                    self._mark_unmarked()
                     if self._floor_resend:
                         now = time.monotonic()
                         done = set(acked)
                         self._recent.extend((now, m) for m in chunk if m.seq in done)
                 await _cancel_all(tasks)
+
+    def _mark_unmarked(self) -> bool:
+        """Mark what the broker acknowledged and the journal has not recorded yet; False
+        while the journal refuses."""
+        try:
+            self._outbox.mark_published(*sorted(self._unmarked))
+        except JournalError:
+            return False
+        self._unmarked.clear()
+        return True
+
+    async def _wait_wake(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     # -- the floor bridge ----------------------------------------------------------------
 

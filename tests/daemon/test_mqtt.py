@@ -599,7 +599,7 @@ class FullDiskOutbox(FakeOutbox):
 
 
 async def test_a_journal_that_cannot_mark_does_not_end_the_link(mosquitto: Broker) -> None:
-    # A full disk: what went out is sent again later with its seq, once the journal works.
+    # A full disk: what went out is never sent again, and is marked once the journal works.
     outbox = FullDiskOutbox()
     outbox.add("ev/1", {"i": 1})
     link = make_link(mosquitto, outbox, client_id="lammer-t1-full")
@@ -612,7 +612,45 @@ async def test_a_journal_that_cannot_mark_does_not_end_the_link(mosquitto: Broke
         link.notify()
         await eventually(lambda: outbox.marked == [1, 2], "both marked once the disk has space")
         assert not task.done()
-    assert set(rec.seqs()) == {1, 2}  # message 1 perhaps twice: displays drop a seen seq
+        await asyncio.sleep(0.3)  # a copy would follow right behind (backoff 0.2 s)
+    assert rec.seqs() == [1, 2]  # each once
+
+
+async def test_a_refused_mark_holds_back_neither_offline_nor_newer_messages(
+    mosquitto: Broker,
+) -> None:
+    # Issue 20: the drain slept the whole backoff (5 s) after a refused mark, so the
+    # offline notice waited, and the messages delivered were sent again after. Now the
+    # link says so at once (on_journal_error), availability and a message queued after
+    # go out within a second, and nothing goes out twice.
+    outbox = FullDiskOutbox()
+    outbox.add("ev/1", {"i": 1})
+    said: list[float] = []
+    loop = asyncio.get_running_loop()
+    link = MqttLink(
+        host=mosquitto.host,
+        port=mosquitto.port,
+        client_id="lammer-t1-offline",
+        base_topic=BASE,
+        outbox=outbox,
+        on_request=_ignore,
+        backoff=Backoff(initial=5.0, maximum=5.0),
+        on_journal_error=lambda: said.append(loop.time()),
+    )
+    async with recording(mosquitto) as rec, running(link):
+        await eventually(lambda: bool(said), "the journal's refusal reported")
+        refused_at = said[0]
+        link.set_available(False)
+        outbox.add("ev/2", {"i": 2})  # what the reserve lets the journal still write
+        link.notify()
+        await eventually(lambda: rec.on("availability")[-1:] == [b"offline"], "offline")
+        await eventually(lambda: rec.seqs() == [1, 2], "the newer message")
+        assert loop.time() - refused_at < 1.0
+        outbox.space = True
+        link.notify()
+        await eventually(lambda: outbox.marked == [1, 2], "marked once the journal writes")
+        await asyncio.sleep(0.3)
+    assert rec.seqs() == [1, 2]
 
 
 async def test_availability_follows_set_available(mosquitto: Broker) -> None:
