@@ -16,8 +16,8 @@ is offline all the same.
 
 **DISK_LOW.** ``GrowthMeter`` measures how fast the journal's files grow (the live segment,
 its WAL and the archive, sampled every ``DISK_CHECK_S``, over the last ``GROWTH_WINDOW_S``),
-never below ``FLOOR_BYTES_PER_HOUR`` (a table at full speed, measured: README "How much
-disk a table needs"). ``needed_bytes`` is that rate times ``[journal] disk_low_hours``, plus
+never below ``FLOOR_BYTES_PER_HOUR`` (a busy table, measured: README "How much disk a
+table needs"). ``needed_bytes`` is that rate times ``[journal] disk_low_hours``, plus
 the reserve and the WAL's bound; the rules raise ``DISK_LOW`` when the free space is under
 it (``rules.table``).
 """
@@ -43,9 +43,9 @@ DISK_CHECK_S: Final = 60.0
 GROWTH_WINDOW_S: Final = 3600.0
 """The journal's growth is measured over the last hour at most."""
 
-FLOOR_BYTES_PER_HOUR: Final = 4_000_000
-"""The growth assumed at least (also before an hour is measured): a craps table rolling
-without a pause journals about 3.6 MB an hour (README "How much disk a table needs")."""
+FLOOR_BYTES_PER_HOUR: Final = 1_200_000
+"""The growth assumed at least (also before any is measured): a busy card table, a round a
+minute at about 19 KB a round (bench/bench_disk.py; README "How much disk a table needs")."""
 
 
 def reserve_path(journal: Path) -> Path:

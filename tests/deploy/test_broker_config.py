@@ -603,7 +603,8 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
     # for code and text; text may hold '"' and '\\', which JSON doubles. At most 32 device
     # codes per device are kept (the rest are one DEVICE_FAULT_OTHER), beside the table's own
     # alarms (DISCONNECTED, MODE_MISMATCH, DECK_FAULT, UNEXPECTED_FRAME, LINK_ERRORS,
-    # ROLL_BACKLOG, JOURNAL_FAULT, CLOCK_JUMP, DEVICE_FAULT_OTHER), here 300 characters each.
+    # ROLL_BACKLOG, JOURNAL_FAULT, DISK_LOW, CLOCK_JUMP, DEVICE_FAULT_OTHER), here 300
+    # characters each (JOURNAL_FAULT's is at most 277, DISK_LOW's about 160).
     alarms = []
     for i in range(32):
         code = f"{'F' * 95}{chr(65 + i // 26)}{chr(65 + i % 26)}"[:97]
@@ -617,7 +618,7 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
             )
         )
     for code in ("DISCONNECTED", "MODE_MISMATCH", "DECK_FAULT", "UNEXPECTED_FRAME",
-                 "LINK_ERRORS", "ROLL_BACKLOG", "JOURNAL_FAULT", "CLOCK_JUMP",
+                 "LINK_ERRORS", "ROLL_BACKLOG", "JOURNAL_FAULT", "DISK_LOW", "CLOCK_JUMP",
                  "DEVICE_FAULT_OTHER"):  # fmt: skip
         alarms.append(Alarm(code=code, device="shuffler", message='"' * 300, since=NOW))
     state = TableState(
