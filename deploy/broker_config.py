@@ -397,8 +397,14 @@ def plan_broker(
     broker_user: str = DEFAULT_BROKER_USER,
     bridge: str | None = None,
     controller: str | None = None,
+    displays: Sequence[str] = (),
+    terminals: Sequence[str] = (),
 ) -> BrokerPlan:
     """Decide the broker for ``tables`` (each a configuration file and its contents).
+
+    ``displays`` and ``terminals`` name further users ``display-NAME`` and
+    ``terminal-NAME``, with the grants of ``display`` and ``terminal``: one for each device
+    that connects at the same time as another of its kind (``client_id_users``).
 
     ``listen`` is the network listener (``HOST:PORT``), ``tls`` its certificate, key and
     CA; ``bridge`` the floor cluster's nodes (``HOST:PORT[,HOST:PORT...]``) and
@@ -436,6 +442,7 @@ def plan_broker(
         problems.append(f"--broker-user: not a system user name: {broker_user!r}")
     problems += _foreign_file_problems(out)
     planned_bridge = _plan_bridge(bridge, controller, entries, problems)
+    devices = _device_names(displays, terminals, problems)
     if problems:
         raise BrokerConfigError(problems)
     assert daemons is not None  # no problem means the tables named one broker
@@ -447,7 +454,7 @@ def plan_broker(
         out=out.absolute(),
         tables=entries,
         listeners=listeners,
-        users=_users(entries),
+        users=_users(entries, devices),
         data_dir=data_dir.absolute(),
         broker_user=broker_user,
         bridge=planned_bridge,
@@ -491,7 +498,34 @@ def _plan_bridge(
     return Bridge(tuple(nodes), controller)
 
 
-def _users(tables: Sequence[Table]) -> tuple[User, ...]:
+DEVICE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+"""A display's or a terminal's own name (``--display``, ``--terminal``): its user is
+``display-NAME`` or ``terminal-NAME``, which is also its MQTT client id."""
+
+
+def _device_names(
+    displays: Sequence[str], terminals: Sequence[str], problems: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of ``--display`` and ``--terminal``, checked (problems appended)."""
+    checked: list[tuple[str, ...]] = []
+    for option, names in (("--display", displays), ("--terminal", terminals)):
+        seen: set[str] = set()
+        for name in names:
+            if not DEVICE_NAME.fullmatch(name):
+                problems.append(
+                    f"{option} {name!r}: a name is 1 to 63 of a-z, 0-9, _ and -, "
+                    "starting with a letter or digit"
+                )
+            elif name in seen:
+                problems.append(f"{option} {name!r} is given twice")
+            seen.add(name)
+        checked.append(tuple(sorted(seen)))
+    return checked[0], checked[1]
+
+
+def _users(
+    tables: Sequence[Table], devices: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+) -> tuple[User, ...]:
     daemons = tuple(
         User(
             name=t.user,
@@ -524,7 +558,26 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
             for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/+"))
         ),
     )
-    return (*daemons, display, terminal)
+    displays, terminals = devices
+    own_displays = tuple(
+        User(
+            name=f"{DISPLAY}-{name}",
+            role="display",
+            about=f"Display {name}: as {DISPLAY}, with a client id of its own",
+            grants=display.grants,
+        )
+        for name in displays
+    )
+    own_terminals = tuple(
+        User(
+            name=f"{TERMINAL}-{name}",
+            role="terminal",
+            about=f"Pit terminal {name}: as {TERMINAL}, with a client id of its own",
+            grants=terminal.grants,
+        )
+        for name in terminals
+    )
+    return (*daemons, display, terminal, *own_displays, *own_terminals)
 
 
 READ_GROUPS: Final = tuple(
@@ -792,6 +845,16 @@ def _listener_section(listener: Listener) -> Section:
     directives = [
         Directive("listener", f"{endpoint.port} {endpoint.host}"),
         Directive("max_connections", str(listener.max_connections)),
+        Directive(
+            "use_username_as_clientid",
+            "true",
+            (
+                "Every client's id is its user name: nobody can connect with another",
+                "user's client id and take its session over (a daemon's above all).",
+                "One connection per user: a display or terminal of its own each",
+                "(--display NAME, --terminal NAME).",
+            ),
+        ),
     ]
     if listener.purpose == "daemons":
         comment: tuple[str, ...] = (

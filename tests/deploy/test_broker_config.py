@@ -663,3 +663,50 @@ def test_a_config_that_does_not_validate_or_half_the_tls_options_write_nothing(
     assert status == 2
     assert "--tls-cert, --tls-key and --tls-ca go together: give all three" in err
     assert not out.exists()
+
+
+def test_every_listener_binds_client_ids_to_user_names(tmp_path: Path) -> None:
+    plan = bc.plan_broker(
+        [(tmp_path / "a.toml", config_of("t1"))],
+        out=tmp_path / "out",
+        listen="0.0.0.0:8883",
+        displays=["lobby", "pit-2"],
+        terminals=["stick_1"],
+    )
+    conf = bc.read_conf(bc.render_conf(plan))
+    listeners = [i for i, (key, _) in enumerate(conf) if key == "listener"]
+    assert len(listeners) == 2
+    for start in listeners:
+        section = dict(conf[start : start + 3])
+        assert section["use_username_as_clientid"] == "true"
+    users = {u.name: u for u in plan.users}
+    assert users["display-lobby"].grants == users["display"].grants
+    assert users["display-pit-2"].grants == users["display"].grants
+    assert users["terminal-stick_1"].grants == users["terminal"].grants
+
+
+@pytest.mark.parametrize(
+    ("option", "names", "problem"),
+    [
+        ("displays", ["Lobby"], "--display 'Lobby': a name is 1 to 63"),
+        ("displays", [""], "--display '': a name is 1 to 63"),
+        ("displays", ["a" * 64], "--display 'aaaa"),
+        ("displays", ["-x"], "--display '-x': a name"),
+        ("displays", ["a b"], "--display 'a b': a name"),
+        ("displays", ["a:b"], "--display 'a:b': a name"),
+        ("displays", ["a\nuser x"], "--display 'a\\nuser x': a name"),
+        ("terminals", ["t1", "t1"], "--terminal 't1' is given twice"),
+        ("terminals", ["ü"], "--terminal 'ü': a name"),
+    ],
+)
+def test_device_names_that_cannot_be_users_are_refused(
+    tmp_path: Path, option: str, names: list[str], problem: str
+) -> None:
+    with pytest.raises(bc.BrokerConfigError) as info:
+        bc.plan_broker(
+            [(tmp_path / "a.toml", config_of("t1"))],
+            out=tmp_path / "out",
+            displays=names if option == "displays" else (),
+            terminals=names if option == "terminals" else (),
+        )
+    assert any(p.startswith(problem) for p in info.value.problems), info.value.problems
