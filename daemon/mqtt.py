@@ -74,7 +74,7 @@ import aiomqtt
 import structlog
 
 from contract.floor import BRIDGE_STATUS_ROOT
-from daemon.errors import JournalError
+from daemon.errors import JournalError, JournalValueError
 from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
@@ -168,6 +168,7 @@ class MqttLink:
         # Acknowledged by the broker, not yet marked in the journal (it refused): never
         # published again, marked as soon as the journal writes.
         self._unmarked: set[int] = set()
+        self._unmarkable: set[int] = set()  # published, refused by the outbox as unknown
         self._busy_logged: float | None = None
         self._busy_since_log = 0
         self._client: aiomqtt.Client | None = None
@@ -439,10 +440,9 @@ class MqttLink:
                 continue
             if self._unmarked:
                 self._mark_unmarked()  # what the journal refused before, tried again
+            skip = self._unmarked | self._unmarkable
             batch = [
-                m
-                for m in self._outbox.pending(self._window + len(self._unmarked))
-                if m.seq not in self._unmarked
+                m for m in self._outbox.pending(self._window + len(skip)) if m.seq not in skip
             ][: self._window]
             if not batch:
                 if self._unmarked:  # try the marks again later; wake for anything new
@@ -509,6 +509,22 @@ class MqttLink:
         while the journal refuses."""
         try:
             self._outbox.mark_published(*sorted(self._unmarked))
+        except JournalValueError as exc:
+            # A seq the outbox does not hold (a bug, never a full disk): it can never be
+            # marked, and waiting on it would take the table offline for nothing. The
+            # others are marked one by one.
+            log.error("mqtt: a message published cannot be marked", error=str(exc))
+            for seq in sorted(self._unmarked):
+                try:
+                    self._outbox.mark_published(seq)
+                except JournalValueError:
+                    self._unmarked.discard(seq)
+                    self._unmarkable.add(seq)  # published: never again
+                except JournalError:
+                    return False
+                else:
+                    self._unmarked.discard(seq)
+            return True
         except JournalError:
             return False
         self._unmarked.clear()

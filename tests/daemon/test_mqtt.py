@@ -28,7 +28,7 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.errors import JournalError
+from daemon.errors import JournalError, JournalValueError
 from daemon.intake import RequestGate
 from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
 from daemon.outbox import OutboxMessage
@@ -651,6 +651,38 @@ async def test_a_refused_mark_holds_back_neither_offline_nor_newer_messages(
         await eventually(lambda: outbox.marked == [1, 2], "marked once the journal writes")
         await asyncio.sleep(0.3)
     assert rec.seqs() == [1, 2]
+
+
+class ForgetfulOutbox(FakeOutbox):
+    """An outbox that does not know seq 2 when it is marked (a bug, not a full disk)."""
+
+    def mark_published(self, *seqs: int) -> None:
+        if 2 in seqs:
+            raise JournalValueError("seq 2 is not a message of the outbox")
+        super().mark_published(*seqs)
+
+
+async def test_a_message_that_cannot_be_marked_takes_nothing_offline(mosquitto: Broker) -> None:
+    outbox = ForgetfulOutbox()
+    for i in range(3):
+        outbox.add("ev/x", {"i": i})
+    errors: list[None] = []
+    link = MqttLink(
+        host=mosquitto.host,
+        port=mosquitto.port,
+        client_id="lammer-t1-forgetful",
+        base_topic=BASE,
+        outbox=outbox,
+        on_request=_ignore,
+        backoff=Backoff(initial=0.05, maximum=0.2),
+        on_journal_error=lambda: errors.append(None),
+    )
+    async with recording(mosquitto) as rec, running(link):
+        await eventually(lambda: outbox.marked == [1, 3], "the others marked")
+        await eventually(lambda: rec.seqs() == [1, 2, 3], "all published")
+        await asyncio.sleep(0.3)
+    assert rec.seqs() == [1, 2, 3]  # once each
+    assert errors == []
 
 
 async def test_availability_follows_set_available(mosquitto: Broker) -> None:

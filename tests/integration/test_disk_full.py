@@ -114,6 +114,21 @@ async def test_a_full_disk_holds_the_table_offline_then_it_resumes_losing_nothin
     assert outage["held"] >= 1
     assert "full" in outage["error"]
     assert table.daemon.proc.poll() is None
+    # The record of the fault written in the reserve's room is part of an intact chain, and
+    # replays to the table it published.
+    status, output = _verify(small_disk / "c.db")
+    assert status == 0, output
+    assert output.startswith("lammer journal verify: intact")
+    kinds = [e.get("type") for r in records if isinstance(e := r.get("event"), dict)]
+    assert kinds.count("JournalRefused") == 1
+    assert kinds.count("JournalWritable") == 1
+
+
+def _verify(journal: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [LAMMER, "journal", "verify", str(journal)], capture_output=True, check=False, timeout=120
+    )
+    return done.returncode, done.stdout.decode() + done.stderr.decode()
 
 
 def _codes(body: object) -> set[str]:
