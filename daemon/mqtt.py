@@ -13,7 +13,10 @@
 4. subscribe ``<base>/request/+`` (QoS 1);
 5. drain ``Outbox.pending()`` in ``seq`` order, QoS 1, and ``mark_published`` each message
    only once the broker acknowledged it (PUBACK); ``notify()`` wakes the drain when the
-   journal queued more.
+   journal queued more. A message acknowledged that the journal cannot mark (a full disk)
+   is kept in memory as published and never sent again; the marks are tried again, and
+   nothing waits behind them (``availability`` and newer messages go out at once), and
+   ``on_journal_error`` tells the daemon (``JOURNAL_FAULT``).
 
 When the broker is unreachable or the connection drops, the link logs the outage once
 (and its end), and reconnects after a jittered, capped, exponential backoff
@@ -33,7 +36,11 @@ minutes late could void a roll nobody means to void any more. For the same reaso
 
 Requests received are never dropped by a connection loss: they go into a queue that a
 dispatcher task, living across connections, hands to ``on_request`` one at a time, in
-order. ``on_request`` answers them through the journal (``response/<name>``).
+order, yielding to the loop after each (the drain and the keepalive never wait behind a
+queue of requests). ``on_request`` answers them through the journal (``response/<name>``).
+Before a request is queued, or even read, the table's gate (``daemon.intake``) decides
+whether it is served: past the rate it is refused unread, one a second handed on to be
+answered busy, the rest only counted (a flood costs counts, not records).
 
 The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
