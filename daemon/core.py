@@ -52,6 +52,7 @@ from contract.payloads import Publication
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
+from daemon.intake import BUSY_ERROR
 from daemon.journal import Journal
 from daemon.logs import TxLog, event_context, fact_fields, outcome_fields
 from daemon.publications import info_publication, outcome_publication, state_publications
@@ -64,10 +65,12 @@ from daemon.requests import (
     Refused,
     ResendAsked,
     admit,
+    classify,
+    request_id_of,
     response_publication,
 )
 from daemon.resend import (
-    BUSY_ERROR,
+    BACKLOG_ERROR,
     NO_LINK_ERROR,
     RATE_ERROR,
     RESEND_BACKLOG,
@@ -88,6 +91,9 @@ from rules.events import (
     DeviceDisconnected,
     DeviceFact,
     DeviceHello,
+    DiskSpaceChecked,
+    JournalRefused,
+    JournalWritable,
     ModeReported,
     Outcome,
     TimePassed,
@@ -157,6 +163,9 @@ class TableCore:
         )
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
+        self.busy = DropCounter()
+        """Requests refused unread because they came faster than the table serves them
+        (``daemon.intake``): counted, reported once a minute."""
         self.bad_frames = BadFrameBudget()
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
         self.resender: Resender | None = None
@@ -448,6 +457,8 @@ class TableCore:
         refused with its size, SHA-256 and first bytes kept for the record."""
         at = self.clock()
         self.upkeep.rotate_if_new_day(at)
+        if incoming.busy:
+            return self._answer_busy(incoming, at)
         request = admit(incoming, at=at)
         if isinstance(request, Dropped):
             self._drop(incoming, request.reason, at)
@@ -489,7 +500,7 @@ class TableCore:
         if resender is None or not resender.connected:
             return self._refuse(incoming, request_id, NO_LINK_ERROR, at)
         if resender.resend_backlog >= RESEND_BACKLOG:
-            return self._refuse(incoming, request_id, BUSY_ERROR, at)
+            return self._refuse(incoming, request_id, BACKLOG_ERROR, at)
         found = published_between(
             self.journal, request.from_seq, request.to_seq, key=self.journal.key
         )
@@ -551,6 +562,25 @@ class TableCore:
         report = self.dropped.due(at)
         if report is not None:
             self._report_drops(report, at)
+        busy = self.busy.due(at)
+        if busy is not None:
+            self._report_busy(busy, at)
+
+    def _answer_busy(self, incoming: Incoming, at: datetime) -> int:
+        """A request refused unread for the rate (``daemon.intake``): counted with those it
+        stands for, and answered busy when its name can be answered. The journal holds the
+        answer and, once a minute at most, the count (``busy_requests``), not each request."""
+        report = self.busy.add(incoming, "busy", at, count=incoming.busy)
+        with self._batch():
+            if report is not None:
+                self._report_busy(report, at)
+            if classify(incoming.name) == "malformed":
+                return 0
+            return self._respond(incoming.name, request_id_of(incoming.payload), BUSY_ERROR, at)
+
+    def _report_busy(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("requests refused unread: more arrive than the table serves", **report)
+        self._journal("decision", {"busy_requests": report}, at=at)
 
     def _report_drops(self, report: dict[str, object], at: datetime) -> None:
         self.log.warning("requests dropped: names that cannot be answered", **report)
@@ -580,22 +610,41 @@ class TableCore:
     def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
         return self.journal.append(kind, record, ts=at or self.clock())
 
-    def journal_fault_over(self, since: datetime, error: str, held: int) -> None:
+    def journal_fault_over(self, since: datetime, error: str, held: int) -> int:
         """The journal works again after refusing since ``since``: the outage goes into
-        the record (when, why, how many events waited)."""
+        the record (when, why, how many events waited) and ``JOURNAL_FAULT`` clears, in
+        one transaction. Returns the messages queued."""
         at = self.clock()
-        self._journal(
-            "daemon",
-            {
-                "journal_fault": {
-                    "since": format_ts(since),
-                    "until": format_ts(at),
-                    "error": error,
-                    "held": held,
-                }
-            },
-            at=at,
-        )
+        with self._batch():
+            self._journal(
+                "daemon",
+                {
+                    "journal_fault": {
+                        "since": format_ts(since),
+                        "until": format_ts(at),
+                        "error": error,
+                        "held": held,
+                    }
+                },
+                at=at,
+            )
+            return self._host_fact(JournalWritable(), at)
+
+    def journal_refused(self, error: str) -> int:
+        """Raise ``JOURNAL_FAULT`` (``JournalRefused``): the shell calls this once the
+        reserve's room is free (``daemon.disk``). Returns the messages queued."""
+        return self._host_fact(JournalRefused(error=error), self.clock())
+
+    def journal_writable(self) -> int:
+        """Clear a ``JOURNAL_FAULT`` left by a daemon stopped while its journal refused (a
+        start writes its records, so the journal writes). Returns the messages queued."""
+        return self._host_fact(JournalWritable(), self.clock())
+
+    def disk_checked(self, free_bytes: int, needed_bytes: int, hours: int) -> int:
+        """The free space on the journal's disk against what ``hours`` of its growth need
+        (``DISK_LOW``, ``daemon.disk``). Returns the messages queued."""
+        fact = DiskSpaceChecked(free_bytes=free_bytes, needed_bytes=needed_bytes, hours=hours)
+        return self._host_fact(fact, self.clock())
 
     def _queue(self, publication: Publication, at: datetime) -> int:
         topic, retained, body = publication

@@ -88,6 +88,17 @@ WRITABLE_KINDS: Final = frozenset(("daemon", "device", "decision", "outcome", "a
 
 APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer journal
 SCHEMA_VERSION: Final = 3  # PRAGMA user_version (2: outbox.refused; 3: the hash chain)
+
+WAL_CHECKPOINT_PAGES: Final = 256
+"""``PRAGMA wal_autocheckpoint``: the WAL is copied into the database once it holds this many
+pages (1 MiB at SQLite's 4 KiB pages; SQLite's default, 1000, let the WAL alone fill a
+3 MB disk: issue 20)."""
+
+WAL_LIMIT_BYTES: Final = 1024 * 1024
+"""``PRAGMA journal_size_limit``: after a checkpoint the WAL file is cut back to this size
+(SQLite otherwise keeps it at its largest). A reader that holds a snapshot for long (an
+export) can keep a checkpoint from finishing and the WAL grows meanwhile; it shrinks back
+at the next checkpoint after."""
 GENESIS: Final = bytes(32)
 """What the very first record of a table's journal chains on."""
 
@@ -860,6 +871,8 @@ def _setup(conn: sqlite3.Connection, path: Path, key: bytes | None) -> None:
         raise JournalFileError(f"journal {path}: cannot use WAL mode (got {mode})", path=path)
     # FULL: the WAL is fsynced at every commit, so an appended record survives power loss.
     conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
     if new:
         conn.execute("BEGIN IMMEDIATE")
         _create(conn)

@@ -14,7 +14,10 @@
    with the original ``seq`` and ``ts`` (mqtt-api.md, Conventions);
 5. drain ``Outbox.pending()`` in ``seq`` order, QoS 1, and ``mark_published`` each message
    only once the broker acknowledged it (PUBACK); ``notify()`` wakes the drain when the
-   journal queued more.
+   journal queued more. A message acknowledged that the journal cannot mark (a full disk)
+   is kept in memory as published and never sent again; the marks are tried again, and
+   nothing waits behind them (``availability`` and newer messages go out at once), and
+   ``on_journal_error`` tells the daemon (``JOURNAL_FAULT``).
 
 When the broker is unreachable or the connection drops, the link logs the outage once
 (and its end), and reconnects after a jittered, capped, exponential backoff
@@ -49,7 +52,11 @@ messages, so a resend never holds a result back.
 
 Requests received are never dropped by a connection loss: they go into a queue that a
 dispatcher task, living across connections, hands to ``on_request`` one at a time, in
-order. ``on_request`` answers them through the journal (``response/<name>``).
+order, yielding to the loop after each (the drain and the keepalive never wait behind a
+queue of requests). ``on_request`` answers them through the journal (``response/<name>``).
+Before a request is queued, or even read, the table's gate (``daemon.intake``) decides
+whether it is served: past the rate it is refused unread, one a second handed on to be
+answered busy, the rest only counted (a flood costs counts, not records).
 
 The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
@@ -93,7 +100,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
-from daemon.errors import JournalError
+from daemon.errors import JournalError, JournalValueError
+from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from daemon.resend import RESENT_PROPERTY
@@ -153,6 +161,8 @@ class MqttLink:
         timeout: float = 10.0,
         close_timeout: float = 2.0,
         floor_resend: float = 0.0,
+        intake: RequestGate | None = None,
+        on_journal_error: Callable[[], None] | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -179,6 +189,15 @@ class MqttLink:
         self._requests: asyncio.Queue[Incoming] = asyncio.Queue(REQUEST_QUEUE)
         self.requests_overflowed = 0
         """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
+        self.intake = intake if intake is not None else RequestGate()
+        """The rate the table serves requests at (``daemon.intake``); its counts."""
+        self._on_journal_error = on_journal_error
+        # Acknowledged by the broker, not yet marked in the journal (it refused): never
+        # published again, marked as soon as the journal writes.
+        self._unmarked: set[int] = set()
+        self._unmarkable: set[int] = set()  # published, refused by the outbox as unknown
+        self._busy_logged: float | None = None
+        self._busy_since_log = 0
         self._client: aiomqtt.Client | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
@@ -476,21 +495,34 @@ class MqttLink:
             if self._resend:
                 await self._publish_again(client)
                 continue
-            batch = self._outbox.pending(self._window)
+            if self._unmarked:
+                self._mark_unmarked()  # what the journal refused before, tried again
+            skip = self._unmarked | self._unmarkable
+            batch = [
+                m for m in self._outbox.pending(self._window + len(skip)) if m.seq not in skip
+            ][: self._window]
             if not batch:
                 if self._copies:
                     await self._publish_copies(client)
                     continue
-                await self._wake.wait()
+                if self._unmarked:  # try the marks again later; wake for anything new
+                    await self._wait_wake(self._backoff.maximum)
+                else:
+                    await self._wake.wait()
                 continue
-            try:
-                await self._publish_all(client, batch, mark=True)
-            except JournalError as exc:
-                # The journal refuses to mark them (a full disk): they went out, and go out
-                # again later with the same seq (displays drop a seq they have seen). Wait
-                # for the journal instead of sending the same messages round and round.
-                log.warning("mqtt: the journal cannot mark messages published", error=str(exc))
-                await asyncio.sleep(self._backoff.maximum)
+            await self._publish_all(client, batch, mark=True)
+            if self._unmarked:
+                # The journal refuses to mark them (a full disk): the broker has them, so
+                # they are never sent again and are marked once the journal writes. Nothing
+                # waits behind this: availability and what the journal still queues go out
+                # at once (issue 20: offline came 5 s late, then every roll delivered in
+                # that time was sent again).
+                log.warning(
+                    "mqtt: the journal cannot mark messages published",
+                    waiting=len(self._unmarked),
+                )
+                if self._on_journal_error is not None:
+                    self._on_journal_error()
             if self._copies:
                 await self._publish_copies(client)  # one window between batches of results
 
@@ -536,13 +568,45 @@ class MqttLink:
                 # What the broker acknowledged is marked (one transaction), also when the
                 # connection dropped behind it.
                 if mark and acked:
-                    self._outbox.mark_published(*acked)
                     self._published += len(acked)
+                    self._unmarked.update(acked)
+                    self._mark_unmarked()
                     if self._floor_resend:
                         now = time.monotonic()
                         done = set(acked)
                         self._recent.extend((now, m) for m in chunk if m.seq in done)
                 await _cancel_all(tasks)
+
+    def _mark_unmarked(self) -> bool:
+        """Mark what the broker acknowledged and the journal has not recorded yet; False
+        while the journal refuses."""
+        try:
+            self._outbox.mark_published(*sorted(self._unmarked))
+        except JournalValueError as exc:
+            # A seq the outbox does not hold (a bug, never a full disk): it can never be
+            # marked, and waiting on it would take the table offline for nothing. The
+            # others are marked one by one.
+            log.error("mqtt: a message published cannot be marked", error=str(exc))
+            for seq in sorted(self._unmarked):
+                try:
+                    self._outbox.mark_published(seq)
+                except JournalValueError:
+                    self._unmarked.discard(seq)
+                    self._unmarkable.add(seq)  # published: never again
+                except JournalError:
+                    return False
+                else:
+                    self._unmarked.discard(seq)
+            return True
+        except JournalError:
+            return False
+        self._unmarked.clear()
+        return True
+
+    async def _wait_wake(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     # -- the floor bridge ----------------------------------------------------------------
 
@@ -672,7 +736,16 @@ class MqttLink:
             )
             self._clear.add(topic)
             self._wake.set()
+        # Over the rate, a request is refused before it is read (daemon.intake): a flood
+        # costs a count, not a journal record and an answer each.
+        verdict = self.intake.check(time.monotonic())
+        if verdict is not Verdict.ADMIT:
+            self._note_busy()
+            if verdict is Verdict.COUNT:
+                return
         incoming = Incoming.receive(name, data, retained=message.retain)
+        if verdict is Verdict.ANSWER_BUSY:
+            incoming = replace(incoming, busy=1 + self.intake.take_unanswered())
         try:
             self._requests.put_nowait(incoming)
         except asyncio.QueueFull:
@@ -683,6 +756,22 @@ class MqttLink:
                     name=incoming.name,
                     dropped=self.requests_overflowed,
                 )
+
+    def _note_busy(self) -> None:
+        """Log refusals for the rate: the first of a flood at once, then one line a minute
+        at most with the count (a flood of 10^4 requests is a few lines)."""
+        self._busy_since_log += 1
+        now = time.monotonic()
+        if self._busy_logged is not None and now - self._busy_logged < BUSY_LOG_S:
+            return
+        log.warning(
+            "mqtt requests refused: more arrive than the table serves",
+            refused=self._busy_since_log,
+            total=self.intake.refused,
+            rate=self.intake.rate,
+        )
+        self._busy_logged = now
+        self._busy_since_log = 0
 
     async def _watch(self, client: aiomqtt.Client) -> None:
         # Never yields (see _forwarding_queue); raises MqttError when the connection drops.
@@ -699,6 +788,9 @@ class MqttLink:
                 log.exception("mqtt request handler failed", name=incoming.name, size=incoming.size)
             finally:
                 self._requests.task_done()
+            # Queue.get() does not yield while requests wait: without this, a queue of them
+            # is served in one stretch and the drain, the keepalive and the devices wait.
+            await asyncio.sleep(0)
 
     # -- outage log ----------------------------------------------------------------------
 
@@ -738,6 +830,9 @@ BRIDGE_ROOT: Final = BRIDGE_STATUS_ROOT
 BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 """Where the controller's Mosquitto says whether its floor bridge is up (``1``) or not
 (``0``): ``contract.floor.bridge_status_topic``, for any controller name."""
+
+BUSY_LOG_S: Final = 60.0
+"""Seconds between two log lines about requests refused for the rate."""
 
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a

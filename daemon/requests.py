@@ -69,6 +69,10 @@ class Incoming:
     retained: bool = False
     """Published with the retain flag (seen through an MQTT 5 retain-as-published
     subscription): never acted on (``RETAINED_ERROR``)."""
+    busy: int = 0
+    """0: a request to serve. Above 0: refused unread because requests came faster than the
+    table serves them (``daemon.intake``), to be answered busy; it stands for this many
+    refusals, itself included (those only counted since the last busy answer)."""
 
     @classmethod
     def receive(cls, name: str, payload: bytes, *, retained: bool = False) -> Incoming:
@@ -135,10 +139,13 @@ class DropCounter:
         self._first: dict[str, object] | None = None
         self._reported_at: datetime | None = None
 
-    def add(self, incoming: Incoming, reason: str, at: datetime) -> dict[str, object] | None:
-        """Count one drop; returns a report when one is due."""
-        self.total += 1
-        self._count += 1
+    def add(
+        self, incoming: Incoming, reason: str, at: datetime, *, count: int = 1
+    ) -> dict[str, object] | None:
+        """Count ``count`` drops (``incoming`` the one seen of them); returns a report when
+        one is due."""
+        self.total += count
+        self._count += count
         if self._first is None:
             self._first = {**incoming.summary(), "reason": reason}
         return self.due(at)
@@ -158,6 +165,20 @@ class DropCounter:
         self._first = None
         self._reported_at = at
         return report
+
+
+def request_id_of(payload: bytes) -> str | int | None:
+    """The ``request_id`` of a request that is not otherwise read (refused for the rate, or
+    retained), for its answer: None unless the payload is a JSON object within
+    ``MAX_PAYLOAD`` with a string or integer ``request_id``."""
+    if len(payload) > MAX_PAYLOAD:
+        return None
+    try:
+        data: Any = json.loads(payload.decode("utf-8"), parse_constant=_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    raw = data.get("request_id") if isinstance(data, dict) else None
+    return raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
 
 
 def malformed_reason(name: str, length: int) -> str:
@@ -201,17 +222,6 @@ def _describe(exc: ValidationError, name: str, model: type[RequestBase]) -> str:
 
 def _constant(text: str) -> object:
     raise ValueError(f"{text} is not a number JSON allows")
-
-
-def read_request_id(payload: bytes) -> str | int | None:
-    """The ``request_id`` of a payload if it can be read (to echo it in a refusal that
-    does not parse the request), else None."""
-    try:
-        data = json.loads(payload)
-    except (ValueError, RecursionError):
-        return None
-    raw = data.get("request_id") if isinstance(data, dict) else None
-    return raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -326,7 +336,7 @@ def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refuse
     if incoming.retained:
         # Issue 20: a retained request would be handed to the table again by every
         # reconnect; the link has cleared it from the broker.
-        request_id = None if incoming.oversize else read_request_id(incoming.payload)
+        request_id = request_id_of(incoming.payload)  # None when over the size
         return Refused(request_id=request_id, error=RETAINED_ERROR)
     if incoming.oversize:
         error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"

@@ -11,7 +11,7 @@ A request beyond it is answered with ``RATE_ERROR`` and nothing is sent. One res
 most 1,001 messages, so the table publishes at most about 4,000 copies a second at the
 sustained rate; the copies wait in the MQTT link (``MqttLink.resend``), never in the
 outbox, and at most ``RESEND_BACKLOG`` of them: a resend asked while more wait is answered
-with ``BUSY_ERROR``. The link publishes the table's own new messages first and copies in
+with ``BACKLOG_ERROR``. The link publishes the table's own new messages first and copies in
 between, one window at a time, so a resend never holds a result back.
 """
 
@@ -36,7 +36,7 @@ RATE_ERROR: Final = (
     f"too many resend requests: this table serves at most {RESEND_RATE:g} a second "
     f"({RESEND_BURST} at once); ask again in a moment"
 )
-BUSY_ERROR: Final = "the table is still publishing earlier resends: ask again in a moment"
+BACKLOG_ERROR: Final = "the table is still publishing earlier resends: ask again in a moment"
 NO_LINK_ERROR: Final = "the table is not connected to its broker: ask again once it is online"
 
 

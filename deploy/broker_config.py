@@ -83,6 +83,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from contract.floor import bridge_status_topic
+from contract.payloads import TOPICS
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
@@ -399,8 +400,14 @@ def plan_broker(
     bridge: str | None = None,
     controller: str | None = None,
     bridge_ca: Path | None = None,
+    displays: Sequence[str] = (),
+    terminals: Sequence[str] = (),
 ) -> BrokerPlan:
     """Decide the broker for ``tables`` (each a configuration file and its contents).
+
+    ``displays`` and ``terminals`` name further users ``display-NAME`` and
+    ``terminal-NAME``, with the grants of ``display`` and ``terminal``: one for each device
+    that connects at the same time as another of its kind (``client_id_users``).
 
     ``listen`` is the network listener (``HOST:PORT``), ``tls`` its certificate, key and
     CA; ``bridge`` the floor cluster's nodes (``HOST:PORT[,HOST:PORT...]``) and
@@ -438,6 +445,7 @@ def plan_broker(
         problems.append(f"--broker-user: not a system user name: {broker_user!r}")
     problems += _foreign_file_problems(out)
     planned_bridge = _plan_bridge(bridge, controller, entries, problems, bridge_ca)
+    devices = _device_names(displays, terminals, problems)
     if problems:
         raise BrokerConfigError(problems)
     assert daemons is not None  # no problem means the tables named one broker
@@ -449,7 +457,7 @@ def plan_broker(
         out=out.absolute(),
         tables=entries,
         listeners=listeners,
-        users=_users(entries),
+        users=_users(entries, devices),
         data_dir=data_dir.absolute(),
         broker_user=broker_user,
         bridge=planned_bridge,
@@ -509,7 +517,34 @@ def _plan_bridge(
     return Bridge(tuple(nodes), controller, None if ca is None else ca.absolute())
 
 
-def _users(tables: Sequence[Table]) -> tuple[User, ...]:
+DEVICE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+"""A display's or a terminal's own name (``--display``, ``--terminal``): its user is
+``display-NAME`` or ``terminal-NAME``, which is also its MQTT client id."""
+
+
+def _device_names(
+    displays: Sequence[str], terminals: Sequence[str], problems: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of ``--display`` and ``--terminal``, checked (problems appended)."""
+    checked: list[tuple[str, ...]] = []
+    for option, names in (("--display", displays), ("--terminal", terminals)):
+        seen: set[str] = set()
+        for name in names:
+            if not DEVICE_NAME.fullmatch(name):
+                problems.append(
+                    f"{option} {name!r}: a name is 1 to 63 of a-z, 0-9, _ and -, "
+                    "starting with a letter or digit"
+                )
+            elif name in seen:
+                problems.append(f"{option} {name!r} is given twice")
+            seen.add(name)
+        checked.append(tuple(sorted(seen)))
+    return checked[0], checked[1]
+
+
+def _users(
+    tables: Sequence[Table], devices: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+) -> tuple[User, ...]:
     daemons = tuple(
         User(
             name=t.user,
@@ -528,26 +563,65 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
     display = User(
         name=DISPLAY,
         role="display",
-        about="Displays: read every table; publish only resend requests (mqtt-api.md 1.3)",
+        about="Displays: read every table but its requests; publish only resend requests",
         # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
         # that lost messages asks the table for them (contract.feed); nothing else.
         grants=tuple(
             g
             for t in tables
-            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/resend"))
+            for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/resend"))
         ),
     )
     terminal = User(
         name=TERMINAL,
         role="terminal",
-        about='Pit terminals: read every table; publish requests only (mqtt-api.md "Requests")',
+        about="Pit terminals: read every table but its requests; publish requests only "
+        '(mqtt-api.md "Requests")',
         grants=tuple(
             g
             for t in tables
-            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/+"))
+            for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/+"))
         ),
     )
-    return (*daemons, display, terminal)
+    displays, terminals = devices
+    own_displays = tuple(
+        User(
+            name=f"{DISPLAY}-{name}",
+            role="display",
+            about=f"Display {name}: as {DISPLAY}, with a client id of its own",
+            grants=display.grants,
+        )
+        for name in displays
+    )
+    own_terminals = tuple(
+        User(
+            name=f"{TERMINAL}-{name}",
+            role="terminal",
+            about=f"Pit terminal {name}: as {TERMINAL}, with a client id of its own",
+            grants=terminal.grants,
+        )
+        for name in terminals
+    )
+    return (*daemons, display, terminal, *own_displays, *own_terminals)
+
+
+READ_GROUPS: Final = tuple(
+    sorted({topic.split("/")[0] for topic in TOPICS if "/" in topic} | {"response"})
+)
+"""The topic groups under a base topic that displays and terminals read (from the
+contract's topics, and the answers); never ``request``."""
+
+
+def readable_grants(base: str) -> tuple[Grant, ...]:
+    """What a display or a terminal may read of one table: every topic the daemon
+    publishes (``<base>/+``: availability, state, alarms, info; each group's topics), never
+    the requests. Mosquitto 2.0 accepts any subscription and checks every message it
+    delivers against these grants, so a subscriber to ``<base>/#`` gets the table and none
+    of a flood of requests (issue 20: a display's queue fills with them, results behind)."""
+    return (
+        Grant("read", f"{base}/+"),
+        *(Grant("read", f"{base}/{group}/#") for group in READ_GROUPS),
+    )
 
 
 def _table_problems(tables: Sequence[Table]) -> list[str]:
@@ -810,6 +884,16 @@ def _listener_section(listener: Listener) -> Section:
     directives = [
         Directive("listener", f"{endpoint.port} {endpoint.host}"),
         Directive("max_connections", str(listener.max_connections)),
+        Directive(
+            "use_username_as_clientid",
+            "true",
+            (
+                "Every client's id is its user name: nobody can connect with another",
+                "user's client id and take its session over (a daemon's above all).",
+                "One connection per user: a display or terminal of its own each",
+                "(--display NAME, --terminal NAME).",
+            ),
+        ),
     ]
     if listener.purpose == "daemons":
         comment: tuple[str, ...] = (

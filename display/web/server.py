@@ -33,6 +33,7 @@ import contextlib
 import hmac
 import ipaddress
 import json
+import math
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,7 @@ from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
 from display.web.store import Store, wire
+from display.web.throttle import ActionLimit
 from display.web.users import MAX_PASSWORD, NAME_PATTERN, RateLimit, Sessions, Users
 from rules.events import MAX_ID
 
@@ -144,6 +146,7 @@ class WebState:
     sessions: Sessions
     per_address: RateLimit = field(default_factory=lambda: RateLimit(attempts=10))
     per_user: RateLimit = field(default_factory=lambda: RateLimit(attempts=20))
+    actions: ActionLimit = field(default_factory=ActionLimit)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
     )
@@ -323,6 +326,14 @@ async def action(request: web.Request) -> web.StreamResponse:
     ):
         log.warning("action refused: CSRF check", table=table, action=name, user=session.user)
         return _error(403, "refused: not sent by this server's page; reload it")
+    wait = state.actions.retry_after(session.user, asyncio.get_running_loop().time())
+    if wait > 0:
+        # Not logged one by one: a flood would fill the log (the count is in /api/health).
+        return _error(
+            429,
+            f"too many actions: at most {state.actions.rate:g} a second; wait and try again",
+            **{"Retry-After": str(math.ceil(wait))},
+        )
     model = ACTIONS.get(name)
     if model is None:
         return _error(404, "no such action")
@@ -364,6 +375,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             "terminal": state.terminal.connected,
             "tables": len(state.store.tables),
             "pages": len(state.hub.clients),
+            "actions_refused": state.actions.refused,
             **state.store.counters(),
         }
     )

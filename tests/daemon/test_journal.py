@@ -21,7 +21,7 @@ import pytest
 
 from daemon.clock import format_ts
 from daemon.errors import JournalError, JournalFileError, JournalValueError
-from daemon.journal import KINDS, Journal
+from daemon.journal import KINDS, WAL_CHECKPOINT_PAGES, WAL_LIMIT_BYTES, Journal
 from daemon.outbox import Outbox, OutboxMessage
 
 T0 = datetime(2026, 11, 29, 14, 3, 7, 123456, tzinfo=UTC)
@@ -286,7 +286,7 @@ WRITER = textwrap.dedent(
         else:
             seq = journal.append_publish("state", {"n": n}, retained=True, ts=now).seq
             if n % 2:
-                journal.mark_published(seq)
+                journal.mark_published(message.seq)
         sys.stdout.write(f"{seq}\\n")
         sys.stdout.flush()
     """
@@ -969,3 +969,26 @@ def test_prev_seq_names_the_message_before_across_records_and_a_rotation(tmp_pat
     assert json.loads(fourth.payload)["prev_seq"] == third.seq
     assert [m.seq for m in nxt.published_between(1, 100)] == [second.seq, third.seq]
     nxt.close()
+
+
+def test_the_wal_stays_bounded_while_the_journal_grows(tmp_path: Path) -> None:
+    # Issue 20: SQLite's default checkpoint (1000 pages) let the WAL alone reach 4 MB and
+    # fill a 3 MB disk. 6 MB of records (and marks) later, the WAL never held more than the
+    # checkpoint's pages and a transaction, and is cut back to its limit after each.
+    path = tmp_path / "t1.db"
+    wal = path.with_name("t1.db-wal")
+    largest = 0
+    with Journal.open(path) as journal:
+        assert journal._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == WAL_LIMIT_BYTES
+        assert (
+            journal._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_CHECKPOINT_PAGES
+        )
+        for i in range(1500):
+            message = journal.append_publish(
+                "state", {"pad": "x" * 4000, "i": i}, retained=True, ts=T0
+            )
+            journal.mark_published(message.seq)
+            largest = max(largest, wal.stat().st_size)
+        assert path.stat().st_size > 6_000_000  # the records went into the database
+    page = 4096
+    assert largest <= WAL_CHECKPOINT_PAGES * page + 64 * 1024

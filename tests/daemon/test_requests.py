@@ -21,6 +21,7 @@ from daemon.requests import (
     ResendAsked,
     admit,
     parse_request,
+    request_id_of,
     response_publication,
 )
 from rules.events import RollDecided, RollVoided, VoidOverturned
@@ -301,3 +302,30 @@ def test_admission_is_one_call_in_the_spec_s_order(
 ) -> None:
     retained = isinstance(expected, Refused) and expected.error == RETAINED_ERROR
     assert admit(Incoming.receive(name, payload, retained=retained), at=AT) == expected
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b'{"request_id": "r-1"}', "r-1"),
+        (b'{"request_id": 7}', 7),
+        (b'{"request_id": true}', None),
+        (b'{"request_id": 1.5}', None),
+        (b'{"request_id": NaN}', None),
+        (b'{"request_id": Infinity}', None),
+        (b'{"request_id": null}', None),
+        (b'["request_id"]', None),
+        (b"\xff\xfe", None),
+        (b"", None),
+        (b"[" * 3000, None),
+        (b'{"request_id": "x", "pad": "' + b"y" * 5000 + b'"}', None),  # over 4 KiB: unread
+    ],
+)
+def test_the_request_id_of_a_request_refused_unread(payload: bytes, expected: object) -> None:
+    assert request_id_of(payload) == expected
+
+
+@given(st.binary(max_size=300))
+def test_request_id_of_never_raises(payload: bytes) -> None:
+    found = request_id_of(payload)
+    assert found is None or isinstance(found, str | int)

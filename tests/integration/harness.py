@@ -29,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ class Received:
     retained: bool
     body: Any  # the decoded JSON object, or the text of ``availability``
     connection: int  # which of the subscriber's connections received it (1, 2, ...)
+    at: float = 0.0  # when it arrived (time.time(): comparable with the daemon's log times)
 
     @property
     def seq(self) -> int | None:
@@ -163,7 +165,9 @@ class Recorder(Subscriber):
             body = check_message(topic, data, base=self.base, retained=retained)
         except SpecViolation as exc:
             self.violations.append(str(exc))
-        self.messages.append(Received(rel, data, bool(message.retain), body, self.connections))
+        self.messages.append(
+            Received(rel, data, bool(message.retain), body, self.connections, time.time())
+        )
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish (QoS 1) on ``<base>/<topic>`` through the subscriber's connection."""

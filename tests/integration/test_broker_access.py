@@ -200,7 +200,9 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
     # pattern lines; $ at the start of a topic) and a second prefix.
     a = secured.table("a")
     b = secured.table("t%c%u$ü-2", prefix="casino/pit_3")
-    secured.configure(secured.config("a"), secured.config("t%c%u$ü-2"))
+    # The spy has a user of its own: the forged "display" below would otherwise take its
+    # client id (each client's id is its user name).
+    secured.configure(secured.config("a"), secured.config("t%c%u$ü-2"), extra=("--display", "spy"))
     secured.broker.start()
     forged = [
         ("lammer-a", f"{b}/state", True),  # another table's state
@@ -218,7 +220,7 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
         ("terminal", f"{a}/request", False),
         ("terminal", a, False),
     ]
-    async with secured.client("display") as spy:
+    async with secured.client("display-spy") as spy:
         await spy.subscribe("#", qos=1)  # it receives only what it may read
         for user, topic, retain in forged:
             async with secured.client(user) as client:
@@ -487,10 +489,10 @@ async def test_retained_state_and_queued_messages_survive_a_broker_restart(
     secured: Secured,
 ) -> None:
     a = secured.table("a")
-    secured.configure(secured.config("a"))
+    secured.configure(secured.config("a"), extra=("--display", "7"))
     secured.broker.start()
     # A display with a persistent session subscribes, then goes away.
-    async with secured.client("display", identifier="display-7", clean_session=False) as d:
+    async with secured.client("display-7", clean_session=False) as d:
         await d.subscribe(f"{a}/#", qos=1)
     async with secured.client("lammer-a") as daemon:
         await daemon.publish(f"{a}/availability", b"offline", qos=1, retain=True)
@@ -503,7 +505,7 @@ async def test_retained_state_and_queued_messages_survive_a_broker_restart(
         await fresh.subscribe(f"{a}/availability", qos=1)
         assert await _first(fresh) == (f"{a}/availability", b"offline", True)
     # The persistent session gets what was queued for it, in order, without subscribing.
-    async with secured.client("display", identifier="display-7", clean_session=False) as d:
+    async with secured.client("display-7", clean_session=False) as d:
         got = await next_messages(d, f"{a}/craps/roll")
     assert got == [
         (f"{a}/availability", b"offline", False),
