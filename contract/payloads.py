@@ -68,7 +68,7 @@ from rules.events import (
     TableGame,
 )
 
-CONTRACT_VERSION: Final = "1.2"
+CONTRACT_VERSION: Final = "1.3"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
 lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
 ``craps/board`` ``last_roll``, ``pending_roll`` ``clause``; docs/mqtt.md)."""
@@ -233,9 +233,18 @@ class PayloadModel(BaseModel):
 
 
 class Envelope(PayloadModel):
-    """``seq`` and ``ts``, which every JSON payload has (mqtt-api.md, Conventions)."""
+    """``seq`` and ``ts``, which every JSON payload has (mqtt-api.md, Conventions), and
+    ``prev_seq`` (a lammer addition): the seq of the message the table published before
+    this one, null for its journal's first. The table's seqs number every record of its
+    journal, messages or not; ``prev_seq`` is how a subscriber (``contract.feed``) knows a
+    lost message from a seq that was never a message."""
 
     seq: Seq
+    prev_seq: Seq | None = Field(
+        default=None,
+        description="the seq of the message published before this one (null: none)",
+        json_schema_extra=_added(),
+    )
     ts: Timestamp
 
 

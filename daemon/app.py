@@ -38,6 +38,7 @@ from contract.vocabulary import lammer_version
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
+from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
 from daemon.errors import JournalError
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
@@ -81,6 +82,7 @@ class TableDaemon:
         clock: Clock = utc_now,
         notifier: Notifier | None = None,
         replay_extend_every: int = 50_000,
+        disk_check_every: float = DISK_CHECK_S,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -89,7 +91,10 @@ class TableDaemon:
         self.replay_extend_every = replay_extend_every
         self.notifier = notifier if notifier is not None else Notifier.from_env()
         self.log = log.bind(table=config.table.id)
-        self._fault = JournalFault(self.log)
+        self.reserve = Reserve(reserve_path(config.journal_path))
+        self._fault = JournalFault(self.log, self.reserve)
+        self.disk_check_every = disk_check_every
+        self.growth = GrowthMeter()
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
@@ -139,6 +144,13 @@ class TableDaemon:
         # what another game of this table id left retained is cleared.
         core.upkeep.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
         core.start()
+        core.journal_writable()  # a JOURNAL_FAULT a stopped daemon left: the start wrote
+        if not self.reserve.ensure():
+            self.log.warning(
+                "no room for the journal's reserve: a full disk will take the table offline "
+                "without a JOURNAL_FAULT alarm",
+                path=str(self.reserve.path),
+            )
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")
@@ -146,6 +158,7 @@ class TableDaemon:
                     tg.create_task(self._pump(core, mqtt, device, driver), name=f"driver-{device}")
                 tg.create_task(self._watchdog(core), name="watchdog")
                 tg.create_task(self._timer(core, mqtt), name="timer")
+                tg.create_task(self._disk_watch(core, mqtt), name="disk")
                 self.notifier.ready()
                 self.notifier.status("running")
                 self.log.info("table running", game=self.config.table.game)
@@ -165,6 +178,10 @@ class TableDaemon:
             assert link is not None
             await self._durably(core, link, lambda: core.decide(incoming))
 
+        def on_journal_error() -> None:
+            assert link is not None
+            self._fault.begin("the journal refuses to mark messages published", link, core)
+
         link = MqttLink(
             host=m.host,
             port=m.port,
@@ -178,7 +195,9 @@ class TableDaemon:
             keepalive=m.keepalive,
             backoff=Backoff(initial=m.reconnect_initial, maximum=m.reconnect_max),
             floor_resend=m.floor_resend,
+            on_journal_error=on_journal_error,
         )
+        core.resender = link  # request/resend copies go out through the link
         return link
 
     def _make_drivers(self, core: TableCore) -> list[tuple[Device, DeviceDriver]]:
@@ -214,10 +233,15 @@ class TableDaemon:
         record now), and an error is logged every ``JOURNAL_RETRY_S``. When the journal
         takes it again, the outage goes into the record and the table is ``online``."""
         while True:
+            if self._fault.since is not None and not self._fault.room():
+                # Nothing is written into the reserve's room but the fault's own record:
+                # the event waits until the reserve is whole again (space returned).
+                await self._fault.wait()
+                continue
             try:
                 queued = handle()
             except JournalError as exc:
-                await self._fault.hold(exc, mqtt)
+                await self._fault.hold(exc, mqtt, core)
                 with contextlib.suppress(JournalError):
                     core.journal.reconnect()  # from what is on disk, not a stuck connection
                 continue
@@ -226,6 +250,24 @@ class TableDaemon:
             if queued:
                 mqtt.notify()
             return
+
+    async def _disk_watch(self, core: TableCore, mqtt: MqttLink) -> None:
+        """``DISK_LOW`` (``daemon.disk``): every ``disk_check_every`` seconds, the journal's
+        growth measured and the free space compared with what ``[journal] disk_low_hours``
+        of it need; at once at the start (a disk already low)."""
+        hours = self.config.journal.disk_low_hours
+        folder = self.config.journal_path.parent
+        while True:
+            try:
+                self.growth.sample(time.monotonic(), journal_bytes(self.config.journal_path))
+                free = free_bytes(folder)
+            except OSError as exc:
+                self.log.warning("cannot measure the journal's disk", error=str(exc))
+            else:
+                needed = self.growth.needed(hours)
+                check = functools.partial(core.disk_checked, free, needed, hours)
+                await self._durably(core, mqtt, check)
+            await asyncio.sleep(self.disk_check_every)
 
     async def _timer(self, core: TableCore, mqtt: MqttLink) -> None:
         """The rules' clock and the journal's upkeep: ``TableCore.tick`` every ``TICK_S``,
@@ -316,46 +358,86 @@ def settle_heap() -> int:
 
 
 class JournalFault:
-    """A journal that refuses to write, while it does: since when, why, how many held."""
+    """A journal that refuses to write, while it does: since when, why, how many held.
 
-    def __init__(self, log: Any) -> None:
+    The first refusal (a device event's, a request's, the timer's, or the MQTT link's mark
+    of a message published) takes the table offline at once, frees the disk's reserve
+    (``daemon.disk``) and records ``JOURNAL_FAULT`` in its room, so both reach the displays
+    within the second. Events are tried again only once the reserve is whole again."""
+
+    def __init__(self, log: Any, reserve: Reserve | None = None) -> None:
         self.log = log
+        self.reserve = reserve
         self.since: datetime | None = None
         self.error = ""
         self.held = 0
         self._logged = 0.0
 
-    async def hold(self, exc: JournalError, mqtt: MqttLink) -> None:
-        """One refusal: the first says offline; errors are logged every retry period."""
-        now = time.monotonic()
+    def begin(self, error: str, mqtt: MqttLink, core: TableCore) -> None:
+        """The first refusal: offline, then the alarm written into the reserve's room.
+        Nothing when the fault is already known."""
+        if self.since is not None:
+            return
+        self.since = utc_now()
+        self.error = error
+        self._logged = time.monotonic()
+        mqtt.set_available(False)
+        self.log.error(
+            "journal refuses to write: nothing is acknowledged and the table is offline"
+            " until it works again",
+            error=error,
+        )
+        if self.reserve is None or not self.reserve.release():
+            return
+        try:
+            core.journal.reconnect()
+            queued = core.journal_refused(error)
+        except JournalError as exc:
+            self.log.error("JOURNAL_FAULT could not be recorded", error=str(exc))
+            return
+        if queued:
+            mqtt.notify()
+
+    async def hold(self, exc: JournalError, mqtt: MqttLink, core: TableCore) -> None:
+        """One refusal: the first begins the fault; errors are logged every
+        ``JOURNAL_FAULT_LOG_S``."""
         self.held += 1
         if self.since is None:
-            self.since = utc_now()
-            self.error = str(exc)
-            self._logged = now
-            mqtt.set_available(False)
-            self.log.error(
-                "journal refuses to write: nothing is acknowledged and the table is offline"
-                " until it works again",
-                error=self.error,
-            )
-        elif now - self._logged >= JOURNAL_FAULT_LOG_S:
-            self._logged = now
-            self.log.error("journal still refuses to write", error=str(exc), held=self.held)
+            self.begin(str(exc), mqtt, core)
+        else:
+            self._log_still(str(exc))
         await asyncio.sleep(JOURNAL_RETRY_S)
+
+    async def wait(self) -> None:
+        """An event held while the disk has no room yet."""
+        self.held += 1
+        self._log_still(self.error)
+        await asyncio.sleep(JOURNAL_RETRY_S)
+
+    def _log_still(self, error: str) -> None:
+        now = time.monotonic()
+        if now - self._logged >= JOURNAL_FAULT_LOG_S:
+            self._logged = now
+            self.log.error("journal still refuses to write", error=error, held=self.held)
+
+    def room(self) -> bool:
+        """Whether the journal may be tried again: the reserve allocated whole again (the
+        proof that space returned), or no reserve kept."""
+        return self.reserve is None or self.reserve.ensure()
 
     def over(self, core: TableCore, mqtt: MqttLink) -> None:
         """The journal may work again: the outage goes into the record, and only when it
         does (a tick that wrote nothing proves nothing) is the table online again."""
         assert self.since is not None
         try:
-            core.journal_fault_over(self.since, self.error, self.held)
+            queued = core.journal_fault_over(self.since, self.error, self.held)
         except JournalError:
             return
         held, error = self.held, self.error
         self.since, self.error, self.held = None, "", 0
         mqtt.set_available(True)
-        mqtt.notify()
+        if queued:
+            mqtt.notify()
         self.log.info("journal writes again: the table is online", held=held, error=error)
 
 

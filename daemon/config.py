@@ -379,6 +379,14 @@ class JournalSection(_Section):
         le=86_400,
         description="seconds between two snapshots at most (while records are written)",
     )
+    disk_low_hours: int = Field(
+        default=24,
+        ge=1,
+        le=8760,
+        strict=True,
+        description="alarm DISK_LOW when the journal's disk has less free space than this "
+        "many hours of the table's measured journal growth need",
+    )
 
     @field_validator("path")
     @classmethod

@@ -52,6 +52,7 @@ from contract.payloads import Publication
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
+from daemon.intake import BUSY_ERROR
 from daemon.journal import Journal
 from daemon.logs import TxLog, event_context, fact_fields, outcome_fields
 from daemon.publications import info_publication, outcome_publication, state_publications
@@ -62,9 +63,21 @@ from daemon.requests import (
     Dropped,
     Incoming,
     Refused,
+    ResendAsked,
     admit,
+    classify,
+    request_id_of,
     response_publication,
 )
+from daemon.resend import (
+    BACKLOG_ERROR,
+    NO_LINK_ERROR,
+    RATE_ERROR,
+    RESEND_BACKLOG,
+    Resender,
+    TokenBucket,
+)
+from daemon.segments import published_between
 from daemon.upkeep import JournalUpkeep
 from rules import table
 from rules.errors import DecisionError, RulesError
@@ -78,6 +91,9 @@ from rules.events import (
     DeviceDisconnected,
     DeviceFact,
     DeviceHello,
+    DiskSpaceChecked,
+    JournalRefused,
+    JournalWritable,
     ModeReported,
     Outcome,
     TimePassed,
@@ -147,8 +163,15 @@ class TableCore:
         )
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
+        self.busy = DropCounter()
+        """Requests refused unread because they came faster than the table serves them
+        (``daemon.intake``): counted, reported once a minute."""
         self.bad_frames = BadFrameBudget()
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
+        self.resender: Resender | None = None
+        """Where ``request/resend`` copies go (the MQTT link; set by the shell)."""
+        self.resend_limit = TokenBucket()
+        """How many resends the table serves a second (``daemon.resend``)."""
         self._memory = self._load(on_replay_progress, replay_progress_every)
         self.upkeep = JournalUpkeep(
             journal,
@@ -434,12 +457,16 @@ class TableCore:
         refused with its size, SHA-256 and first bytes kept for the record."""
         at = self.clock()
         self.upkeep.rotate_if_new_day(at)
+        if incoming.busy:
+            return self._answer_busy(incoming, at)
         request = admit(incoming, at=at)
         if isinstance(request, Dropped):
             self._drop(incoming, request.reason, at)
             return 0
         if isinstance(request, Refused):
             return self._refuse(incoming, request.request_id, request.error, at)
+        if isinstance(request, ResendAsked):
+            return self._resend(incoming, request, at)
         name = incoming.name
         rlog = self.log.bind(request=name, request_id=request.request_id)
         decision = request.decision
@@ -460,6 +487,48 @@ class TableCore:
             roll=decision.roll_id,
             operator=decision.operator,
         )
+        return queued
+
+    def _resend(self, incoming: Incoming, asked: ResendAsked, at: datetime) -> int:
+        """``request/resend`` (mqtt-api.md 1.3, ``daemon.resend``): the messages of the
+        range go to the link as copies (never through the outbox: no new record, no new
+        seq); the request and what was sent are journaled, and answered."""
+        request, request_id = asked.request, asked.request_id
+        resender = self.resender
+        if not self.resend_limit.take():
+            return self._refuse(incoming, request_id, RATE_ERROR, at)
+        if resender is None or not resender.connected:
+            return self._refuse(incoming, request_id, NO_LINK_ERROR, at)
+        if resender.resend_backlog >= RESEND_BACKLOG:
+            return self._refuse(incoming, request_id, BACKLOG_ERROR, at)
+        found = published_between(
+            self.journal, request.from_seq, request.to_seq, key=self.journal.key
+        )
+        # Only JSON payloads (the outbox holds no other; availability never goes there).
+        copies = [m for m in found.messages if m.payload[:1] == b"{"]
+        record = {
+            "operator": request.operator,
+            "request_id": request_id,
+            "from_seq": request.from_seq,
+            "to_seq": request.to_seq,
+            "sent": len(copies),
+            "missing_before": found.missing_before,
+        }
+        with self._batch():
+            self._journal("decision", {"resend": record}, at=at)
+            queued = self._queue(
+                response_publication(
+                    incoming.name,
+                    request_id,
+                    None,
+                    table=self.table_id,
+                    sent=len(copies),
+                    missing_before=found.missing_before,
+                ),
+                at,
+            )
+        resender.resend(copies)
+        self.log.info("resend served", **record)
         return queued
 
     def _refuse(
@@ -493,6 +562,25 @@ class TableCore:
         report = self.dropped.due(at)
         if report is not None:
             self._report_drops(report, at)
+        busy = self.busy.due(at)
+        if busy is not None:
+            self._report_busy(busy, at)
+
+    def _answer_busy(self, incoming: Incoming, at: datetime) -> int:
+        """A request refused unread for the rate (``daemon.intake``): counted with those it
+        stands for, and answered busy when its name can be answered. The journal holds the
+        answer and, once a minute at most, the count (``busy_requests``), not each request."""
+        report = self.busy.add(incoming, "busy", at, count=incoming.busy)
+        with self._batch():
+            if report is not None:
+                self._report_busy(report, at)
+            if classify(incoming.name) == "malformed":
+                return 0
+            return self._respond(incoming.name, request_id_of(incoming.payload), BUSY_ERROR, at)
+
+    def _report_busy(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("requests refused unread: more arrive than the table serves", **report)
+        self._journal("decision", {"busy_requests": report}, at=at)
 
     def _report_drops(self, report: dict[str, object], at: datetime) -> None:
         self.log.warning("requests dropped: names that cannot be answered", **report)
@@ -522,22 +610,41 @@ class TableCore:
     def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
         return self.journal.append(kind, record, ts=at or self.clock())
 
-    def journal_fault_over(self, since: datetime, error: str, held: int) -> None:
+    def journal_fault_over(self, since: datetime, error: str, held: int) -> int:
         """The journal works again after refusing since ``since``: the outage goes into
-        the record (when, why, how many events waited)."""
+        the record (when, why, how many events waited) and ``JOURNAL_FAULT`` clears, in
+        one transaction. Returns the messages queued."""
         at = self.clock()
-        self._journal(
-            "daemon",
-            {
-                "journal_fault": {
-                    "since": format_ts(since),
-                    "until": format_ts(at),
-                    "error": error,
-                    "held": held,
-                }
-            },
-            at=at,
-        )
+        with self._batch():
+            self._journal(
+                "daemon",
+                {
+                    "journal_fault": {
+                        "since": format_ts(since),
+                        "until": format_ts(at),
+                        "error": error,
+                        "held": held,
+                    }
+                },
+                at=at,
+            )
+            return self._host_fact(JournalWritable(), at)
+
+    def journal_refused(self, error: str) -> int:
+        """Raise ``JOURNAL_FAULT`` (``JournalRefused``): the shell calls this once the
+        reserve's room is free (``daemon.disk``). Returns the messages queued."""
+        return self._host_fact(JournalRefused(error=error), self.clock())
+
+    def journal_writable(self) -> int:
+        """Clear a ``JOURNAL_FAULT`` left by a daemon stopped while its journal refused (a
+        start writes its records, so the journal writes). Returns the messages queued."""
+        return self._host_fact(JournalWritable(), self.clock())
+
+    def disk_checked(self, free_bytes: int, needed_bytes: int, hours: int) -> int:
+        """The free space on the journal's disk against what ``hours`` of its growth need
+        (``DISK_LOW``, ``daemon.disk``). Returns the messages queued."""
+        fact = DiskSpaceChecked(free_bytes=free_bytes, needed_bytes=needed_bytes, hours=hours)
+        return self._host_fact(fact, self.clock())
 
     def _queue(self, publication: Publication, at: datetime) -> int:
         topic, retained, body = publication

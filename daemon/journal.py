@@ -88,6 +88,17 @@ WRITABLE_KINDS: Final = frozenset(("daemon", "device", "decision", "outcome", "a
 
 APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer journal
 SCHEMA_VERSION: Final = 3  # PRAGMA user_version (2: outbox.refused; 3: the hash chain)
+
+WAL_CHECKPOINT_PAGES: Final = 256
+"""``PRAGMA wal_autocheckpoint``: the WAL is copied into the database once it holds this many
+pages (1 MiB at SQLite's 4 KiB pages; SQLite's default, 1000, let the WAL alone fill a
+3 MB disk: issue 20)."""
+
+WAL_LIMIT_BYTES: Final = 1024 * 1024
+"""``PRAGMA journal_size_limit``: after a checkpoint the WAL file is cut back to this size
+(SQLite otherwise keeps it at its largest). A reader that holds a snapshot for long (an
+export) can keep a checkpoint from finishing and the WAL grows meanwhile; it shrinks back
+at the next checkpoint after."""
 GENESIS: Final = bytes(32)
 """What the very first record of a table's journal chains on."""
 
@@ -462,21 +473,29 @@ class Journal:
         """Store a message for MQTT and queue it in the outbox; returns it as published.
 
         ``topic`` is relative to the table's base topic (``craps/board``). The payload is
-        ``body`` as compact UTF-8 JSON with ``seq`` and ``ts`` added (mqtt-api.md: every
-        JSON payload has them); ``body`` must not hold them already. The caller puts
+        ``body`` as compact UTF-8 JSON with ``seq``, ``prev_seq`` (the seq of the message
+        before, null for the first) and ``ts`` added (mqtt-api.md: every JSON payload has
+        ``seq`` and ``ts``); ``body`` must not hold them already. The caller puts
         ``table`` in ``body``.
         """
         _check_topic(topic)
         if not isinstance(body, dict):
             raise JournalValueError(f"body must be a dict, got {type(body).__name__}")
-        clash = sorted({"seq", "ts"} & body.keys())
+        clash = sorted({"seq", "prev_seq", "ts"} & body.keys())
         if clash:
             raise JournalValueError(f"body must not hold {', '.join(clash)}: the journal adds them")
         ts_text = _ts_text(ts)
         meta = dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
             seq = self._last_seq + 1
-            payload = dumps({**body, "seq": seq, "ts": ts_text}, "body").encode("utf-8")
+            # prev_seq: the seq of the message published before this one (null for a
+            # journal's first), so a subscriber knows a gap from a seq that was a record
+            # and not a message (contract.feed). Read inside the transaction.
+            row = self._conn.execute("SELECT max(seq) FROM outbox").fetchone()
+            prev = row[0] if row else None
+            payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": ts_text}, "body").encode(
+                "utf-8"
+            )
             self._insert("publish", meta, ts_text, payload)
             self._execute(
                 "INSERT INTO outbox (seq, topic, payload, retained) VALUES (?, ?, ?, ?)",
@@ -529,9 +548,12 @@ class Journal:
     def copy_outbox(self, source: Journal) -> int:
         """Carry the messages not yet published and the latest retained ones over from the
         segment before (rotation); returns how many rows came."""
+        # The last message comes too (published or not), so the next segment's first
+        # message names it as its prev_seq (append_publish).
         rows = source._conn.execute(
             "SELECT seq, topic, payload, retained, published, refused FROM outbox "
-            "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) ORDER BY seq"
+            "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) "
+            "OR seq = (SELECT max(seq) FROM outbox) ORDER BY seq"
         ).fetchall()
         latest = source._conn.execute("SELECT topic, seq FROM retained_latest").fetchall()
         with self.batch():
@@ -630,6 +652,26 @@ class Journal:
         return [_message(row) for row in rows]
 
     # -- reading ----------------------------------------------------------------------
+
+    def published_between(self, from_seq: int, to_seq: int) -> list[OutboxMessage]:
+        """The messages of this segment with ``from_seq <= seq <= to_seq`` that reached
+        the broker (published, not set aside), in ``seq`` order, exact bytes: what
+        ``request/resend`` publishes again (mqtt-api.md 1.3)."""
+        rows = self._read(
+            "SELECT seq, topic, payload, retained FROM outbox "
+            "WHERE seq BETWEEN ? AND ? AND published = 1 AND refused IS NULL ORDER BY seq",
+            (from_seq, to_seq),
+        )
+        return [_message(row) for row in rows]
+
+    def first_seq(self) -> int | None:
+        """The lowest ``seq`` this segment holds, a record's or a carried message's."""
+        row = self._read(
+            "SELECT min(s) FROM (SELECT min(seq) AS s FROM records "
+            "UNION ALL SELECT min(seq) FROM outbox)",
+            (),
+        )
+        return row[0][0] if row and row[0][0] is not None else None
 
     def records(self, after_seq: int = 0, *, kind: str | None = None) -> Iterator[JournalRecord]:
         """Stored records with ``seq > after_seq`` in ``seq`` order (replay, export),
@@ -829,6 +871,8 @@ def _setup(conn: sqlite3.Connection, path: Path, key: bytes | None) -> None:
         raise JournalFileError(f"journal {path}: cannot use WAL mode (got {mode})", path=path)
     # FULL: the WAL is fsynced at every commit, so an appended record survives power loss.
     conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
     if new:
         conn.execute("BEGIN IMMEDIATE")
         _create(conn)

@@ -6,14 +6,18 @@
 1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
-2. publish ``online`` (retained);
-3. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
+2. subscribe ``<base>/request/+`` (QoS 1), before saying ``online``, so a request sent
+   the moment a terminal sees ``online`` finds the table listening;
+3. publish ``online`` (retained);
+4. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
    that lost them (restarted without persistence) holds the current state again at once,
    with the original ``seq`` and ``ts`` (mqtt-api.md, Conventions);
-4. subscribe ``<base>/request/+`` (QoS 1);
 5. drain ``Outbox.pending()`` in ``seq`` order, QoS 1, and ``mark_published`` each message
    only once the broker acknowledged it (PUBACK); ``notify()`` wakes the drain when the
-   journal queued more.
+   journal queued more. A message acknowledged that the journal cannot mark (a full disk)
+   is kept in memory as published and never sent again; the marks are tried again, and
+   nothing waits behind them (``availability`` and newer messages go out at once), and
+   ``on_journal_error`` tells the daemon (``JOURNAL_FAULT``).
 
 When the broker is unreachable or the connection drops, the link logs the outage once
 (and its end), and reconnects after a jittered, capped, exponential backoff
@@ -24,16 +28,35 @@ next connection. Within one connection each message is published once; across a
 reconnect a message whose PUBACK was lost is published again (QoS 1 is at least once),
 and a display drops the ``seq`` it has already seen (mqtt-api.md).
 
-Sessions: the link connects with a **clean session**. A request published while the
-daemon is not connected is not queued for it by the broker, and gets no response; the
-pit terminal sees ``availability`` ``offline`` and sends it again once ``online``. A
-stickperson's decision is made against the table as it is now; a decision delivered
-minutes late could void a roll nobody means to void any more. For the same reason a
-*retained* request is ignored (with a warning): it would be replayed on every reconnect.
+MQTT 5 (the daemon only ever connects to its own controller's Mosquitto; the floor's
+nats-server, which speaks 3.1.1 only, is reached through Mosquitto's bridge). Sessions:
+the link connects with **clean start** and no session expiry (MQTT 5's clean session): a
+request published while the daemon is not connected is not queued for it by the broker,
+and gets no response; the pit terminal sees ``availability`` ``offline`` and sends it
+again once ``online``. A stickperson's decision is made against the table as it is now;
+a decision delivered minutes late could void a roll nobody means to void any more. The
+will (``offline``, retained, QoS 1, no will delay) is the same as under 3.1.1.
+
+A *retained* request is never acted on (issue 20): it would be handed to the table again
+at every reconnect. Requests are subscribed with retain-as-published (so a request
+published with retain keeps its flag even on live delivery) and no-local (the link's own
+clearing publish does not come back). A retained request is answered with an error
+(``daemon.requests.RETAINED_ERROR``), journaled as refused, and cleared from the broker
+(an empty retained publish); ``survey`` clears one left from before the start and says
+so.
+
+``request/resend`` (mqtt-api.md 1.3, ``daemon.resend``): the core hands the copies to
+``resend()``; the drain publishes them never retained, with the user property
+``resent`` = ``true``, one window at a time *after* each batch of the table's own pending
+messages, so a resend never holds a result back.
 
 Requests received are never dropped by a connection loss: they go into a queue that a
 dispatcher task, living across connections, hands to ``on_request`` one at a time, in
-order. ``on_request`` answers them through the journal (``response/<name>``).
+order, yielding to the loop after each (the drain and the keepalive never wait behind a
+queue of requests). ``on_request`` answers them through the journal (``response/<name>``).
+Before a request is queued, or even read, the table's gate (``daemon.intake``) decides
+whether it is served: past the rate it is refused unread, one a second handed on to be
+answered busy, the rest only counted (a flood costs counts, not records).
 
 The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
@@ -72,11 +95,16 @@ from typing import Final, Protocol
 
 import aiomqtt
 import structlog
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
-from daemon.errors import JournalError
+from daemon.errors import JournalError, JournalValueError
+from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
+from daemon.resend import RESENT_PROPERTY
 from drivers.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
@@ -133,6 +161,8 @@ class MqttLink:
         timeout: float = 10.0,
         close_timeout: float = 2.0,
         floor_resend: float = 0.0,
+        intake: RequestGate | None = None,
+        on_journal_error: Callable[[], None] | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -159,6 +189,15 @@ class MqttLink:
         self._requests: asyncio.Queue[Incoming] = asyncio.Queue(REQUEST_QUEUE)
         self.requests_overflowed = 0
         """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
+        self.intake = intake if intake is not None else RequestGate()
+        """The rate the table serves requests at (``daemon.intake``); its counts."""
+        self._on_journal_error = on_journal_error
+        # Acknowledged by the broker, not yet marked in the journal (it refused): never
+        # published again, marked as soon as the journal writes.
+        self._unmarked: set[int] = set()
+        self._unmarkable: set[int] = set()  # published, refused by the outbox as unknown
+        self._busy_logged: float | None = None
+        self._busy_since_log = 0
         self._client: aiomqtt.Client | None = None
         self._worker: asyncio.Task[None] | None = None
         self._closing = False
@@ -175,6 +214,10 @@ class MqttLink:
         self._bridge_refused = False
         self.resent = 0
         """Messages published again because the floor bridge dropped (``floor_resend``)."""
+        self._copies: deque[OutboxMessage] = deque()  # request/resend copies, in order
+        self._clear: set[str] = set()  # retained requests to clear from the broker
+        self.copies_sent = 0
+        """Copies published for ``request/resend``."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -196,6 +239,18 @@ class MqttLink:
         if not isinstance(sock, socket.socket):
             return None
         return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    @property
+    def resend_backlog(self) -> int:
+        """``request/resend`` copies queued and not yet published."""
+        return len(self._copies)
+
+    def resend(self, messages: list[OutboxMessage]) -> None:
+        """Publish ``messages`` again (``request/resend``): same topics and bytes, never
+        retained, marked with the user property ``resent``, after the copies queued
+        before them, and never ahead of the table's own pending messages."""
+        self._copies.extend(replace(m, retained=False) for m in messages)
+        self._wake.set()
 
     @property
     def published(self) -> int:
@@ -294,7 +349,8 @@ class MqttLink:
             username=self._username,
             password=self._password,
             will=aiomqtt.Will(self.availability_topic, OFFLINE, qos=1, retain=True),
-            clean_session=True,  # see "Sessions" in the module docstring
+            protocol=aiomqtt.ProtocolVersion.V5,
+            clean_start=True,  # and no session expiry: see "Sessions" in the docstring
             keepalive=self._keepalive,
             timeout=UNBOUNDED,  # every wait is bounded here instead (see UNBOUNDED)
             tls_params=tls,
@@ -324,7 +380,8 @@ class MqttLink:
             identifier=f"{self._client_id}-survey",
             username=self._username,
             password=self._password,
-            clean_session=True,
+            protocol=aiomqtt.ProtocolVersion.V5,
+            clean_start=True,
             timeout=UNBOUNDED,
             tls_params=self._tls_params(),
         )
@@ -346,7 +403,15 @@ class MqttLink:
                     for topic in sorted(set(found) - keep):
                         if found[topic]:
                             await client.publish(f"{self._base}/{topic}", b"", qos=1, retain=True)
-                            log.warning("cleared a retained topic of another game", topic=topic)
+                            if topic.startswith("request/"):
+                                log.warning(
+                                    "cleared a retained request (never acted on: a request "
+                                    "is published without retain)",
+                                    topic=topic,
+                                    size=len(found[topic]),
+                                )
+                            else:
+                                log.warning("cleared a retained topic of another game", topic=topic)
         except (aiomqtt.MqttError, OSError) as exc:
             log.warning("mqtt: could not read the retained state at start", error=str(exc))
             return None
@@ -358,12 +423,14 @@ class MqttLink:
             self._client = client
             self._note_connected()
             try:
+                # Subscribed before saying online: a terminal that sends a request the
+                # moment it sees online must find the table listening.
+                async with asyncio.timeout(self._timeout):
+                    await client.subscribe(f"{self._base}/request/+", options=REQUEST_OPTIONS)
                 await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
                 await self._publish_all(client, self._outbox.retained(), mark=False)
-                async with asyncio.timeout(self._timeout):
-                    await client.subscribe(f"{self._base}/request/+", qos=1)
                 if self._floor_resend:
                     await self._follow_bridge(client)
                 await self._serve(client)
@@ -423,24 +490,49 @@ class MqttLink:
             self._wake.clear()  # before reading: a notify() after this is not missed
             if self._said != self._availability:
                 await self._say_availability(client)
+            if self._clear:
+                await self._clear_requests(client)
             if self._resend:
                 await self._publish_again(client)
                 continue
-            batch = self._outbox.pending(self._window)
+            if self._unmarked:
+                self._mark_unmarked()  # what the journal refused before, tried again
+            skip = self._unmarked | self._unmarkable
+            batch = [
+                m for m in self._outbox.pending(self._window + len(skip)) if m.seq not in skip
+            ][: self._window]
             if not batch:
-                await self._wake.wait()
+                if self._copies:
+                    await self._publish_copies(client)
+                    continue
+                if self._unmarked:  # try the marks again later; wake for anything new
+                    await self._wait_wake(self._backoff.maximum)
+                else:
+                    await self._wake.wait()
                 continue
-            try:
-                await self._publish_all(client, batch, mark=True)
-            except JournalError as exc:
-                # The journal refuses to mark them (a full disk): they went out, and go out
-                # again later with the same seq (displays drop a seq they have seen). Wait
-                # for the journal instead of sending the same messages round and round.
-                log.warning("mqtt: the journal cannot mark messages published", error=str(exc))
-                await asyncio.sleep(self._backoff.maximum)
+            await self._publish_all(client, batch, mark=True)
+            if self._unmarked:
+                # The journal refuses to mark them (a full disk): the broker has them, so
+                # they are never sent again and are marked once the journal writes. Nothing
+                # waits behind this: availability and what the journal still queues go out
+                # at once (issue 20: offline came 5 s late, then every roll delivered in
+                # that time was sent again).
+                log.warning(
+                    "mqtt: the journal cannot mark messages published",
+                    waiting=len(self._unmarked),
+                )
+                if self._on_journal_error is not None:
+                    self._on_journal_error()
+            if self._copies:
+                await self._publish_copies(client)  # one window between batches of results
 
     async def _publish_all(
-        self, client: aiomqtt.Client, messages: list[OutboxMessage], *, mark: bool
+        self,
+        client: aiomqtt.Client,
+        messages: list[OutboxMessage],
+        *,
+        mark: bool,
+        properties: Properties | None = None,
     ) -> None:
         for start in range(0, len(messages), self._window):
             chunk = messages[start : start + self._window]
@@ -448,7 +540,13 @@ class MqttLink:
             # so the packets go out in seq order; PUBACKs are awaited in that order too.
             tasks = [
                 asyncio.create_task(
-                    client.publish(f"{self._base}/{m.topic}", m.payload, qos=1, retain=m.retained)
+                    client.publish(
+                        f"{self._base}/{m.topic}",
+                        m.payload,
+                        qos=1,
+                        retain=m.retained,
+                        properties=properties,
+                    )
                 )
                 for m in chunk
             ]
@@ -470,13 +568,45 @@ class MqttLink:
                 # What the broker acknowledged is marked (one transaction), also when the
                 # connection dropped behind it.
                 if mark and acked:
-                    self._outbox.mark_published(*acked)
                     self._published += len(acked)
+                    self._unmarked.update(acked)
+                    self._mark_unmarked()
                     if self._floor_resend:
                         now = time.monotonic()
                         done = set(acked)
                         self._recent.extend((now, m) for m in chunk if m.seq in done)
                 await _cancel_all(tasks)
+
+    def _mark_unmarked(self) -> bool:
+        """Mark what the broker acknowledged and the journal has not recorded yet; False
+        while the journal refuses."""
+        try:
+            self._outbox.mark_published(*sorted(self._unmarked))
+        except JournalValueError as exc:
+            # A seq the outbox does not hold (a bug, never a full disk): it can never be
+            # marked, and waiting on it would take the table offline for nothing. The
+            # others are marked one by one.
+            log.error("mqtt: a message published cannot be marked", error=str(exc))
+            for seq in sorted(self._unmarked):
+                try:
+                    self._outbox.mark_published(seq)
+                except JournalValueError:
+                    self._unmarked.discard(seq)
+                    self._unmarkable.add(seq)  # published: never again
+                except JournalError:
+                    return False
+                else:
+                    self._unmarked.discard(seq)
+            return True
+        except JournalError:
+            return False
+        self._unmarked.clear()
+        return True
+
+    async def _wait_wake(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     # -- the floor bridge ----------------------------------------------------------------
 
@@ -530,6 +660,28 @@ class MqttLink:
             raise
         self.resent += len(copies)
 
+    # -- request/resend and retained requests --------------------------------------------
+
+    async def _publish_copies(self, client: aiomqtt.Client) -> None:
+        """One window of ``request/resend`` copies, marked ``resent``; on a dropped
+        connection they stay first in line for the next one."""
+        chunk = [self._copies.popleft() for _ in range(min(self._window, len(self._copies)))]
+        try:
+            await self._publish_all(client, chunk, mark=False, properties=resent_properties())
+        except BaseException:
+            self._copies.extendleft(reversed(chunk))
+            raise
+        self.copies_sent += len(chunk)
+
+    async def _clear_requests(self, client: aiomqtt.Client) -> None:
+        """Clear retained requests from the broker (an empty retained publish)."""
+        while self._clear:
+            topic = min(self._clear)
+            async with asyncio.timeout(self._timeout):
+                await client.publish(topic, b"", qos=1, retain=True)
+            self._clear.discard(topic)
+            log.warning("cleared a retained request from the broker", topic=topic)
+
     def _set_aside(self, message: OutboxMessage, exc: Exception, *, mark: bool) -> None:
         reason = f"refused by the MQTT client: {exc}"
         log.error(
@@ -567,14 +719,33 @@ class MqttLink:
         if not topic.startswith(prefix):  # pragma: no cover  (only request/+ is ours)
             return
         name = topic[len(prefix) :]
-        if message.retain:
-            log.warning("mqtt ignored a retained request (stale by definition)", name=name)
-            return
         payload = message.payload
         # paho gives bytes; aiomqtt may have decoded a number: keep what came. Bounded at
         # once: a 100 MB request is kept as its size, hash and first bytes, never queued.
         data = bytes(payload) if isinstance(payload, bytes | bytearray) else str(payload).encode()
-        incoming = Incoming.receive(name, data)
+        if message.retain:
+            # Retain-as-published: it was published with retain (issue 20). An empty one
+            # is somebody clearing it: nothing to answer.
+            if not data:
+                return
+            log.warning(
+                "retained request refused and cleared from the broker (a request is "
+                "published without retain)",
+                name=name[:80],
+                size=len(data),
+            )
+            self._clear.add(topic)
+            self._wake.set()
+        # Over the rate, a request is refused before it is read (daemon.intake): a flood
+        # costs a count, not a journal record and an answer each.
+        verdict = self.intake.check(time.monotonic())
+        if verdict is not Verdict.ADMIT:
+            self._note_busy()
+            if verdict is Verdict.COUNT:
+                return
+        incoming = Incoming.receive(name, data, retained=message.retain)
+        if verdict is Verdict.ANSWER_BUSY:
+            incoming = replace(incoming, busy=1 + self.intake.take_unanswered())
         try:
             self._requests.put_nowait(incoming)
         except asyncio.QueueFull:
@@ -585,6 +756,22 @@ class MqttLink:
                     name=incoming.name,
                     dropped=self.requests_overflowed,
                 )
+
+    def _note_busy(self) -> None:
+        """Log refusals for the rate: the first of a flood at once, then one line a minute
+        at most with the count (a flood of 10^4 requests is a few lines)."""
+        self._busy_since_log += 1
+        now = time.monotonic()
+        if self._busy_logged is not None and now - self._busy_logged < BUSY_LOG_S:
+            return
+        log.warning(
+            "mqtt requests refused: more arrive than the table serves",
+            refused=self._busy_since_log,
+            total=self.intake.refused,
+            rate=self.intake.rate,
+        )
+        self._busy_logged = now
+        self._busy_since_log = 0
 
     async def _watch(self, client: aiomqtt.Client) -> None:
         # Never yields (see _forwarding_queue); raises MqttError when the connection drops.
@@ -601,6 +788,9 @@ class MqttLink:
                 log.exception("mqtt request handler failed", name=incoming.name, size=incoming.size)
             finally:
                 self._requests.task_done()
+            # Queue.get() does not yield while requests wait: without this, a queue of them
+            # is served in one stretch and the drain, the keepalive and the devices wait.
+            await asyncio.sleep(0)
 
     # -- outage log ----------------------------------------------------------------------
 
@@ -641,9 +831,26 @@ BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 """Where the controller's Mosquitto says whether its floor bridge is up (``1``) or not
 (``0``): ``contract.floor.bridge_status_topic``, for any controller name."""
 
+BUSY_LOG_S: Final = 60.0
+"""Seconds between two log lines about requests refused for the rate."""
+
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a
 second at most; the bound holds whatever the window)."""
+
+
+REQUEST_OPTIONS: Final = SubscribeOptions(qos=1, noLocal=True, retainAsPublished=True)
+"""How ``<base>/request/+`` is subscribed: a retained request keeps its retain flag on
+live delivery (so it is seen for what it is), and the link's own clearing publish does
+not come back to it."""
+
+
+def resent_properties() -> Properties:
+    """The PUBLISH properties of a ``request/resend`` copy: the user property
+    ``resent`` = ``true`` (mqtt-api.md 1.3)."""
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.UserProperty = [RESENT_PROPERTY]
+    return properties
 
 
 def _by_seq(message: OutboxMessage) -> int:

@@ -135,7 +135,7 @@ class Memory:
 
 
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("seq", "ts")}
+    return {k: v for k, v in body.items() if k not in ("seq", "prev_seq", "ts")}
 
 
 class Replay:

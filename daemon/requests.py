@@ -46,7 +46,8 @@ from contract.requests import (
     NAMES_TEXT,
     REQUEST_MODELS,
     OverturnRequest,
-    RequestModel,
+    RequestBase,
+    ResendRequest,
     ResponseBody,
     RollDecisionRequest,
     VoidRollRequest,
@@ -65,9 +66,16 @@ class Incoming:
     payload: bytes
     size: int
     sha256: str
+    retained: bool = False
+    """Published with the retain flag (seen through an MQTT 5 retain-as-published
+    subscription): never acted on (``RETAINED_ERROR``)."""
+    busy: int = 0
+    """0: a request to serve. Above 0: refused unread because requests came faster than the
+    table serves them (``daemon.intake``), to be answered busy; it stands for this many
+    refusals, itself included (those only counted since the last busy answer)."""
 
     @classmethod
-    def receive(cls, name: str, payload: bytes) -> Incoming:
+    def receive(cls, name: str, payload: bytes, *, retained: bool = False) -> Incoming:
         """Bound a request as it comes off the wire (before any parsing)."""
         oversize = len(payload) > MAX_PAYLOAD
         return cls(
@@ -76,6 +84,7 @@ class Incoming:
             payload=payload[:HEAD_BYTES] if oversize else payload,
             size=len(payload),
             sha256=hashlib.sha256(payload).hexdigest(),
+            retained=retained,
         )
 
     @property
@@ -91,7 +100,15 @@ class Incoming:
             "size": self.size,
             "sha256": self.sha256,
             "head": self.payload[:HEAD_BYTES].decode("utf-8", "replace"),
+            **({"retained": True} if self.retained else {}),
         }
+
+
+RETAINED_ERROR = (
+    "a retained request is never acted on: publish it without retain (the broker would "
+    "hand it to the table again at every reconnect); it has been cleared from the broker"
+)
+"""The answer to a request published with retain (issue 20)."""
 
 
 Kind = Literal["known", "unknown", "malformed"]
@@ -122,10 +139,13 @@ class DropCounter:
         self._first: dict[str, object] | None = None
         self._reported_at: datetime | None = None
 
-    def add(self, incoming: Incoming, reason: str, at: datetime) -> dict[str, object] | None:
-        """Count one drop; returns a report when one is due."""
-        self.total += 1
-        self._count += 1
+    def add(
+        self, incoming: Incoming, reason: str, at: datetime, *, count: int = 1
+    ) -> dict[str, object] | None:
+        """Count ``count`` drops (``incoming`` the one seen of them); returns a report when
+        one is due."""
+        self.total += count
+        self._count += count
         if self._first is None:
             self._first = {**incoming.summary(), "reason": reason}
         return self.due(at)
@@ -147,6 +167,20 @@ class DropCounter:
         return report
 
 
+def request_id_of(payload: bytes) -> str | int | None:
+    """The ``request_id`` of a request that is not otherwise read (refused for the rate, or
+    retained), for its answer: None unless the payload is a JSON object within
+    ``MAX_PAYLOAD`` with a string or integer ``request_id``."""
+    if len(payload) > MAX_PAYLOAD:
+        return None
+    try:
+        data: Any = json.loads(payload.decode("utf-8"), parse_constant=_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    raw = data.get("request_id") if isinstance(data, dict) else None
+    return raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
+
+
 def malformed_reason(name: str, length: int) -> str:
     """Why a name is of the wrong shape, in words for the log and the journal."""
     if length == 0:
@@ -166,7 +200,7 @@ class RequestError(ValueError):
         self.request_id = request_id
 
 
-def _describe(exc: ValidationError, name: str, model: type[RequestModel]) -> str:
+def _describe(exc: ValidationError, name: str, model: type[RequestBase]) -> str:
     problems: list[str] = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "the request"
@@ -204,6 +238,13 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
     """The request and the decision it asks for. ``at`` is when it was received (the rules
     never read a clock). Raises ``RequestError`` with a sentence saying what is wrong, and
     the request's ``request_id`` when it could be read, for the error response."""
+    request, request_id = validate_request(name, payload)
+    return Request(name=name, request_id=request_id, decision=_decision(request, at))
+
+
+def validate_request(name: str, payload: bytes) -> tuple[RequestBase, str | int | None]:
+    """The request model of ``name`` read from ``payload``, and its ``request_id`` (the
+    checks of ``parse_request``, for a request that asks no decision: ``resend``)."""
     if len(payload) > MAX_PAYLOAD:
         raise RequestError(
             f"the request is {len(payload)} bytes; at most {MAX_PAYLOAD} bytes are allowed"
@@ -232,10 +273,10 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
         raise RequestError(
             f"bad {name} request: {_describe(exc, name, model)}", request_id
         ) from exc
-    return Request(name=name, request_id=request_id, decision=_decision(request, at))
+    return request, request_id
 
 
-def _decision(request: RequestModel, at: datetime) -> Decision:
+def _decision(request: RequestBase, at: datetime) -> Decision:
     match request:
         case RollDecisionRequest():
             return RollDecided(
@@ -273,33 +314,61 @@ class Dropped:
     reason: str
 
 
-def admit(incoming: Incoming, *, at: datetime) -> Request | Refused | Dropped:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResendAsked:
+    """A well-formed ``request/resend``: it asks no decision of the rules (the table
+    publishes again from its journal, ``TableCore._resend``)."""
+
+    request_id: str | int | None
+    request: ResendRequest
+
+
+def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refused | Dropped:
     """What becomes of a request as received (``at``: when), in this order, before anything
-    parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped; a payload
-    over ``MAX_PAYLOAD`` is refused with its size; then the form (``parse_request``: an
-    unknown name of the right shape is refused too, with the request's own id when it can
-    be read). Whether the decision is legal now is the rules' to say."""
+    parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped; a retained
+    request is refused (never acted on: ``RETAINED_ERROR``); a payload over ``MAX_PAYLOAD``
+    is refused with its size; then the form (``parse_request``: an unknown name of the
+    right shape is refused too, with the request's own id when it can be read). Whether
+    the decision is legal now is the rules' to say."""
     name = incoming.name
     if classify(name) == "malformed":
         return Dropped(reason=malformed_reason(name, incoming.name_length))
+    if incoming.retained:
+        # Issue 20: a retained request would be handed to the table again by every
+        # reconnect; the link has cleared it from the broker.
+        request_id = request_id_of(incoming.payload)  # None when over the size
+        return Refused(request_id=request_id, error=RETAINED_ERROR)
     if incoming.oversize:
         error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"
         return Refused(request_id=None, error=error)
     try:
+        if name == "resend":
+            request, request_id = validate_request(name, incoming.payload)
+            assert isinstance(request, ResendRequest)
+            return ResendAsked(request_id=request_id, request=request)
         return parse_request(name, incoming.payload, at=at)
     except RequestError as exc:
         return Refused(request_id=exc.request_id, error=str(exc))
 
 
 def response_publication(
-    name: str, request_id: str | int | None, error: str | None, *, table: str
+    name: str,
+    request_id: str | int | None,
+    error: str | None,
+    *,
+    table: str,
+    sent: int | None = None,
+    missing_before: int | None = None,
 ) -> Publication:
     """``response/<name>``: ``status`` ok when ``error`` is None, else error with the
-    sentence; ``request_id`` echoed as it came."""
+    sentence; ``request_id`` echoed as it came; ``sent`` and ``missing_before`` for
+    ``resend`` (null for the other requests)."""
     body = ResponseBody(
         table=table,
         request_id=request_id,
         status="ok" if error is None else "error",
         error=error,
+        sent=sent,
+        missing_before=missing_before,
     )
     return Publication(f"response/{name}", False, built(f"response/{name}", body))

@@ -14,7 +14,7 @@ state and answers its requests, displays only read, pit terminals read and send 
 
 Users: ``lammer-<table id>`` per table (read and write its own base topic
 ``<prefix>/<table id>/#``, which holds its requests), ``display`` (read every table,
-publish nothing) and ``terminal`` (read every table, publish only
+publish only ``request/resend``, mqtt-api.md 1.3) and ``terminal`` (read every table, publish only
 ``<prefix>/<table id>/request/+``). Ownership is set only when run as root: Mosquitto
 started as root drops to ``user`` (``--broker-user``, default ``mosquitto``) *before* it
 reads passwd and acl (seen with 2.0.11: a root-only passwd is "Unable to open pwfile").
@@ -83,6 +83,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from contract.floor import bridge_status_topic
+from contract.payloads import TOPICS
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
@@ -282,6 +283,8 @@ class Bridge:
 
     nodes: tuple[Endpoint, ...]
     controller: str
+    ca: Path | None = None
+    """The floor CA (``--bridge-ca``): the bridge speaks TLS and verifies every node."""
 
     @property
     def user(self) -> str:
@@ -396,8 +399,15 @@ def plan_broker(
     broker_user: str = DEFAULT_BROKER_USER,
     bridge: str | None = None,
     controller: str | None = None,
+    bridge_ca: Path | None = None,
+    displays: Sequence[str] = (),
+    terminals: Sequence[str] = (),
 ) -> BrokerPlan:
     """Decide the broker for ``tables`` (each a configuration file and its contents).
+
+    ``displays`` and ``terminals`` name further users ``display-NAME`` and
+    ``terminal-NAME``, with the grants of ``display`` and ``terminal``: one for each device
+    that connects at the same time as another of its kind (``client_id_users``).
 
     ``listen`` is the network listener (``HOST:PORT``), ``tls`` its certificate, key and
     CA; ``bridge`` the floor cluster's nodes (``HOST:PORT[,HOST:PORT...]``) and
@@ -434,7 +444,8 @@ def plan_broker(
     if not _SYSTEM_USER.fullmatch(broker_user):
         problems.append(f"--broker-user: not a system user name: {broker_user!r}")
     problems += _foreign_file_problems(out)
-    planned_bridge = _plan_bridge(bridge, controller, entries, problems)
+    planned_bridge = _plan_bridge(bridge, controller, entries, problems, bridge_ca)
+    devices = _device_names(displays, terminals, problems)
     if problems:
         raise BrokerConfigError(problems)
     assert daemons is not None  # no problem means the tables named one broker
@@ -446,7 +457,7 @@ def plan_broker(
         out=out.absolute(),
         tables=entries,
         listeners=listeners,
-        users=_users(entries),
+        users=_users(entries, devices),
         data_dir=data_dir.absolute(),
         broker_user=broker_user,
         bridge=planned_bridge,
@@ -454,13 +465,29 @@ def plan_broker(
 
 
 def _plan_bridge(
-    bridge: str | None, controller: str | None, tables: Sequence[Table], problems: list[str]
+    bridge: str | None,
+    controller: str | None,
+    tables: Sequence[Table],
+    problems: list[str],
+    ca: Path | None = None,
 ) -> Bridge | None:
-    """The floor bridge of ``--bridge`` and ``--controller``, checked (problems appended)."""
+    """The floor bridge of ``--bridge``, ``--controller`` and ``--bridge-ca``, checked
+    (problems appended)."""
     if bridge is None:
         if controller is not None:
             problems.append("--controller names this controller on the floor: give --bridge too")
+        if ca is not None:
+            problems.append("--bridge-ca is the floor's CA: give --bridge too")
         return None
+    if ca is None:
+        # The floor's nodes listen with TLS only (floor-config): the bridge's password never
+        # crosses the floor network in clear.
+        problems.append(
+            "--bridge needs --bridge-ca FILE: the floor CA (floor-config's ca.crt) that the "
+            "bridge verifies every node with"
+        )
+    elif problem := _pem_problem(ca, "-----BEGIN CERTIFICATE-----"):
+        problems.append(f"--bridge-ca: {problem}")
     if controller is None:
         problems.append("--bridge needs --controller NAME: this controller's name on the floor")
     elif problem := floor.controller_problem(controller):
@@ -487,10 +514,37 @@ def _plan_bridge(
             problems.append(f"{t.table_id} ({t.config_path}): base topic {t.base!r} {problem}")
     if controller is None or floor.controller_problem(controller) or not nodes:
         return None
-    return Bridge(tuple(nodes), controller)
+    return Bridge(tuple(nodes), controller, None if ca is None else ca.absolute())
 
 
-def _users(tables: Sequence[Table]) -> tuple[User, ...]:
+DEVICE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+"""A display's or a terminal's own name (``--display``, ``--terminal``): its user is
+``display-NAME`` or ``terminal-NAME``, which is also its MQTT client id."""
+
+
+def _device_names(
+    displays: Sequence[str], terminals: Sequence[str], problems: list[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of ``--display`` and ``--terminal``, checked (problems appended)."""
+    checked: list[tuple[str, ...]] = []
+    for option, names in (("--display", displays), ("--terminal", terminals)):
+        seen: set[str] = set()
+        for name in names:
+            if not DEVICE_NAME.fullmatch(name):
+                problems.append(
+                    f"{option} {name!r}: a name is 1 to 63 of a-z, 0-9, _ and -, "
+                    "starting with a letter or digit"
+                )
+            elif name in seen:
+                problems.append(f"{option} {name!r} is given twice")
+            seen.add(name)
+        checked.append(tuple(sorted(seen)))
+    return checked[0], checked[1]
+
+
+def _users(
+    tables: Sequence[Table], devices: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+) -> tuple[User, ...]:
     daemons = tuple(
         User(
             name=t.user,
@@ -509,20 +563,65 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
     display = User(
         name=DISPLAY,
         role="display",
-        about="Displays: read every table; publish nothing",
-        grants=tuple(Grant("read", f"{t.base}/#") for t in tables),
+        about="Displays: read every table but its requests; publish only resend requests",
+        # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
+        # that lost messages asks the table for them (contract.feed); nothing else.
+        grants=tuple(
+            g
+            for t in tables
+            for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/resend"))
+        ),
     )
     terminal = User(
         name=TERMINAL,
         role="terminal",
-        about='Pit terminals: read every table; publish requests only (mqtt-api.md "Requests")',
+        about="Pit terminals: read every table but its requests; publish requests only "
+        '(mqtt-api.md "Requests")',
         grants=tuple(
             g
             for t in tables
-            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/+"))
+            for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/+"))
         ),
     )
-    return (*daemons, display, terminal)
+    displays, terminals = devices
+    own_displays = tuple(
+        User(
+            name=f"{DISPLAY}-{name}",
+            role="display",
+            about=f"Display {name}: as {DISPLAY}, with a client id of its own",
+            grants=display.grants,
+        )
+        for name in displays
+    )
+    own_terminals = tuple(
+        User(
+            name=f"{TERMINAL}-{name}",
+            role="terminal",
+            about=f"Pit terminal {name}: as {TERMINAL}, with a client id of its own",
+            grants=terminal.grants,
+        )
+        for name in terminals
+    )
+    return (*daemons, display, terminal, *own_displays, *own_terminals)
+
+
+READ_GROUPS: Final = tuple(
+    sorted({topic.split("/")[0] for topic in TOPICS if "/" in topic} | {"response"})
+)
+"""The topic groups under a base topic that displays and terminals read (from the
+contract's topics, and the answers); never ``request``."""
+
+
+def readable_grants(base: str) -> tuple[Grant, ...]:
+    """What a display or a terminal may read of one table: every topic the daemon
+    publishes (``<base>/+``: availability, state, alarms, info; each group's topics), never
+    the requests. Mosquitto 2.0 accepts any subscription and checks every message it
+    delivers against these grants, so a subscriber to ``<base>/#`` gets the table and none
+    of a flood of requests (issue 20: a display's queue fills with them, results behind)."""
+    return (
+        Grant("read", f"{base}/+"),
+        *(Grant("read", f"{base}/{group}/#") for group in READ_GROUPS),
+    )
 
 
 def _table_problems(tables: Sequence[Table]) -> list[str]:
@@ -613,6 +712,20 @@ def _overlap_problems(daemons: Endpoint, network: Endpoint) -> list[str]:
             "choose another port"
         ]
     return []
+
+
+def _pem_problem(path: Path, marker: str) -> str | None:
+    """Why ``path`` is not a readable PEM file holding ``marker``, or None."""
+    problem = _path_problem(path)
+    if problem is not None:
+        return problem
+    try:
+        text = path.read_text(encoding="ascii", errors="replace")
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror}"
+    if marker not in text:
+        return f"{path} is not a PEM file holding {marker.strip('-')}"
+    return None
 
 
 def _check_tls(cert: Path, key: Path, ca: Path, *, problems: list[str]) -> ListenerTls:
@@ -771,6 +884,16 @@ def _listener_section(listener: Listener) -> Section:
     directives = [
         Directive("listener", f"{endpoint.port} {endpoint.host}"),
         Directive("max_connections", str(listener.max_connections)),
+        Directive(
+            "use_username_as_clientid",
+            "true",
+            (
+                "Every client's id is its user name: nobody can connect with another",
+                "user's client id and take its session over (a daemon's above all).",
+                "One connection per user: a display or terminal of its own each",
+                "(--display NAME, --terminal NAME).",
+            ),
+        ),
     ]
     if listener.purpose == "daemons":
         comment: tuple[str, ...] = (
@@ -914,6 +1037,7 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
             " ".join(f"{n.host}:{n.port}" for n in bridge.nodes),
             ("Every node of the floor cluster: when one fails the next is tried.",),
         ),
+        *_bridge_tls(bridge),
         Directive(
             "round_robin",
             "true",
@@ -976,6 +1100,24 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
             "floor may send here). Out: all the table publishes, never its requests.",
             "max_queued_messages and max_queued_bytes above bound what waits for the floor.",
         ),
+    )
+
+
+def _bridge_tls(bridge: Bridge) -> tuple[Directive, ...]:
+    """The bridge's TLS lines: it verifies each node's certificate, and the name in it,
+    with the floor CA, so its password goes only inside TLS and only to a node."""
+    if bridge.ca is None:
+        return ()
+    return (
+        Directive(
+            "bridge_cafile",
+            str(bridge.ca),
+            (
+                "The floor CA (floor-config's ca.crt): each node's certificate must be signed",
+                "by it and name the node's address above (bridge_insecure stays false).",
+            ),
+        ),
+        Directive("bridge_tls_version", "tlsv1.2"),
     )
 
 

@@ -1,6 +1,6 @@
 """The floor's names, shared by ``lammer broker-config --bridge`` and ``lammer floor-config``.
 
-A table controller's Mosquitto bridges its tables to the floor cluster (nats-server 2.9 with
+A table controller's Mosquitto bridges its tables to the floor cluster (nats-server 2.15 with
 its MQTT listener, README "The casino floor"). Both generators must agree on every name
 the other one writes, so they live here and nowhere else:
 
@@ -50,7 +50,7 @@ BRIDGE_IN: Final = "request/+"
 "Requests"), one level, so nothing else reaches the table's broker."""
 
 BCRYPT_COST: Final = 4
-"""nats-server 2.9 takes a password as plain text or as a bcrypt hash, and checks it on
+"""nats-server takes a password as plain text or as a bcrypt hash, and checks it on
 every CONNECT. The passwords are 192-bit random (``secrets``): no work factor adds to
 that, while each step of it costs every reconnect after a node fails (cost 11, the NATS
 tools' default, is about 100 ms of CPU per login here; 4 is the least bcrypt allows)."""

@@ -256,6 +256,31 @@ class CleanStart:
     """The daemon started again after a clean stop: its clock is trusted again."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalRefused:
+    """The host's journal refused a write (a full disk, an I/O error): nothing more can be
+    recorded, so the host holds every event (a device sends its frame again) until it can.
+    The daemon records this fact in the space it keeps in reserve for it."""
+
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalWritable:
+    """The host's journal writes again (space returned, or a start that wrote its record)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiskSpaceChecked:
+    """The free space on the journal's disk (``free_bytes``) against what ``hours`` of the
+    table's journal, at its measured growth, need (``needed_bytes``). The host measures;
+    the rules decide whether it is low."""
+
+    free_bytes: int
+    needed_bytes: int
+    hours: int
+
+
 # ---------------------------------------------------------------------------------------
 # Stickperson decisions (request interface, mqtt-api.md "Requests")
 

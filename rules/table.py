@@ -84,8 +84,11 @@ from rules.events import (
     DeviceHello,
     DeviceStatus,
     DiceRolled,
+    DiskSpaceChecked,
     Game,
     HandDealt,
+    JournalRefused,
+    JournalWritable,
     ModeReported,
     NoRoll,
     Outcome,
@@ -102,7 +105,9 @@ from rules.events import (
 )
 from rules.paytables import BET_RULES
 
-HostFact = TimePassed | ClockJumped | CleanStart
+HostFact = (
+    TimePassed | ClockJumped | CleanStart | JournalRefused | JournalWritable | DiskSpaceChecked
+)
 """What the host itself tells the table: its timer, a jump of its clock, a clean start."""
 
 TableEvent = DeviceFact | Decision | HostFact
@@ -128,6 +133,18 @@ FAULT_OTHER: Final = "DEVICE_FAULT_OTHER"
 CLOCK_JUMP: Final = "CLOCK_JUMP"
 CLOCK_JUMP_QUIET: Final = timedelta(hours=1)
 """``CLOCK_JUMP`` clears this long after the jump (or at a clean start)."""
+
+JOURNAL_FAULT: Final = "JOURNAL_FAULT"
+"""The journal refuses to write: raised by ``JournalRefused``, cleared by ``JournalWritable``."""
+JOURNAL_ERROR_TEXT: Final = 160
+"""Characters of the journal's error kept in the alarm's message."""
+
+DISK_LOW: Final = "DISK_LOW"
+"""Less free space on the journal's disk than the hours configured of its growth need."""
+DISK_LOW_MARGIN: Final = 10
+"""``DISK_LOW`` clears only once the free space exceeds the need by this many percent, so
+a disk hovering at the line does not raise and clear it at every check."""
+MB: Final = 1_000_000
 
 LINK_ERRORS: Final = "LINK_ERRORS"
 LINK_ERRORS_MAX: Final = 20
@@ -269,6 +286,12 @@ def apply(
         case CleanStart():
             state = replace(state, clock_jumped=None)
             return _clear(state, CLOCK_JUMP, None)
+        case JournalRefused(error=error):
+            return _raise(state, JOURNAL_FAULT, None, _journal_fault_message(error), at)
+        case JournalWritable():
+            return _clear(state, JOURNAL_FAULT, None)
+        case DiskSpaceChecked():
+            return _disk_space(state, event, at)
         case ModeReported(game=mode):
             return _mode(state, mode, at)
         case DeckChecked(result=result):
@@ -497,6 +520,33 @@ def _clock_jumped(
     )
     state = replace(state, clock_jumped=at)
     return _raise(state, CLOCK_JUMP, None, message, at)
+
+
+def _journal_fault_message(error: str) -> str:
+    text = " ".join(error.split())[:JOURNAL_ERROR_TEXT] or "no reason given"
+    return (
+        f"the journal cannot write ({text}): the table is closed and holds every event until "
+        "it can; free space on the journal's disk"
+    )
+
+
+def _disk_space(
+    state: TableState, fact: DiskSpaceChecked, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """``DISK_LOW`` while the free space is under the need; cleared once it is above the
+    need by ``DISK_LOW_MARGIN`` percent. Sizes are shown in whole MB (free rounded down,
+    the need up), so the message changes at most once a megabyte."""
+    free, needed = max(0, fact.free_bytes), max(0, fact.needed_bytes)
+    active = _active(state, DISK_LOW, None)
+    low = free * 100 < needed * (100 + DISK_LOW_MARGIN) if active else free < needed
+    if not low:
+        return _clear(state, DISK_LOW, None)
+    hours = f"{fact.hours} hour{'' if fact.hours == 1 else 's'}"
+    message = (
+        f"the journal's disk has {free // MB} MB free, less than {hours} of this table's "
+        f"journal need ({-(-needed // MB)} MB): free space, or move the journal to a larger disk"
+    )
+    return _raise(state, DISK_LOW, None, message, at)
 
 
 def _duration(size: timedelta) -> str:

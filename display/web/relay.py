@@ -187,6 +187,7 @@ def _client(
         keepalive=max(5, config.keepalive // 2),
         timeout=UNBOUNDED,
         socket_options=_nodelay(),
+        tls_context=config.mqtt_tls(),
     )
 
 

@@ -33,6 +33,7 @@ import contextlib
 import hmac
 import ipaddress
 import json
+import math
 import re
 import secrets
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,7 @@ from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
 from display.web.store import Store, wire
+from display.web.throttle import ActionLimit
 from display.web.users import (
     MAX_PASSWORD,
     NAME_PATTERN,
@@ -78,6 +80,9 @@ CSP: Final = (
     "connect-src 'self'; font-src 'none'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+HSTS: Final = "max-age=31536000"
+"""Strict-Transport-Security over HTTPS: a year, this host only (the pit's server may share
+its domain with hosts that do not serve HTTPS)."""
 SECURITY_HEADERS: Final = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -155,6 +160,7 @@ class WebState:
     per_address: RateLimit = field(default_factory=lambda: RateLimit(attempts=10))
     per_user: RateLimit = field(default_factory=lambda: RateLimit(attempts=20))
     per_device: RateLimit = field(default_factory=lambda: RateLimit(attempts=10))
+    actions: ActionLimit = field(default_factory=ActionLimit)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
     )
@@ -190,6 +196,9 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
         response.headers.setdefault(name, value)
     if request.path.startswith("/api/"):
         response.headers["Cache-Control"] = "no-store"
+    if request.secure:
+        # Served over our own TLS (lammer web --tls-cert): browsers keep to HTTPS for a year.
+        response.headers["Strict-Transport-Security"] = HSTS
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -242,7 +251,7 @@ def _cookie(response: web.StreamResponse, name: str, value: str, state: WebState
         value,
         httponly=True,
         samesite="Strict",
-        secure=state.config.secure_cookies,
+        secure=state.config.cookies_secure,
         path="/",
         max_age=state.config.session_hours * 3600,
     )
@@ -359,6 +368,14 @@ async def action(request: web.Request) -> web.StreamResponse:
     ):
         log.warning("action refused: CSRF check", table=table, action=name, user=session.user)
         return _error(403, "refused: not sent by this server's page; reload it")
+    wait = state.actions.retry_after(session.user, asyncio.get_running_loop().time())
+    if wait > 0:
+        # Not logged one by one: a flood would fill the log (the count is in /api/health).
+        return _error(
+            429,
+            f"too many actions: at most {state.actions.rate:g} a second; wait and try again",
+            **{"Retry-After": str(math.ceil(wait))},
+        )
     model = ACTIONS.get(name)
     if model is None:
         return _error(404, "no such action")
@@ -400,6 +417,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             "terminal": state.terminal.connected,
             "tables": len(state.store.tables),
             "pages": len(state.hub.clients),
+            "actions_refused": state.actions.refused,
             **state.store.counters(),
         }
     )

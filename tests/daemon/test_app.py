@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -328,3 +329,54 @@ def test_probe_replies_are_journaled_marked_and_change_nothing(tmp_path: Path) -
         again = TableCore(config, journal, version="test")
         assert again.state == state
         assert again.last_frames == frames
+
+
+def _busy(name: str, body: object, stands_for: int) -> Incoming:
+    """A request the gate refused for the rate (daemon.intake), as the link hands it on."""
+    return dataclasses.replace(request(name, body), busy=stands_for)
+
+
+def test_requests_refused_for_the_rate_are_answered_busy_and_counted_not_stored(
+    tmp_path: Path,
+) -> None:
+    # What reaches the core of a flood: one refused request a second to answer busy,
+    # standing for the refusals counted before it. The journal keeps the answers and one
+    # count a minute, never the requests: their roll ids and operators are not read.
+    clock = _Clock()
+    config = _craps_config(tmp_path)
+    with Journal.open(config.journal_path) as journal:
+        core = TableCore(config, journal, version="test", clock=clock)
+        core.start()
+        core.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
+        before = journal.last_seq
+        body = {"operator": "Mallory", "roll_id": 11, "clause": 3, "request_id": "r-1"}
+        assert core.decide(_busy("void_roll", body, 250)) == 1
+        [answer] = _responses(core, "void_roll")
+        assert (answer["status"], answer["request_id"]) == ("error", "r-1")
+        assert answer["error"].startswith("busy: ")
+        [report] = _records(core, "busy_requests")
+        assert (report["count"], report["total"]) == (250, 250)
+        assert journal.last_seq == before + 2  # the count and the answer
+        for second in range(1, 50):
+            clock.now += timedelta(seconds=1)
+            core.decide(_busy("void_roll", {**body, "request_id": second}, 1000))
+            core.tick()
+        assert len(_records(core, "busy_requests")) == 1  # not yet a minute
+        clock.now += timedelta(seconds=11)
+        core.tick()
+        [_, second_report] = _records(core, "busy_requests")
+        assert (second_report["count"], second_report["total"]) == (49_000, 49_250)
+        # 50 answers and 2 counts for 49,250 requests; the void was never applied.
+        assert len(_responses(core, "void_roll")) == 50
+        # Nothing was decided: no decision event, and only each count's first request kept
+        # (its first 256 bytes, as for any refused request).
+        assert [r for r in journal.records(before, kind="decision") if "event" in r.record] == []
+        assert json.dumps([r.record for r in journal.records(before)]).count("Mallory") == 2
+        # A name that cannot be answered is counted, not answered.
+        assert core.decide(_busy("Bad Name", body, 3)) == 0
+        # A payload that is not JSON, or too large, is answered without an id.
+        assert core.decide(_busy("overturn", b"\xff" * 5000, 1)) == 1
+        assert _responses(core, "overturn")[-1]["request_id"] is None
+        # The table still serves a request that is admitted.
+        core.decide(request("void_roll", {"operator": "Ann", "roll_id": 11, "clause": 3}))
+        assert _responses(core, "void_roll")[-1]["status"] == "ok"

@@ -533,3 +533,30 @@ def test_floor_resend_defaults_to_30_seconds(tmp_path: Path) -> None:
         write(tmp_path, '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n')
     )
     assert config.mqtt.floor_resend == 30.0
+
+
+@pytest.mark.parametrize(
+    "value", ["0", "-1", "8761", "1.5", '"24"', "true", "nan", "inf", "1e3", "[24]", "{}"]
+)
+def test_disk_low_hours_outside_1_to_8760_whole_hours_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    found = problems(
+        tmp_path,
+        '[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n'
+        f"[journal]\ndisk_low_hours = {value}\n",
+    )
+    assert len(found) == 1
+    assert found[0].startswith("journal.disk_low_hours: "), found
+
+
+@pytest.mark.parametrize(("value", "hours"), [("", 24), ("disk_low_hours = 1", 1),
+                                              ("disk_low_hours = 8760", 8760)])  # fmt: skip
+def test_disk_low_hours_default_and_bounds(tmp_path: Path, value: str, hours: int) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            f'[table]\nid = "t1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n[journal]\n{value}\n',
+        )
+    )
+    assert config.journal.disk_low_hours == hours

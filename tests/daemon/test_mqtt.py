@@ -28,7 +28,8 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.errors import JournalError
+from daemon.errors import JournalError, JournalValueError
+from daemon.intake import RequestGate
 from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
@@ -141,6 +142,7 @@ def make_link(
     *,
     rng: random.Random | None = None,
     client_id: str = "lammer-t1",
+    intake: RequestGate | None = None,
 ) -> MqttLink:
     return MqttLink(
         host=broker.host,
@@ -153,7 +155,12 @@ def make_link(
         backoff=Backoff(initial=0.05, maximum=0.2),
         rng=rng or random.Random(7),
         timeout=5.0,
+        intake=intake,
     )
+
+
+UNLIMITED = RequestGate(rate=1e9, burst=10**9)
+"""A gate that admits everything (tests of what follows it)."""
 
 
 @asynccontextmanager
@@ -459,9 +466,10 @@ async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
     async def on_request(incoming: Incoming) -> None:
         if incoming.payload == b"boom":
             raise RuntimeError("a handler bug")  # must not take the link down
+        if incoming.retained:
+            return  # the core refuses it (test_retained_request_*)
         got.append((incoming.name, incoming.payload))
 
-    # A retained request is stale by definition: never handed on.
     async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
         await client.publish(f"{BASE}/request/void_roll", b"stale", qos=1, retain=True)
     link = make_link(mosquitto, FakeOutbox(), on_request)
@@ -592,7 +600,7 @@ class FullDiskOutbox(FakeOutbox):
 
 
 async def test_a_journal_that_cannot_mark_does_not_end_the_link(mosquitto: Broker) -> None:
-    # A full disk: what went out is sent again later with its seq, once the journal works.
+    # A full disk: what went out is never sent again, and is marked once the journal works.
     outbox = FullDiskOutbox()
     outbox.add("ev/1", {"i": 1})
     link = make_link(mosquitto, outbox, client_id="lammer-t1-full")
@@ -605,7 +613,77 @@ async def test_a_journal_that_cannot_mark_does_not_end_the_link(mosquitto: Broke
         link.notify()
         await eventually(lambda: outbox.marked == [1, 2], "both marked once the disk has space")
         assert not task.done()
-    assert set(rec.seqs()) == {1, 2}  # message 1 perhaps twice: displays drop a seen seq
+        await asyncio.sleep(0.3)  # a copy would follow right behind (backoff 0.2 s)
+    assert rec.seqs() == [1, 2]  # each once
+
+
+async def test_a_refused_mark_holds_back_neither_offline_nor_newer_messages(
+    mosquitto: Broker,
+) -> None:
+    # Issue 20: the drain slept the whole backoff (5 s) after a refused mark, so the
+    # offline notice waited, and the messages delivered were sent again after. Now the
+    # link says so at once (on_journal_error), availability and a message queued after
+    # go out within a second, and nothing goes out twice.
+    outbox = FullDiskOutbox()
+    outbox.add("ev/1", {"i": 1})
+    said: list[float] = []
+    loop = asyncio.get_running_loop()
+    link = MqttLink(
+        host=mosquitto.host,
+        port=mosquitto.port,
+        client_id="lammer-t1-offline",
+        base_topic=BASE,
+        outbox=outbox,
+        on_request=_ignore,
+        backoff=Backoff(initial=5.0, maximum=5.0),
+        on_journal_error=lambda: said.append(loop.time()),
+    )
+    async with recording(mosquitto) as rec, running(link):
+        await eventually(lambda: bool(said), "the journal's refusal reported")
+        refused_at = said[0]
+        link.set_available(False)
+        outbox.add("ev/2", {"i": 2})  # what the reserve lets the journal still write
+        link.notify()
+        await eventually(lambda: rec.on("availability")[-1:] == [b"offline"], "offline")
+        await eventually(lambda: rec.seqs() == [1, 2], "the newer message")
+        assert loop.time() - refused_at < 1.0
+        outbox.space = True
+        link.notify()
+        await eventually(lambda: outbox.marked == [1, 2], "marked once the journal writes")
+        await asyncio.sleep(0.3)
+    assert rec.seqs() == [1, 2]
+
+
+class ForgetfulOutbox(FakeOutbox):
+    """An outbox that does not know seq 2 when it is marked (a bug, not a full disk)."""
+
+    def mark_published(self, *seqs: int) -> None:
+        if 2 in seqs:
+            raise JournalValueError("seq 2 is not a message of the outbox")
+        super().mark_published(*seqs)
+
+
+async def test_a_message_that_cannot_be_marked_takes_nothing_offline(mosquitto: Broker) -> None:
+    outbox = ForgetfulOutbox()
+    for i in range(3):
+        outbox.add("ev/x", {"i": i})
+    errors: list[None] = []
+    link = MqttLink(
+        host=mosquitto.host,
+        port=mosquitto.port,
+        client_id="lammer-t1-forgetful",
+        base_topic=BASE,
+        outbox=outbox,
+        on_request=_ignore,
+        backoff=Backoff(initial=0.05, maximum=0.2),
+        on_journal_error=lambda: errors.append(None),
+    )
+    async with recording(mosquitto) as rec, running(link):
+        await eventually(lambda: outbox.marked == [1, 3], "the others marked")
+        await eventually(lambda: rec.seqs() == [1, 2, 3], "all published")
+        await asyncio.sleep(0.3)
+    assert rec.seqs() == [1, 2, 3]  # once each
+    assert errors == []
 
 
 async def test_availability_follows_set_available(mosquitto: Broker) -> None:
@@ -648,7 +726,7 @@ async def test_a_flood_of_requests_is_bounded(mosquitto: Broker) -> None:
         await release.wait()
         got.append(incoming)
 
-    link = make_link(mosquitto, FakeOutbox(), slow)
+    link = make_link(mosquitto, FakeOutbox(), slow, intake=RequestGate(rate=1e9, burst=10**9))
     big = b"[" * 5_000_000
     async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
         await eventually(lambda: link.tcp_nodelay is not None, "subscribed")
@@ -662,6 +740,55 @@ async def test_a_flood_of_requests_is_bounded(mosquitto: Broker) -> None:
     first = got[0]
     assert (first.size, first.oversize, len(first.payload)) == (len(big), True, 256)
     assert first.sha256 == hashlib.sha256(big).hexdigest()
+
+
+async def test_requests_beyond_the_rate_are_refused_unread_and_counted_while_results_flow(
+    mosquitto: Broker,
+) -> None:
+    # 1,000 requests as fast as a client sends them, against a gate of 5 a second (20 at
+    # once): the table is handed the admitted ones and, at most one a second, one to answer
+    # busy that stands for the refusals before it; every request is accounted for. Results
+    # queued during the flood go out, and the link never drops.
+    got: list[Incoming] = []
+
+    async def handle(incoming: Incoming) -> None:
+        got.append(incoming)
+
+    outbox = FakeOutbox()
+    link = make_link(mosquitto, outbox, handle, intake=RequestGate(rate=5, burst=20))
+    flood = 1000
+    async with (
+        recording(mosquitto, f"{BASE}/ev/#") as rec,
+        running(link),
+        aiomqtt.Client(mosquitto.host, mosquitto.port) as client,
+    ):
+        await eventually(lambda: link.tcp_nodelay is not None, "connected")
+        await asyncio.sleep(0.2)  # subscribed (the subscription follows the connection)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for i in range(flood):
+            await client.publish(f"{BASE}/request/overturn", b'{"request_id": %d}' % i, qos=1)
+            if i % 100 == 0:
+                outbox.add("ev/result", {"i": i})
+                link.notify()
+        await eventually(
+            lambda: link.intake.admitted + link.intake.refused == flood, "every request seen"
+        )
+        elapsed = loop.time() - started
+        await eventually(lambda: len(rec.seqs()) == 10, "every result published")
+        await eventually(
+            lambda: sum(max(1, g.busy) for g in got) + link.intake.unanswered == flood,
+            "every request handed on or counted",
+        )
+        assert link.connected
+        assert link._outage_attempts == 0  # never dropped
+    admitted = [g for g in got if not g.busy]
+    busy = [g for g in got if g.busy]
+    assert 20 <= len(admitted) <= 20 + 5 * elapsed + 1
+    assert 1 <= len(busy) <= 1 + elapsed + 1
+    assert link.intake.refused == flood - len(admitted)
+    # Admitted requests are the first ones, whole and in order.
+    assert [g.payload for g in admitted[:20]] == [b'{"request_id": %d}' % i for i in range(20)]
 
 
 async def _cancelled_as_the_puback_arrives(client: aiomqtt.Client, *, bounded: bool) -> str:
@@ -908,3 +1035,122 @@ async def test_only_a_bare_0_on_the_bridge_status_sends_anything_again(
             assert link.resent == 0
             await client.publish("lammer-floor/bridge/c1", b"0", qos=1)
             await eventually(lambda: link.resent == 1, "the copy after a bare 0")
+
+
+# -- MQTT 5: retained requests and request/resend copies ---------------------------------
+
+
+@asynccontextmanager
+async def recording_v5(broker: Broker, topic: str) -> AsyncIterator[Recorder]:
+    """An MQTT 5 subscriber that sees the retain flag as published (and its properties)."""
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    recorder = Recorder()
+    async with aiomqtt.Client(
+        broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5
+    ) as client:
+        await client.subscribe(topic, options=SubscribeOptions(qos=1, retainAsPublished=True))
+
+        async def collect() -> None:
+            with contextlib.suppress(aiomqtt.MqttError):
+                async for message in client.messages:
+                    recorder.messages.append(message)
+
+        task = asyncio.create_task(collect())
+        try:
+            yield recorder
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+
+
+async def _retained_on(broker: Broker, topic: str) -> bytes | None:
+    """What the broker retains on ``topic`` (None: nothing), read by a fresh client."""
+    async with aiomqtt.Client(broker.host, broker.port) as client:
+        await client.subscribe(topic, qos=1)
+        try:
+            async with asyncio.timeout(0.5):
+                message = await anext(client.messages)
+        except TimeoutError:
+            return None
+        assert message.retain
+        return bytes(message.payload) if isinstance(message.payload, bytes) else None
+
+
+async def test_a_retained_request_is_handed_on_marked_and_cleared(mosquitto: Broker) -> None:
+    # Issue 20: published with retain while the daemon is connected, the broker delivers it
+    # live with the retain flag cleared (3.1.1); the link subscribes with MQTT 5's
+    # retain-as-published, sees it for what it is and clears it from the broker.
+    got: list[Incoming] = []
+
+    async def on_request(incoming: Incoming) -> None:
+        got.append(incoming)
+
+    topic = f"{BASE}/request/roll_decision"
+    decision = b'{"operator":"ann","roll_id":6,"decision":"invalid"}'
+    link = make_link(mosquitto, FakeOutbox(), on_request)
+    async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await eventually(lambda: link.connected, "connected")
+        await asyncio.sleep(0.2)  # let the subscription settle before publishing
+        await client.publish(topic, decision, qos=1, retain=True)
+        await client.publish(f"{BASE}/request/overturn", b"{}", qos=1)  # not retained
+        await eventually(lambda: len(got) == 2, "both handed on")
+        await eventually(lambda: link._clear == set(), "cleared")
+        assert await _retained_on(mosquitto, topic) is None
+        # The link's own empty retained publish never comes back as a request (no local),
+        # and another client clearing a retained request is not one either.
+        await client.publish(topic, b"", qos=1, retain=True)
+        await client.publish(f"{BASE}/request/overturn", b"{}", qos=1)
+        await eventually(lambda: len(got) == 3, "the next request")
+    assert [(i.name, i.payload, i.retained) for i in got] == [
+        ("roll_decision", decision, True),
+        ("overturn", b"{}", False),
+        ("overturn", b"{}", False),
+    ]
+
+
+async def test_a_retained_request_left_before_the_start_is_cleared_by_survey(
+    mosquitto_private: Broker,
+) -> None:
+    mosquitto = mosquitto_private  # nothing else retained under the base topic
+    topic = f"{BASE}/request/void_roll"
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish(topic, b'{"operator":"x","roll_id":1,"clause":2}', qos=1, retain=True)
+    link = make_link(mosquitto, FakeOutbox())
+    with structlog.testing.capture_logs() as logs:
+        assert await link.survey(frozenset()) == 0
+    assert await _retained_on(mosquitto, topic) is None
+    events = [e["event"] for e in logs]
+    assert any(e.startswith("cleared a retained request") for e in events), events
+    assert not any("another game" in e for e in events)
+
+
+async def test_resend_copies_are_marked_never_retained_and_never_hold_results(
+    mosquitto: Broker,
+) -> None:
+    outbox = FakeOutbox()
+    old = [outbox.add("state", {"i": i}, retained=True) for i in range(3)]
+    link = make_link(mosquitto, outbox)
+    async with recording_v5(mosquitto, f"{BASE}/#") as rec, running(link):
+        await eventually(lambda: len(outbox.marked) == 3, "published")
+        mark = len(rec.messages)
+        copies = old * 40  # 120 copies: six windows
+        link.resend(copies)
+        fresh = outbox.add("ev/new", {"i": 99})  # a result queued behind the resend
+        link.notify()
+        await eventually(lambda: link.copies_sent == 120, "copies sent")
+        await eventually(lambda: len(rec.messages) - mark >= 121, "all received")
+    got = rec.messages[mark:]
+    resent = [m for m in got if m.topic.value == f"{BASE}/state"]
+    assert [bytes(m.payload) for m in resent] == [m.payload for m in copies]
+    assert not any(m.retain for m in resent)
+    for m in resent:
+        assert m.properties is not None
+        assert getattr(m.properties, "UserProperty", None) == [("resent", "true")]
+    # The table's own message went out before most of the copies: one window at most
+    # precedes it (copies go between batches of results, never ahead of them).
+    position = [m.topic.value for m in got].index(f"{BASE}/ev/new")
+    assert position <= 20, position
+    news = got[position]
+    assert bytes(news.payload) == fresh.payload
+    assert news.properties is None or not getattr(news.properties, "UserProperty", None)

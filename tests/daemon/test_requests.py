@@ -10,14 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contract.requests import ResendRequest
 from daemon.requests import (
+    RETAINED_ERROR,
     Dropped,
     Incoming,
     Refused,
     Request,
     RequestError,
+    ResendAsked,
     admit,
     parse_request,
+    request_id_of,
     response_publication,
 )
 from rules.events import RollDecided, RollVoided, VoidOverturned
@@ -207,13 +211,23 @@ def test_response_bodies_meet_the_spec() -> None:
     ok = response_publication("void_roll", "r1", None, table="t1")
     assert ok.topic == "response/void_roll"
     assert not ok.retained
-    assert ok.body == {"table": "t1", "request_id": "r1", "status": "ok", "error": None}
+    # sent and missing_before are resend's (1.3), null for the other requests.
+    assert ok.body == {
+        "table": "t1",
+        "request_id": "r1",
+        "status": "ok",
+        "error": None,
+        "sent": None,
+        "missing_before": None,
+    }
     error = response_publication("roll_decision", 7, "roll 5003 is not pending", table="t1").body
     assert error == {
         "table": "t1",
         "request_id": 7,
         "status": "error",
         "error": "roll 5003 is not pending",
+        "sent": None,
+        "missing_before": None,
     }
     for name, body in (("void_roll", ok.body), ("roll_decision", error)):
         payload = json.dumps({**body, "seq": 9, "ts": "2026-11-29T14:03:07.123Z"}).encode()
@@ -254,7 +268,22 @@ BIG = b'{"request_id": "r9", "x": "' + b"a" * 5000 + b'"}'
             Refused(
                 request_id=3,
                 error="unknown request 'void_all': the requests are "
-                "roll_decision, void_roll or overturn",
+                "roll_decision, void_roll, overturn or resend",
+            ),
+        ),
+        # A retained request is never acted on (issue 20), whatever it asks.
+        (
+            "overturn",
+            b'{"request_id": "r0", "operator": "Ann", "roll_id": 7}',
+            Refused(request_id="r0", error=RETAINED_ERROR),
+        ),
+        # resend asks no decision of the rules: the table serves it from its journal.
+        (
+            "resend",
+            b'{"request_id": 9, "operator": "pit", "from_seq": 10, "to_seq": 20}',
+            ResendAsked(
+                request_id=9,
+                request=ResendRequest(operator="pit", request_id=9, from_seq=10, to_seq=20),
             ),
         ),
         (
@@ -269,6 +298,34 @@ BIG = b'{"request_id": "r9", "x": "' + b"a" * 5000 + b'"}'
     ],
 )
 def test_admission_is_one_call_in_the_spec_s_order(
-    name: str, payload: bytes, expected: Request | Refused | Dropped
+    name: str, payload: bytes, expected: Request | ResendAsked | Refused | Dropped
 ) -> None:
-    assert admit(Incoming.receive(name, payload), at=AT) == expected
+    retained = isinstance(expected, Refused) and expected.error == RETAINED_ERROR
+    assert admit(Incoming.receive(name, payload, retained=retained), at=AT) == expected
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        (b'{"request_id": "r-1"}', "r-1"),
+        (b'{"request_id": 7}', 7),
+        (b'{"request_id": true}', None),
+        (b'{"request_id": 1.5}', None),
+        (b'{"request_id": NaN}', None),
+        (b'{"request_id": Infinity}', None),
+        (b'{"request_id": null}', None),
+        (b'["request_id"]', None),
+        (b"\xff\xfe", None),
+        (b"", None),
+        (b"[" * 3000, None),
+        (b'{"request_id": "x", "pad": "' + b"y" * 5000 + b'"}', None),  # over 4 KiB: unread
+    ],
+)
+def test_the_request_id_of_a_request_refused_unread(payload: bytes, expected: object) -> None:
+    assert request_id_of(payload) == expected
+
+
+@given(st.binary(max_size=300))
+def test_request_id_of_never_raises(payload: bytes) -> None:
+    found = request_id_of(payload)
+    assert found is None or isinstance(found, str | int)

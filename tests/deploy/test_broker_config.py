@@ -364,6 +364,11 @@ def test_wiring_lines_and_a_wired_table(tmp_path: Path, capsys: pytest.CaptureFi
     assert any(f"({copy} does not hold credentials/lammer-t1)" in line for line in lines)
 
 
+def _reads(base: str) -> list[bc.Grant]:
+    groups = ("bust_bonus", "cover_all", "craps", "response")
+    return [bc.Grant("read", f"{base}/+"), *(bc.Grant("read", f"{base}/{g}/#") for g in groups)]
+
+
 def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
     plan = bc.plan_broker(
         [
@@ -381,11 +386,19 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
             bc.Grant("read", "lammer-floor/bridge/+"),
         ],
         "lammer-t2": [bc.Grant("readwrite", "x/y/t2/#"), bc.Grant("read", "lammer-floor/bridge/+")],
-        "display": [bc.Grant("read", "lammer/t1/#"), bc.Grant("read", "x/y/t2/#")],
+        # Displays and terminals read every topic the daemon publishes, never the requests
+        # (written out here, not derived: a new group must be granted on purpose); a
+        # display may ask for a resend and publish nothing else (mqtt-api.md 1.3).
+        "display": [
+            *_reads("lammer/t1"),
+            bc.Grant("write", "lammer/t1/request/resend"),
+            *_reads("x/y/t2"),
+            bc.Grant("write", "x/y/t2/request/resend"),
+        ],
         "terminal": [
-            bc.Grant("read", "lammer/t1/#"),
+            *_reads("lammer/t1"),
             bc.Grant("write", "lammer/t1/request/+"),
-            bc.Grant("read", "x/y/t2/#"),
+            *_reads("x/y/t2"),
             bc.Grant("write", "x/y/t2/request/+"),
         ],
     }
@@ -596,7 +609,8 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
     # for code and text; text may hold '"' and '\\', which JSON doubles. At most 32 device
     # codes per device are kept (the rest are one DEVICE_FAULT_OTHER), beside the table's own
     # alarms (DISCONNECTED, MODE_MISMATCH, DECK_FAULT, UNEXPECTED_FRAME, LINK_ERRORS,
-    # ROLL_BACKLOG, JOURNAL_FAULT, CLOCK_JUMP, DEVICE_FAULT_OTHER), here 300 characters each.
+    # ROLL_BACKLOG, JOURNAL_FAULT, DISK_LOW, CLOCK_JUMP, DEVICE_FAULT_OTHER), here 300
+    # characters each (JOURNAL_FAULT's is at most 277, DISK_LOW's about 160).
     alarms = []
     for i in range(32):
         code = f"{'F' * 95}{chr(65 + i // 26)}{chr(65 + i % 26)}"[:97]
@@ -610,7 +624,7 @@ def test_largest_state_payload_fits_the_limit_with_margin(tmp_path: Path) -> Non
             )
         )
     for code in ("DISCONNECTED", "MODE_MISMATCH", "DECK_FAULT", "UNEXPECTED_FRAME",
-                 "LINK_ERRORS", "ROLL_BACKLOG", "JOURNAL_FAULT", "CLOCK_JUMP",
+                 "LINK_ERRORS", "ROLL_BACKLOG", "JOURNAL_FAULT", "DISK_LOW", "CLOCK_JUMP",
                  "DEVICE_FAULT_OTHER"):  # fmt: skip
         alarms.append(Alarm(code=code, device="shuffler", message='"' * 300, since=NOW))
     state = TableState(
@@ -655,3 +669,50 @@ def test_a_config_that_does_not_validate_or_half_the_tls_options_write_nothing(
     assert status == 2
     assert "--tls-cert, --tls-key and --tls-ca go together: give all three" in err
     assert not out.exists()
+
+
+def test_every_listener_binds_client_ids_to_user_names(tmp_path: Path) -> None:
+    plan = bc.plan_broker(
+        [(tmp_path / "a.toml", config_of("t1"))],
+        out=tmp_path / "out",
+        listen="0.0.0.0:8883",
+        displays=["lobby", "pit-2"],
+        terminals=["stick_1"],
+    )
+    conf = bc.read_conf(bc.render_conf(plan))
+    listeners = [i for i, (key, _) in enumerate(conf) if key == "listener"]
+    assert len(listeners) == 2
+    for start in listeners:
+        section = dict(conf[start : start + 3])
+        assert section["use_username_as_clientid"] == "true"
+    users = {u.name: u for u in plan.users}
+    assert users["display-lobby"].grants == users["display"].grants
+    assert users["display-pit-2"].grants == users["display"].grants
+    assert users["terminal-stick_1"].grants == users["terminal"].grants
+
+
+@pytest.mark.parametrize(
+    ("option", "names", "problem"),
+    [
+        ("displays", ["Lobby"], "--display 'Lobby': a name is 1 to 63"),
+        ("displays", [""], "--display '': a name is 1 to 63"),
+        ("displays", ["a" * 64], "--display 'aaaa"),
+        ("displays", ["-x"], "--display '-x': a name"),
+        ("displays", ["a b"], "--display 'a b': a name"),
+        ("displays", ["a:b"], "--display 'a:b': a name"),
+        ("displays", ["a\nuser x"], "--display 'a\\nuser x': a name"),
+        ("terminals", ["t1", "t1"], "--terminal 't1' is given twice"),
+        ("terminals", ["ü"], "--terminal 'ü': a name"),
+    ],
+)
+def test_device_names_that_cannot_be_users_are_refused(
+    tmp_path: Path, option: str, names: list[str], problem: str
+) -> None:
+    with pytest.raises(bc.BrokerConfigError) as info:
+        bc.plan_broker(
+            [(tmp_path / "a.toml", config_of("t1"))],
+            out=tmp_path / "out",
+            displays=names if option == "displays" else (),
+            terminals=names if option == "terminals" else (),
+        )
+    assert any(p.startswith(problem) for p in info.value.problems), info.value.problems

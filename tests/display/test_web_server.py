@@ -394,3 +394,22 @@ async def test_a_device_cookie_is_bound_to_its_user_and_to_the_password(
     add_user(users.path or tmp_path / "users", "alice", "a brand new password")
     users.verify("alice", "a brand new password")  # reloads the file
     assert users.known_device("alice", token) is None  # a new password retires old devices
+
+
+async def test_actions_per_user_are_limited_and_refused_ones_publish_nothing(web: Web) -> None:
+    # A script with alice's session posts 30 actions at once: the first 5 (the burst) are
+    # published, the rest answered 429 with Retry-After and never reach the broker.
+    _, session = await web.login()
+    statuses = [
+        (await web.act({**GOOD, "roll_id": 300 + i}, csrf=session["csrf"])) for i in range(30)
+    ]
+    codes = [r.status for r in statuses]
+    assert codes[:5] == [200] * 5
+    refused = [r for r in statuses if r.status == 429]
+    assert len(refused) >= 20  # 2 a second: a slow machine refills a few at most
+    assert all(int(r.headers["Retry-After"]) >= 1 for r in refused)
+    assert "at most 2 a second" in (await refused[0].json())["error"]
+    published = sorted(b["roll_id"] for b in web.seen)
+    assert published == sorted(300 + i for i, code in enumerate(codes) if code == 200)
+    health = await (await web.client.get("/api/health")).json()
+    assert health["actions_refused"] == len(refused)

@@ -29,6 +29,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from typing import Any, TypeVar
 import aiomqtt
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from contract.follow import resent_mark
 from tests.conftest import Broker
 from tests.spec_mqtt import SpecViolation, check_message, check_seq_order
 
@@ -65,6 +67,7 @@ class Received:
     retained: bool
     body: Any  # the decoded JSON object, or the text of ``availability``
     connection: int  # which of the subscriber's connections received it (1, 2, ...)
+    at: float = 0.0  # when it arrived (time.time(): comparable with the daemon's log times)
 
     @property
     def seq(self) -> int | None:
@@ -156,11 +159,15 @@ class Recorder(Subscriber):
         if rel.startswith("request/"):
             return  # another client's request (ours are not echoed: "no local")
         body: Any = None
+        # A request/resend copy goes out never retained, marked (mqtt-api.md 1.3).
+        retained = None if resent_mark(message) else bool(message.retain)
         try:
-            body = check_message(topic, data, base=self.base, retained=bool(message.retain))
+            body = check_message(topic, data, base=self.base, retained=retained)
         except SpecViolation as exc:
             self.violations.append(str(exc))
-        self.messages.append(Received(rel, data, bool(message.retain), body, self.connections))
+        self.messages.append(
+            Received(rel, data, bool(message.retain), body, self.connections, time.time())
+        )
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish (QoS 1) on ``<base>/<topic>`` through the subscriber's connection."""

@@ -200,15 +200,19 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
     # pattern lines; $ at the start of a topic) and a second prefix.
     a = secured.table("a")
     b = secured.table("t%c%u$ü-2", prefix="casino/pit_3")
-    secured.configure(secured.config("a"), secured.config("t%c%u$ü-2"))
+    # The spy has a user of its own: the forged "display" below would otherwise take its
+    # client id (each client's id is its user name).
+    secured.configure(secured.config("a"), secured.config("t%c%u$ü-2"), extra=("--display", "spy"))
     secured.broker.start()
     forged = [
         ("lammer-a", f"{b}/state", True),  # another table's state
         ("lammer-a", f"{b}/request/roll_decision", False),  # another table's decisions
         ("lammer-a", "casino/pit_3/t%c%u$ü-3/state", False),
         ("lammer-t%c%u$ü-2", f"{a}/alarms", True),
-        ("display", f"{a}/state", True),  # displays publish nothing
+        ("display", f"{a}/state", True),  # displays publish resend requests only
         ("display", f"{a}/request/roll_decision", False),
+        ("display", f"{a}/request/resend/more", False),
+        ("display", f"{a}/response/resend", False),
         ("display", "display/own", False),
         ("terminal", f"{a}/state", True),  # terminals publish requests only
         ("terminal", f"{a}/response/roll_decision", False),
@@ -216,7 +220,7 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
         ("terminal", f"{a}/request", False),
         ("terminal", a, False),
     ]
-    async with secured.client("display") as spy:
+    async with secured.client("display-spy") as spy:
         await spy.subscribe("#", qos=1)  # it receives only what it may read
         for user, topic, retain in forged:
             async with secured.client(user) as client:
@@ -245,6 +249,26 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
             (f"{b}/state", b'{"by":"b"}', True),
         ]
     )
+
+
+async def test_a_display_may_ask_a_table_to_resend_and_nothing_else(secured: Secured) -> None:
+    # mqtt-api.md 1.3: any reader may publish request/resend (it reveals nothing it could
+    # not read); its other requests still go nowhere.
+    a = secured.table("a")
+    secured.configure(secured.config("a"))
+    secured.broker.start()
+    async with secured.client("lammer-a") as table:
+        await table.subscribe(f"{a}/request/+", qos=1)
+        async with secured.client("display") as display:
+            await display.publish(f"{a}/request/overturn", b'{"by":"display"}', qos=1)
+            await display.publish(f"{a}/request/resend", b'{"from_seq":1,"to_seq":2}', qos=1)
+        async with secured.client("terminal") as terminal:
+            await terminal.publish(f"{a}/request/marker", b"", qos=1)
+        got = await next_messages(table, f"{a}/request/marker")
+    assert got == [
+        (f"{a}/request/resend", b'{"from_seq":1,"to_seq":2}', False),
+        (f"{a}/request/marker", b"", False),
+    ]
 
 
 async def test_requests_over_the_size_limit_are_dropped_and_oversized_packets_disconnect(
@@ -465,10 +489,10 @@ async def test_retained_state_and_queued_messages_survive_a_broker_restart(
     secured: Secured,
 ) -> None:
     a = secured.table("a")
-    secured.configure(secured.config("a"))
+    secured.configure(secured.config("a"), extra=("--display", "7"))
     secured.broker.start()
     # A display with a persistent session subscribes, then goes away.
-    async with secured.client("display", identifier="display-7", clean_session=False) as d:
+    async with secured.client("display-7", clean_session=False) as d:
         await d.subscribe(f"{a}/#", qos=1)
     async with secured.client("lammer-a") as daemon:
         await daemon.publish(f"{a}/availability", b"offline", qos=1, retain=True)
@@ -481,7 +505,7 @@ async def test_retained_state_and_queued_messages_survive_a_broker_restart(
         await fresh.subscribe(f"{a}/availability", qos=1)
         assert await _first(fresh) == (f"{a}/availability", b"offline", True)
     # The persistent session gets what was queued for it, in order, without subscribing.
-    async with secured.client("display", identifier="display-7", clean_session=False) as d:
+    async with secured.client("display-7", clean_session=False) as d:
         got = await next_messages(d, f"{a}/craps/roll")
     assert got == [
         (f"{a}/availability", b"offline", False),

@@ -1,6 +1,12 @@
 """A full disk (the journal on a small tmpfs): nothing is acknowledged that is not in the
-journal, displays learn of it at once (availability offline), and when space returns the
-table resumes by itself with every frame the device sent processed exactly once."""
+journal, displays learn of it within a second on the wire (availability offline and the
+``JOURNAL_FAULT`` alarm, recorded in the room of the journal's reserve), no message goes
+out twice because of it, and when space returns the table resumes by itself with every
+frame the device sent processed exactly once. ``DISK_LOW`` is up long before.
+
+The tmpfs is mounted on a folder of the test's own (under ``tmp_path``, never a shared
+mount point) and lazily unmounted at the end whatever happens; it needs root (CI and the
+development machine run the suite as root) and is skipped otherwise."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -76,9 +83,29 @@ async def test_a_full_disk_holds_the_table_offline_then_it_resumes_losing_nothin
     faults = [e for e in table.log_events() if e["event"].startswith("journal refuses")]
     assert faults
     assert "full" in faults[0]["error"]
+    # On the wire within a second of the first refused write (the log line's time): offline,
+    # and the alarm, written into the room the journal's reserve left.
+    refused_at = datetime.fromisoformat(faults[0]["timestamp"].replace("Z", "+00:00"))
+    offline = next(m for m in rec.on("availability") if m.body == "offline")
+    fault = await table.wait_for(
+        lambda: next((m for m in rec.on("alarms") if _codes(m.body) >= {"JOURNAL_FAULT"}), None),
+        what="JOURNAL_FAULT on alarms",
+    )
+    assert offline.at - refused_at.timestamp() < 1.0
+    assert fault.at - refused_at.timestamp() < 1.0
+    [alarm] = [a for a in fault.body["alarms"] if a["code"] == "JOURNAL_FAULT"]
+    assert "the journal cannot write" in alarm["message"]
+    assert "full" in alarm["message"]
+    assert "DISK_LOW" in _codes(fault.body)  # up since the start: 8 MiB is not a day
     filler.unlink()  # space returns
     await table.wait_sim_done()  # every frame acknowledged in the end
     await table.wait_for(lambda: rec.on("availability")[-1].body == "online", what="online again")
+    await table.wait_for(
+        lambda: "JOURNAL_FAULT" not in _codes(rec.latest("alarms")), what="JOURNAL_FAULT cleared"
+    )
+    # Nothing went out twice: every seq the display received, once (the raw messages).
+    seqs = [m.seq for m in rec.messages if m.seq is not None and not m.retained]
+    assert len(seqs) == len(set(seqs))
     records = [r for r in _journal(table, small_disk) if r["kind"] in ("device", "daemon")]
     rolled = [r["event"]["roll_id"] for r in device_records(records, "DiceRolled")]
     assert rolled == list(range(1, ROLLS + 2))  # each exactly once, in order
@@ -87,6 +114,26 @@ async def test_a_full_disk_holds_the_table_offline_then_it_resumes_losing_nothin
     assert outage["held"] >= 1
     assert "full" in outage["error"]
     assert table.daemon.proc.poll() is None
+    # The record of the fault written in the reserve's room is part of an intact chain, and
+    # replays to the table it published.
+    status, output = _verify(small_disk / "c.db")
+    assert status == 0, output
+    assert output.startswith("lammer journal verify: intact")
+    kinds = [e.get("type") for r in records if isinstance(e := r.get("event"), dict)]
+    assert kinds.count("JournalRefused") == 1
+    assert kinds.count("JournalWritable") == 1
+
+
+def _verify(journal: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [LAMMER, "journal", "verify", str(journal)], capture_output=True, check=False, timeout=120
+    )
+    return done.returncode, done.stdout.decode() + done.stderr.decode()
+
+
+def _codes(body: object) -> set[str]:
+    alarms = body.get("alarms", []) if isinstance(body, dict) else []
+    return {a["code"] for a in alarms}
 
 
 def _journal(table: object, folder: Path) -> list[dict[str, object]]:

@@ -2,7 +2,7 @@
 // Do not edit: tests/contract/test_esmodule.py fails when this file is stale.
 
 // The MQTT contract (docs/mqtt.md).
-export const CONTRACT_VERSION = "1.2";
+export const CONTRACT_VERSION = "1.3";
 
 // Every JSON topic under a table's base topic, and whether it is retained.
 export const TOPICS = Object.freeze({

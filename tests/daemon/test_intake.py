@@ -1,0 +1,102 @@
+"""The request gate (daemon.intake): its rates, checked against a count made by hand, and
+hostile settings refused."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from daemon.intake import BUSY_ERROR, RequestGate, TokenBucket, Verdict
+
+
+def test_a_burst_then_the_rate() -> None:
+    gate = RequestGate(rate=5, burst=20, answers=1)
+    verdicts = [gate.check(100.0) for _ in range(25)]
+    assert verdicts[:20] == [Verdict.ADMIT] * 20
+    # The 21st is refused and answered busy; the rest of the same instant only counted.
+    assert verdicts[20:] == [Verdict.ANSWER_BUSY] + [Verdict.COUNT] * 4
+    assert (gate.admitted, gate.refused, gate.unanswered) == (20, 5, 4)
+    assert gate.take_unanswered() == 4
+    assert gate.unanswered == 0
+    # 0.2 s later one more token (5 a second); no busy answer yet (1 a second).
+    assert gate.check(100.2) is Verdict.ADMIT
+    assert gate.check(100.2) is Verdict.COUNT
+    # A second after the first busy answer, the next refusal is answered again.
+    assert gate.check(101.0) is Verdict.ADMIT  # 0.8 s more: 4 tokens
+    for _ in range(3):
+        assert gate.check(101.0) is Verdict.ADMIT
+    assert gate.check(101.0) is Verdict.ANSWER_BUSY
+
+
+def test_admitted_over_a_long_flood_match_the_rate() -> None:
+    # 10 requests every 10 ms for 60 s (1,000 a second): admitted = burst + rate x time,
+    # busy answers = one a second, counted by hand.
+    gate = RequestGate(rate=5, burst=20, answers=1)
+    answers = 0
+    for tick in range(6000):
+        now = 1000.0 + tick / 100
+        for _ in range(10):
+            if gate.check(now) is Verdict.ANSWER_BUSY:
+                answers += 1
+    assert gate.admitted + gate.refused == 60_000
+    assert 20 + 5 * 59.99 - 1 <= gate.admitted <= 20 + 5 * 59.99 + 1
+    assert 59 <= answers <= 61
+
+
+def test_a_clock_that_goes_back_gives_no_tokens() -> None:
+    bucket = TokenBucket(rate=1, burst=1)
+    assert bucket.take(50.0)
+    assert not bucket.take(10.0)  # back 40 s: nothing refilled
+    assert not bucket.take(50.5)  # still measured from 50.0, the latest time seen
+    assert bucket.take(51.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"rate": 0}, ValueError),
+        ({"rate": -1}, ValueError),
+        ({"rate": math.nan}, ValueError),
+        ({"rate": math.inf}, ValueError),
+        ({"rate": "5"}, TypeError),
+        ({"rate": True}, TypeError),
+        ({"burst": 0}, ValueError),
+        ({"burst": 0.5}, ValueError),
+        ({"burst": math.nan}, ValueError),
+        ({"burst": "20"}, TypeError),
+        ({"answers": -0.1}, ValueError),
+        ({"answers": math.inf}, ValueError),
+        ({"answers": None}, TypeError),
+    ],
+)
+def test_hostile_settings_are_refused(kwargs: dict[str, Any], error: type[Exception]) -> None:
+    with pytest.raises(error):
+        RequestGate(**kwargs)
+
+
+@pytest.mark.parametrize("now", [math.nan, math.inf, -math.inf])
+def test_a_time_that_is_not_one_is_refused(now: float) -> None:
+    with pytest.raises(ValueError, match="not a time"):
+        RequestGate().check(now)
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=1, max_size=300))
+def test_every_request_is_admitted_or_refused_and_the_burst_holds(times: list[float]) -> None:
+    gate = RequestGate(rate=5, burst=20, answers=1)
+    verdicts = [gate.check(t) for t in sorted(times)]
+    assert gate.admitted + gate.refused == len(times)
+    assert verdicts.count(Verdict.ADMIT) == gate.admitted
+    assert verdicts.count(Verdict.COUNT) == gate.unanswered
+    # Within any one instant, never more than the burst.
+    first = sorted(times)[0]
+    same = sum(1 for t in times if t == first)
+    assert verdicts[:same].count(Verdict.ADMIT) == min(same, 20)
+
+
+def test_the_busy_answer_says_what_to_do() -> None:
+    assert BUSY_ERROR.startswith("busy: ")
+    assert BUSY_ERROR.endswith("Send it again")
