@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from daemon.config import load_config
-from daemon.errors import ConfigFileError, JournalError
+from daemon.errors import BrokerLoginRefused, ConfigFileError, JournalError
 from daemon.logs import configure_logging
 
 
@@ -61,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
         pass
     except KeyboardInterrupt:
         pass
+    except BrokerLoginRefused as exc:
+        # A wrong user name or password file: waiting mends nothing (exit 2, as a bad
+        # configuration: systemd's RestartPreventExitStatus=2 does not loop on it).
+        print(f"lammer: {exc}", file=sys.stderr)
+        return 2
     except JournalError as exc:
         # A journal that cannot be opened (a missing or read-only folder, a file that is
         # not a journal, another daemon holding it) is an operator's problem to fix: one

@@ -19,10 +19,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Final
 
 import aiomqtt
 
 from contract.feed import Event, Feed, Gap, Message, Other, Resend
+
+LOGIN_REFUSED_CODES: Final = frozenset({4, 5, 0x86, 0x87})
+"""CONNACK codes of a refused login: MQTT 3.1.1's 4 (bad user name or password) and 5 (not
+authorized), MQTT 5's 0x86 and 0x87 (the same two)."""
+
+LOGIN_TRIES: Final = 3
+"""Refused logins in a row at start-up before a command gives up (a wrong password does not
+get right by itself; a broker still loading its password file may refuse once)."""
+
+
+def login_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the broker refusing the login (not a broker out of reach)."""
+    if not isinstance(exc, aiomqtt.MqttCodeError):
+        return False
+    code = getattr(exc.rc, "value", exc.rc)
+    return code in LOGIN_REFUSED_CODES
 
 
 def resent_mark(message: aiomqtt.Message) -> bool:

@@ -30,6 +30,7 @@ import signal
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any, Final, assert_never
 
 import structlog
@@ -93,6 +94,9 @@ class TableDaemon:
         self.log = log.bind(table=config.table.id)
         self.reserve = Reserve(reserve_path(config.journal_path))
         self._fault = JournalFault(self.log, self.reserve)
+        self._logins: asyncio.Queue[bool] = asyncio.Queue()
+        """The broker refused the login (True) or took it again (False), after the start:
+        the MQTT link tells, ``_login_watch`` hands it to the table (``MQTT_LOGIN_REFUSED``)."""
         self.disk_check_every = disk_check_every
         self.growth = GrowthMeter()
 
@@ -159,6 +163,7 @@ class TableDaemon:
                 tg.create_task(self._watchdog(core), name="watchdog")
                 tg.create_task(self._timer(core, mqtt), name="timer")
                 tg.create_task(self._disk_watch(core, mqtt), name="disk")
+                tg.create_task(self._login_watch(core, mqtt), name="login")
                 self.notifier.ready()
                 self.notifier.status("running")
                 self.log.info("table running", game=self.config.table.game)
@@ -196,6 +201,7 @@ class TableDaemon:
             backoff=Backoff(initial=m.reconnect_initial, maximum=m.reconnect_max),
             floor_resend=m.floor_resend,
             on_journal_error=on_journal_error,
+            on_login=self._logins.put_nowait,
         )
         core.resender = link  # request/resend copies go out through the link
         return link
@@ -250,6 +256,13 @@ class TableDaemon:
             if queued:
                 mqtt.notify()
             return
+
+    async def _login_watch(self, core: TableCore, mqtt: MqttLink) -> None:
+        """What the MQTT link says of its login, journaled as the table's alarm."""
+        user = self.config.mqtt.username
+        while True:
+            refused = await self._logins.get()
+            await self._durably(core, mqtt, partial(core.broker_login, refused=refused, user=user))
 
     async def _disk_watch(self, core: TableCore, mqtt: MqttLink) -> None:
         """``DISK_LOW`` (``daemon.disk``): every ``disk_check_every`` seconds, the journal's

@@ -85,6 +85,7 @@ from rules.events import (
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
+    BrokerLoginChecked,
     CleanStart,
     ClockJumped,
     Device,
@@ -639,6 +640,11 @@ class TableCore:
         """Clear a ``JOURNAL_FAULT`` left by a daemon stopped while its journal refused (a
         start writes its records, so the journal writes). Returns the messages queued."""
         return self._host_fact(JournalWritable(), self.clock())
+
+    def broker_login(self, *, refused: bool, user: str | None) -> int:
+        """The broker refused the table's login after the start, or takes it again
+        (``MQTT_LOGIN_REFUSED``). Returns the messages queued."""
+        return self._host_fact(BrokerLoginChecked(refused=refused, user=user), self.clock())
 
     def disk_checked(self, free_bytes: int, needed_bytes: int, hours: int) -> int:
         """The free space on the journal's disk against what ``hours`` of its growth need

@@ -10,8 +10,10 @@ One base for the layer; builtins mixed in where they fit, so callers may catch e
     │   ├── JournalFileError(JournalError, OSError)     missing, unreadable or not a journal
     │   └── JournalValueError(JournalError, ValueError) a bad kind, a naive time, a value that
     │                                                   is not JSON, an unknown ``seq``
-    └── RecordError(DaemonError, ValueError)        an event that cannot be turned into a
-                                                    journal record or back (``path`` says where)
+    ├── RecordError(DaemonError, ValueError)        an event that cannot be turned into a
+    │                                               journal record or back (``path`` says where)
+    └── BrokerLoginRefused(DaemonError, PermissionError)  the MQTT broker refused the table's
+                                                    login at start-up (``where``, ``user``)
 
 Each carries structured attributes besides its message, so callers can report without
 parsing text. Other daemon modules add their errors under ``DaemonError`` here.
@@ -68,3 +70,20 @@ class RecordError(DaemonError, ValueError):
     def __init__(self, message: str, *, path: str = "") -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+class BrokerLoginRefused(DaemonError, PermissionError):
+    """The MQTT broker refused the table's login at start-up, every try: a wrong user name
+    or password file, which waiting does not mend (``lammer run`` exits 2 with this)."""
+
+    def __init__(self, where: str, user: str | None) -> None:
+        self.where = where
+        self.user = user
+        who = "without a user" if user is None else f"as {user!r}"
+        self.message = (
+            f"login refused by the MQTT broker at {where} {who}: check username and password_file"
+        )
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message

@@ -100,7 +100,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
-from daemon.errors import JournalError, JournalValueError
+from contract.follow import LOGIN_TRIES, login_refused
+from daemon.errors import BrokerLoginRefused, JournalError, JournalValueError
 from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
@@ -163,6 +164,7 @@ class MqttLink:
         floor_resend: float = 0.0,
         intake: RequestGate | None = None,
         on_journal_error: Callable[[], None] | None = None,
+        on_login: Callable[[bool], None] | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -192,6 +194,10 @@ class MqttLink:
         self.intake = intake if intake is not None else RequestGate()
         """The rate the table serves requests at (``daemon.intake``); its counts."""
         self._on_journal_error = on_journal_error
+        self._on_login = on_login
+        """Told ``True`` when the broker refuses the login after the start (the table raises
+        ``MQTT_LOGIN_REFUSED``), ``False`` when it takes it again."""
+        self._login_refused = False
         # Acknowledged by the broker, not yet marked in the journal (it refused): never
         # published again, marked as soon as the journal writes.
         self._unmarked: set[int] = set()
@@ -366,6 +372,28 @@ class MqttLink:
     async def survey(
         self, keep: frozenset[str], *, quiet: float = 0.15, within: float = 3.0
     ) -> int | None:
+        """``_survey`` (below), tried again when the broker refuses the login: after
+        ``LOGIN_TRIES`` refusals in a row, ``BrokerLoginRefused`` (a wrong user name or
+        password file stops the start with one sentence instead of retrying forever)."""
+        for attempt in range(LOGIN_TRIES):
+            try:
+                return await self._survey(keep, quiet=quiet, within=within)
+            except _LoginRefusedOnce:
+                log.warning(
+                    "mqtt login refused at start",
+                    host=self._host,
+                    port=self._port,
+                    user=self._username,
+                    attempt=attempt + 1,
+                    of=LOGIN_TRIES,
+                )
+                if attempt + 1 < LOGIN_TRIES:
+                    await asyncio.sleep(self._backoff.delay(attempt, self._rng))
+        raise BrokerLoginRefused(f"{self._host}:{self._port}", self._username)
+
+    async def _survey(
+        self, keep: frozenset[str], *, quiet: float = 0.15, within: float = 3.0
+    ) -> int | None:
         """Before the table starts: read what the broker retains under the base topic.
 
         Returns the highest ``seq`` a retained payload carries (so ``seq`` goes on above
@@ -413,6 +441,8 @@ class MqttLink:
                             else:
                                 log.warning("cleared a retained topic of another game", topic=topic)
         except (aiomqtt.MqttError, OSError) as exc:
+            if login_refused(exc):
+                raise _LoginRefusedOnce from exc
             log.warning("mqtt: could not read the retained state at start", error=str(exc))
             return None
         return max((_seq(data) for data in found.values()), default=0)
@@ -797,6 +827,18 @@ class MqttLink:
     def _note_outage(self, exc: BaseException) -> None:
         self._outage_attempts += 1
         was_up, self._was_up = self._was_up, False
+        if login_refused(exc) and not self._login_refused:
+            # Not "unreachable": the broker answered no. Waiting mends nothing, so the
+            # operator is told what to check, and the table raises an alarm.
+            self._login_refused = True
+            log.error(
+                "mqtt login refused: check username and password_file",
+                host=self._host,
+                port=self._port,
+                user=self._username,
+            )
+            if self._on_login is not None:
+                self._on_login(True)
         if self._outage_since is None:
             self._outage_since = time.monotonic()
             what = "mqtt connection lost" if was_up else "mqtt broker unreachable"
@@ -824,6 +866,14 @@ class MqttLink:
         self._outage_since = None
         self._outage_attempts = 0
         self._was_up = True
+        if self._login_refused:
+            self._login_refused = False
+            if self._on_login is not None:
+                self._on_login(False)
+
+
+class _LoginRefusedOnce(Exception):
+    """One refused login of ``_survey`` (``survey`` counts them)."""
 
 
 BRIDGE_ROOT: Final = BRIDGE_STATUS_ROOT

@@ -271,6 +271,16 @@ class JournalWritable:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerLoginChecked:
+    """The MQTT broker refused the table's login (``refused``), or accepted it again. Only
+    a refusal after the table started is a fact: at start-up a refused login stops the
+    daemon (``lammer run`` exits with the sentence)."""
+
+    refused: bool
+    user: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DiskSpaceChecked:
     """The free space on the journal's disk (``free_bytes``) against what ``hours`` of the
     table's journal, at its measured growth, need (``needed_bytes``). The host measures;

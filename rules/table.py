@@ -71,6 +71,7 @@ from rules.events import (
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
+    BrokerLoginChecked,
     CardDrawn,
     CleanStart,
     ClockJumped,
@@ -106,7 +107,13 @@ from rules.events import (
 from rules.paytables import BET_RULES
 
 HostFact = (
-    TimePassed | ClockJumped | CleanStart | JournalRefused | JournalWritable | DiskSpaceChecked
+    TimePassed
+    | ClockJumped
+    | CleanStart
+    | JournalRefused
+    | JournalWritable
+    | DiskSpaceChecked
+    | BrokerLoginChecked
 )
 """What the host itself tells the table: its timer, a jump of its clock, a clean start."""
 
@@ -145,6 +152,10 @@ DISK_LOW_MARGIN: Final = 10
 """``DISK_LOW`` clears only once the free space exceeds the need by this many percent, so
 a disk hovering at the line does not raise and clear it at every check."""
 MB: Final = 1_000_000
+
+MQTT_LOGIN: Final = "MQTT_LOGIN_REFUSED"
+"""The broker refuses the table's login after it started (a password changed on the broker
+and not in the table's ``password_file``): raised and cleared by ``BrokerLoginChecked``."""
 
 LINK_ERRORS: Final = "LINK_ERRORS"
 LINK_ERRORS_MAX: Final = 20
@@ -292,6 +303,15 @@ def apply(
             return _clear(state, JOURNAL_FAULT, None)
         case DiskSpaceChecked():
             return _disk_space(state, event, at)
+        case BrokerLoginChecked(refused=False):
+            return _clear(state, MQTT_LOGIN, None)
+        case BrokerLoginChecked(user=user):
+            who = "without a user" if user is None else f"as {user!r}"
+            message = (
+                f"the MQTT broker refuses the table's login {who}: no display sees the table "
+                "(every event waits in the journal); check username and password_file"
+            )
+            return _raise(state, MQTT_LOGIN, None, message, at)
         case ModeReported(game=mode):
             return _mode(state, mode, at)
         case DeckChecked(result=result):

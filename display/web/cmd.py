@@ -52,7 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="web_command", metavar="adduser")
     add = sub.add_parser("adduser", help="add a stickperson to the users file")
     add.add_argument("name", help="the user name (it becomes the requests' operator)")
-    add.add_argument("--users", dest="adduser_users", type=Path, required=True)
+    add.add_argument(
+        "--users",
+        dest="adduser_users",
+        metavar="FILE",
+        type=Path,
+        required=True,
+        help="the users file to add to (created 0600; lammer web --users reads it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,7 +130,20 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
         )
         if ready is not None:
             ready.set()
-        await stop.wait()
+        # Until stopped, or until a user's login is refused from the start (a wrong
+        # password file: one sentence and exit 2, not "broker unreachable" forever).
+        watches = (state.follower.login, state.terminal.login)
+        waiting = [asyncio.create_task(stop.wait())]
+        waiting += [asyncio.create_task(w.gave_up.wait()) for w in watches]
+        try:
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+        for watch in watches:
+            if watch.refused is not None:
+                raise watch.refused
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

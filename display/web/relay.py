@@ -31,8 +31,10 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
+from contract.follow import LOGIN_TRIES, login_refused
 from contract.payloads import PayloadError, parse_as, relayed
 from contract.requests import ResponseMessage
+from display.errors import LoginRefused
 from display.session import UNBOUNDED, bounded, session
 from display.web.config import WebConfig
 from display.web.store import Store, wire
@@ -211,6 +213,7 @@ class Follower:
         self.error: str | None = None
         self.on_connect = on_connect
         self.nodes = Nodes(config.mqtt_nodes, self.rng)
+        self.login = LoginWatch(config.mqtt_user)
 
     def _link(self, connected: bool, error: str | None = None) -> None:
         changed = connected != self.connected
@@ -231,6 +234,7 @@ class Follower:
                 async with session(client):
                     await subscribe(client, f"{config.prefix}/+/#")
                     self._link(True)
+                    self.login.connected()
                     self.nodes.connected()
                     log.info("subscribed", broker=str(self.nodes))
                     if self.on_connect is not None:
@@ -242,6 +246,7 @@ class Follower:
                         if update is not None:
                             self.hub.publish(*update)
             except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
+                self.login.failed(exc, str(self.nodes))
                 if self.connected or self.error is None:
                     log.warning(
                         "broker unreachable",
@@ -250,6 +255,40 @@ class Follower:
                     )
                 self._link(False, str(exc) or type(exc).__name__)
             await asyncio.sleep(self.nodes.failed())
+
+
+class LoginWatch:
+    """Refused logins of one MQTT user before its first connection: after ``LOGIN_TRIES``
+    in a row, ``refused`` says so in a sentence and ``gave_up`` is set (``lammer web``
+    stops with it: a wrong password does not get right by waiting). Once connected, a
+    refusal is only logged as such (the server keeps serving what it holds)."""
+
+    def __init__(self, user: str | None, *, required: bool = True) -> None:
+        self.user = user
+        self.required = required
+        """Whether a refused login stops the server (the terminal's connection without a
+        terminal user configured is optional: the pages are served without actions)."""
+        self.count = 0
+        self.ever_connected = False
+        self.refused: LoginRefused | None = None
+        self.gave_up = asyncio.Event()
+
+    def failed(self, exc: BaseException, where: str) -> None:
+        """A connection attempt to ``where`` failed with ``exc``."""
+        if not login_refused(exc):
+            self.count = 0
+            return
+        self.count += 1
+        if self.count == 1:  # once per run of refusals, not at every retry
+            log.error("mqtt login refused: check username and password_file", user=self.user)
+        if self.required and not self.ever_connected and self.count >= LOGIN_TRIES:
+            self.refused = LoginRefused(self.user, where)
+            self.gave_up.set()
+
+    def connected(self) -> None:
+        """A connection succeeded."""
+        self.ever_connected = True
+        self.count = 0
 
 
 class TerminalUnavailable(RuntimeError):
@@ -264,6 +303,7 @@ class Terminal:
         self.rng = rng or random.Random()
         self.client: aiomqtt.Client | None = None
         self.nodes = Nodes(config.mqtt_nodes, self.rng)
+        self.login = LoginWatch(config.terminal_user, required=config.terminal_user is not None)
         self._down = False
         self._waiting: dict[tuple[str, str, str], asyncio.Future[dict[str, Any]]] = {}
 
@@ -286,11 +326,13 @@ class Terminal:
                     await subscribe(client, f"{config.prefix}/+/response/+")
                     self.client = client
                     self._down = False
+                    self.login.connected()
                     self.nodes.connected()
                     log.info("terminal link up", broker=str(self.nodes))
                     async for message in client.messages:
                         self._answer(message)
             except (aiomqtt.MqttError, OSError) as exc:
+                self.login.failed(exc, str(self.nodes))
                 # Once per outage, as the follower: not once per node per retry.
                 if self.client is not None or not self._down:
                     log.warning(

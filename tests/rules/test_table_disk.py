@@ -14,6 +14,7 @@ from rules import table
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
+    BrokerLoginChecked,
     DeviceConnected,
     DiskSpaceChecked,
     JournalRefused,
@@ -119,3 +120,20 @@ def test_disk_low_is_up_exactly_when_the_rule_says(checks: list[tuple[int, int]]
         state, _ = table.apply(state, disk(free, needed), at=T0)
         low = free * 10 < needed * 11 if low else free < needed
         assert (alarm(state, "DISK_LOW") is not None) == low
+
+
+def test_a_refused_login_after_the_start_is_an_alarm_until_the_broker_takes_it_again() -> None:
+    # Issue 20: a wrong MQTT password read "broker unreachable; retrying" forever.
+    refused = BrokerLoginChecked(refused=True, user="lammer-t1")
+    state, out = table.apply(craps_table(), refused, at=T0)
+    raised = alarm(state, "MQTT_LOGIN_REFUSED")
+    assert raised is not None
+    assert raised.message == (
+        "the MQTT broker refuses the table's login as 'lammer-t1': no display sees the table "
+        "(every event waits in the journal); check username and password_file"
+    )
+    assert out == (AlarmRaised(code="MQTT_LOGIN_REFUSED", device=None, message=raised.message),)
+    assert table.apply(state, refused, at=T0)[1] == ()  # said once
+    cleared, out = table.apply(state, BrokerLoginChecked(refused=False, user="lammer-t1"), at=T0)
+    assert alarm(cleared, "MQTT_LOGIN_REFUSED") is None
+    assert out == (AlarmCleared(code="MQTT_LOGIN_REFUSED", device=None),)
