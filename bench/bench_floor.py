@@ -454,7 +454,7 @@ async def capacity(
 # ---------------------------------------------------------------------------- failover
 
 
-async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dict[str, float]]:
+async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dict[str, float]]:  # noqa: C901  a benchmark's script: start, feed, kill, measure
     """Kill the bridges' node ``kills`` times under load; each time's figures."""
     cluster = FloorCluster(workdir / "cluster", server=SERVER)
     ctls = [Controller(workdir / f"c{i}", f"c{i}", [f"f{i}"]) for i in range(controllers)]

@@ -98,7 +98,7 @@ class Result:
     load_after: str = ""
 
 
-async def one_run(workdir: Path, label: str, server: str, kills: int, controllers: int) -> Result:
+async def one_run(workdir: Path, label: str, server: str, kills: int, controllers: int) -> Result:  # noqa: C901  a benchmark's script: start, feed, kill, measure
     """A fresh cluster on ``server`` and ``kills`` kills under load; its figures."""
     result = Result(label, load_before=load())
     cluster = FloorCluster(workdir / "cluster", server=server)

@@ -144,7 +144,7 @@ class Floor:
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         with (self.workdir / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
+            proc = subprocess.Popen(  # noqa: S603  argv is the demo's own: this venv's console scripts and their flags
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **supervised()
             )
         self.procs[name] = proc
@@ -178,7 +178,7 @@ class Floor:
     def _start_web(self) -> None:
         """``lammer web`` on the demo broker, with one stickperson (``urls()`` says where)."""
         users = self.workdir / "web-users"
-        subprocess.run(
+        subprocess.run(  # noqa: S603  this venv's lammer, the demo's own user name and file
             [_bin("lammer"), "web", "adduser", self.stick_user, "--users", str(users)],
             input=f"{self.stick_password}\n".encode(),
             capture_output=True,
@@ -371,10 +371,10 @@ def run(args: argparse.Namespace) -> int:
         (workdir / "urls.txt").write_text(floor.urls() + "\n")
         if args.rounds is None:
             # The terminal is the display's: it stays in our session and gets its signals.
-            display = subprocess.Popen(display_argv, **supervised(own_session=False))
+            display = subprocess.Popen(display_argv, **supervised(own_session=False))  # noqa: S603  this venv's lammer display, flags from the demo's plan
         asyncio.run(_supervise(floor, display))
         if args.rounds is not None:
-            subprocess.run([*display_argv, "--once"], check=False, **supervised(own_session=False))
+            subprocess.run([*display_argv, "--once"], check=False, **supervised(own_session=False))  # noqa: S603  the same argv, once
     except KeyboardInterrupt:
         stopped_by = "SIGINT"
     except Stopped as exc:

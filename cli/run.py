@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         task = asyncio.current_task()
-        assert task is not None
+        assert task is not None  # noqa: S101  narrows for mypy: a coroutine always runs in a task
         install_signal_handlers(task)
         await TableDaemon(config).run()
 

@@ -349,9 +349,9 @@ class Feed:
         self._ask(t, now, out)
 
     def _release(self, t: _Table, out: list[Event]) -> None:
-        assert t.last is not None or not t.held
+        assert t.last is not None or not t.held  # noqa: S101  invariant: a table holds messages only after its first
         while t.held:
-            assert t.last is not None
+            assert t.last is not None  # noqa: S101  narrows for mypy: checked just above
             seq = min(t.held)
             prev = t.held_prev[seq]
             if prev is None or prev <= t.last:
@@ -378,7 +378,7 @@ class Feed:
     def _known(self, t: _Table) -> int:
         """The highest seq up to which every message the table still has has arrived
         (asks answered in full, following on from what was known before)."""
-        assert t.last is not None
+        assert t.last is not None  # noqa: S101  narrows for mypy: called only once a first message arrived
         known = max(t.known, t.last)
         for ask in sorted(t.round, key=lambda a: a.from_seq):
             if ask.from_seq > known + 1 or not ask.complete():
@@ -411,7 +411,7 @@ class Feed:
     def _holes(t: _Table) -> list[tuple[int, int]]:
         """``(first, last)`` seq ranges where messages are missing: before each held
         message whose ``prev_seq`` is neither released nor held."""
-        assert t.last is not None
+        assert t.last is not None  # noqa: S101  narrows for mypy: called only once a first message arrived
         holes: list[tuple[int, int]] = []
         before = t.last
         for seq in sorted(t.held):
@@ -424,9 +424,9 @@ class Feed:
         return holes
 
     def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
-        assert t.last is not None
+        assert t.last is not None  # noqa: S101  narrows for mypy: called only while messages are held
         target = t.held_prev[min(t.held)]
-        assert target is not None
+        assert target is not None  # noqa: S101  narrows for mypy: a held message after the first has a prev_seq
         out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=target, reason=reason))
         t.last = target
         self._settled(t)

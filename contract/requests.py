@@ -114,9 +114,8 @@ class RollDecisionRequest(RequestModel):
     @field_validator("decision", mode="before")
     @classmethod
     def _decision(cls, value: object) -> str:
-        if value not in ("valid", "invalid"):
+        if not isinstance(value, str) or value not in ("valid", "invalid"):
             raise ValueError(f'decision must be "valid" or "invalid", got {_shown(value)}')
-        assert isinstance(value, str)
         return value
 
 

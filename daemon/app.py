@@ -180,11 +180,11 @@ class TableDaemon:
         link: MqttLink | None = None
 
         async def on_request(incoming: Incoming) -> None:
-            assert link is not None
+            assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
             await self._durably(core, link, lambda: core.decide(incoming))
 
         def on_journal_error() -> None:
-            assert link is not None
+            assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
             self._fault.begin("the journal refuses to mark messages published", link, core)
 
         link = MqttLink(
@@ -210,7 +210,7 @@ class TableDaemon:
         drivers: list[tuple[Device, DeviceDriver]] = []
         for device in table.devices_for(self.config.table.game):
             section = self.config.shuffler if device == "shuffler" else self.config.dice_reader
-            assert section is not None  # load_config checks the game's device is configured
+            assert section is not None  # noqa: S101  load_config checks the game's device is configured
             driver = DeviceDriver(
                 section.driver_settings(device), last_frame=core.last_frames.get(device)
             )
@@ -441,7 +441,7 @@ class JournalFault:
     def over(self, core: TableCore, mqtt: MqttLink) -> None:
         """The journal may work again: the outage goes into the record, and only when it
         does (a tick that wrote nothing proves nothing) is the table online again."""
-        assert self.since is not None
+        assert self.since is not None  # noqa: S101  narrows for mypy: over() follows begin()
         try:
             queued = core.journal_fault_over(self.since, self.error, self.held)
         except JournalError:

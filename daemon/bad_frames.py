@@ -104,8 +104,8 @@ class BadFrameBudget:
         del self._open[device]
         if not current.counted:
             return None
-        assert current.first is not None
-        assert current.last is not None
+        assert current.first is not None  # noqa: S101  narrows for mypy: a counted run has a first frame
+        assert current.last is not None  # noqa: S101  narrows for mypy: a counted run has a last frame
         return {
             "device": device,
             "count": current.counted,

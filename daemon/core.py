@@ -691,7 +691,7 @@ class TableCore:
                     "daemon", {"unpublishable": to_record(outcome), "error": str(exc)}, at=at
                 )
                 continue
-            assert publication is not None  # only the alarm outcomes have none
+            assert publication is not None  # noqa: S101  only the alarm outcomes have none
             self.log.info("outcome", topic=publication.topic, **outcome_fields(outcome))
             queued += self._queue(publication, at)
         return queued + self._queue_state(at)

@@ -183,7 +183,7 @@ class MqttLink:
         self._tls = tls
         self._keepalive = keepalive
         self._backoff = backoff or Backoff()
-        self._rng = rng or random.Random()
+        self._rng = rng or random.Random()  # noqa: S311  reconnect jitter, not a secret
         self._window = window
         self._timeout = timeout
         self._close_timeout = close_timeout

@@ -87,7 +87,7 @@ def reconfigure(state: table.TableState, settings: Settings, at: datetime) -> ta
         return settings.initial_state(at)
     if state.craps is not None and state.craps.paytable != settings.craps_paytable:
         fresh = settings.initial_state(at).craps
-        assert fresh is not None  # a craps table has a craps state
+        assert fresh is not None  # noqa: S101  a craps table has a craps state
         state = replace(state, craps=replace(state.craps, paytable=fresh.paytable))
     if state.bust is not None and (
         state.bust.decks != settings.decks
@@ -192,7 +192,7 @@ class Replay:
 
     def memory(self) -> Memory:
         """The table rebuilt so far, as one value (its dictionaries copied)."""
-        assert self.state is not None
+        assert self.state is not None  # noqa: S101  narrows for mypy: a replayed record or finish() set it
         return Memory(
             settings=self.settings,
             state=self.state,

@@ -141,7 +141,7 @@ class JournalUpkeep:
     def finish_rotation(self, at: datetime) -> None:
         """Finish a rotation a crash cut short after its seal (the live segment's last
         record), with the table as the journal left it."""
-        assert self.segment_day is not None  # a sealed segment has records
+        assert self.segment_day is not None  # noqa: S101  a sealed segment has records
         self._rotate(max(self.segment_day, self.gaming_day(at)), at, sealed=True)
 
     def rotate_if_new_day(self, at: datetime) -> bool:
@@ -158,7 +158,7 @@ class JournalUpkeep:
         """Close the live segment and begin the next (``daemon.segments``, "Rotation")."""
         journal = self.journal
         old_day = self.segment_day
-        assert old_day is not None
+        assert old_day is not None  # noqa: S101  narrows for mypy: both callers checked it
         first = journal.first_record()
         first_seq = first.seq if first is not None else journal.last_seq
         # A rotation the journal refused half way (a full disk) left its seal: not again.

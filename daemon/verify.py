@@ -314,7 +314,7 @@ class _Walk:
             self._begin(raw)
         else:
             self._follow(raw, first_of_segment=first_of_segment)
-        assert self.previous is not None
+        assert self.previous is not None  # noqa: S101  narrows for mypy: _begin or _follow just set it
         expected = chain(
             self.previous, canonical(raw.seq, raw.ts, raw.kind, raw.body, raw.payload), self.key
         )
@@ -377,8 +377,8 @@ class _Walk:
 
     def _follow(self, raw: RawRecord, *, first_of_segment: bool) -> None:
         """Any record after the first: seq continuity, and a segment's header."""
-        assert self.expected is not None
-        assert self.previous is not None
+        assert self.expected is not None  # noqa: S101  narrows for mypy: _follow comes after _begin
+        assert self.previous is not None  # noqa: S101  narrows for mypy: _follow comes after _begin
         if raw.seq != self.expected:
             last = self.expected - 1
             name = self.prev_segment.name if self.prev_segment else "?"
@@ -413,7 +413,7 @@ class _Walk:
                 )
 
     def _seal(self, raw: RawRecord) -> None:
-        assert self.previous is not None
+        assert self.previous is not None  # noqa: S101  narrows for mypy: a seal follows a record
         body = self._body(raw)
         if body.get("last_hash") != self.previous.hex():
             self._fail(
@@ -425,7 +425,7 @@ class _Walk:
         what = "hash does not match: the record was changed, or one before it"
         if not at_start:
             return what
-        assert self.previous is not None
+        assert self.previous is not None  # noqa: S101  narrows for mypy: not at the start, so a record came before
         data = canonical(raw.seq, raw.ts, raw.kind, raw.body, raw.payload)
         if self.key is None:
             return (
@@ -481,7 +481,7 @@ class _Walk:
                 self._fail(raw.seq, f"the anchor's snapshot cannot be restored: {_error(exc)}")
             self.waiting_for_anchor_snapshot = False
             anchor = self.report.anchor
-            assert anchor is not None
+            assert anchor is not None  # noqa: S101  narrows for mypy: waiting for its snapshot means an anchor
             self.report.anchor = Anchor(
                 segment=anchor.segment,
                 seq=anchor.seq,

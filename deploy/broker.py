@@ -49,7 +49,7 @@ def listen_ports() -> range:
 
 def free_port(*, rng: random.Random | None = None) -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, from ``listen_ports()``."""
-    rng = rng or random.Random()
+    rng = rng or random.Random()  # noqa: S311  picks a free test port, not a secret
     ports = listen_ports()
     for _ in range(200):
         port = rng.choice(ports)
@@ -132,7 +132,7 @@ class Broker:
             else children.SupervisedOptions(start_new_session=False, preexec_fn=None)
         )
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # noqa: S603  mosquitto_path() and a config file this module wrote
                 [mosquitto_path(), "-c", str(self.conf)],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -225,7 +225,7 @@ class Endpoint:
     @property
     def wildcard(self) -> bool:
         """Whether it binds every address (``0.0.0.0`` or ``::``)."""
-        return self.host in ("0.0.0.0", "::")
+        return self.host in ("0.0.0.0", "::")  # noqa: S104  a comparison: says whether a listener binds all
 
     @property
     def loopback(self) -> bool:
@@ -448,7 +448,7 @@ def plan_broker(
     devices = _device_names(displays, terminals, problems)
     if problems:
         raise BrokerConfigError(problems)
-    assert daemons is not None  # no problem means the tables named one broker
+    assert daemons is not None  # noqa: S101  no problem means the tables named one broker
     listeners = (
         Listener(daemons, "daemons", daemons_max_connections(len(entries))),
         *(() if network is None else (network,)),
@@ -464,7 +464,7 @@ def plan_broker(
     )
 
 
-def _plan_bridge(
+def _plan_bridge(  # noqa: C901  a flat list of checks, each appending its problem
     bridge: str | None,
     controller: str | None,
     tables: Sequence[Table],
@@ -1314,7 +1314,7 @@ def password_problem(password: str) -> str | None:
 # Checking the rendered files, then writing them
 
 
-def check_rendered(
+def check_rendered(  # noqa: C901  reads back each rendered file, one check after another
     plan: BrokerPlan, conf: str, acl: str, passwd: str, bridge_password: str | None = None
 ) -> None:
     """Read each rendered file back as Mosquitto will and compare with the plan; raises

@@ -183,7 +183,7 @@ class Declaration:
         return "{\n" + "\n".join(lines) + '\n  "tables": [\n' + tables + "\n  ]\n}\n"
 
 
-def parse_declaration(text: str) -> Declaration:
+def parse_declaration(text: str) -> Declaration:  # noqa: C901  hostile input checked field by field, one raise each
     """A controller declaration, checked as hostile input; ``FloorError`` saying what is
     wrong otherwise (unknown keys included)."""
     if len(text.encode()) > DECLARATION_MAX_BYTES:

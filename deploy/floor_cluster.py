@@ -53,7 +53,7 @@ def _range_free(base: int, count: int) -> bool:
 def free_ranges(nodes: int, kinds: int = 4, *, rng: random.Random | None = None) -> list[int]:
     """``kinds`` first ports, each of ``nodes`` consecutive ports free on 127.0.0.1 a
     moment ago (spaced so that no two ranges overlap)."""
-    rng = rng or random.Random()
+    rng = rng or random.Random()  # noqa: S311  picks free test ports, not a secret
     ports = listen_ports()
     for _ in range(200):
         base = rng.randrange(ports.start, ports.stop - 64 * kinds)
@@ -166,7 +166,7 @@ class FloorCluster:
             raise BrokerError(f"{self.node(index).name} is running")
         conf = self.plan.conf_path(self.node(index))
         with self.log(index).open("ab") as log:
-            self.processes[index] = subprocess.Popen(
+            self.processes[index] = subprocess.Popen(  # noqa: S603  the pinned nats-server (or the test's) and our conf
                 [self.server or nats_server_path(), "-c", str(conf)],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -75,9 +76,13 @@ class FloorCa:
 
 def openssl(*args: str, stdin: bytes | None = None) -> bytes:
     """Run ``openssl``; its stdout, or ``FloorTlsError`` with its last line of stderr."""
+    # By its full path: the child is the openssl PATH names now, and a missing one is a sentence.
+    found = shutil.which("openssl")
+    if found is None:
+        raise FloorTlsError(["openssl is not installed (make setup installs it)"])
     try:
-        done = subprocess.run(
-            ["openssl", *args],
+        done = subprocess.run(  # noqa: S603  the openssl found on PATH; arguments are floor-config's own
+            [found, *args],
             input=stdin,
             capture_output=True,
             timeout=OPENSSL_TIMEOUT,

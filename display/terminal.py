@@ -205,7 +205,7 @@ class TableView:
             self._alarms_seq = seq
             self.alarms = tuple(alarms)
 
-    def _update(self, message: Envelope) -> None:
+    def _update(self, message: Envelope) -> None:  # noqa: C901  one match over the contract's message kinds
         match message:
             case StateMessage():
                 self.state = message
@@ -727,7 +727,7 @@ async def _display(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     follower = asyncio.create_task(
-        follow(views, link, on_change=changed.set, rng=random.Random(), synced=synced)
+        follow(views, link, on_change=changed.set, rng=random.Random(), synced=synced)  # noqa: S311  reconnect jitter, not a secret
     )
     main: asyncio.Task[object]
     if args.once:

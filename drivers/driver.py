@@ -163,7 +163,7 @@ class DeviceDriver:
         self.url = settings.url
         self._socket = settings.socket_address
         self._backoff = settings.backoff
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = rng if rng is not None else random.Random()  # noqa: S311  reconnect jitter, not a secret
         self._log = structlog.get_logger("lammer.driver").bind(device=self.device, url=self.url)
         # The last delivered frame (seq, raw). Kept across reconnects: a retransmission of a
         # frame whose ACK died with the port must not be delivered twice (link-layer.md).
@@ -229,7 +229,7 @@ class DeviceDriver:
             self._send(link, encode_message(Nak(seq=seq)))
             return BadFrameReceived(device=self.device, raw=item.raw, reason=item.reason)
         msg = item.message
-        assert isinstance(msg, DeviceMessage), "the decoder refuses host messages from a device"
+        assert isinstance(msg, DeviceMessage), "the decoder refuses host messages from a device"  # noqa: S101  the decoder refuses host messages from a device
         hello = isinstance(msg.fact, ev.DeviceHello)  # a HELLO resets the sequence
         if self._last is not None:
             last_seq, last_raw = self._last

@@ -636,8 +636,8 @@ def parse_body(body: str, *, device: Device | None, sender: Sender | None = None
     try:
         if host is not None:
             return host(seq=seq)
-        assert spec is not None  # every other case raised above
-        assert device is not None
+        assert spec is not None  # noqa: S101  every other case raised above
+        assert device is not None  # noqa: S101  every other case raised above
         return spec.read(parts[2:], seq, device)
     except FrameError as exc:
         if exc.seq is None:

@@ -261,7 +261,7 @@ def _card(state: BustBonusState, fact: CardDrawn) -> tuple[BustBonusState, tuple
 
 def _settle(state: BustBonusState) -> BustBonusResult:
     """The result at ``END``: every card is face up, so the result carries them all."""
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round settles
     problems = list(state.problems)
     hand = _parse_all(state.dealer_cards)
     if not state.dealer_cards:
@@ -325,12 +325,12 @@ def _up_card(state: BustBonusState) -> str | None:
 
 
 def _void(state: BustBonusState) -> BustBonusResult:
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is voided
     return _unsettled(state.round_id, "void", None, _up_card(state))
 
 
 def _interrupted(state: BustBonusState, new_round: int) -> BustBonusResult:
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is interrupted
     reason = f"round {state.round_id} never ended: a CARD for round {new_round} arrived first"
     if state.problems:
         # The details may name cards still face down; the journal keeps every frame.
@@ -376,7 +376,7 @@ def _late(fact: CardDrawn | DealerDone | RoundVoided, how: ClosedAs) -> AlarmRai
 
 
 def _close(state: BustBonusState, phase: ClosedAs) -> BustBonusState:
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round closes
     closed = (*state.closed, (state.round_id, phase))[-CLOSED_MEMORY:]
     return replace(state, phase=phase, closed=closed)
 

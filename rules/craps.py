@@ -306,7 +306,7 @@ def board(state: CrapsState) -> CrapsBoard:
     pending = None
     if state.queue:
         front = state.queue.first
-        assert isinstance(front.fact, RollCheck)  # only a CHECK heads the queue
+        assert isinstance(front.fact, RollCheck)  # noqa: S101  only a CHECK heads the queue
         pending = PendingRoll(
             roll_id=front.roll_id,
             dice=front.dice,
@@ -398,7 +398,7 @@ def _check_clause(reason: CheckReason) -> str:
 
 
 def _front_reason(front: Arrival) -> str:
-    assert isinstance(front.fact, RollCheck)  # only a CHECK heads the queue
+    assert isinstance(front.fact, RollCheck)  # noqa: S101  only a CHECK heads the queue
     return f"{_check_text(front.fact)}: waits for the stickperson's decision"
 
 
@@ -614,7 +614,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
         behind = any(a.roll_id == roll_id for a in state.queue)
         where = "waits behind it" if behind else "is not pending"
         raise _refuse(state, roll_id, f"roll {roll_id} {where}: decide roll {front.roll_id} first")
-    assert isinstance(front.fact, RollCheck)
+    assert isinstance(front.fact, RollCheck)  # noqa: S101  only a CHECK heads the queue
     verdict = "valid" if decision.valid else "invalid"
     reason = f"{_check_text(front.fact)}: declared {verdict} by {decision.operator}"
     rest = replace(state, queue=PersistentQueue())
@@ -666,7 +666,7 @@ def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Ou
         }[status]
         raise DecisionError(f"roll {roll_id} cannot be declared invalid: {why}", roll_id=roll_id)
     voided = state.counted[-1]
-    assert voided.n == latest.n  # the latest roll, having counted, is the last counted
+    assert voided.n == latest.n  # noqa: S101  the latest roll, having counted, is the last counted
     before = state.counted[:-1]
     # Undo by construction: the lammers are those of the roll before; what the roll settled
     # is recomputed from them and taken back (dice-reader-icd.md: "undone exactly").

@@ -125,7 +125,7 @@ def _cover_all_fail(where: str, problem: str) -> PaytableError:
     return PaytableError(f"cover_all.json, {where}: {problem}")
 
 
-def _parse_cover_all_game(game: PokerGame, data: Any) -> CoverAllPaytable:
+def _parse_cover_all_game(game: PokerGame, data: Any) -> CoverAllPaytable:  # noqa: C901  a pay table file checked field by field, one raise each
     where = f"game {game}"
     if not isinstance(data, dict) or set(data) != {"title", "columns", "rows"}:
         raise _cover_all_fail(where, "expected an object with exactly title, columns and rows")

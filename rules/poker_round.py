@@ -194,7 +194,7 @@ def _close(state: PokerRoundState, round_id: int, how: Closing) -> PokerRoundSta
 def _flag_open(state: PokerRoundState, reason: str) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
     """Flag the open round (once: the first reason is the one published) and keep it open,
     so its later frames are recognised as its own until ``SETTLE`` or ``VOID`` closes it."""
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is flagged
     if state.flagged is not None:
         return state, ()
     return replace(state, flagged=reason), (_flag(state, state.round_id, state.hands, reason),)
@@ -287,7 +287,7 @@ def _round(state: PokerRoundState, fact: RoundDealt) -> tuple[PokerRoundState, t
 
 
 def _settle(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round settles
     rid = state.round_id
     if state.flagged is not None:
         return _close(state, rid, "flagged"), ()
@@ -331,7 +331,7 @@ def _settle(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...
 
 
 def _void(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
-    assert state.round_id is not None
+    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is voided
     rid = state.round_id
     # mqtt-api.md: ``reason`` is for ``flagged``. A round flagged earlier and now voided
     # already published its reason; the void result says only that nothing pays.

@@ -269,7 +269,7 @@ def initial_state(
     return replace(state, alarms=tuple(alarms))
 
 
-def apply(
+def apply(  # noqa: C901  one match over the table's event kinds, each a call
     state: TableState, event: TableEvent, *, at: datetime
 ) -> tuple[TableState, tuple[Outcome, ...]]:
     """The table after ``event`` at time ``at``, and what it concluded.
@@ -612,7 +612,7 @@ def _backlog(
     """``ROLL_BACKLOG`` while more than ``ROLL_BACKLOG_MAX`` rolls wait behind a pending
     one; its message names the pending roll and does not count, so it is not republished
     with every roll that joins the queue."""
-    assert state.craps is not None
+    assert state.craps is not None  # noqa: S101  narrows for mypy: called for a craps table only
     count, pending = craps.waiting(state.craps)
     if count <= ROLL_BACKLOG_MAX:
         state, cleared = _clear(state, ROLL_BACKLOG, "dice_reader")
@@ -696,7 +696,7 @@ def _shuffler_fault(state: TableState) -> str | None:
 
 def _flag(state: TableState, round_id: int, reason: str) -> Outcome:
     found = _card_game(state)
-    assert found is not None  # only a card round is flagged for mode or deck
+    assert found is not None  # noqa: S101  only a card round is flagged for mode or deck
     machine, rounds = found
     return machine.flagged_result(rounds, round_id, reason)
 

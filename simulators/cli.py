@@ -282,7 +282,7 @@ def configure_logging(level: str) -> None:
 
 def _steps(args: argparse.Namespace, device: DeviceKind) -> tuple[Iterable[Step], list[Send]]:
     """The steps to play and the configuration frames (``MODE``) that follow ``HELLO``."""
-    rng = random.Random(args.seed)
+    rng = random.Random(args.seed)  # noqa: S311  a simulated device, seeded to be replayed
     if device == "shuffler":
         game = ShufflerGame(
             args.game,
@@ -372,7 +372,7 @@ async def serve(args: argparse.Namespace) -> int:
         hello=hello,
         config=config,
         faults=args.fault,
-        rng=random.Random(f"{args.seed}:link"),
+        rng=random.Random(f"{args.seed}:link"),  # noqa: S311  simulated link faults, seeded to be replayed
         timings=LinkTimings(ack_timeout=args.ack_timeout),
         link=args.link,
         tcp_port=args.tcp,

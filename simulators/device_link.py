@@ -117,7 +117,7 @@ class DeviceLink:
         """What follows ``HELLO`` in a ``QUERY`` answer: the last ``MODE`` sent."""
         self._write = write
         self.faults = faults or Faults()
-        self.rng = rng or random.Random()
+        self.rng = rng or random.Random()  # noqa: S311  simulated link faults and timing, not a secret
         self.timings = timings or LinkTimings()
         self.sent: list[DeviceMessage] = []
         """Every frame acknowledged, in order, each once."""

@@ -35,7 +35,7 @@ import structlog
 from drivers.messages import DeviceMessage, encode_body
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
-from simulators.scripts import DeviceKind, DropAck, Send, Sleep, Step, Unplug
+from simulators.scripts import DeviceKind, DropAck, Send, SimulatorError, Sleep, Step, Unplug
 
 DataCallback = Callable[[bytes], None]
 UNREAD_LIMIT = 2048
@@ -208,7 +208,7 @@ class TcpPort:
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        assert task is not None
+        assert task is not None  # noqa: S101  narrows for mypy: a coroutine always runs in a task
         self._tasks.add(task)
         self.drop()  # a device server serves one host: the newest
         self._writer = writer
@@ -282,11 +282,11 @@ class SimulatedDevice:
     ) -> None:
         self.device: DeviceKind = device
         self.faults = faults or Faults()
-        self.rng = rng or random.Random()
+        self.rng = rng or random.Random()  # noqa: S311  simulated faults, not a secret
         # The disconnect draws get an RNG of their own, seeded from ``rng``: one draw per
         # frame played, so which frames an unplug follows does not depend on how many
         # retransmissions the timing caused.
-        self._unplug_rng = random.Random(self.rng.getrandbits(64))
+        self._unplug_rng = random.Random(self.rng.getrandbits(64))  # noqa: S311  simulated unplugs, seeded from rng
         self.on_plug = on_plug
         self.pty = PtyPort(on_data=self._on_data, link=link)
         self.tcp = TcpPort(on_data=self._on_data, port=tcp_port) if tcp_port is not None else None
@@ -306,7 +306,8 @@ class SimulatedDevice:
     @property
     def path(self) -> str:
         """The current pty's path."""
-        assert self.pty.path is not None, "device not started"
+        if self.pty.path is None:
+            raise SimulatorError("device not started: it has no pty yet")
         return self.pty.path
 
     @property

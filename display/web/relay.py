@@ -208,7 +208,7 @@ class Follower:
         self.config = config
         self.store = store
         self.hub = hub
-        self.rng = rng or random.Random()
+        self.rng = rng or random.Random()  # noqa: S311  reconnect jitter, not a secret
         self.connected = False
         self.error: str | None = None
         self.on_connect = on_connect
@@ -300,7 +300,7 @@ class Terminal:
 
     def __init__(self, config: WebConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
-        self.rng = rng or random.Random()
+        self.rng = rng or random.Random()  # noqa: S311  reconnect jitter, not a secret
         self.client: aiomqtt.Client | None = None
         self.nodes = Nodes(config.mqtt_nodes, self.rng)
         self.login = LoginWatch(config.terminal_user, required=config.terminal_user is not None)

@@ -95,7 +95,7 @@ class Store:
         self.ignored: Counter[str] = Counter()
         self._last_log = 0.0
 
-    def apply(self, topic: str, payload: bytes) -> tuple[str, str] | None:
+    def apply(self, topic: str, payload: bytes) -> tuple[str, str] | None:  # noqa: C901  the relay's admission steps in order, each an early return
         """Take one received message: ``(table, text for the browsers)``, or None."""
         head = self.prefix + "/"
         if not topic.startswith(head):

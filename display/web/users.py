@@ -128,7 +128,7 @@ class Users:
             self._reload()
 
     def _reload(self) -> None:
-        assert self.path is not None
+        assert self.path is not None  # noqa: S101  narrows for mypy: _reload is called only with a path
         info = self.path.stat()
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise UsersFileError(

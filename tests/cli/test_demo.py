@@ -214,7 +214,7 @@ def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
     # the display included (PR_SET_PDEATHSIG), and each stops on its own. The demo runs
     # under a shell, as from a prompt: its death does not hang up the terminal.
     workdir = tmp_path / "floor"
-    demo = DemoOnTerminal(workdir, shell=True)
+    demo = DemoOnTerminal(workdir, shell=True)  # noqa: S604  the helper's flag: run the demo under a shell, as typed
     try:
         children = demo.wait_running()
         [demo_pid] = [

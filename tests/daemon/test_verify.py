@@ -189,8 +189,8 @@ def test_a_record_inserted_in_the_middle(journal: Copy) -> None:
     live = journal("plain")
     at = rolls(live)[3]
     for table in ("records", "outbox"):
-        execute(live, f"UPDATE {table} SET seq = -(seq + 1) WHERE seq >= ?", (at,))
-        execute(live, f"UPDATE {table} SET seq = -seq WHERE seq < 0")
+        execute(live, f"UPDATE {table} SET seq = -(seq + 1) WHERE seq >= ?", (at,))  # noqa: S608  the table names are the literal tuple above
+        execute(live, f"UPDATE {table} SET seq = -seq WHERE seq < 0")  # noqa: S608  the table names are the literal tuple above
     # A roll of double six, with the time and hash of the record it pushed along.
     [(ts, digest)] = query(live, "SELECT ts, hash FROM records WHERE seq = ?", (at + 1,))
     fake = body(live, at + 1)
@@ -233,7 +233,7 @@ def test_a_tail_cut_with_its_sequence_rewritten_is_beyond_the_chain(journal: Cop
     live = journal("plain")
     [(last,)] = query(live, "SELECT max(seq) FROM records")
     for table in ("records", "outbox", "retained_latest"):
-        execute(live, f"DELETE FROM {table} WHERE seq > ?", (last - 3,))
+        execute(live, f"DELETE FROM {table} WHERE seq > ?", (last - 3,))  # noqa: S608  the table names are the literal tuple above
     execute(live, "UPDATE sqlite_sequence SET seq = ? WHERE name = 'records'", (last - 3,))
     report = verify_journal(live)
     assert report.intact

@@ -491,7 +491,7 @@ def test_tls_in_a_table_config_and_bad_listeners_are_refused(tmp_path: Path) -> 
         ("127.0.0.1:1883", "--listen 127.0.0.1:1883 is the daemons' listener already"),
         ("0.0.0.0:1883", "--listen 0.0.0.0:1883 would also bind the daemons' listener"),
         ("[::1]:1883", "--listen [::1]:1883 would also bind the daemons' listener"),
-        ("0.0.0.0", "--listen: expected HOST:PORT (or [IPv6]:PORT), got '0.0.0.0'"),
+        ("0.0.0.0", "--listen: expected HOST:PORT (or [IPv6]:PORT), got '0.0.0.0'"),  # noqa: S104  a refused --listen, not a bind
         ("0.0.0.0:70000", "--listen: port must be between 1 and 65535, got 70000"),
         ("bad host:8883", "--listen: not an IP address or host name: 'bad host'"),
         ("[nope]:8883", "--listen: not an IPv6 address: 'nope'"),

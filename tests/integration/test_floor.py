@@ -150,7 +150,7 @@ def missing(sub: FloorSubscriber, expected: dict[str, set[int]]) -> dict[str, li
     return {base: seqs for base, seqs in lost.items() if seqs}
 
 
-async def test_floor_survives_a_node_and_loses_nothing(
+async def test_floor_survives_a_node_and_loses_nothing(  # noqa: C901  one end-to-end scenario, step by step
     floor: tuple[FloorCluster, list[Controller]],
 ) -> None:
     cluster, controllers = floor
