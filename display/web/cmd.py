@@ -36,6 +36,7 @@ _OPTIONS = (
     ("--listen", "listen", str, "HOST:PORT to serve (default 127.0.0.1:8080)"),
     ("--users", "users", Path, "the stickpersons' users file"),
     ("--keepalive", "keepalive", int, "seconds of silence before a page shows table closed"),
+    ("--attract-seconds", "attract_seconds", int, "idle seconds before the attract view"),
 )
 
 

@@ -390,6 +390,7 @@ async def feed(request: web.Request) -> web.StreamResponse:
         table=table,
         dropped=sum(state.store.dropped.values()),
         areas=state.config.areas,
+        attract=state.config.attract_seconds,
     )
     first = [hello, *state.store.snapshot(table), wire("synced")]
     client = state.hub.add(ws, table, first)

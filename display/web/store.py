@@ -39,6 +39,13 @@ log = structlog.get_logger("lammer.web")
 MAX_TABLES: Final = 2000
 RECENT: Final = 12
 """Messages kept per non-retained topic for a page that connects later."""
+HISTORY: Final = 50
+"""Results kept per table for the screens' history (the player display shows the last 10,
+``/pit/<id>`` the last 50), from the time the server started watching: in memory, bounded."""
+HISTORY_TOPICS: Final = frozenset(
+    {"cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"}
+)
+"""The topics whose earlier messages a page is sent on connect, besides the latest."""
 _SEEN: Final = 4096
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _IGNORED_PREFIXES: Final = ("request/", "response/")
@@ -58,6 +65,7 @@ class TableEntry:
     availability_text: str | None = None
     retained: dict[str, tuple[int, str]] = field(default_factory=dict)
     recent: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
+    history: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
     last_heard: float = 0.0
     _seen: set[int] = field(default_factory=set)
     _order: deque[int] = field(default_factory=deque)
@@ -78,7 +86,10 @@ class TableEntry:
         items = list(self.retained.values())
         for messages in self.recent.values():
             items.extend(messages)
-        out.extend(text for _, text in sorted(items))
+        for messages in self.history.values():
+            items.extend(messages)
+        # A result is in history and in retained (or recent): sent once, oldest first.
+        out.extend(text for _, text in sorted(dict(items).items()))
         return out
 
 
@@ -142,6 +153,8 @@ class Store:
             entry.retained[sub] = (seq, text)
         else:
             entry.recent.setdefault(sub, deque(maxlen=RECENT)).append((seq, text))
+        if sub in HISTORY_TOPICS:
+            entry.history.setdefault(sub, deque(maxlen=HISTORY)).append((seq, text))
         return table, text
 
     def _entry(self, table: str) -> TableEntry:

@@ -28,7 +28,7 @@ from tests.display.conftest import (
     AuthBroker,
     MakeTable,
     WebServer,
-    screenshot_dir,
+    shoot,
 )
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
@@ -118,11 +118,6 @@ async def login(page: Page, web: WebServer, table_id: str) -> None:
     await page.fill("#password", STICKPERSON[1])
     await page.click("#login-button")
     await expect(page.locator("#who")).to_have_text(f"stickperson: {STICKPERSON[0]}", timeout=WAIT)
-
-
-async def shoot(page: Page, name: str) -> None:
-    """A 1920x1080 screenshot for people to look at (docs/ takes a few)."""
-    await page.screenshot(path=str(screenshot_dir() / f"{name}.png"))
 
 
 async def test_uth_royal_flush_at_five_hands_lights_column_row_and_pays(
@@ -312,7 +307,9 @@ async def test_the_daemon_killed_shows_table_closed_within_the_keepalive(
     daemon.proc.wait()
     await expect(page.locator("#overlay")).to_be_visible(timeout=30_000)
     elapsed = time.monotonic() - killed
-    await expect(page.locator("#overlay .why")).to_have_text("the table is offline")
+    await expect(page.locator("#overlay")).to_have_attribute("data-reason", "offline")
+    # A player reads no code: plain words.
+    await expect(page.locator("#overlay .why")).to_have_text("Please wait for the dealer")
     assert elapsed < 30, f"table closed shown after {elapsed:.1f} s (daemon keepalive 30 s)"
     await shoot(page, "table-closed")
 
@@ -363,8 +360,12 @@ async def test_pit_shows_every_table_with_alarms(
     await shoot(page, "pit")
     player = await page.context.new_page()
     await player.goto(f"{web.url}/table/{wrong.table_id}")
-    await expect(player.locator("#banner")).to_contain_text("Payouts paused:", timeout=WAIT)
-    await expect(player.locator("#banner")).to_contain_text("TCP")
+    # The player reads the plain sentence; the pit has the code and the reason.
+    await expect(player.locator("#banner")).to_have_text(
+        "Payouts paused: please wait for the dealer", timeout=WAIT
+    )
+    await expect(player.locator("#banner")).to_have_attribute("data-codes", "MODE_MISMATCH")
+    await expect(card.locator('[data-code="MODE_MISMATCH"]')).to_contain_text("TCP")
     await shoot(player, "table-payouts-paused")
 
 

@@ -121,14 +121,24 @@ def test_store_ignores_a_seq_seen_and_an_older_retained_state() -> None:
 def test_store_keeps_the_last_rolls_and_forgets_a_deleted_state() -> None:
     store = Store("lammer")
     roll = {"roll_id": 1, "dice": [1, 1], "total": 2, "status": "counted", "reason": None}
-    for seq in range(1, 20):
+    for seq in range(1, 61):
         store.apply(*message("craps/roll", seq, {**roll, "roll_id": seq}))
     board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
-    store.apply(*message("craps/board", 20, board))
+    store.apply(*message("craps/board", 61, board))
     cleared = decoded(store.apply("lammer/t1/craps/board", b""))
     assert cleared["payload"] is None
     kept = [json.loads(text)["payload"]["roll_id"] for text in store.snapshot("t1")]
-    assert kept == list(range(8, 20))  # the last twelve, oldest first; no board
+    assert kept == list(range(11, 61))  # the history's last fifty, oldest first; no board
+
+
+def test_store_sends_the_last_fifty_results_of_a_retained_topic_once_each() -> None:
+    store = Store("lammer")
+    result = {"round_id": 1, "game": "UTH", "hands": 5, "outcome": "no_qualifier",
+              "highest": None, "pays": None, "reason": None}  # fmt: skip
+    for seq in range(1, 56):
+        store.apply(*message("cover_all/result", seq, {**result, "round_id": seq}))
+    kept = [json.loads(text)["payload"]["round_id"] for text in store.snapshot("t1")]
+    assert kept == list(range(6, 56))  # the newest (retained) once, not twice
 
 
 def test_store_drops_and_counts_what_is_not_the_contract() -> None:

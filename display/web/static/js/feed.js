@@ -13,6 +13,10 @@
 
 const RECENT = 12;
 const SEEN = 4096;
+// Results a page keeps for its history (the server sends its last 50 on connect, as the
+// messages they were: display/web/store.py HISTORY_TOPICS).
+export const HISTORY = 50;
+const HISTORY_TOPICS = new Set(["cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"]);
 
 export class Store {
   constructor() {
@@ -22,7 +26,7 @@ export class Store {
   table(id) {
     let t = this.tables.get(id);
     if (!t) {
-      t = { id, availability: null, topics: new Map(), recent: new Map(), seen: new Set(), order: [] };
+      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [] };
       this.tables.set(id, t);
     }
     return t;
@@ -40,22 +44,34 @@ export class Store {
     }
     const seq = m.payload.seq;
     if (t.seen.has(seq)) return false;
+    if (HISTORY_TOPICS.has(m.topic)) keep(t.history, m.topic, m.payload, HISTORY);
     if (m.retained) {
       const current = t.topics.get(m.topic);
       if (current && current.seq >= seq) return false;
       t.topics.set(m.topic, m.payload);
     } else {
-      const list = t.recent.get(m.topic) || [];
-      list.push(m.payload);
-      list.sort((a, b) => a.seq - b.seq);
-      if (list.length > RECENT) list.shift();
-      t.recent.set(m.topic, list);
+      keep(t.recent, m.topic, m.payload, RECENT);
     }
     t.seen.add(seq);
     t.order.push(seq);
     if (t.order.length > SEEN) t.seen.delete(t.order.shift());
     return true;
   }
+}
+
+// Add a message to a topic's list in seq order, keeping the last `bound`.
+function keep(lists, topic, payload, bound) {
+  const list = lists.get(topic) || [];
+  if (list.some((m) => m.seq === payload.seq)) return;
+  list.push(payload);
+  list.sort((a, b) => a.seq - b.seq);
+  if (list.length > bound) list.shift();
+  lists.set(topic, list);
+}
+
+// A table's earlier messages of `topic`, newest first (at most `count`).
+export function historyOf(table, topic, count = HISTORY) {
+  return (table.history.get(topic) || []).slice(-count).reverse();
 }
 
 // The newest of the messages on `topics` of a table (by seq), or null.
@@ -92,6 +108,7 @@ export class Feed {
     this.dropped = 0;
     this.areas = {};
     this.keepalive = 30;
+    this.attract = 300;
     this.lastFrame = 0;
     this.delay = 250;
     this.connect();
@@ -143,6 +160,7 @@ export class Feed {
         this.broker = m.broker;
         this.dropped = m.dropped;
         this.areas = m.areas || {};
+        this.attract = m.attract || 300;
         this.pending = new Store();
         this.synced = false;
         break;

@@ -64,6 +64,12 @@ async function act(name, body, question, done) {
   else answer(`The table refused: ${data.error}`, "lose");
 }
 
+// A roll as the stickperson reads it: its total and, unless simply counted, its status.
+function staffWords(roll) {
+  const total = roll.total === null ? "" : String(roll.total);
+  return roll.status === "counted" ? total : `${total} ${roll.status}`.trim();
+}
+
 function render(f) {
   const t = f.store.tables.get(tableId) || null;
   overlay(closedReason(f, t));
@@ -91,7 +97,7 @@ function render(f) {
   for (const li of $("clauses").children) li.classList.toggle("current", Number(li.dataset.clause) === current);
 
   const roll = t ? latest(t, "craps/roll") : null;
-  $("latest-body").replaceChildren(rollLine(roll));
+  $("latest-body").replaceChildren(rollLine(roll, staffWords));
   const voidable = roll && (roll.status === "counted" || roll.status === "reinstated") ? roll : null;
   const overturnable = roll && roll.status === "declared_invalid" ? roll : null;
   $("void").disabled = !voidable;
