@@ -198,6 +198,18 @@ class HighestModel(PayloadModel):
     hand: Text
     position: HandPosition
     cards: list[CardCode]
+    # Added (issue 22; mqtt-api.md allows new fields): the hand as a player reads it, so a
+    # screen marks the cards that make it and sets the board apart without knowing a rule.
+    best: list[CardCode] | None = Field(
+        default=None,
+        description="the cards among cards that make the hand (five; FCP four, TCP three), "
+        "in the order of cards",
+    )
+    board: list[CardCode] = Field(
+        default_factory=list,
+        description="the community cards among cards (UTH 5, MSP 3, LIR 2; empty in the "
+        "other games): the others are the position's own",
+    )
 
 
 class CoverAllResultBody(PayloadModel):

@@ -58,6 +58,7 @@ from contract.payloads import (
 from daemon.clock import format_ts
 from rules import bust_bonus, craps
 from rules.cards import parse_card
+from rules.cover_all import read_hand
 from rules.craps_odds import live_probability
 from rules.errors import CardError
 from rules.events import (
@@ -170,6 +171,11 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
     """``cover_all/result`` at ``SETTLE``/``VOID``, or a flagged round (no cards: the model
     refuses a flagged result with a highest hand, shuffler-icd.md "Card data is secret")."""
     highest = outcome.highest
+    best: tuple[str, ...] | None = None
+    board: tuple[str, ...] = ()
+    if highest is not None and outcome.outcome == "win":
+        # A win's cards are a whole hand the rules judged; anything else is refused below.
+        best, board = read_hand(outcome.game, highest.cards)
     body = CoverAllResultBody(
         table=table,
         round_id=outcome.round_id,
@@ -182,6 +188,8 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
             hand=highest.hand,
             position=highest.position,  # type: ignore[arg-type]  # CM is never a hand
             cards=list(highest.cards),
+            best=None if best is None else list(best),
+            board=list(board),
         ),
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,

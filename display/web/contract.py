@@ -164,6 +164,8 @@ class Highest(_Model):
     hand: Short
     position: Short
     cards: Cards
+    best: Cards | None = None
+    board: Cards | None = None
 
 
 class CoverAllResult(Envelope):

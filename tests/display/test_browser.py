@@ -141,6 +141,14 @@ async def test_uth_royal_flush_at_five_hands_lights_column_row_and_pays(
     await expect(page.locator("#hand")).to_have_text("Royal Flush")
     shown = await page.locator("#round .card").evaluate_all("els => els.map(e => e.dataset.card)")
     assert shown == ["As", "Ks", "Qs", "Js", "Ts", "2d", "3c"]
+    # As a player reads it: P1's own two apart from the board, the five that make it marked.
+    codes = "els => els.map(e => e.dataset.card)"
+    assert await page.locator("#own-cards .card").evaluate_all(codes) == ["As", "Ks"]
+    board = await page.locator("#board-cards .card").evaluate_all(codes)
+    assert board == ["Qs", "Js", "Ts", "2d", "3c"]
+    best = await page.locator("#round .card.best").evaluate_all(codes)
+    assert best == ["As", "Ks", "Qs", "Js", "Ts"]
+    await expect(page.locator("#own-cards .label")).to_have_text("Seat 1")
     # The lit column is the regulation's 5-hand column (every other column is not lit).
     lit_cells = await page.locator("#paytable tbody td.lit, #paytable tbody td.hit").evaluate_all(
         "els => els.map(e => e.dataset.hands)"

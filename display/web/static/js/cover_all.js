@@ -2,7 +2,7 @@
 // hands in play lit from ROUND on, then the winning row and cell with the cards, and the
 // table's last results under it.
 
-import { h, odds, cards } from "./dom.js";
+import { h, odds, card } from "./dom.js";
 import { historyOf } from "./feed.js";
 import { FLAGGED_LINE, outcomeText, seat } from "./player_text.js";
 import { historyTable, timeOf } from "./history.js";
@@ -37,6 +37,22 @@ export function payTableElement(table, hands, winning) {
   el.style.setProperty("--rows", String(table.rows.length + 1));
   el.style.setProperty("--cols", String(table.columns.length));
   return el;
+}
+
+// The winning hand as a player reads it: the position's own cards apart from the board,
+// the cards that make the hand marked (`best` and `board` as the daemon published them).
+function handCards(highest) {
+  const best = highest.best ? new Set(highest.best) : null;
+  const board = highest.board || [];
+  const own = highest.cards.slice(0, highest.cards.length - board.length);
+  const drawn = (code) => {
+    const el = card(code);
+    if (best) el.classList.add(best.has(code) ? "best" : "unused");
+    return el;
+  };
+  const group = (label, codes, id) => h(`div.group#${id}`, {}, h("div.label", {}, label), h("div.cards", {}, codes.map(drawn)));
+  if (!board.length) return h("div.hand-cards", {}, group(seat(highest.position), own, "own-cards"));
+  return h("div.hand-cards", {}, group(seat(highest.position), own, "own-cards"), group("Board", board, "board-cards"));
 }
 
 // The 10 results before the one shown (all 10 latest while a round is in play).
@@ -78,7 +94,7 @@ export function coverAll(t) {
         round.push(h("div.headline#hand", {}, shown.highest.hand),
           h("div.pays-big#pays", {}, odds(shown.pays)),
           h("div.line#seat", {}, `${seat(shown.highest.position)} \u00b7 ${shown.hands} hands`),
-          cards(shown.highest.cards));
+          handCards(shown.highest));
         break;
       case "flagged":
         round.push(h("div.headline#hand.warn", {}, outcomeText(shown.outcome)),
