@@ -284,6 +284,14 @@ class CrapsBoardBody(PayloadModel):
     # Added: craps/roll is not retained, so a screen that connects later learns the last
     # roll here (the board changes with every roll event).
     last_roll: LastRollModel | None = Field(description="the latest roll event; null before")
+    # Added (issue 22): the queue behind a pending CHECK, for the stickperson.
+    waiting_count: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="how many rolls wait behind the pending roll"
+    )
+    waiting: Annotated[list[RollId], Field(max_length=20)] = Field(
+        default_factory=list,
+        description="the roll ids waiting behind the pending roll, in order (the first 20)",
+    )
 
 
 class CrapsRollBody(PayloadModel):

@@ -361,6 +361,8 @@ def craps_board_publication(
         else LastRollModel(
             roll_id=last.roll_id, dice=list(last.dice), total=last.total, status=last.status
         ),
+        waiting_count=board.waiting_count,
+        waiting=list(board.waiting),
     )
     return _publication("craps/board", body)
 

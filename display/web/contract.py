@@ -218,6 +218,8 @@ class Board(Envelope):
     make_em_all: BetProgress
     pending_roll: PendingRoll | None = None
     last_roll: LastRoll | None = None
+    waiting_count: Annotated[StrictInt, Field(ge=0, le=10**9)] = 0
+    waiting: Annotated[list[Id], Field(max_length=20)] = []
 
 
 class Roll(Envelope):

@@ -169,3 +169,43 @@ async def test_pit_at_every_size(web: WebServer, make_table: MakeTable, page: Pa
         boxes = await measure(page, ["#top", "#filters", "#main .tablecard"])
         check_regions(boxes, width, height)
         await shoot(page, f"pit-{size}")
+
+
+TOUCH_TARGETS = """() => [...document.querySelectorAll(
+    ".stick button, .stick select, .stick input, .stick summary, dialog button, #logout")]
+    .filter((e) => e.getClientRects().length)
+    .map((e) => ({id: e.id || e.textContent, w: e.getBoundingClientRect().width,
+                  h: e.getBoundingClientRect().height}))"""
+
+
+async def test_a_hundred_rolls_behind_a_check_show_their_count_on_the_stick(
+    web: WebServer, make_table: MakeTable, page: Page
+) -> None:
+    table = make_table("CRAPS")
+    # A CHECK, then 100 rolls (no seven: they all wait, in order).
+    script = "CHECK,500,3,3,ON_CHIPS\n" + "".join(
+        f"ROLL,{501 + i},{1 + i % 2},{2 + i % 3}\n" for i in range(100)
+    )
+    await table.start(script)
+    await table.wait_topic("craps/board", lambda b: b["waiting_count"] == 100)
+    await page.set_viewport_size({"width": 1280, "height": 800})
+    await login(page, web, table.table_id)
+    queue = page.locator("#queue")
+    await expect(queue).to_have_attribute("data-count", "100", timeout=WAIT)
+    await expect(page.locator("#queue-count")).to_contain_text("100 rolls wait behind it")
+    await expect(page.locator("#queue-count")).to_contain_text("rolls 501, 502, 503")
+    await expect(page.locator("#queue-count")).to_contain_text("and 80 more")
+    await expect(page.locator("#pending-since")).to_contain_text("Roll 500 is waiting since")
+    # The latest roll is named by its number.
+    await expect(page.locator("#lastroll .roll-id")).to_have_text("Roll 600")
+    # The decision, Void and Overturn in view without scrolling; every control 48x48.
+    for sel in ("#valid", "#invalid", "#void", "#overturn"):
+        box = await page.locator(sel).bounding_box()
+        assert box is not None
+        assert box["y"] + box["height"] <= 800, f"{sel} below the fold: {box}"
+    await page.click("#valid")
+    await expect(page.locator("#confirm")).to_be_visible()
+    small = [t for t in await page.evaluate(TOUCH_TARGETS) if t["w"] < 48 or t["h"] < 48]
+    assert not small, f"controls under 48x48 CSS px: {small}"
+    await shoot(page, "stick-queue-1280x800")
+    await page.click("#confirm-no")
