@@ -430,6 +430,7 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
     app.router.add_get("/", _redirect_pit)
     app.router.add_get(f"/table/{TABLE}", _page("table.html"))
     app.router.add_get("/pit", _page("pit.html"))
+    app.router.add_get(f"/pit/{TABLE}", _page("pit_table.html"))
     app.router.add_get(f"/stick/{TABLE}", _page("stick.html"))
     app.router.add_get("/ws", feed)
     app.router.add_get("/api/session", session_info)

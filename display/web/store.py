@@ -28,6 +28,7 @@ import re
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import structlog
@@ -51,6 +52,12 @@ _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _IGNORED_PREFIXES: Final = ("request/", "response/")
 
 
+def _iso(at: float) -> str:
+    """A wall-clock time as the contract writes ``ts`` (UTC, milliseconds, ``Z``)."""
+    stamp = datetime.fromtimestamp(at, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
 def wire(kind: str, **fields: Any) -> str:
     """One message to the browsers, as compact JSON text."""
     return json.dumps({"t": kind, **fields}, separators=(",", ":"), allow_nan=False)
@@ -63,6 +70,7 @@ class TableEntry:
     table: str
     availability: str | None = None
     availability_text: str | None = None
+    availability_since: str | None = None
     retained: dict[str, tuple[int, str]] = field(default_factory=dict)
     recent: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
     history: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
@@ -169,7 +177,7 @@ class Store:
         if not payload:
             if entry is None or entry.availability is None:
                 return None
-            entry.availability = entry.availability_text = None
+            entry.availability = entry.availability_text = entry.availability_since = None
             return table, wire(
                 "msg", table=table, topic="availability", retained=True, payload=None
             )
@@ -177,9 +185,21 @@ class Store:
             return self._drop("invalid", topic, "availability is neither online nor offline")
         entry = self._entry(table)
         value = payload.decode()
-        entry.last_heard = time.time()
+        now = time.time()
+        entry.last_heard = now
+        # "offline since hh:mm" on the pit: availability carries no time of its own, so the
+        # server says when it first heard this value (kept while the value stays the same).
+        if value != entry.availability or entry.availability_since is None:
+            entry.availability_since = _iso(now)
         entry.availability = value
-        text = wire("msg", table=table, topic="availability", retained=True, payload=value)
+        text = wire(
+            "msg",
+            table=table,
+            topic="availability",
+            retained=True,
+            payload=value,
+            since=entry.availability_since,
+        )
         entry.availability_text = text
         return table, text
 

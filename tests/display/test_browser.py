@@ -357,7 +357,7 @@ async def test_pit_shows_every_table_with_alarms(
     await wrong.wait_topic(
         "alarms", lambda b: any(a["code"] == "MODE_MISMATCH" for a in b["alarms"])
     )
-    await page.goto(f"{web.url}/pit")
+    await page.goto(f"{web.url}/pit?view=cards")
     card = page.locator(f'[data-table="{wrong.table_id}"]')
     await expect(card.locator('[data-code="MODE_MISMATCH"]')).to_contain_text(
         "payouts paused", timeout=WAIT

@@ -163,10 +163,13 @@ async def test_pit_at_every_size(web: WebServer, make_table: MakeTable, page: Pa
     await table.start(UTH_ROYAL_AT_5)
     await page.goto(f"{web.url}/pit")
     await expect(page.locator(f'[data-table="{table.table_id}"]')).to_be_visible(timeout=WAIT)
+    await expect(page.locator(f'[data-table="{table.table_id}"] .last')).to_contain_text(
+        "Royal Flush"
+    )
     for size, (width, height) in SIZES.items():
         await page.set_viewport_size({"width": width, "height": height})
-        # The session's server sees every test's tables: the first card drawn is measured.
-        boxes = await measure(page, ["#top", "#filters", "#main .tablecard"])
+        # The session's server sees every test's tables: the first row drawn is measured.
+        boxes = await measure(page, ["#top", "#filters", "#pit-list .row:not(.head)"])
         check_regions(boxes, width, height)
         await shoot(page, f"pit-{size}")
 

@@ -116,7 +116,14 @@ GOOD = {"roll_id": 205, "decision": "valid"}
 
 
 async def test_security_headers_on_pages_files_and_api(web: Web) -> None:
-    for path in ("/table/t1", "/pit", "/stick/t1", "/static/app.css", "/static/js/feed.js"):
+    for path in (
+        "/table/t1",
+        "/pit",
+        "/pit/t1",
+        "/stick/t1",
+        "/static/app.css",
+        "/static/js/feed.js",
+    ):
         response = await web.client.get(path)
         assert response.status == 200, path
         assert response.headers["Content-Security-Policy"] == CSP

@@ -37,6 +37,7 @@ export class Store {
     const t = this.table(m.table);
     if (m.topic === "availability") {
       t.availability = m.payload;
+      t.availabilitySince = m.since || null;
       return true;
     }
     if (m.payload === null) {

@@ -1,8 +1,11 @@
-// The pit view, /pit: every table on the broker at once, for a supervisor.
+// The pit view, /pit: every table on the broker at once, for a supervisor. Two views: a
+// dense sortable list (one row per table, 200 on one 1920x1080 screen in three columns)
+// and the cards; the view, the sort and the filters are kept in the address.
 
-import { Feed, latest, alarmsOf } from "./feed.js";
+import { Feed, latest, alarmsOf, historyOf } from "./feed.js";
 import { h, odds, age, GAMES, BETS } from "./dom.js";
 import { closedReason } from "./chrome.js";
+import { timeOf } from "./history.js";
 
 function lastResult(t) {
   const m = latest(t, "cover_all/result", "bust_bonus/result", "craps/result", "craps/roll");
@@ -20,20 +23,99 @@ function tableCard(feed, t) {
   const alarms = alarmsOf(t);
   const closed = closedReason(feed, t);
   const cls = closed ? ".offline" : alarms.length ? ".alarmed" : "";
-  const devices = state ? Object.entries(state.devices).map(([name, d]) =>
+  // An offline or closed table's last device state is stale: not shown.
+  const devices = state && !closed ? Object.entries(state.devices).map(([name, d]) =>
     `${name}: ${d.connected ? "connected" : "NOT CONNECTED"}${d.status ? ", " + d.status : ""}${d.mode ? ", mode " + d.mode : ""}`) : [];
   return h(`div.tablecard${cls}`, { dataset: { table: t.id } },
     h("h2", {}, t.id, h("span.muted", {}, GAMES[(state || info || {}).game] || ""),
       h(`span${closed ? ".lose" : ".win"}`, { dataset: { availability: t.availability || "unknown" } },
-        closed ? (t.availability === "offline" ? "offline" : "closed") : "online")),
+        availabilityText(feed, t))),
     h("div.kv", {},
-      h("span.muted", {}, "devices"), h("span", {}, devices.join(" \u00b7 ") || "-"),
+      h("span.muted", {}, "devices"), h("span.devices", {}, closed ? "unknown while closed" : devices.join(" \u00b7 ") || "-"),
       h("span.muted", {}, "last result"), h("span.last", {}, lastResult(t)),
       h("span.muted", {}, "version"), h("span", {}, info ? `lammer ${info.version}` : "-")),
     alarms.map((a) => h("div.alarm", { dataset: { code: a.code } },
       `\u26a0 ${a.code}${a.stops_payouts ? " (payouts paused)" : ""}: ${a.message} \u2014 for ${age(a.since)}`)),
-    h("div", {}, h("a", { href: `/table/${encodeURIComponent(t.id)}` }, "player display"), " \u00b7 ",
+    h("div", {}, h("a", { href: `/pit/${encodeURIComponent(t.id)}` }, "history"), " \u00b7 ",
+      h("a", { href: `/table/${encodeURIComponent(t.id)}` }, "player display"), " \u00b7 ",
       h("a", { href: `/stick/${encodeURIComponent(t.id)}` }, "stickperson")));
+}
+
+// "online", "offline since 14:02" (when the server heard it), or "closed" (no link).
+function availabilityText(feed, t) {
+  const closed = closedReason(feed, t);
+  if (!closed) return "online";
+  if (t.availability === "offline") return t.availabilitySince ? `offline since ${timeOf(t.availabilitySince)}` : "offline";
+  return "closed";
+}
+
+// The pending CHECK and since when it waits (its craps/roll "pending" message, while held).
+function checkWait(t) {
+  const board = t.topics.get("craps/board");
+  const pending = board && board.pending_roll;
+  if (!pending) return null;
+  const own = historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop();
+  return { roll: pending.roll_id, since: own ? own.ts : null, waiting: board.waiting_count || 0 };
+}
+
+function gameOf(t) {
+  const m = t.topics.get("state") || t.topics.get("info");
+  return m ? m.game : "";
+}
+
+// Sort keys of the list's columns (?sort=<key>&dir=desc); ties by table id.
+const SORTS = {
+  table: (feed, t) => t.id,
+  game: (feed, t) => gameOf(t),
+  area: (feed, t) => { const a = areaOf(feed, t.id); return a === OUTSIDE ? "\uffff" : a; },
+  availability: (feed, t) => availabilityText(feed, t),
+  result: (feed, t) => { const m = latestResult(t); return m ? -Date.parse(m.ts) : 0; },
+  alarms: (feed, t) => { const a = alarmsOf(t); return a.length ? Math.min(...a.map((x) => Date.parse(x.since))) : Infinity; },
+  check: (feed, t) => { const c = checkWait(t); return c ? (c.since ? Date.parse(c.since) : 0) : Infinity; },
+};
+const COLUMNS = [["table", "Table"], ["game", "Game"], ["area", "Area"], ["availability", "Availability"],
+  ["result", "Last result"], ["alarms", "Alarms"], ["check", "CHECK"]];
+
+function latestResult(t) {
+  return latest(t, "cover_all/result", "bust_bonus/result", "craps/result", "craps/roll");
+}
+
+function listRow(feed, t) {
+  const closed = closedReason(feed, t);
+  const alarms = alarmsOf(t);
+  const check = checkWait(t);
+  return h(`div.row${closed ? ".offline" : alarms.length ? ".alarmed" : ""}`, { role: "row", dataset: { table: t.id } },
+    h("span.c-table", { role: "cell" }, h("a", { href: `/pit/${encodeURIComponent(t.id)}` }, t.id)),
+    h("span.c-game", { role: "cell" }, gameOf(t)),
+    h("span.c-area", { role: "cell" }, areaOf(feed, t.id) === OUTSIDE ? "" : areaOf(feed, t.id)),
+    h(`span.c-availability${closed ? ".lose" : ""}`, { role: "cell", dataset: { availability: t.availability || "unknown" } }, availabilityText(feed, t)),
+    h("span.c-result.last", { role: "cell", title: lastResult(t) }, lastResult(t)),
+    h("span.c-alarms", { role: "cell", title: alarms.map((a) => `${a.code}: ${a.message}`).join("\n") },
+      alarms.map((a) => `${a.code} ${age(a.since)}`).join(", ")),
+    h("span.c-check", { role: "cell" }, check ? `roll ${check.roll}${check.since ? " " + age(check.since) : ""}${check.waiting ? ` +${check.waiting}` : ""}` : ""));
+}
+
+// The list: sorted, then poured into as many columns as fit (three at 1920 px), each
+// with its own header row whose cells sort.
+function listView(feed, tables) {
+  const key = SORTS[sort.key] ? sort.key : "table";
+  const keyed = tables.map((t) => [SORTS[key](feed, t), t]);
+  keyed.sort(([a, ta], [b, tb]) => (a < b ? -1 : a > b ? 1 : ta.id.localeCompare(tb.id)) * (sort.desc ? -1 : 1));
+  const sorted = keyed.map(([, t]) => t);
+  const columns = Math.max(1, Math.min(3, Math.floor(window.innerWidth / 620)));
+  const per = Math.ceil(sorted.length / columns) || 1;
+  const header = () => h("div.row.head", { role: "row" }, COLUMNS.map(([k, label]) => h(`span.c-${k}`, {
+    role: "columnheader", "aria-sort": k === key ? (sort.desc ? "descending" : "ascending") : "none",
+  }, h("button.sort", { type: "button", dataset: { sort: k }, onclick: () => sortBy(k) },
+    label + (k === key ? (sort.desc ? " \u25bc" : " \u25b2") : "")))));
+  const parts = [];
+  for (let i = 0; i < sorted.length; i += per) {
+    parts.push(h("div.pit-column", { role: "table", "aria-label": `Tables ${i + 1} to ${Math.min(i + per, sorted.length)}` },
+      header(), sorted.slice(i, i + per).map((t) => listRow(feed, t))));
+  }
+  const el = h("div.pit-list#pit-list", {}, parts);
+  el.style.setProperty("--columns", String(columns));
+  return el;
 }
 
 // The filters (pit.html): an area of web.toml's [areas] (or the tables in none), and an
@@ -41,7 +123,26 @@ function tableCard(feed, t) {
 // screen can be bookmarked to its pit, and the page is drawn again when they change.
 const OUTSIDE = "\u0000outside";
 const params = new URLSearchParams(location.search);
-const filter = { area: params.get("area") || "", alarm: params.get("alarm") || "" };
+const filter = { area: params.get("area") || "", alarm: params.get("alarm") || "", view: params.get("view") || "list" };
+const sort = { key: params.get("sort") || "table", desc: params.get("dir") === "desc" };
+
+function remember() {
+  const query = new URLSearchParams();
+  if (filter.area) query.set("area", filter.area);
+  if (filter.alarm) query.set("alarm", filter.alarm);
+  if (filter.view !== "list") query.set("view", filter.view);
+  if (sort.key !== "table") query.set("sort", sort.key);
+  if (sort.desc) query.set("dir", "desc");
+  const text = query.toString();
+  history.replaceState(null, "", text ? `?${text}` : location.pathname);
+}
+
+function sortBy(key) {
+  sort.desc = sort.key === key ? !sort.desc : false;
+  sort.key = key;
+  remember();
+  render(feed);
+}
 
 function areaOf(feed, id) {
   for (const [name, ids] of Object.entries(feed.areas)) {
@@ -100,9 +201,12 @@ function render(feed) {
     .map((name) => [name, shown.filter((t) => areaOf(feed, t.id) === name)])
     .filter(([, list]) => list.length);
   const named = Object.keys(feed.areas).length > 0;
+  document.getElementById("view").value = filter.view;
+  document.body.dataset.view = filter.view;
   document.getElementById("main").replaceChildren(
     !tables.length ? h("div.headline.muted", {}, "No table has published yet")
       : !shown.length ? h("div.headline.muted", {}, "No table matches the filters")
+      : filter.view === "list" ? listView(feed, shown)
       : h("div", {}, groups.map(([name, list]) => h("section.area", { dataset: { area: name === OUTSIDE ? "" : name } },
         named ? h("h1", {}, name === OUTSIDE ? "In no area" : name) : null,
         h("div.grid", {}, list.map((t) => tableCard(feed, t)))))));
@@ -111,15 +215,12 @@ function render(feed) {
 
 const feed = new Feed(null, render);
 window.lammerFeed = feed;
-for (const key of ["area", "alarm"]) {
+for (const key of ["area", "alarm", "view"]) {
   document.getElementById(key).addEventListener("change", (event) => {
     filter[key] = event.target.value;
-    const query = new URLSearchParams();
-    if (filter.area) query.set("area", filter.area);
-    if (filter.alarm) query.set("alarm", filter.alarm);
-    const text = query.toString();
-    history.replaceState(null, "", text ? `?${text}` : location.pathname);
+    remember();
     render(feed);
   });
 }
+window.addEventListener("resize", () => render(feed));
 setInterval(() => render(feed), 5000); // alarm ages
