@@ -150,6 +150,13 @@ class Alarm(PayloadModel):
     stops_payouts: bool = Field(
         description="true while no payout is published because of this alarm"
     )
+    # mqtt-api.md 1.3 (alarm_ack): who acknowledged it and when, null until acknowledged.
+    acknowledged_by: Text | None = Field(
+        default=None, description="the operator who acknowledged the alarm; null until then"
+    )
+    acknowledged_at: Timestamp | None = Field(
+        default=None, description="when it was acknowledged (UTC); null until then"
+    )
 
 
 class StateBody(PayloadModel):

@@ -58,7 +58,9 @@ def _roll_id(value: object) -> int:
     return value
 
 
-class RequestModel(BaseModel):
+class OperatorRequest(BaseModel):
+    """What every request deciding something holds: ``operator`` and ``request_id``."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     operator: str = Field(
@@ -67,7 +69,6 @@ class RequestModel(BaseModel):
     request_id: str | int | None = Field(
         default=None, description="echoed in the response; string or integer"
     )
-    roll_id: int = Field(ge=1, le=999999, description="the dice reader's roll id")
 
     @field_validator("operator", mode="before")
     @classmethod
@@ -89,6 +90,12 @@ class RequestModel(BaseModel):
         if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
             return value
         raise ValueError(f"request_id must be a string or an integer, got {_shown(value)}")
+
+
+class RequestModel(OperatorRequest):
+    """A request about a roll (the stickperson's): ``roll_id`` besides."""
+
+    roll_id: int = Field(ge=1, le=999999, description="the dice reader's roll id")
 
     @field_validator("roll_id", mode="before")
     @classmethod
@@ -135,16 +142,35 @@ class OverturnRequest(RequestModel):
     sentence)."""
 
 
-REQUEST_MODELS: Final[dict[str, type[RequestModel]]] = {
+ALARM_CODE: Final = re.compile(r"[A-Z][A-Z0-9_]{0,79}")
+"""An alarm code as the table raises them (``MODE_MISMATCH``, ``DEVICE_FAULT_JAM``)."""
+
+
+class AlarmAckRequest(OperatorRequest):
+    """``request/alarm_ack`` (mqtt-api.md 1.3): a pit user acknowledges the active alarm
+    ``alarm`` (its code). The alarm stays until it clears; it changes no payout."""
+
+    alarm: str = Field(description="the code of an active alarm")
+
+    @field_validator("alarm", mode="before")
+    @classmethod
+    def _alarm(cls, value: object) -> str:
+        if not isinstance(value, str) or not ALARM_CODE.fullmatch(value):
+            raise ValueError(f"alarm must be an alarm's code (MODE_MISMATCH), got {_shown(value)}")
+        return value
+
+
+REQUEST_MODELS: Final[dict[str, type[OperatorRequest]]] = {
     "roll_decision": RollDecisionRequest,
     "void_roll": VoidRollRequest,
     "overturn": OverturnRequest,
+    "alarm_ack": AlarmAckRequest,
 }
 """Every request of mqtt-api.md by name."""
 
 REQUEST_NAMES: Final = tuple(REQUEST_MODELS)
 
-NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
+NAMES_TEXT: Final = "roll_decision, void_roll, overturn or alarm_ack"
 
 
 # ---------------------------------------------------------------------------------------

@@ -269,6 +269,8 @@ def state_publications(
                 message=a.message,
                 since=format_ts(a.since),
                 stops_payouts=a.code in PAYOUT_ALARMS,
+                acknowledged_by=a.acknowledged_by,
+                acknowledged_at=None if a.acknowledged_at is None else format_ts(a.acknowledged_at),
             )
             for a in state.alarms
         ]

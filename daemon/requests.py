@@ -45,13 +45,20 @@ from contract.requests import (
     NAME_PATTERN,
     NAMES_TEXT,
     REQUEST_MODELS,
+    AlarmAckRequest,
+    OperatorRequest,
     OverturnRequest,
-    RequestModel,
     ResponseBody,
     RollDecisionRequest,
     VoidRollRequest,
 )
-from rules.events import Decision, RollDecided, RollVoided, VoidOverturned
+from rules.events import (
+    AlarmAcknowledged,
+    RollDecided,
+    RollVoided,
+    TableDecision,
+    VoidOverturned,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,7 +173,7 @@ class RequestError(ValueError):
         self.request_id = request_id
 
 
-def _describe(exc: ValidationError, name: str, model: type[RequestModel]) -> str:
+def _describe(exc: ValidationError, name: str, model: type[OperatorRequest]) -> str:
     problems: list[str] = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "the request"
@@ -197,7 +204,7 @@ class Request:
 
     name: str
     request_id: str | int | None
-    decision: Decision
+    decision: TableDecision
 
 
 def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
@@ -235,7 +242,7 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
     return Request(name=name, request_id=request_id, decision=_decision(request, at))
 
 
-def _decision(request: RequestModel, at: datetime) -> Decision:
+def _decision(request: OperatorRequest, at: datetime) -> TableDecision:
     match request:
         case RollDecisionRequest():
             return RollDecided(
@@ -253,6 +260,8 @@ def _decision(request: RequestModel, at: datetime) -> Decision:
             )
         case OverturnRequest():
             return VoidOverturned(roll_id=request.roll_id, operator=request.operator, at=at)
+        case AlarmAckRequest():
+            return AlarmAcknowledged(code=request.alarm, operator=request.operator, at=at)
     raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
 
 

@@ -62,6 +62,8 @@ class Alarm(_Model):
     message: Message
     since: Timestamp
     stops_payouts: StrictBool = False
+    acknowledged_by: Short | None = None
+    acknowledged_at: Timestamp | None = None
 
 
 class Device(_Model):

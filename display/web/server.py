@@ -115,11 +115,30 @@ class Overturn(_Action):
     """Reinstate the latest roll declared invalid (68 IAC 10-4-4(c), last sentence)."""
 
 
-ACTIONS: Final[dict[str, type[_Action]]] = {
+class AlarmAck(BaseModel):
+    """Acknowledge an active alarm by its code (mqtt-api.md 1.3 ``alarm_ack``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    alarm: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{0,79}$")]
+
+
+ACTIONS: Final[dict[str, type[BaseModel]]] = {
     "roll_decision": RollDecision,
     "void_roll": VoidRoll,
     "overturn": Overturn,
+    "alarm_ack": AlarmAck,
 }
+
+ACTION_ROLES: Final[dict[str, str]] = {
+    "roll_decision": "stick",
+    "void_roll": "stick",
+    "overturn": "stick",
+    "alarm_ack": "pit",
+}
+"""The role a user needs for each action (the users file: ``lammer web adduser --role``):
+a stickperson cannot acknowledge the pit's alarms, a pit user cannot decide a roll, unless
+given both roles."""
 
 
 class Login(BaseModel):
@@ -246,7 +265,8 @@ async def session_info(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     session = state.sessions.get(request.cookies.get(SESSION_COOKIE))
     if session is not None:
-        return web.json_response({"user": session.user, "csrf": session.csrf})
+        roles = sorted(state.users.roles(session.user))
+        return web.json_response({"user": session.user, "csrf": session.csrf, "roles": roles})
     token = secrets.token_urlsafe(32)
     response = web.json_response(
         {"user": None, "login_token": token, "users_configured": state.users.configured}
@@ -286,7 +306,8 @@ async def login(request: web.Request) -> web.StreamResponse:
     state.per_user.succeeded([name])
     session = state.sessions.create(form.user)
     log.info("login", user=form.user, address=address)
-    response = web.json_response({"user": session.user, "csrf": session.csrf})
+    roles = sorted(state.users.roles(session.user))
+    response = web.json_response({"user": session.user, "csrf": session.csrf, "roles": roles})
     _cookie(response, SESSION_COOKIE, session.token, state)
     response.del_cookie(LOGIN_COOKIE, path="/")
     return response
@@ -327,6 +348,13 @@ async def action(request: web.Request) -> web.StreamResponse:
     model = ACTIONS.get(name)
     if model is None:
         return _error(404, "no such action")
+    role = ACTION_ROLES[name]
+    if role not in state.users.roles(session.user):
+        log.warning("action refused: role", table=table, action=name, user=session.user, role=role)
+        who = "a pit user" if role == "pit" else "a stickperson"
+        return _error(
+            403, f"refused: {session.user} is not {who} (lammer web adduser --role {role})"
+        )
     body = await _json_body(request)
     try:
         parsed = model.model_validate(body)

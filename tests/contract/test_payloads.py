@@ -260,6 +260,8 @@ def test_state_and_alarms() -> None:
         "message": "jammed",
         "since": "2026-11-29T14:03:07.123Z",
         "stops_payouts": False,  # a jam alone pays on: the shuffler's checks decide
+        "acknowledged_by": None,  # mqtt-api.md 1.3: null until acknowledged
+        "acknowledged_at": None,
     }
     assert body["alarms"] == [expected_alarm]
     alarms = checked(by_topic(state)["alarms"])

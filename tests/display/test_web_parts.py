@@ -252,3 +252,38 @@ def test_a_users_file_others_can_read_is_refused(tmp_path: Path) -> None:
     os.chmod(users, 0o644)
     with pytest.raises(UsersFileError, match="chmod 600"):
         Users(users)
+
+
+def test_roles_and_a_users_file_from_before_roles(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    add_user(users, "alice", "long enough pw")  # the default: a stickperson
+    add_user(users, "pat", "long enough pw", ["pit"])
+    add_user(users, "sam", "long enough pw", ["pit", "stick"])
+    checker = Users(users)
+    assert checker.roles("alice") == {"stick"}
+    assert checker.roles("pat") == {"pit"}
+    assert checker.roles("sam") == {"pit", "stick"}
+    assert checker.roles("nobody") == frozenset()
+    assert ":pit,stick:$argon2id$" in users.read_text()
+    # A line written before roles existed (NAME:hash) is a stickperson and logs in.
+    hashed = users.read_text().splitlines()[1].split(":", 2)[2]
+    old = tmp_path / "old-users"
+    old.write_text(f"# an older lammer\nalice:{hashed}\n")
+    old.chmod(0o600)
+    legacy = Users(old)
+    assert legacy.roles("alice") == {"stick"}
+    assert legacy.verify("alice", "long enough pw")
+    # adduser on such a file keeps the old user and writes roles from now on.
+    add_user(old, "pat", "long enough pw", ["pit"])
+    assert Users(old).roles("alice") == {"stick"}
+    assert old.read_text().count(":stick:$argon2id$") == 1
+
+
+def test_an_unknown_role_is_refused_with_its_line(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    with pytest.raises(UsersFileError, match="roles must be pit and/or stick, got boss"):
+        add_user(users, "pat", "long enough pw", ["boss"])
+    add_user(users, "pat", "long enough pw", ["pit"])
+    users.write_text(users.read_text().replace(":pit:", ":pit,boss:"))
+    with pytest.raises(UsersFileError, match=r"users:2: roles must be pit and/or stick, got boss"):
+        read_users(users)

@@ -34,8 +34,11 @@ function tableCard(feed, t) {
       h("span.muted", {}, "devices"), h("span.devices", {}, closed ? "unknown while closed" : devices.join(" \u00b7 ") || "-"),
       h("span.muted", {}, "last result"), h("span.last", {}, lastResult(t)),
       h("span.muted", {}, "version"), h("span", {}, info ? `lammer ${info.version}` : "-")),
-    alarms.map((a) => h("div.alarm", { dataset: { code: a.code } },
-      `\u26a0 ${a.code}${a.stops_payouts ? " (payouts paused)" : ""}: ${a.message} \u2014 for ${age(a.since)}`)),
+    alarms.map((a) => h("div.alarm", { dataset: { code: a.code, acknowledged: a.acknowledged_by || "" } },
+      `\u26a0 ${a.code}${a.stops_payouts ? " (payouts paused)" : ""}: ${a.message} \u2014 for ${age(a.since)}`,
+      a.acknowledged_by ? h("span.ack", {}, ` \u2713 acknowledged by ${a.acknowledged_by} at ${timeOf(a.acknowledged_at)}`)
+        : canAck() ? h("button.ack-button", { type: "button", dataset: { code: a.code },
+          onclick: () => acknowledge(t.id, a.code) }, "Acknowledge") : null)),
     h("div", {}, h("a", { href: `/pit/${encodeURIComponent(t.id)}` }, "history"), " \u00b7 ",
       h("a", { href: `/table/${encodeURIComponent(t.id)}` }, "player display"), " \u00b7 ",
       h("a", { href: `/stick/${encodeURIComponent(t.id)}` }, "stickperson")));
@@ -91,7 +94,7 @@ function listRow(feed, t) {
     h(`span.c-availability${closed ? ".lose" : ""}`, { role: "cell", dataset: { availability: t.availability || "unknown" } }, availabilityText(feed, t)),
     h("span.c-result.last", { role: "cell", title: lastResult(t) }, lastResult(t)),
     h("span.c-alarms", { role: "cell", title: alarms.map((a) => `${a.code}: ${a.message}`).join("\n") },
-      alarms.map((a) => `${a.code} ${age(a.since)}`).join(", ")),
+      alarms.map((a) => `${a.code} ${age(a.since)}${a.acknowledged_by ? " \u2713" + a.acknowledged_by : ""}`).join(", ")),
     h("span.c-check", { role: "cell" }, check ? `roll ${check.roll}${check.since ? " " + age(check.since) : ""}${check.waiting ? ` +${check.waiting}` : ""}` : ""));
 }
 
@@ -212,6 +215,96 @@ function render(feed) {
         h("div.grid", {}, list.map((t) => tableCard(feed, t)))))));
   document.getElementById("version").textContent = feed.server ? `web ${feed.server}` : "";
 }
+
+// A pit user's session (the users file's role "pit"): logging in shows "Acknowledge" on
+// each alarm not yet acknowledged; the server checks the session, the CSRF token and the
+// role, and publishes alarm_ack with the user as operator. The table's own answer is shown.
+let session = null; // {user, csrf, roles}
+
+function canAck() {
+  return Boolean(session && session.roles && session.roles.includes("pit"));
+}
+
+function showSession() {
+  document.getElementById("who").textContent = session ? `${session.user} (${(session.roles || []).join(", ")})` : "";
+  document.getElementById("login-open").textContent = session ? "Log out" : "Log in";
+}
+
+function say(text, cls = "") {
+  const el = document.getElementById("answer");
+  el.className = cls;
+  el.textContent = text;
+}
+
+async function acknowledge(table, code) {
+  say(`Acknowledging ${code} at ${table}\u2026`);
+  let response;
+  try {
+    response = await fetch(`/api/table/${encodeURIComponent(table)}/alarm_ack`, {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": session.csrf },
+      body: JSON.stringify({ alarm: code }),
+    });
+  } catch {
+    say("The server could not be reached; nothing was sent.", "lose");
+    return;
+  }
+  const data = await response.json().catch(() => ({ status: "error", error: `HTTP ${response.status}` }));
+  if (response.status === 401) {
+    session = null;
+    showSession();
+    render(feed);
+    say("Your session has ended: log in again.", "lose");
+  } else if (data.status === "ok") {
+    say(`The table accepted: ${code} at ${table} acknowledged by ${data.operator}.`, "win");
+  } else {
+    say(`Refused: ${data.error}`, "lose");
+  }
+}
+
+async function loginFlow() {
+  const dialog = document.getElementById("login-dialog");
+  if (session) {
+    await fetch("/api/logout", { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": session.csrf }, body: "{}" });
+    session = null;
+    showSession();
+    render(feed);
+    return;
+  }
+  const info = await (await fetch("/api/session", { credentials: "same-origin" })).json();
+  document.getElementById("login-message").textContent = info.users_configured === false
+    ? "No users file is configured on this server: nobody can log in." : "";
+  document.getElementById("login-cancel").onclick = () => dialog.close();
+  document.getElementById("login").onsubmit = async (event) => {
+    event.preventDefault();
+    const response = await fetch("/api/login", {
+      method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": info.login_token },
+      body: JSON.stringify({ user: document.getElementById("user").value, password: document.getElementById("password").value }),
+    });
+    const data = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+    if (response.ok) {
+      document.getElementById("password").value = "";
+      session = data;
+      dialog.close();
+      showSession();
+      render(feed);
+    } else {
+      document.getElementById("login-message").textContent = data.error;
+    }
+  };
+  dialog.showModal();
+}
+
+document.getElementById("login-open").addEventListener("click", () => loginFlow());
+fetch("/api/session", { credentials: "same-origin" }).then((r) => r.json()).then((info) => {
+  if (info.user) {
+    session = info;
+    showSession();
+    render(feed);
+  }
+});
 
 const feed = new Feed(null, render);
 window.lammerFeed = feed;
