@@ -16,17 +16,25 @@ const SEEN = 4096;
 // Results a page keeps for its history (the server sends its last 50 on connect, as the
 // messages they were: display/web/store.py HISTORY_TOPICS).
 export const HISTORY = 50;
+// A page of every table (the pit's list) keeps fewer: it draws the latest of each, and a
+// floor of 200 tables would otherwise hold 10,000 results.
+export const HISTORY_ALL_TABLES = 12;
+// Seqs remembered per table to drop a copy (a message seen again arrives within the last
+// few; retained topics also never go back to an older seq): fewer on a page of every table.
+const SEEN_ALL_TABLES = 256;
 const HISTORY_TOPICS = new Set(["cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"]);
 
 export class Store {
-  constructor() {
+  constructor(history = HISTORY, seen = SEEN) {
     this.tables = new Map();
+    this.historyBound = history;
+    this.seenBound = seen;
   }
 
   table(id) {
     let t = this.tables.get(id);
     if (!t) {
-      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [] };
+      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [], version: 0 };
       this.tables.set(id, t);
     }
     return t;
@@ -38,14 +46,16 @@ export class Store {
     if (m.topic === "availability") {
       t.availability = m.payload;
       t.availabilitySince = m.since || null;
+      t.version += 1;
       return true;
     }
     if (m.payload === null) {
+      t.version += 1;
       return t.topics.delete(m.topic);
     }
     const seq = m.payload.seq;
     if (t.seen.has(seq)) return false;
-    if (HISTORY_TOPICS.has(m.topic)) keep(t.history, m.topic, m.payload, HISTORY);
+    if (HISTORY_TOPICS.has(m.topic)) keep(t.history, m.topic, m.payload, this.historyBound);
     if (m.retained) {
       const current = t.topics.get(m.topic);
       if (current && current.seq >= seq) return false;
@@ -55,7 +65,8 @@ export class Store {
     }
     t.seen.add(seq);
     t.order.push(seq);
-    if (t.order.length > SEEN) t.seen.delete(t.order.shift());
+    if (t.order.length > this.seenBound) t.seen.delete(t.order.shift());
+    t.version += 1; // a page may redraw only the tables whose version changed
     return true;
   }
 }
@@ -99,7 +110,7 @@ export class Feed {
   constructor(table, render) {
     this.tableId = table;
     this.render = render;
-    this.store = new Store();
+    this.store = this.newStore();
     this.pending = null;
     this.ws = null;
     this.open = false;
@@ -114,6 +125,11 @@ export class Feed {
     this.delay = 250;
     this.connect();
     setInterval(() => this.watch(), 1000);
+  }
+
+  // A page of one table keeps 50 earlier results per topic; a page of every table fewer.
+  newStore() {
+    return this.tableId ? new Store() : new Store(HISTORY_ALL_TABLES, SEEN_ALL_TABLES);
   }
 
   get live() {
@@ -162,7 +178,7 @@ export class Feed {
         this.dropped = m.dropped;
         this.areas = m.areas || {};
         this.attract = m.attract || 300;
-        this.pending = new Store();
+        this.pending = this.newStore();
         this.synced = false;
         break;
       case "synced":

@@ -62,6 +62,7 @@ async function act(name, body, question, done) {
     return;
   }
   if (data.status === "ok") answer(`The table accepted: ${done}.`, "win");
+  else if (response.status === 403) answer(`The server refused: ${data.error}`, "lose");
   else answer(`The table refused: ${data.error}`, "lose");
 }
 
