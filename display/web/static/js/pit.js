@@ -27,7 +27,7 @@ function tableCard(feed, t) {
   const devices = state && !closed ? Object.entries(state.devices).map(([name, d]) =>
     `${name}: ${d.connected ? "connected" : "NOT CONNECTED"}${d.status ? ", " + d.status : ""}${d.mode ? ", mode " + d.mode : ""}`) : [];
   return h(`div.tablecard${cls}`, { dataset: { table: t.id } },
-    h("h2", {}, t.id, h("span.muted", {}, GAMES[(state || info || {}).game] || ""),
+    h("h2", {}, h("span.id", {}, t.id), h("span.muted", {}, GAMES[(state || info || {}).game] || ""),
       h(`span${closed ? ".lose" : ".win"}`, { dataset: { availability: t.availability || "unknown" } },
         availabilityText(feed, t))),
     h("div.kv", {},
