@@ -142,7 +142,7 @@ async def pit_login(page: Page, url: str, user: tuple[str, str]) -> None:
     await page.fill("#user", user[0])
     await page.fill("#password", user[1])
     await page.click("#login-button")
-    await expect(page.locator("#who")).to_contain_text(user[0], timeout=WAIT)
+    await expect(page.locator("#who")).to_contain_text(user[0], timeout=2 * WAIT)
 
 
 async def test_an_alarm_acknowledged_on_the_pit_shows_the_name_everywhere_and_is_journaled(
