@@ -283,6 +283,13 @@ class Alarm(PayloadModel):
         '`DECK_FAULT`): show "payouts paused"',
         json_schema_extra=_added(),
     )
+    # mqtt-api.md 1.3 (alarm_ack): who acknowledged it and when, null until acknowledged.
+    acknowledged_by: Text | None = Field(
+        default=None, description="the operator who acknowledged the alarm; null until then"
+    )
+    acknowledged_at: Timestamp | None = Field(
+        default=None, description="when it was acknowledged (UTC); null until then"
+    )
 
 
 Alarms = Annotated[list[Alarm], Field(max_length=MAX_ALARMS)]
@@ -353,6 +360,20 @@ class HighestModel(PayloadModel):
     hand: Name
     position: HandPosition
     cards: Cards
+    # Added (issue 22; mqtt-api.md allows new fields): the hand as a player reads it, so a
+    # screen marks the cards that make it and sets the board apart without knowing a rule.
+    best: Cards | None = Field(
+        default=None,
+        description="the cards among `cards` that make the hand (five; FCP four, TCP three), "
+        "in the order of `cards`",
+        json_schema_extra=_added(),
+    )
+    board: Cards = Field(
+        default_factory=list,
+        description="the community cards among `cards` (UTH 5, MSP 3, LIR 2; empty in the "
+        "other games): the others are the position's own",
+        json_schema_extra=_added(),
+    )
 
 
 class CoverAllResultBody(PayloadModel):
@@ -463,6 +484,17 @@ class CrapsBoardBody(PayloadModel):
         description="the latest roll event, retained with the board (`craps/roll` is not): "
         "`{roll_id, dice, total, status}`, `status` `counted`, `noroll`, `pending` or "
         "`declared_invalid`; `null` before the first roll",
+        json_schema_extra=_added(),
+    )
+    # Added (issue 22): the queue behind a pending CHECK, for the stickperson.
+    waiting_count: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="how many rolls wait behind the pending roll",
+        json_schema_extra=_added(),
+    )
+    waiting: Annotated[list[RollId], Field(max_length=20)] = Field(
+        default_factory=list,
+        description="the roll ids waiting behind the pending roll, in order (the first 20)",
         json_schema_extra=_added(),
     )
 

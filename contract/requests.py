@@ -197,17 +197,41 @@ class ResendRequest(RequestBase):
         return self
 
 
+ALARM_CODE: Final = re.compile(r"[A-Z][A-Z0-9_]{0,79}")
+"""An alarm code as the table raises them (``MODE_MISMATCH``, ``DEVICE_FAULT_JAM``)."""
+
+
+class AlarmAckRequest(RequestBase):
+    """``request/alarm_ack`` (mqtt-api.md 1.3): a pit user acknowledges the active alarm
+    ``alarm`` (its code). The alarm stays until it clears; it changes no payout."""
+
+    EFFECT: ClassVar[str] = (
+        "acknowledges an active alarm: it stays until it clears, with who and when; "
+        "no payout changes"
+    )
+
+    alarm: str = Field(description="the code of an active alarm")
+
+    @field_validator("alarm", mode="before")
+    @classmethod
+    def _alarm(cls, value: object) -> str:
+        if not isinstance(value, str) or not ALARM_CODE.fullmatch(value):
+            raise ValueError(f"alarm must be an alarm's code (MODE_MISMATCH), got {_shown(value)}")
+        return value
+
+
 REQUEST_MODELS: Final[dict[str, type[RequestBase]]] = {
     "roll_decision": RollDecisionRequest,
     "void_roll": VoidRollRequest,
     "overturn": OverturnRequest,
     "resend": ResendRequest,
+    "alarm_ack": AlarmAckRequest,
 }
 """Every request of mqtt-api.md by name."""
 
 REQUEST_NAMES: Final = tuple(REQUEST_MODELS)
 
-NAMES_TEXT: Final = "roll_decision, void_roll, overturn or resend"
+NAMES_TEXT: Final = "roll_decision, void_roll, overturn, resend or alarm_ack"
 
 
 # ---------------------------------------------------------------------------------------

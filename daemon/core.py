@@ -485,7 +485,7 @@ class TableCore:
             "decision applied",
             seq=seq,
             decision=type(decision).__name__,
-            roll=decision.roll_id,
+            roll=getattr(decision, "roll_id", None),  # an alarm_ack names no roll
             operator=decision.operator,
         )
         return queued

@@ -56,6 +56,7 @@ from contract.payloads import (
 )
 from daemon.clock import format_ts
 from rules import bust_bonus, craps
+from rules.cover_all import read_hand
 from rules.events import (
     POKER_GAMES,
     AlarmCleared,
@@ -161,6 +162,11 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
     """``cover_all/result`` at ``SETTLE``/``VOID``, or a flagged round (no cards: the model
     refuses a flagged result with a highest hand, shuffler-icd.md "Card data is secret")."""
     highest = outcome.highest
+    best: tuple[str, ...] | None = None
+    board: tuple[str, ...] = ()
+    if highest is not None and outcome.outcome == "win":
+        # A win's cards are a whole hand the rules judged; anything else is refused below.
+        best, board = read_hand(outcome.game, highest.cards)
     body = CoverAllResultBody(
         table=table,
         round_id=outcome.round_id,
@@ -173,6 +179,8 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
             hand=highest.hand,
             position=highest.position,
             cards=list(highest.cards),
+            best=None if best is None else list(best),
+            board=list(board),
         ),
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
@@ -231,6 +239,8 @@ def state_publications(
                 message=a.message,
                 since=format_ts(a.since),
                 stops_payouts=a.code in PAYOUT_ALARMS,
+                acknowledged_by=a.acknowledged_by,
+                acknowledged_at=None if a.acknowledged_at is None else format_ts(a.acknowledged_at),
             )
             for a in state.alarms
         ]
@@ -326,6 +336,8 @@ def craps_board_publication(
         else LastRollModel(
             roll_id=last.roll_id, dice=list(last.dice), total=last.total, status=last.status
         ),
+        waiting_count=board.waiting_count,
+        waiting=list(board.waiting),
     )
     return publication("craps/board", body)
 

@@ -42,6 +42,8 @@ TYPE_KEY = "type"
 _BY_NAME: dict[str, type[Any]] = {}
 _HINTS: dict[type[Any], tuple[tuple[str, Any], ...]] = {}
 _NAMES: dict[type[Any], str] = {}
+_DEFAULTED: dict[type[Any], frozenset[str]] = {}
+"""Per record type, the fields that have a default (a record may omit them)."""
 
 
 def register(cls: type[T], *, name: str | None = None) -> type[T]:
@@ -68,6 +70,11 @@ def register(cls: type[T], *, name: str | None = None) -> type[T]:
         raise RecordError(f"{cls.__name__}: cannot resolve its type hints: {exc}") from exc
     _BY_NAME[key] = cls
     _HINTS[cls] = tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
+    _DEFAULTED[cls] = frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    )
     _NAMES[cls] = key
     for _, hint in _HINTS[cls]:
         for nested in _dataclasses_in(hint):
@@ -144,6 +151,10 @@ def from_record(record: Mapping[str, object]) -> Any:
     values: dict[str, Any] = {}
     for field, hint in hints:
         if field not in record:
+            if field in _DEFAULTED[cls]:
+                # A field added later with a default (Alarm.acknowledged_by): a record
+                # written before it reads as the default, so older journals still replay.
+                continue
             raise RecordError("missing", path=f"{name}.{field}")
         values[field] = _decode(record[field], hint, f"{name}.{field}")
     try:

@@ -45,6 +45,7 @@ from contract.requests import (
     NAME_PATTERN,
     NAMES_TEXT,
     REQUEST_MODELS,
+    AlarmAckRequest,
     OverturnRequest,
     RequestBase,
     ResendRequest,
@@ -52,7 +53,13 @@ from contract.requests import (
     RollDecisionRequest,
     VoidRollRequest,
 )
-from rules.events import Decision, RollDecided, RollVoided, VoidOverturned
+from rules.events import (
+    AlarmAcknowledged,
+    RollDecided,
+    RollVoided,
+    TableDecision,
+    VoidOverturned,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,7 +238,7 @@ class Request:
 
     name: str
     request_id: str | int | None
-    decision: Decision
+    decision: TableDecision
 
 
 def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
@@ -276,7 +283,7 @@ def validate_request(name: str, payload: bytes) -> tuple[RequestBase, str | int 
     return request, request_id
 
 
-def _decision(request: RequestBase, at: datetime) -> Decision:
+def _decision(request: RequestBase, at: datetime) -> TableDecision:
     match request:
         case RollDecisionRequest():
             return RollDecided(
@@ -294,6 +301,8 @@ def _decision(request: RequestBase, at: datetime) -> Decision:
             )
         case OverturnRequest():
             return VoidOverturned(roll_id=request.roll_id, operator=request.operator, at=at)
+        case AlarmAckRequest():
+            return AlarmAcknowledged(code=request.alarm, operator=request.operator, at=at)
     raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
 
 

@@ -139,6 +139,22 @@ def classify(game: str, cards: Sequence[str]) -> str | None:
     return cover_all_row(poker_game(game), hand_value(game, cards))
 
 
+def read_hand(game: str, cards: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A whole hand as a player reads it: ``(best, board)``. ``cards`` as ``classify``
+    takes them (the position's own, then the community cards); ``best`` the cards that make
+    the hand (five; Four Card Poker four, Three Card Poker three), in the order of
+    ``cards``; ``board`` the community cards among them (Ultimate Texas Hold'em 5,
+    Mississippi Stud 3, Let It Ride 2; none in the other games)."""
+    g = poker_game(game)
+    idx = _indexes(cards)
+    hand_value(g, cards)  # the same checks and errors as classify
+    chosen = set(best_cards(RANKINGS[g], idx))
+    codes = tuple(DECK[i].code for i in idx)
+    community = LAYOUTS[g].community_cards
+    best = tuple(code for i, code in zip(idx, codes, strict=True) if i in chosen)
+    return best, codes[len(codes) - community :] if community else ()
+
+
 # ---------------------------------------------------------------------------------------
 # One round
 

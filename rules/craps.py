@@ -56,7 +56,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from itertools import chain
+from itertools import chain, islice
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
@@ -273,6 +273,10 @@ class CrapsBoard:
     all_tall: BetBoard
     make_em_all: BetBoard
     pending_roll: PendingRoll | None
+    waiting: tuple[int, ...] = ()
+    """The roll ids waiting behind the pending roll, in order (at most ``WAITING_SHOWN``)."""
+    waiting_count: int = 0
+    """How many rolls wait behind the pending roll (all of them, however many)."""
 
     def bet(self, bet: CrapsBet) -> BetBoard:
         """The board of one bet by its name."""
@@ -299,6 +303,11 @@ def _bet_board(bet: CrapsBet, pays: Decimal, hit: frozenset[int]) -> BetBoard:
     )
 
 
+WAITING_SHOWN: Final = 20
+"""Roll ids of the queue a board names (the count is whole): the stickperson reads the
+next ones; the journal has every one."""
+
+
 def board(state: CrapsState) -> CrapsBoard:
     """The board of the current series: lammers, per bet progress, betting, pending roll."""
     hit = _series_hit(state.counted)
@@ -323,6 +332,8 @@ def board(state: CrapsState) -> CrapsBoard:
         all_tall=_bet_board("all_tall", odds["all_tall"], hit),
         make_em_all=_bet_board("make_em_all", odds["make_em_all"], hit),
         pending_roll=pending,
+        waiting=tuple(a.roll_id for a in islice(state.queue, 1, 1 + WAITING_SHOWN)),
+        waiting_count=max(0, len(state.queue) - 1),
     )
 
 

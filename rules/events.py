@@ -324,7 +324,21 @@ class VoidOverturned:
     at: datetime
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlarmAcknowledged:
+    """``alarm_ack`` (mqtt-api.md 1.3): a pit user saw the active alarm ``code``. The alarm
+    stays until it clears; acknowledging it changes no payout."""
+
+    code: str
+    operator: str
+    at: datetime
+
+
 Decision = RollDecided | RollVoided | VoidOverturned
+"""The stickperson's decisions on rolls (the craps machine's)."""
+
+TableDecision = Decision | AlarmAcknowledged
+"""Every decision a request asks the table for: a roll's, or an alarm's acknowledgement."""
 
 # ---------------------------------------------------------------------------------------
 # Outcomes

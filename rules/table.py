@@ -68,6 +68,7 @@ from rules.events import (
     LATE_FRAME,
     POKER_GAMES,
     TABLE_GAMES,
+    AlarmAcknowledged,
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
@@ -117,7 +118,7 @@ HostFact = (
 )
 """What the host itself tells the table: its timer, a jump of its clock, a clean start."""
 
-TableEvent = DeviceFact | Decision | HostFact
+TableEvent = DeviceFact | Decision | AlarmAcknowledged | HostFact
 """Everything ``apply`` takes: a device fact, a stickperson's decision, a host fact."""
 
 PAYOUT_ALARMS: frozenset[str] = frozenset({"MODE_MISMATCH", "DECK_FAULT"})
@@ -183,6 +184,10 @@ class Alarm:
     device: Device | None
     message: str
     since: datetime
+    # mqtt-api.md 1.3 alarm_ack: who acknowledged it and when (None until then); kept
+    # while the alarm stays active, even if its message changes.
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -329,6 +334,8 @@ def apply(  # noqa: C901  one match over the table's event kinds, each a call
                 state, cleared = _clear(state, LATE_FRAME, "dice_reader")
                 outcomes += cleared
             return _backlog(state, outcomes, at)
+        case AlarmAcknowledged():
+            return _acknowledge(state, event), ()
         case RollDecided() | RollVoided() | VoidOverturned():
             if state.craps is None:
                 raise _not_craps(event.roll_id)
@@ -406,6 +413,29 @@ def _clear(
     if len(kept) == len(state.alarms):
         return state, ()
     return replace(state, alarms=kept), (AlarmCleared(code=code, device=device),)
+
+
+def _acknowledge(state: TableState, ack: AlarmAcknowledged) -> TableState:
+    """``alarm_ack``: every active alarm of that code is marked acknowledged; nothing else
+    changes (no payout, no other alarm). ``DecisionError`` when none is active or it was
+    acknowledged already (the first acknowledgement stands)."""
+    matching = [a for a in state.alarms if a.code == ack.code]
+    if not matching:
+        raise DecisionError(f"no alarm {ack.code} is active at this table: nothing to acknowledge")
+    done = next((a for a in matching if a.acknowledged_by is not None), None)
+    if done is not None:
+        assert done.acknowledged_at is not None  # noqa: S101  set with acknowledged_by, always
+        raise DecisionError(
+            f"alarm {ack.code} was acknowledged already by {done.acknowledged_by} at "
+            f"{done.acknowledged_at.strftime('%H:%M:%S')} UTC"
+        )
+    kept = tuple(
+        replace(a, acknowledged_by=ack.operator, acknowledged_at=ack.at)
+        if a.code == ack.code
+        else a
+        for a in state.alarms
+    )
+    return replace(state, alarms=kept)
 
 
 def _fault_code(code: str) -> str:

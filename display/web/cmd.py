@@ -6,8 +6,9 @@
 serves ``/table/<id>``, ``/pit`` and
 ``/stick/<id>`` until SIGTERM or SIGINT. A bad configuration exits 2 with every problem.
 
-``lammer web adduser NAME --users FILE`` adds a stickperson (or changes the password),
-asking twice on a terminal, or reading one line from standard input for scripts.
+``lammer web adduser [--role pit|stick ...] NAME --users FILE`` adds a user (or changes
+the password and roles; the role is ``stick`` unless given: a stickperson), asking twice
+on a terminal, or reading one line from standard input for scripts.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import structlog
 
 from display.errors import ListenError, LoginRefused, UsersFileError, WebConfigError
 from display.web.config import WebConfig, load_web_config
-from display.web.users import add_user, check_name, check_password
+from display.web.users import ROLES, add_user, check_name, check_password
 
 _OPTIONS = (
     ("--mqtt-host", "mqtt_host", str, "the broker's host (default 127.0.0.1)"),
@@ -41,6 +42,7 @@ _OPTIONS = (
     ("--mqtt-ca-file", "mqtt_ca_file", Path, "MQTT over TLS: the CA the broker is verified with"),
     ("--tls-cert", "tls_cert", Path, "serve HTTPS with this certificate (with --tls-key)"),
     ("--tls-key", "tls_key", Path, "the certificate's private key (0600)"),
+    ("--attract-seconds", "attract_seconds", int, "idle seconds before the attract view"),
 )
 
 
@@ -50,7 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, dest, kind, help_text in _OPTIONS:
         parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_text)
     sub = parser.add_subparsers(dest="web_command", metavar="adduser")
-    add = sub.add_parser("adduser", help="add a stickperson to the users file")
+    add = sub.add_parser("adduser", help="add a user (stickperson, pit) to the users file")
+    add.add_argument(
+        "--role",
+        dest="roles",
+        action="append",
+        choices=ROLES,
+        help="pit (acknowledges alarms) or stick (decides rolls); repeat for both; default stick",
+    )
     add.add_argument("name", help="the user name (it becomes the requests' operator)")
     add.add_argument(
         "--users",
@@ -65,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``lammer web`` (0 after a clean stop, 2 for a bad configuration) or ``adduser``."""
     if args.web_command == "adduser":
-        return adduser(args.name, args.adduser_users)
+        return adduser(args.name, args.adduser_users, args.roles or ["stick"])
     overrides = {dest: getattr(args, dest) for _, dest, _, _ in _OPTIONS}
     try:
         config = load_web_config(args.config, overrides)
@@ -168,8 +177,9 @@ def _configure_logging() -> None:
     )
 
 
-def adduser(name: str, users: Path) -> int:
-    """Add ``name`` to ``users`` (created 0600) or change its password."""
+def adduser(name: str, users: Path, roles: list[str]) -> int:
+    """Add ``name`` with ``roles`` to ``users`` (created 0600), or change its password and
+    roles."""
     try:
         check_name(name)
         if sys.stdin.isatty():
@@ -180,12 +190,13 @@ def adduser(name: str, users: Path) -> int:
         else:
             password = sys.stdin.readline().rstrip("\r\n")
         check_password(password)
-        new = add_user(users, name, password)
+        new = add_user(users, name, password, roles)
     except UsersFileError as exc:
         print(f"lammer web adduser: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"lammer web adduser: {users}: {exc.strerror}", file=sys.stderr)
         return 1
-    print(f"{'added' if new else 'changed the password of'} {name} in {users}")
+    what = "added" if new else "changed the password and roles of"
+    print(f"{what} {name} ({', '.join(sorted(set(roles)))}) in {users}")
     return 0

@@ -18,6 +18,7 @@ prefix = "lammer"
 listen = "127.0.0.1:8080"
 users = "web-users"                   # lammer web adduser NAME --users web-users
 keepalive = 30                        # a page shows "table closed" after this long silent
+attract_seconds = 300                 # the player display's attract view after this long idle
 secure_cookies = false                # true behind TLS (a reverse proxy); implied by tls_cert
 mqtt_ca_file = "floor/ca.crt"         # MQTT over TLS, the broker verified with this CA
 tls_cert = "tls/web.crt"              # serve HTTPS (then HSTS, Secure cookies) with this
@@ -159,6 +160,11 @@ class WebConfig(BaseModel):
     keepalive: Annotated[StrictInt, Field(ge=3, le=3600)] = Field(
         default=30,
         description="seconds without a word from the server before a page shows table closed",
+    )
+    attract_seconds: Annotated[StrictInt, Field(ge=10, le=86400)] = Field(
+        default=300,
+        description="seconds without a new round or roll before the player display shows "
+        "its attract view (the pay table large)",
     )
     secure_cookies: StrictBool = Field(
         default=False, description="mark the session cookie Secure (serve behind TLS)"

@@ -122,11 +122,30 @@ class Overturn(_Action):
     """Reinstate the latest roll declared invalid (68 IAC 10-4-4(c), last sentence)."""
 
 
-ACTIONS: Final[dict[str, type[_Action]]] = {
+class AlarmAck(BaseModel):
+    """Acknowledge an active alarm by its code (mqtt-api.md 1.3 ``alarm_ack``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    alarm: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{0,79}$")]
+
+
+ACTIONS: Final[dict[str, type[BaseModel]]] = {
     "roll_decision": RollDecision,
     "void_roll": VoidRoll,
     "overturn": Overturn,
+    "alarm_ack": AlarmAck,
 }
+
+ACTION_ROLES: Final[dict[str, str]] = {
+    "roll_decision": "stick",
+    "void_roll": "stick",
+    "overturn": "stick",
+    "alarm_ack": "pit",
+}
+"""The role a user needs for each action (the users file: ``lammer web adduser --role``):
+a stickperson cannot acknowledge the pit's alarms, a pit user cannot decide a roll, unless
+given both roles."""
 
 
 class Login(BaseModel):
@@ -262,7 +281,8 @@ async def session_info(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     session = state.sessions.get(request.cookies.get(SESSION_COOKIE))
     if session is not None:
-        return web.json_response({"user": session.user, "csrf": session.csrf})
+        roles = sorted(state.users.roles(session.user))
+        return web.json_response({"user": session.user, "csrf": session.csrf, "roles": roles})
     token = secrets.token_urlsafe(32)
     response = web.json_response(
         {"user": None, "login_token": token, "users_configured": state.users.configured}
@@ -321,7 +341,8 @@ async def login(request: web.Request) -> web.StreamResponse:
         state.per_user.succeeded([name])
     session = state.sessions.create(form.user)
     log.info("login", user=form.user, address=address)
-    response = web.json_response({"user": session.user, "csrf": session.csrf})
+    roles = sorted(state.users.roles(session.user))
+    response = web.json_response({"user": session.user, "csrf": session.csrf, "roles": roles})
     _cookie(response, SESSION_COOKIE, session.token, state)
     response.set_cookie(
         device_cookie,
@@ -379,6 +400,13 @@ async def action(request: web.Request) -> web.StreamResponse:
     model = ACTIONS.get(name)
     if model is None:
         return _error(404, "no such action")
+    role = ACTION_ROLES[name]
+    if role not in state.users.roles(session.user):
+        log.warning("action refused: role", table=table, action=name, user=session.user, role=role)
+        who = "a pit user" if role == "pit" else "a stickperson"
+        return _error(
+            403, f"refused: {session.user} is not {who} (lammer web adduser --role {role})"
+        )
     body = await _json_body(request)
     try:
         parsed = model.model_validate(body)
@@ -443,6 +471,7 @@ async def feed(request: web.Request) -> web.StreamResponse:
         table=table,
         dropped=sum(state.store.dropped.values()),
         areas=state.config.areas,
+        attract=state.config.attract_seconds,
     )
     first = [hello, *state.store.snapshot(table), wire("synced")]
     client = state.hub.add(ws, table, first)
@@ -482,6 +511,7 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
     app.router.add_get("/", _redirect_pit)
     app.router.add_get(f"/table/{TABLE}", _page("table.html"))
     app.router.add_get("/pit", _page("pit.html"))
+    app.router.add_get(f"/pit/{TABLE}", _page("pit_table.html"))
     app.router.add_get(f"/stick/{TABLE}", _page("stick.html"))
     app.router.add_get("/ws", feed)
     app.router.add_get("/api/session", session_info)

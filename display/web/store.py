@@ -30,6 +30,7 @@ import re
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import structlog
@@ -41,9 +42,22 @@ log = structlog.get_logger("lammer.web")
 MAX_TABLES: Final = 2000
 RECENT: Final = 12
 """Messages kept per non-retained topic for a page that connects later."""
+HISTORY: Final = 50
+"""Results kept per table for the screens' history (the player display shows the last 10,
+``/pit/<id>`` the last 50), from the time the server started watching: in memory, bounded."""
+HISTORY_TOPICS: Final = frozenset(
+    {"cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"}
+)
+"""The topics whose earlier messages a page is sent on connect, besides the latest."""
 _SEEN: Final = 4096
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _IGNORED_PREFIXES: Final = ("request/", "response/")
+
+
+def _iso(at: float) -> str:
+    """A wall-clock time as the contract writes ``ts`` (UTC, milliseconds, ``Z``)."""
+    stamp = datetime.fromtimestamp(at, tz=UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
 
 
 def wire(kind: str, **fields: Any) -> str:
@@ -58,8 +72,10 @@ class TableEntry:
     table: str
     availability: str | None = None
     availability_text: str | None = None
+    availability_since: str | None = None
     retained: dict[str, tuple[int, str]] = field(default_factory=dict)
     recent: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
+    history: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
     last_heard: float = 0.0
     _seen: set[int] = field(default_factory=set)
     _order: deque[int] = field(default_factory=deque)
@@ -80,7 +96,10 @@ class TableEntry:
         items = list(self.retained.values())
         for messages in self.recent.values():
             items.extend(messages)
-        out.extend(text for _, text in sorted(items))
+        for messages in self.history.values():
+            items.extend(messages)
+        # A result is in history and in retained (or recent): sent once, oldest first.
+        out.extend(text for _, text in sorted(dict(items).items()))
         return out
 
 
@@ -144,6 +163,8 @@ class Store:
             entry.retained[sub] = (seq, text)
         else:
             entry.recent.setdefault(sub, deque(maxlen=RECENT)).append((seq, text))
+        if sub in HISTORY_TOPICS:
+            entry.history.setdefault(sub, deque(maxlen=HISTORY)).append((seq, text))
         return table, text
 
     def _entry(self, table: str) -> TableEntry:
@@ -158,7 +179,7 @@ class Store:
         if not payload:
             if entry is None or entry.availability is None:
                 return None
-            entry.availability = entry.availability_text = None
+            entry.availability = entry.availability_text = entry.availability_since = None
             return table, wire(
                 "msg", table=table, topic="availability", retained=True, payload=None
             )
@@ -166,9 +187,21 @@ class Store:
             return self._drop("invalid", topic, "availability is neither online nor offline")
         entry = self._entry(table)
         value = payload.decode()
-        entry.last_heard = time.time()
+        now = time.time()
+        entry.last_heard = now
+        # "offline since hh:mm" on the pit: availability carries no time of its own, so the
+        # server says when it first heard this value (kept while the value stays the same).
+        if value != entry.availability or entry.availability_since is None:
+            entry.availability_since = _iso(now)
         entry.availability = value
-        text = wire("msg", table=table, topic="availability", retained=True, payload=value)
+        text = wire(
+            "msg",
+            table=table,
+            topic="availability",
+            retained=True,
+            payload=value,
+            since=entry.availability_since,
+        )
         entry.availability_text = text
         return table, text
 

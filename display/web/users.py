@@ -1,11 +1,13 @@
 """The stickpersons' users file, sessions and the login rate limit.
 
-The users file holds one ``name:hash`` line per user (``#`` starts a comment), the hash
-an Argon2id string from argon2-cffi (RFC 9106's recommended profile), so the file says
-nothing of the passwords and a reader can diff it. ``lammer web adduser NAME`` writes it
-with mode 0600; the server refuses a users file that others may read, as ssh does with a
-private key. The file is read again when it changes, so a user added while the server runs
-can log in without a restart.
+The users file holds one ``name:roles:hash`` line per user (``#`` starts a comment): the
+roles ``pit`` (acknowledges alarms on the pit) and ``stick`` (decides rolls), comma-separated;
+the hash an Argon2id string from argon2-cffi (RFC 9106's recommended profile), so the file
+says nothing of the passwords and a reader can diff it. A ``name:hash`` line (the format
+before roles) is a stickperson: every users file written before keeps working as it did.
+``lammer web adduser [--role pit|stick] NAME`` writes it with mode 0600; the server
+refuses a users file that others may read, as ssh does with a private key. The file is
+read again when it changes, so a user added while the server runs can log in without a restart.
 
 Sessions live in the server's memory only (a restart logs everyone out): a random token in
 an HttpOnly, SameSite=Strict cookie, and a CSRF token of its own that every action must
@@ -34,6 +36,10 @@ from display.errors import UsersFileError
 
 NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 """A user name: it becomes the ``operator`` of the requests, kept in the table's record."""
+ROLES: Final = ("pit", "stick")
+"""What a user may do: ``pit`` acknowledges alarms, ``stick`` decides rolls."""
+LEGACY_ROLES: Final = frozenset({"stick"})
+"""The roles of a ``name:hash`` line: every user before roles existed was a stickperson."""
 MIN_PASSWORD: Final = 8
 MAX_PASSWORD: Final = 1024
 
@@ -64,45 +70,77 @@ def check_password(password: str) -> str:
     return password
 
 
+def check_roles(roles: Iterable[str]) -> frozenset[str]:
+    """The roles as a set if each is one of ``ROLES`` and there is one; ``UsersFileError``."""
+    chosen = frozenset(roles)
+    unknown = sorted(chosen - set(ROLES))
+    if unknown or not chosen:
+        raise UsersFileError(
+            f"roles must be {' and/or '.join(ROLES)}, got {', '.join(unknown) or 'none'}"
+        )
+    return chosen
+
+
 def read_users(path: Path) -> dict[str, str]:
     """``{name: hash}`` from a users file; ``UsersFileError`` naming the line if bad."""
+    return {name: hashed for name, (_, hashed) in read_users_roles(path).items()}
+
+
+def read_users_roles(path: Path) -> dict[str, tuple[frozenset[str], str]]:
+    """``{name: (roles, hash)}`` from a users file; ``UsersFileError`` naming the line."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsersFileError("no such file", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsersFileError(f"cannot read: {exc}", path=path) from exc
-    users: dict[str, str] = {}
+    users: dict[str, tuple[frozenset[str], str]] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        name, sep, hashed = line.partition(":")
+        name, sep, rest = line.partition(":")
+        roles = LEGACY_ROLES
+        hashed = rest
+        if sep and not rest.startswith("$argon2"):
+            listed, _, hashed = rest.partition(":")
+            try:
+                roles = check_roles(r.strip() for r in listed.split(","))
+            except UsersFileError as exc:
+                raise UsersFileError(str(exc), path=path, line=number) from None
         if not sep or not hashed.startswith("$argon2"):
-            raise UsersFileError("expected NAME:$argon2id$...", path=path, line=number)
+            raise UsersFileError("expected NAME:ROLES:$argon2id$...", path=path, line=number)
         try:
             check_name(name)
         except UsersFileError as exc:
             raise UsersFileError(str(exc), path=path, line=number) from None
         if name in users:
             raise UsersFileError(f"user {name!r} is listed twice", path=path, line=number)
-        users[name] = hashed
+        users[name] = (roles, hashed)
     return users
 
 
-def add_user(path: Path, name: str, password: str) -> bool:
-    """Add ``name`` or change its password; True when the user is new.
+def add_user(path: Path, name: str, password: str, roles: Iterable[str] = LEGACY_ROLES) -> bool:
+    """Add ``name`` or change its password and roles; True when the user is new. Every
+    line is written as ``name:roles:hash`` (older ``name:hash`` lines keep their meaning:
+    stick).
 
     The file is written whole to a temporary file of mode 0600 beside it, then renamed
     over it, so a reader never sees half a file and the mode never widens.
     """
     check_name(name)
     check_password(password)
-    users = read_users(path) if path.exists() else {}
+    chosen = check_roles(roles)
+    users = read_users_roles(path) if path.exists() else {}
     new = name not in users
-    users[name] = _HASHER.hash(password)
-    lines = ["# lammer web users: NAME:argon2id hash (lammer web adduser NAME)"]
-    lines += [f"{user}:{hashed}" for user, hashed in users.items()]
+    users[name] = (chosen, _HASHER.hash(password))
+    lines = [
+        "# lammer web users: NAME:ROLES:argon2id hash (lammer web adduser --role pit|stick NAME)"
+    ]
+    lines += [
+        f"{user}:{','.join(sorted(user_roles))}:{hashed}"
+        for user, (user_roles, hashed) in users.items()
+    ]
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -122,7 +160,7 @@ class Users:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._users: dict[str, str] = {}
+        self._users: dict[str, tuple[frozenset[str], str]] = {}
         self._stamp: tuple[int, int] | None = None
         if path is not None:
             self._reload()
@@ -137,7 +175,7 @@ class Users:
             )
         stamp = (info.st_mtime_ns, info.st_size)
         if stamp != self._stamp:
-            self._users = read_users(self.path)
+            self._users = read_users_roles(self.path)
             self._stamp = stamp
 
     @property
@@ -148,9 +186,10 @@ class Users:
     def known_device(self, name: str, token: str | None) -> str | None:
         """The id of the device that ``token`` (its device cookie for ``name``) names, if the
         cookie is one this server gave ``name`` at a good login; else None."""
-        hashed = self._users.get(name)
-        if token is None or hashed is None:
+        entry = self._users.get(name)
+        if token is None or entry is None:
             return None
+        _, hashed = entry
         device, _, mac = token.partition(".")
         if not _DEVICE_ID.fullmatch(device):
             return None
@@ -159,7 +198,8 @@ class Users:
     def device_token(self, name: str, device: str | None = None) -> str:
         """A device cookie's value for ``name`` (a new device id unless ``device`` is given)."""
         device = device or secrets.token_urlsafe(18)
-        return f"{device}.{_device_mac(self._users[name], name, device)}"
+        _, hashed = self._users[name]
+        return f"{device}.{_device_mac(hashed, name, device)}"
 
     def verify(self, name: str, password: str) -> bool:
         """Whether ``password`` is ``name``'s. Slow on purpose (Argon2id): call it in a
@@ -169,11 +209,23 @@ class Users:
                 self._reload()
             except (OSError, UsersFileError):
                 return False  # a broken file logs nobody in; the old users are not kept
-        hashed = self._users.get(name) if NAME_PATTERN.match(name) else None
+        entry = self._users.get(name) if NAME_PATTERN.match(name) else None
+        hashed = entry[1] if entry is not None else None
         try:
             return _HASHER.verify(hashed or _DUMMY_HASH, password) and hashed is not None
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
+
+    def roles(self, name: str) -> frozenset[str]:
+        """``name``'s roles as the users file says now (read again if it changed, so a
+        role taken away counts at once); none for an unknown user or a broken file."""
+        if self.path is not None:
+            try:
+                self._reload()
+            except (OSError, UsersFileError):
+                return frozenset()
+        entry = self._users.get(name)
+        return entry[0] if entry is not None else frozenset()
 
 
 _DEVICE_ID: Final = re.compile(r"[A-Za-z0-9_-]{24}")

@@ -125,9 +125,28 @@ def test_spec_example_csp_round_812() -> None:
         "hand": "Flush",
         "position": "P3",
         "cards": ["Qh", "Jh", "Th", "8h", "7h"],
+        "best": ["Qh", "Jh", "Th", "8h", "7h"],  # a Caribbean Stud hand is its five
+        "board": [],
     }
     assert body["pays"] == "20"
     assert body["reason"] is None
+
+
+def test_a_hold_em_win_names_the_five_that_make_it_and_the_board() -> None:
+    result = CoverAllResult(
+        round_id=31,
+        game="UTH",
+        hands=5,
+        outcome="win",
+        highest=HighestHand(
+            hand="Royal Flush", position="P1", cards=("As", "Ks", "Qs", "Js", "Ts", "2d", "3c")
+        ),
+        pays=Decimal(100),
+        reason=None,
+    )
+    highest = checked(published(result))["highest"]
+    assert highest["best"] == ["As", "Ks", "Qs", "Js", "Ts"]
+    assert highest["board"] == ["Qs", "Js", "Ts", "2d", "3c"]  # the two before are P1's own
 
 
 def test_three_card_poker_fractional_odds_are_exact() -> None:
@@ -246,6 +265,8 @@ def test_state_and_alarms() -> None:
         "message": "jammed",
         "since": "2026-11-29T14:03:07.123Z",
         "stops_payouts": False,  # a jam alone pays on: the shuffler's checks decide
+        "acknowledged_by": None,  # mqtt-api.md 1.3: null until acknowledged
+        "acknowledged_at": None,
     }
     assert body["alarms"] == [expected_alarm]
     alarms = checked(by_topic(state)["alarms"])

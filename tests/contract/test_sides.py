@@ -35,6 +35,8 @@ def alarm(**fields: Any) -> Alarm:
             "message": "the deck check failed",
             "since": TS,
             "stops_payouts": True,
+            "acknowledged_by": None,
+            "acknowledged_at": None,
             **fields,
         }
     )
@@ -47,7 +49,9 @@ def test_a_producer_sets_every_field_and_no_other() -> None:
     with pytest.raises(ValueError, match="colour: not a field of Alarm"):
         publication("alarms", AlarmsBody(table="t1", alarms=[alarm(colour="red")]))
     # A field left to its default: every listed key is always present (docs/mqtt.md).
-    forgot = Alarm(code="X", device=None, message="m", since=TS)
+    forgot = Alarm(
+        code="X", device=None, message="m", since=TS, acknowledged_by=None, acknowledged_at=None
+    )
     with pytest.raises(ValueError, match="stops_payouts: not set by the builder"):
         publication("alarms", AlarmsBody(table="t1", alarms=[forgot]))
     devices: dict[Device, DeviceState] = {"shuffler": DeviceState(connected=True, status="READY")}

@@ -24,7 +24,7 @@ from daemon.requests import (
     request_id_of,
     response_publication,
 )
-from rules.events import RollDecided, RollVoided, VoidOverturned
+from rules.events import AlarmAcknowledged, RollDecided, RollVoided, VoidOverturned
 from tests.spec_mqtt import SpecViolation, check_message
 
 AT = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
@@ -201,6 +201,7 @@ def test_any_object_gives_a_decision_or_a_request_error(body: dict[str, Any]) ->
             message = exc.message
         else:
             message = "parsed"
+            assert not isinstance(decision, AlarmAcknowledged)  # these name a roll
             assert decision.operator == body["operator"].strip()
             assert decision.roll_id == int(body["roll_id"])
             assert decision.at == AT
@@ -268,7 +269,7 @@ BIG = b'{"request_id": "r9", "x": "' + b"a" * 5000 + b'"}'
             Refused(
                 request_id=3,
                 error="unknown request 'void_all': the requests are "
-                "roll_decision, void_roll, overturn or resend",
+                "roll_decision, void_roll, overturn, resend or alarm_ack",
             ),
         ),
         # A retained request is never acted on (issue 20), whatever it asks.
@@ -329,3 +330,25 @@ def test_the_request_id_of_a_request_refused_unread(payload: bytes, expected: ob
 def test_request_id_of_never_raises(payload: bytes) -> None:
     found = request_id_of(payload)
     assert found is None or isinstance(found, str | int)
+
+
+def test_alarm_ack_names_the_alarm_and_the_operator() -> None:
+    body = json.dumps({"alarm": "MODE_MISMATCH", "operator": " pat ", "request_id": 9}).encode()
+    request = parse_request("alarm_ack", body, at=AT)
+    assert request.decision == AlarmAcknowledged(code="MODE_MISMATCH", operator="pat", at=AT)
+    assert request.request_id == 9
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"operator": "pat"}, "alarm is missing"),
+        ({"alarm": "mode mismatch", "operator": "pat"}, "alarm must be an alarm's code"),
+        ({"alarm": 3, "operator": "pat"}, "alarm must be an alarm's code"),
+        ({"alarm": "MODE_MISMATCH"}, "operator is missing"),
+        ({"alarm": "MODE_MISMATCH", "operator": "pat", "roll_id": 4}, "unknown field 'roll_id'"),
+    ],
+)
+def test_a_bad_alarm_ack_is_refused_with_a_sentence(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(RequestError, match=message):
+        parse_request("alarm_ack", json.dumps(body).encode(), at=AT)

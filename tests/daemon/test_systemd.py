@@ -5,17 +5,24 @@ install steps and the instance check run for real, ``systemd-analyze verify`` an
 
 from __future__ import annotations
 
+import http.cookiejar
+import json
+import os
 import re
 import shutil
 import stat
 import subprocess
 import sys
 import tomllib
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from deploy.broker import free_port, wait_listening
+from display.web.config import load_web_config
+from display.web.users import add_user
 from tests.conftest import Broker
 from tests.integration.harness import LAMMER, Daemon, Table, _spawn
 
@@ -359,3 +366,148 @@ async def test_the_daemon_runs_with_no_writable_code(tmp_path: Path, mosquitto: 
         assert await table.stop_daemon() == 0
     finally:
         await table.close()
+
+
+# ---------------------------------------------------------------------------------------
+# lammer-web.service: the screens, with the table daemon's hardening
+
+WEB_UNIT = ROOT / "systemd" / "lammer-web.service"
+DEVICE_KEYS = {"DevicePolicy", "DeviceAllow", "SupplementaryGroups", "PrivateDevices"}
+"""What the table daemon needs for its serial ports and the screens do not."""
+DAEMON_ONLY = {
+    "Type", "NotifyAccess", "ExecStartPre", "ExecStart", "TimeoutStartSec", "WatchdogSec",
+    "StateDirectory", "StateDirectoryMode",
+}  # fmt: skip
+
+
+def web_install_steps(text: str) -> list[str]:
+    """The commands of the README's lammer-web block."""
+    section = text[text.index("### `lammer web` under systemd") :]
+    block = section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh"))]
+    return [normalize(line) for line in block.splitlines() if line.strip()]
+
+
+def test_the_web_unit_runs_lammer_web_with_the_daemon_s_hardening() -> None:
+    daemon = parse_unit(UNIT.read_text())["Service"]
+    web = parse_unit(WEB_UNIT.read_text())["Service"]
+    start = one({"Service": web}, "Service", "ExecStart").split()
+    assert Path(start[0]).name == "lammer"
+    assert start[1:] == ["web", "--config", "/etc/lammer/web.toml"]
+    assert web["ConfigurationDirectory"] == ["lammer"]
+    assert web["User"] == ["lammer"]
+    assert web["RestartPreventExitStatus"] == ["2"]
+    # Every other directive of the daemon's unit, with the same values.
+    for key, values in daemon.items():
+        if key in DEVICE_KEYS | DAEMON_ONLY:
+            continue
+        assert web.get(key) == values, key
+    assert web["DevicePolicy"] == ["closed"]
+    assert web["PrivateDevices"] == ["yes"]
+    assert "DeviceAllow" not in web
+    assert "SupplementaryGroups" not in web  # no dialout: no serial port
+
+
+def test_the_web_unit_header_gives_the_readme_steps_and_they_work(tmp_path: Path) -> None:
+    readme = web_install_steps((ROOT / "README.md").read_text())
+    assert unit_install_steps(WEB_UNIT.read_text()) == readme
+    root = tmp_path / "root"
+    (root / "etc" / "systemd" / "system").mkdir(parents=True)
+    (root / "etc" / "lammer").mkdir(mode=0o755)
+    me = f"{os.getuid()}:{os.getgid()}"
+    steps = [in_root(c, root).replace("lammer:lammer", me) for c in readme]
+    script = "set -euo pipefail\n" + "\n".join(
+        c if not c.startswith("/") or " adduser " not in c else f"echo 'a long password' | {c}"
+        for c in steps
+        if not c.startswith("systemctl ")
+    )
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    users = root / "etc" / "lammer" / "web-users"
+    assert stat.S_IMODE(users.stat().st_mode) == 0o600
+    assert "alice:stick:$argon2id$" in users.read_text()
+    assert "pat:pit:$argon2id$" in users.read_text()
+    # The example configuration loads, once its password files exist.
+    etc = root / "etc" / "lammer"
+    (etc / "credentials").mkdir()
+    for name in ("display", "terminal"):
+        (etc / "credentials" / name).write_text("secret\n")
+        (etc / "credentials" / name).chmod(0o600)
+    config = load_web_config(etc / "web.toml", {})
+    assert config.users == etc / "web-users"
+    assert config.attract_seconds == 300
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_analyze_verify_the_web_unit(tmp_path: Path) -> None:
+    lammer = Path(sys.executable).with_name("lammer")
+    text = WEB_UNIT.read_text().replace("/opt/lammer/bin/lammer", str(lammer))
+    unit_file = tmp_path / "lammer-web.service"
+    unit_file.write_text(text)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", str(unit_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    problems = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if line.strip() and "lammer-web.service" in line
+    ]
+    assert result.returncode == 0, result.stderr
+    assert problems == []
+
+
+@pytest.mark.skipif(not _offline_security_supported(), reason="no systemd-analyze --offline")
+def test_systemd_analyze_security_of_the_web_unit(tmp_path: Path) -> None:
+    lammer = Path(sys.executable).with_name("lammer")
+    unit_file = tmp_path / "lammer-web.service"
+    unit_file.write_text(WEB_UNIT.read_text().replace("/opt/lammer/bin/lammer", str(lammer)))
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(unit_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = re.search(r"Overall exposure level for lammer-web\.service: (\d+\.\d)", result.stdout)
+    assert found, result.stdout + result.stderr
+    print(f"systemd-analyze security lammer-web.service: {found.group(1)}")
+    assert float(found.group(1)) <= 1.5  # as lammer@.service
+
+
+@pytest.mark.skipif(not _mdwe_supported(), reason="the kernel has no PR_SET_MDWE (Linux 6.3+)")
+def test_lammer_web_serves_and_logs_in_with_no_writable_code(tmp_path: Path) -> None:
+    # MemoryDenyWriteExecute=yes for the screens: aiohttp and Argon2id (argon2-cffi) under
+    # the kernel's W^X, a page served and a login checked (no broker needed for either).
+    users = tmp_path / "users"
+    add_user(users, "alice", "a long password")
+    port = free_port()
+    log = tmp_path / "web.log"
+    argv = [sys.executable, "-c", MDWE_THEN_EXEC, LAMMER, "web", "--users", str(users)]
+    argv += ["--listen", f"127.0.0.1:{port}", "--mqtt-port", str(free_port())]
+    proc = _spawn(argv, log, None)
+    try:
+        assert wait_listening("127.0.0.1", port, timeout=30), log.read_text()
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        base = f"http://127.0.0.1:{port}"
+        with opener.open(f"{base}/table/t1", timeout=10) as page:
+            assert page.status == 200
+        with opener.open(f"{base}/api/session", timeout=10) as answer:
+            token = json.loads(answer.read())["login_token"]
+        login = urllib.request.Request(  # noqa: S310  the test's own http:// server
+            f"{base}/api/login",
+            data=json.dumps({"user": "alice", "password": "a long password"}).encode(),
+            headers={"Content-Type": "application/json", "X-CSRF-Token": token, "Origin": base},
+            method="POST",
+        )
+        with opener.open(login, timeout=30) as answer:
+            assert json.loads(answer.read())["roles"] == ["stick"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    assert proc.returncode == 0, log.read_text()

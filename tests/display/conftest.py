@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from PIL import Image
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
 from deploy.broker import Broker, free_port, mosquitto_path, wait_listening
@@ -283,6 +284,16 @@ def screenshot_dir() -> Path:
     path = Path(chosen) if chosen else Path(tempfile.gettempdir()) / "lammer-screenshots"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+async def shoot(page: Page, name: str) -> None:
+    """A screenshot for people to look at (``screenshot_dir``), quantised to 64 colours:
+    the pages' flat palette loses nothing a reader sees, and docs/screens/ stays small."""
+    path = screenshot_dir() / f"{name}.png"
+    await page.screenshot(path=str(path))
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=64)
+    small.save(path, optimize=True)
 
 
 async def settle(seconds: float = 0.0) -> None:

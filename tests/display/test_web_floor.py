@@ -103,7 +103,7 @@ async def test_the_pit_filters_by_area_and_alarm_and_counts_the_tables(
     webs.append(web)
     await until(web.up, "lammer web up")
     mine = {a.table_id, b.table_id, c.table_id}
-    await page.goto(f"{web.url}/pit")
+    await page.goto(f"{web.url}/pit?view=cards")
     for t in mine:
         await expect(page.locator(f'[data-table="{t}"]')).to_be_visible(timeout=WAIT)
     seen = page.locator("#seen")

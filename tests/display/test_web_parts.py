@@ -128,14 +128,24 @@ def test_store_ignores_a_seq_seen_and_an_older_retained_state() -> None:
 def test_store_keeps_the_last_rolls_and_forgets_a_deleted_state() -> None:
     store = Store("lammer")
     roll = {"roll_id": 1, "dice": [1, 1], "total": 2, "status": "counted", "reason": None}
-    for seq in range(1, 20):
+    for seq in range(1, 61):
         store.apply(*message("craps/roll", seq, {**roll, "roll_id": seq}))
     board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
-    store.apply(*message("craps/board", 20, board))
+    store.apply(*message("craps/board", 61, board))
     cleared = decoded(store.apply("lammer/t1/craps/board", b""))
     assert cleared["payload"] is None
     kept = [json.loads(text)["payload"]["roll_id"] for text in store.snapshot("t1")]
-    assert kept == list(range(8, 20))  # the last twelve, oldest first; no board
+    assert kept == list(range(11, 61))  # the history's last fifty, oldest first; no board
+
+
+def test_store_sends_the_last_fifty_results_of_a_retained_topic_once_each() -> None:
+    store = Store("lammer")
+    result = {"round_id": 1, "game": "UTH", "hands": 5, "outcome": "no_qualifier",
+              "highest": None, "pays": None, "reason": None}  # fmt: skip
+    for seq in range(1, 56):
+        store.apply(*message("cover_all/result", seq, {**result, "round_id": seq}))
+    kept = [json.loads(text)["payload"]["round_id"] for text in store.snapshot("t1")]
+    assert kept == list(range(6, 56))  # the newest (retained) once, not twice
 
 
 def test_store_drops_and_counts_what_is_not_the_contract() -> None:
@@ -249,3 +259,38 @@ def test_a_users_file_others_can_read_is_refused(tmp_path: Path) -> None:
     os.chmod(users, 0o644)
     with pytest.raises(UsersFileError, match="chmod 600"):
         Users(users)
+
+
+def test_roles_and_a_users_file_from_before_roles(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    add_user(users, "alice", "long enough pw")  # the default: a stickperson
+    add_user(users, "pat", "long enough pw", ["pit"])
+    add_user(users, "sam", "long enough pw", ["pit", "stick"])
+    checker = Users(users)
+    assert checker.roles("alice") == {"stick"}
+    assert checker.roles("pat") == {"pit"}
+    assert checker.roles("sam") == {"pit", "stick"}
+    assert checker.roles("nobody") == frozenset()
+    assert ":pit,stick:$argon2id$" in users.read_text()
+    # A line written before roles existed (NAME:hash) is a stickperson and logs in.
+    hashed = users.read_text().splitlines()[1].split(":", 2)[2]
+    old = tmp_path / "old-users"
+    old.write_text(f"# an older lammer\nalice:{hashed}\n")
+    old.chmod(0o600)
+    legacy = Users(old)
+    assert legacy.roles("alice") == {"stick"}
+    assert legacy.verify("alice", "long enough pw")
+    # adduser on such a file keeps the old user and writes roles from now on.
+    add_user(old, "pat", "long enough pw", ["pit"])
+    assert Users(old).roles("alice") == {"stick"}
+    assert old.read_text().count(":stick:$argon2id$") == 1
+
+
+def test_an_unknown_role_is_refused_with_its_line(tmp_path: Path) -> None:
+    users = tmp_path / "users"
+    with pytest.raises(UsersFileError, match="roles must be pit and/or stick, got boss"):
+        add_user(users, "pat", "long enough pw", ["boss"])
+    add_user(users, "pat", "long enough pw", ["pit"])
+    users.write_text(users.read_text().replace(":pit:", ":pit,boss:"))
+    with pytest.raises(UsersFileError, match=r"users:2: roles must be pit and/or stick, got boss"):
+        read_users(users)

@@ -26,12 +26,13 @@ from rules.cover_all import (
     classify,
     cover_all_row,
     hand_value,
+    read_hand,
     resolve_round,
 )
 from rules.errors import CardError, HandError
 from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, cover_all_columns
-from rules.poker import evaluate_four_card
+from rules.poker import RANKINGS, evaluate_four_card, evaluator
 from tests.rules.test_paytables import REGULATION
 
 CARD_CODE = re.compile(r"(?<![A-Za-z])[2-9TJQKA][cdhs](?![a-z])")  # a code, not in a word
@@ -494,3 +495,48 @@ def test_four_card_row_is_the_best_row_of_any_four(codes: list[str]) -> None:
         key=lambda row: len(rows) - rows.index(row) if row is not None else 0,
     )
     assert classify("FCP", codes) == best_row
+
+
+# -- the hand as a player reads it ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("game", "cards", "best", "board"),
+    [
+        # Ultimate Texas Hold'em: 2 own + 5 board; the royal uses both hole cards.
+        ("UTH", "AsKs QsJsTs2d3c", "AsKsQsJsTs", "QsJsTs2d3c"),
+        # The steel wheel beats the ace-high flush the same seven make.
+        ("UTH", "2h3h AhKh4h5h9c", "2h3hAh4h5h", "AhKh4h5h9c"),
+        # Playing the board: no hole card makes the hand.
+        ("UTH", "2c3d AsKsQsJsTs", "AsKsQsJsTs", "AsKsQsJsTs"),
+        ("MSP", "AsAd AhKcTs", "AsAdAhKcTs", "AhKcTs"),
+        ("LIR", "9h9c2s 9d9s", "9h9c2s9d9s", "9d9s"),
+        ("CSP", "AsKsQsJsTs", "AsKsQsJsTs", ""),
+        # Four Card Poker: the best four of the dealer's six.
+        ("FCP", "AsAdAhAcTs2c", "AsAdAhAc", ""),
+        ("TCP", "QhKhAh", "QhKhAh", ""),
+    ],
+)
+def test_read_hand_names_the_cards_that_make_it_and_the_board(
+    game: str, cards: str, best: str, board: str
+) -> None:
+    got_best, got_board = read_hand(game, split(cards.replace(" ", "")))
+    assert "".join(got_best) == best
+    assert "".join(got_board) == board
+
+
+@given(st.permutations(range(52)))
+def test_read_hand_best_five_are_worth_the_whole_seven(order: list[int]) -> None:
+    # Independent check: the game's own evaluator gives the five chosen the value of all
+    # seven (rules.poker ranks the seven by their best five); every chosen card is dealt.
+    cards = [DECK[i].code for i in order[:7]]
+    best, board = read_hand("UTH", cards)
+    ranking = RANKINGS["UTH"]
+    index = {c.code: c.index for c in DECK}
+    seven = evaluator(ranking, 7)(tuple(index[c] for c in cards))
+    five = evaluator(ranking, 5)(tuple(index[c] for c in best))
+    assert five == seven
+    assert len(best) == 5
+    assert set(best) <= set(cards)
+    assert list(board) == cards[2:]
+    assert [c for c in cards if c in best] == list(best)  # in the order dealt

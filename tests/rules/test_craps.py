@@ -584,6 +584,20 @@ def test_waiting_counts_the_rolls_behind_the_pending_one() -> None:
     assert waiting(table.state) == (0, None)
 
 
+def test_the_board_names_the_queue_behind_a_check_with_its_whole_count() -> None:
+    # For the stickperson (issue 22): every roll waiting, counted; the first 20 named.
+    table = Table()
+    check = table.check((2, 2))
+    assert (board(table.state).waiting_count, board(table.state).waiting) == (0, ())
+    table.roll(*([6] * 30))
+    shown = board(table.state)
+    assert shown.waiting_count == 30 == waiting(table.state)[0]
+    assert len(shown.waiting) == 20
+    assert list(shown.waiting) == list(range(check + 1, check + 21))  # in order
+    table.do(decide(check, valid=True))
+    assert (board(table.state).waiting_count, board(table.state).waiting) == (0, ())
+
+
 def test_the_reader_s_last_roll_id_counts() -> None:
     # dice-reader-icd.md: roll ids run 1 to 999999.
     state, out = apply(initial_state(1), DiceRolled(roll_id=999_999, dice=(2, 3)))

@@ -14,6 +14,7 @@ from rules import table
 from rules.cards import DECK
 from rules.errors import ConfigError, DecisionError
 from rules.events import (
+    AlarmAcknowledged,
     AlarmCleared,
     AlarmRaised,
     BadFrameSeen,
@@ -207,6 +208,65 @@ def test_a_decision_at_a_card_table_is_refused() -> None:
             RollDecided(roll_id=1, valid=True, operator="stick", at=T0),
             at=T0,
         )
+
+
+# -- alarm_ack (mqtt-api.md 1.3) ------------------------------------------------------------
+
+
+def test_an_acknowledged_alarm_stays_until_it_clears_and_changes_no_payout() -> None:
+    # A shuffler in the wrong mode: MODE_MISMATCH stops payouts; the pit acknowledges it.
+    state, _ = run(table.initial_state("CSP", at=T0), DeviceConnected(device="shuffler"))
+    state, _ = run(state, ModeReported(game="TCP"))
+    at = T0 + timedelta(minutes=5)
+    acked, out = table.apply(
+        state, AlarmAcknowledged(code="MODE_MISMATCH", operator="pat", at=at), at=at
+    )
+    assert out == ()
+    alarm = next(a for a in table.alarms(acked) if a.code == "MODE_MISMATCH")
+    assert (alarm.acknowledged_by, alarm.acknowledged_at) == ("pat", at)
+    # Nothing else changed: the same alarm, the same games' states.
+    assert [(a.code, a.message, a.since) for a in table.alarms(acked)] == [
+        (a.code, a.message, a.since) for a in table.alarms(state)
+    ]
+    assert (acked.poker, acked.devices) == (state.poker, state.devices)
+    # Still no payout while it is active: the round is flagged as without the ack.
+    _, unacked_out = run(state, *ROUND_812)
+    _, acked_out = run(acked, *ROUND_812)
+    assert acked_out == unacked_out
+    result = next(o for o in acked_out if isinstance(o, CoverAllResult))
+    assert result.outcome == "flagged"
+    # The right mode clears it, acknowledged or not.
+    cleared, _ = run(acked, ModeReported(game="CSP"))
+    assert "MODE_MISMATCH" not in codes(cleared)
+
+
+def test_an_alarm_acknowledged_keeps_its_acknowledgement_when_its_message_changes() -> None:
+    state, _ = run(ready_poker(), DeviceStatus(device="shuffler", code="JAM", text="card jam"))
+    at = T0 + timedelta(minutes=1)
+    state, _ = table.apply(
+        state, AlarmAcknowledged(code="DEVICE_FAULT_JAM", operator="pat", at=at), at=at
+    )
+    state, _ = run(state, DeviceStatus(device="shuffler", code="JAM", text="card jam, tray 2"))
+    alarm = next(a for a in table.alarms(state) if a.code == "DEVICE_FAULT_JAM")
+    assert alarm.message.endswith("tray 2")
+    assert alarm.acknowledged_by == "pat"
+    state, _ = run(state, DeviceStatus(device="shuffler", code="READY", text=""))
+    assert not table.alarms(state)
+    # Raised again later: a new alarm, not acknowledged.
+    state, _ = run(state, DeviceStatus(device="shuffler", code="JAM", text="card jam"))
+    assert next(a for a in table.alarms(state)).acknowledged_by is None
+
+
+def test_acknowledging_an_alarm_that_is_not_active_or_acknowledged_is_refused() -> None:
+    state = ready_poker()
+    with pytest.raises(DecisionError, match="no alarm MODE_MISMATCH is active"):
+        table.apply(state, AlarmAcknowledged(code="MODE_MISMATCH", operator="pat", at=T0), at=T0)
+    state, _ = run(state, ModeReported(game="TCP"))
+    ack = AlarmAcknowledged(code="MODE_MISMATCH", operator="pat", at=T0)
+    state, _ = table.apply(state, ack, at=T0)
+    again = AlarmAcknowledged(code="MODE_MISMATCH", operator="sam", at=T0)
+    with pytest.raises(DecisionError, match="acknowledged already by pat at 12:00:00 UTC"):
+        table.apply(state, again, at=T0)
 
 
 def test_craps_and_blackjack_are_routed_to_their_machines() -> None:

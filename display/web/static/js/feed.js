@@ -13,16 +13,28 @@
 
 const RECENT = 12;
 const SEEN = 4096;
+// Results a page keeps for its history (the server sends its last 50 on connect, as the
+// messages they were: display/web/store.py HISTORY_TOPICS).
+export const HISTORY = 50;
+// A page of every table (the pit's list) keeps fewer: it draws the latest of each, and a
+// floor of 200 tables would otherwise hold 10,000 results.
+export const HISTORY_ALL_TABLES = 12;
+// Seqs remembered per table to drop a copy (a message seen again arrives within the last
+// few; retained topics also never go back to an older seq): fewer on a page of every table.
+const SEEN_ALL_TABLES = 256;
+const HISTORY_TOPICS = new Set(["cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"]);
 
 export class Store {
-  constructor() {
+  constructor(history = HISTORY, seen = SEEN) {
     this.tables = new Map();
+    this.historyBound = history;
+    this.seenBound = seen;
   }
 
   table(id) {
     let t = this.tables.get(id);
     if (!t) {
-      t = { id, availability: null, topics: new Map(), recent: new Map(), seen: new Set(), order: [] };
+      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [], version: 0 };
       this.tables.set(id, t);
     }
     return t;
@@ -33,29 +45,45 @@ export class Store {
     const t = this.table(m.table);
     if (m.topic === "availability") {
       t.availability = m.payload;
+      t.availabilitySince = m.since || null;
+      t.version += 1;
       return true;
     }
     if (m.payload === null) {
+      t.version += 1;
       return t.topics.delete(m.topic);
     }
     const seq = m.payload.seq;
     if (t.seen.has(seq)) return false;
+    if (HISTORY_TOPICS.has(m.topic)) keep(t.history, m.topic, m.payload, this.historyBound);
     if (m.retained) {
       const current = t.topics.get(m.topic);
       if (current && current.seq >= seq) return false;
       t.topics.set(m.topic, m.payload);
     } else {
-      const list = t.recent.get(m.topic) || [];
-      list.push(m.payload);
-      list.sort((a, b) => a.seq - b.seq);
-      if (list.length > RECENT) list.shift();
-      t.recent.set(m.topic, list);
+      keep(t.recent, m.topic, m.payload, RECENT);
     }
     t.seen.add(seq);
     t.order.push(seq);
-    if (t.order.length > SEEN) t.seen.delete(t.order.shift());
+    if (t.order.length > this.seenBound) t.seen.delete(t.order.shift());
+    t.version += 1; // a page may redraw only the tables whose version changed
     return true;
   }
+}
+
+// Add a message to a topic's list in seq order, keeping the last `bound`.
+function keep(lists, topic, payload, bound) {
+  const list = lists.get(topic) || [];
+  if (list.some((m) => m.seq === payload.seq)) return;
+  list.push(payload);
+  list.sort((a, b) => a.seq - b.seq);
+  if (list.length > bound) list.shift();
+  lists.set(topic, list);
+}
+
+// A table's earlier messages of `topic`, newest first (at most `count`).
+export function historyOf(table, topic, count = HISTORY) {
+  return (table.history.get(topic) || []).slice(-count).reverse();
 }
 
 // The newest of the messages on `topics` of a table (by seq), or null.
@@ -82,7 +110,7 @@ export class Feed {
   constructor(table, render) {
     this.tableId = table;
     this.render = render;
-    this.store = new Store();
+    this.store = this.newStore();
     this.pending = null;
     this.ws = null;
     this.open = false;
@@ -92,10 +120,16 @@ export class Feed {
     this.dropped = 0;
     this.areas = {};
     this.keepalive = 30;
+    this.attract = 300;
     this.lastFrame = 0;
     this.delay = 250;
     this.connect();
     setInterval(() => this.watch(), 1000);
+  }
+
+  // A page of one table keeps 50 earlier results per topic; a page of every table fewer.
+  newStore() {
+    return this.tableId ? new Store() : new Store(HISTORY_ALL_TABLES, SEEN_ALL_TABLES);
   }
 
   get live() {
@@ -143,7 +177,8 @@ export class Feed {
         this.broker = m.broker;
         this.dropped = m.dropped;
         this.areas = m.areas || {};
-        this.pending = new Store();
+        this.attract = m.attract || 300;
+        this.pending = this.newStore();
         this.synced = false;
         break;
       case "synced":

@@ -3,8 +3,9 @@
 // table's own answer is shown. The server checks the session and the CSRF token; this page
 // only carries them.
 
-import { Feed, latest } from "./feed.js";
-import { h } from "./dom.js";
+import { Feed, latest, historyOf } from "./feed.js";
+import { h, age } from "./dom.js";
+import { timeOf } from "./history.js";
 import { closedReason, overlay, banner, versionLine } from "./chrome.js";
 import { rollLine } from "./craps.js";
 import { CLAUSES, VOID_CLAUSES } from "./contract.js";
@@ -61,7 +62,31 @@ async function act(name, body, question, done) {
     return;
   }
   if (data.status === "ok") answer(`The table accepted: ${done}.`, "win");
+  else if (response.status === 403) answer(`The server refused: ${data.error}`, "lose");
   else answer(`The table refused: ${data.error}`, "lose");
+}
+
+// A roll as the stickperson reads it: its total and, unless simply counted, its status.
+function staffWords(roll) {
+  const total = roll.total === null ? "" : String(roll.total);
+  return roll.status === "counted" ? total : `${total} ${roll.status}`.trim();
+}
+
+// The queue behind the pending CHECK (craps/board waiting_count and waiting, added), and
+// how long the CHECK has waited: from its own craps/roll message (status pending), while
+// the page holds it (the server keeps the last 50 rolls).
+function queueLine(t, board) {
+  const pending = board.pending_roll;
+  const own = historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop() || null;
+  const since = own ? `waiting since ${timeOf(own.ts)} (${age(own.ts)})` : "waiting since before the last 50 rolls";
+  const count = board.waiting_count || 0;
+  const named = board.waiting || [];
+  const more = count > named.length ? `, and ${count - named.length} more` : "";
+  return h("div.queue#queue", { dataset: { count: String(count) } },
+    h("div.line#pending-since", {}, `Roll ${pending.roll_id} is ${since}.`),
+    h(`div.line${count ? ".warn" : ".muted"}#queue-count`, {},
+      count ? `${count} roll${count === 1 ? "" : "s"} wait behind it: roll${count === 1 ? "" : "s"} ${named.join(", ")}${more}.`
+        : "No roll waits behind it."));
 }
 
 function render(f) {
@@ -80,6 +105,7 @@ function render(f) {
       // The daemon says which clause the reader's CHECK reason stands for (docs/mqtt.md).
       CLAUSES[pending.clause] ? h("div.line#pending-clause", {},
         `4-4(c)(${pending.clause}): ${CLAUSES[pending.clause]}`) : null,
+      queueLine(t, board),
       h("div.actions", {},
         h("button.go#valid", { onclick: () => act("roll_decision", { roll_id: pending.roll_id, decision: "valid" },
           `Declare roll ${pending.roll_id} VALID? It counts with its dice.`, `roll ${pending.roll_id} declared valid`) }, "Valid"),
@@ -92,7 +118,7 @@ function render(f) {
   for (const li of $("clauses").children) li.classList.toggle("current", Number(li.dataset.clause) === current);
 
   const roll = t ? latest(t, "craps/roll") : null;
-  $("latest-body").replaceChildren(rollLine(roll));
+  $("latest-body").replaceChildren(rollLine(roll, staffWords));
   const voidable = roll && (roll.status === "counted" || roll.status === "reinstated") ? roll : null;
   const overturnable = roll && roll.status === "declared_invalid" ? roll : null;
   $("void").disabled = !voidable;

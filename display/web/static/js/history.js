@@ -1,0 +1,25 @@
+// The history under the current result on the player display: the table's last results
+// as the server sent them (display/web/store.py keeps the last 50 of each result topic and
+// sends them on connect), newest first, drawn as a table.
+
+import { h } from "./dom.js";
+
+// "14:02" in the kiosk's time zone, from a payload's ts.
+export function timeOf(ts) {
+  const at = new Date(ts);
+  if (Number.isNaN(at.getTime())) return "";
+  return at.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit" });
+}
+
+// rows: [{seq, cells: [text...], win}] newest first.
+export function historyTable(title, columns, rows) {
+  const body = rows.length
+    ? rows.map((r) => h(`tr${r.win ? ".win" : ""}`, { dataset: { seq: String(r.seq) } }, r.cells.map((c) => h("td", {}, c))))
+    : [h("tr", {}, h("td.muted", { colspan: String(columns.length) }, "Nothing yet"))];
+  const el = h("table.history#history-table", {},
+    h("caption", {}, title),
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),
+    h("tbody", {}, body));
+  el.style.setProperty("--rows", "12");
+  return el;
+}

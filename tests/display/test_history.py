@@ -1,0 +1,101 @@
+"""The player display's history and attract view (issue 22), in Chromium against the real
+daemon, its simulator on a pty, Mosquitto and ``lammer web``.
+
+History comes from the web server's bounded memory (display/web/store.py keeps the last 50
+messages of each result topic and sends them with the picture on connect): a page opened
+or reloaded after the rounds draws the same history as a page that watched them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.display.conftest import AuthBroker, MakeTable, WebServer, start_web, stop_web
+from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
+from tests.display.test_layouts import PLAYER_REGIONS, check_regions, measure
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
+
+ROUNDS = list(range(101, 113))
+"""Twelve rounds: the page shows the last as the current one and the ten before it."""
+
+
+def uth_rounds(rounds: list[int]) -> str:
+    """One Ultimate Texas Hold'em round per id, two players and the dealer (3 hands): a royal flush
+    for an even id (it pays), no qualifying hand for an odd one."""
+    lines = ["DECK,OK"]
+    for r in rounds:
+        if r % 2 == 0:
+            lines += [f"HAND,{r},P1,AsKs", f"HAND,{r},P2,9h9d", f"HAND,{r},DL,6d5c"]
+            lines += [f"HAND,{r},CM,QsJsTs2d3c"]
+        else:
+            lines += [f"HAND,{r},P1,2s7d", f"HAND,{r},P2,3h8c", f"HAND,{r},DL,6c7c"]
+            lines += [f"HAND,{r},CM,9sJdKc4h5s"]
+        lines += [f"ROUND,{r},3", f"SETTLE,{r}"]
+    return "\n".join(lines) + "\n"
+
+
+HISTORY_ROWS = """() => [...document.querySelectorAll("#history-table tbody tr")]
+    .map((tr) => [...tr.children].map((td) => td.textContent))"""
+
+
+async def test_history_holds_the_last_ten_in_order_after_twelve_rounds(
+    web: WebServer, make_table: MakeTable, page: Page
+) -> None:
+    table = make_table("UTH")
+    await page.goto(f"{web.url}/table/{table.table_id}")
+    await table.start(uth_rounds(ROUNDS))
+    await table.wait_topic("cover_all/result", lambda b: b["round_id"] == ROUNDS[-1])
+    # What the table published, in its order: the truth the page is checked against.
+    published = [b["round_id"] for b in table.recorder.bodies("cover_all/result")]
+    assert published == ROUNDS
+
+    await expect(page.locator("#round h2")).to_have_text(f"Round {ROUNDS[-1]}", timeout=WAIT)
+    rows = page.locator("#history-table tbody tr")
+    await expect(rows).to_have_count(10, timeout=WAIT)
+    watched = await page.evaluate(HISTORY_ROWS)
+    # Newest first: the ten rounds before the current one.
+    assert [r[0] for r in watched] == [f"Round {n}" for n in reversed(ROUNDS[1:-1])]
+    for cells in watched:
+        n = int(cells[0].split()[1])
+        if n % 2 == 0:
+            assert cells[2:] == ["Royal Flush", "3 hands", "150 to 1", "Seat 1"], cells
+        else:
+            assert cells[2:] == ["No qualifying hand", "3 hands", "", ""], cells
+
+    # A page opened now (the server's memory) draws the same history.
+    await page.reload()
+    await expect(rows).to_have_count(10, timeout=WAIT)
+    assert await page.evaluate(HISTORY_ROWS) == watched
+
+
+async def test_attract_view_after_the_idle_time_then_play_ends_it(
+    tmp_path: Path, auth_broker: AuthBroker, make_table: MakeTable, page: Page
+) -> None:
+    own = start_web(tmp_path, auth_broker, "--attract-seconds", "10")
+    try:
+        table = make_table("UTH")
+        await table.start(UTH_ROYAL_AT_5)
+        await page.set_viewport_size({"width": 1080, "height": 1920})
+        await page.goto(f"{own.url}/table/{table.table_id}")
+        await expect(page.locator("#pays")).to_have_text("100 to 1", timeout=WAIT)
+        await expect(page.locator("body")).not_to_have_class("player attract")
+        # No round for 10 s (the result's ts): the pay table large, the bet, the pitch.
+        await expect(page.locator("body")).to_have_class("player attract", timeout=30_000)
+        await expect(page.locator("#attract")).to_contain_text("Cover All Bonus")
+        await expect(page.locator("#attract")).to_contain_text(
+            "Pays on the highest hand at the table"
+        )
+        await expect(page.locator("#round")).to_have_count(0)
+        boxes = await measure(page, ["#top", "#attract", "#region-pays"])
+        check_regions(boxes, 1080, 1920)
+        # A new round ends it.
+        await table.start_sim(uth_rounds([32]))
+        await expect(page.locator("#round h2")).to_have_text("Round 32", timeout=WAIT)
+        await expect(page.locator("body")).to_have_class("player")
+        check_regions(await measure(page, PLAYER_REGIONS), 1080, 1920)
+    finally:
+        stop_web(own)
