@@ -15,7 +15,8 @@ setup: system-deps $(STAMP)
 # Debian packages the project needs on the machine: Mosquitto (tests start their own
 # broker, never a shared one; mosquitto_passwd comes with it), nats-server (the floor
 # cluster; tests start their own nodes on free ports, never Debian's service), openssl
-# (the TLS tests make their own CA), Chromium (the screens' browser tests drive it through
+# (the TLS tests make their own CA), PostgreSQL (lammer records; tests initdb a private
+# cluster on a free port, never Debian's service, and libpq5 is psycopg's), Chromium (the screens' browser tests drive it through
 # Playwright; no browser is ever downloaded), systemd-analyze (the unit is verified and its
 # exposure rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
@@ -26,6 +27,10 @@ system-deps:
 	@if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then \
 	  echo "installing nats-server from Debian's packages (the floor cluster)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; \
+	fi
+	@if [ -z "$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" ]; then \
+	  echo "installing postgresql from Debian's packages (lammer records; tests start their own cluster)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
 	@if ! command -v openssl >/dev/null 2>&1; then \
 	  echo "installing openssl from Debian's packages (the TLS tests make a CA)"; \
