@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from contract.floor import bridge_status_topic
+from contract.floor import bridge_status_topic, integrity_topic
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
@@ -178,10 +178,11 @@ class BrokerConfigError(DaemonError, ValueError):
 
 
 Access = Literal["read", "write", "readwrite"]
-Role = Literal["daemon", "display", "terminal"]
+Role = Literal["daemon", "display", "terminal", "records"]
 
 DISPLAY: Final = "display"
 TERMINAL: Final = "terminal"
+RECORDS: Final = "records"
 DEFAULT_TLS_LISTEN: Final = "0.0.0.0:8883"
 DEFAULT_DATA_DIR: Final = Path("/var/lib/mosquitto")  # Debian's, owned by mosquitto
 DEFAULT_BROKER_USER: Final = "mosquitto"
@@ -522,7 +523,23 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
             for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/+"))
         ),
     )
-    return (*daemons, display, terminal)
+    # lammer records (README "The floor's records"): reads every table, asks for resends
+    # (mqtt-api.md 1.3), and publishes the floor's integrity topics; nothing else.
+    records = User(
+        name=RECORDS,
+        role="records",
+        about="The floor's records: read every table; publish resend requests and the "
+        "integrity alarms only",
+        grants=(
+            *(
+                g
+                for t in tables
+                for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/resend"))
+            ),
+            Grant("write", integrity_topic("+")),
+        ),
+    )
+    return (*daemons, display, terminal, records)
 
 
 def _table_problems(tables: Sequence[Table]) -> list[str]:
