@@ -19,9 +19,13 @@ gaming day starts (as the daemon files its journal: ``day_starts``, 06:00 by def
 
 from __future__ import annotations
 
+import contextlib
+import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
+from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from records.integrity import (
     Finding,
@@ -171,3 +175,17 @@ class TableWatch:
         if self.watch is None or self.last_day is None:
             return []
         return self.watch.evaluate(self.last_day, now, families)
+
+
+def system_zone() -> ZoneInfo:
+    """The machine's time zone by its IANA name (``/etc/timezone``, ``/etc/localtime``),
+    UTC when it has none: the tables' gaming days use the system's zone too."""
+    with contextlib.suppress(OSError, ZoneInfoNotFoundError, ValueError):
+        name = Path("/etc/timezone").read_text().strip()
+        if name:
+            return ZoneInfo(name)
+    with contextlib.suppress(OSError, ZoneInfoNotFoundError, ValueError):
+        target = os.path.realpath("/etc/localtime")
+        if "zoneinfo/" in target:
+            return ZoneInfo(target.split("zoneinfo/", 1)[1])
+    return ZoneInfo("UTC")

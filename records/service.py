@@ -1,0 +1,343 @@
+"""``lammer records run``: the floor's records service (the I/O around the pure parts).
+
+One MQTT connection as the user ``records`` (a persistent session with a stable client id:
+what tables publish while the service restarts waits for it on the broker), subscribed to
+``<prefix>/+/#`` for each prefix; one PostgreSQL connection. Each message is checked
+(``records.messages``), stored once (``records.store``), counted by its table's watch
+(``records.observe``) and, when a table's alarms change, the table's integrity topic is
+published again (``records.publish``, retained, QoS 1). Every second the intake
+(``records.intake``) asks the tables for resends and records what they could not give.
+
+At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
+and each table's integrity topic published once, so the floor's picture is current.
+
+A broker that goes away is reconnected to with a jittered backoff; a message that is not
+the contract's is logged (once per table and reason a minute) and dropped, never stored.
+A database that refuses a write stops the service with a clear error: systemd restarts
+it, and the broker keeps the session's messages meanwhile. The MQTT client acknowledges a
+message when it arrives, before it is stored, so a message that arrived as the service
+died is lost from the live feed: the intake's resends, which confirm every range by the
+table's own count, bring it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import aiomqtt
+import psycopg
+import structlog
+
+from contract.floor import integrity_topic
+from records.errors import MessageError
+from records.intake import Ask, GapFound, Intake
+from records.integrity import Finding
+from records.messages import Message, parse
+from records.migrate import migrate
+from records.observe import GamingDay, TableWatch
+from records.publish import integrity_payload
+from records.store import Store
+
+log = structlog.get_logger("lammer.records")
+
+CLIENT_ID: Final = "lammer-records"
+OPERATOR: Final = "records"
+"""The ``operator`` of the service's resend requests (every request names one)."""
+
+WATCHED: Final = (
+    "info",
+    "cover_all/result",
+    "bust_bonus/result",
+    "craps/result",
+    "craps/reversal",
+    "craps/roll",
+)
+
+_REPLAY = """
+SELECT table_id, topic, payload FROM message
+WHERE topic = ANY(%s) ORDER BY table_id, seq
+"""
+
+_COUNT = "SELECT count(*) FROM message WHERE table_id = %s AND seq BETWEEN %s AND %s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Where the service reads and writes."""
+
+    mqtt_host: str
+    mqtt_port: int
+    mqtt_user: str | None
+    mqtt_password: str | None
+    prefixes: tuple[str, ...]
+    dsn: str
+    day: GamingDay = field(default_factory=GamingDay)
+    client_id: str = CLIENT_ID
+    confirm_after: float = 30.0
+    answer_timeout: float = 10.0
+    tick: float = 1.0
+
+
+def now_ts() -> str:
+    """The current time as the contract writes it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+class Records:
+    """The service's state: the store, the intake and one watch per table."""
+
+    def __init__(self, settings: Settings, conn: psycopg.Connection[Any]) -> None:
+        self.settings = settings
+        self.conn = conn
+        self.store = Store(conn)
+        self.intake = Intake(
+            self.store.last_seqs(),
+            confirm_after=settings.confirm_after,
+            answer_timeout=settings.answer_timeout,
+        )
+        self.watches: dict[str, TableWatch] = {}
+        self.base_of: dict[str, str] = {}
+        self.published: dict[str, list[tuple[str, str, str, str, int]]] = {}
+        self.outbox: list[tuple[str, dict[str, Any]]] = []
+        self.stored = 0
+        self.dropped = 0
+        self._warned: dict[tuple[str, str], float] = {}
+
+    def replay(self) -> None:
+        """Rebuild every table's watch from the store, and queue its integrity topic."""
+        with self.conn.transaction():
+            rows = self.conn.execute(_REPLAY, (list(WATCHED),)).fetchall()
+        for table, topic, payload in rows:
+            self._watch(table).feed(topic, payload)
+        for table, watch in self.watches.items():
+            self._integrity(table, watch.evaluate(now_ts()), force=True)
+
+    def _watch(self, table: str) -> TableWatch:
+        watch = self.watches.get(table)
+        if watch is None:
+            watch = self.watches[table] = TableWatch(table, self.settings.day)
+        return watch
+
+    def split(self, topic: str) -> tuple[str, str] | None:
+        """(table, topic under its base) of a received topic, or None."""
+        for prefix in self.settings.prefixes:
+            if topic.startswith(prefix + "/"):
+                table, _, rest = topic[len(prefix) + 1 :].partition("/")
+                if table and rest:
+                    self.base_of.setdefault(table, prefix)
+                    return table, rest
+        return None
+
+    def handle(self, topic: str, payload: bytes, now: float) -> None:
+        """One received message: check, store, count, answer the intake."""
+        where = self.split(topic)
+        if where is None:
+            return
+        table, rel = where
+        try:
+            received = parse(table, rel, payload)
+        except MessageError as exc:
+            self.dropped += 1
+            self._warn(table, str(exc), now)
+            return
+        new = self.store.write(received)
+        if not isinstance(received, Message):
+            return
+        self.intake.received(table, received.seq, now)
+        if new:
+            self.stored += 1
+        if rel == "response/resend":
+            p = received.payload
+            for gap in self.intake.answered(
+                table,
+                p.get("request_id"),
+                ok=p.get("status") == "ok",
+                sent=p.get("sent") if isinstance(p.get("sent"), int) else None,
+                missing_before=p.get("missing_before")
+                if isinstance(p.get("missing_before"), int)
+                else None,
+                now=now,
+            ):
+                self._gap(gap)
+        if new and rel in WATCHED:
+            families = self._watch(table).feed(rel, received.payload)
+            if families:
+                self._integrity(table, self._watch(table).evaluate(received.ts, families))
+
+    def tick(self, now: float) -> list[Ask]:
+        """The resends to ask now; gaps given up on are recorded."""
+        gaps, again = self.intake.settle(now, self._count)
+        for gap in gaps:
+            self._gap(gap)
+        return [*again, *self.intake.due(now)]
+
+    def _count(self, table: str, first: int, last: int) -> int:
+        with self.conn.transaction():
+            row = self.conn.execute(_COUNT, (table, first, last)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _gap(self, gap: GapFound) -> None:
+        # Only the seqs not stored: a range the table cannot resend may hold messages
+        # that did arrive.
+        have = set(self.store.stored_seqs(gap.table, gap.from_seq, gap.to_seq))
+        start: int | None = None
+        for seq in range(gap.from_seq, gap.to_seq + 2):
+            missing = seq <= gap.to_seq and seq not in have
+            if missing and start is None:
+                start = seq
+            elif not missing and start is not None:
+                self.store.record_gap(gap.table, start, seq - 1, gap.reason)
+                log.warning(
+                    "gap recorded",
+                    table=gap.table,
+                    from_seq=start,
+                    to_seq=seq - 1,
+                    reason=gap.reason,
+                )
+                start = None
+
+    def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
+        key: list[tuple[str, str, str, str, int]] = sorted(
+            (f.bet, f.row, f.window, f.side, f.observed) for f in findings
+        )
+        if not force and self.published.get(table) == key:
+            return
+        if findings and self.published.get(table) != key:
+            log.warning(
+                "integrity alarm",
+                table=table,
+                alarms=[f"{f.bet} {f.row} {f.window} {f.side}" for f in findings],
+            )
+        self.published[table] = key
+        self.outbox.append((table, integrity_payload(table, findings, now_ts())))
+
+    def _warn(self, table: str, reason: str, now: float) -> None:
+        key = (table, reason.split(":")[0])
+        if now - self._warned.get(key, -1e9) >= 60:
+            self._warned[key] = now
+            log.warning("message dropped", table=table, reason=reason, dropped=self.dropped)
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run until ``stop`` is set (or forever); the database and the broker as settings say."""
+    stop = stop or asyncio.Event()
+    conn: psycopg.Connection[Any] = await asyncio.to_thread(_connect, settings.dsn)
+    try:
+        applied = await asyncio.to_thread(migrate, conn)
+        if applied:
+            log.info("migrations applied", numbers=[m.number for m in applied])
+        conn.autocommit = False
+        records = Records(settings, conn)
+        await asyncio.to_thread(records.replay)
+        await _serve(records, stop)
+    finally:
+        await asyncio.to_thread(conn.close)
+
+
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(dsn, autocommit=True)
+
+
+async def _serve(records: Records, stop: asyncio.Event) -> None:
+    s = records.settings
+    attempt = 0
+    rng = random.Random()
+    while not stop.is_set():
+        try:
+            async with aiomqtt.Client(
+                s.mqtt_host,
+                s.mqtt_port,
+                identifier=s.client_id,
+                username=s.mqtt_user,
+                password=s.mqtt_password,
+                clean_session=False,
+                keepalive=15,
+            ) as client:
+                attempt = 0
+                for prefix in s.prefixes:
+                    await client.subscribe(f"{prefix}/+/#", qos=1)
+                log.info("subscribed", prefixes=list(s.prefixes))
+                await _session(records, client, stop)
+        except aiomqtt.MqttError as exc:
+            attempt += 1
+            delay = min(5.0, 0.5 * 2 ** min(attempt, 4)) * (0.5 + rng.random() / 2)
+            log.warning("broker unreachable", error=str(exc), retry_in=round(delay, 2))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+
+
+async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+    async def flush() -> None:
+        while records.outbox:
+            table, payload = records.outbox.pop(0)
+            await client.publish(
+                integrity_topic(table), json.dumps(payload).encode(), qos=1, retain=True
+            )
+
+    async def ticker() -> None:
+        while True:
+            for ask in await asyncio.to_thread(records.tick, time.monotonic()):
+                await client.publish(
+                    f"{_base(records, ask.table)}/request/resend",
+                    json.dumps(
+                        {
+                            "operator": OPERATOR,
+                            "request_id": ask.request_id,
+                            "from_seq": ask.from_seq,
+                            "to_seq": ask.to_seq,
+                        }
+                    ).encode(),
+                    qos=1,
+                )
+            await flush()
+            await asyncio.sleep(records.settings.tick)
+
+    async def consume() -> None:
+        async for message in client.messages:
+            payload = message.payload
+            data = payload if isinstance(payload, bytes) else str(payload).encode()
+            await asyncio.to_thread(records.handle, message.topic.value, data, time.monotonic())
+            await flush()
+
+    tasks = [
+        asyncio.create_task(consume()),
+        asyncio.create_task(ticker()),
+        asyncio.create_task(stop.wait()),
+    ]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+
+
+def _base(records: Records, table: str) -> str:
+    """The base topic a table was seen under (its first prefix otherwise)."""
+    return f"{records.base_of.get(table, records.settings.prefixes[0])}/{table}"
+
+
+def prefixes_of(values: Sequence[str]) -> tuple[str, ...]:
+    """The prefixes given, each checked: one or more topic levels, no wildcard."""
+    out = []
+    for value in values:
+        if (
+            not value
+            or any(c in value for c in "+#")
+            or value.startswith("/")
+            or value.endswith("/")
+        ):
+            raise ValueError(f"{value!r} is not a topic prefix (levels without + or #)")
+        out.append(value)
+    return tuple(out)

@@ -1,0 +1,150 @@
+"""``lammer records run``'s service against a real Mosquitto and the private PostgreSQL.
+
+A fake table (an MQTT client that follows mqtt-api.md 1.3's ``resend``: it publishes
+again, marked ``resent``, what it published in the range, and answers with ``sent`` and
+``missing_before``) publishes with messages lost on the way; the service fills what the
+table still has and records the rest as a gap with its reason. Waits are on conditions
+(the store's rows, a message), bounded, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiomqtt
+import psycopg
+
+from deploy.broker import Broker
+from records.observe import GamingDay
+from records.service import Settings, run
+from tests.records.conftest import StoreDb
+from tests.records.messages import cover_all_result, craps_roll
+
+DEADLINE = 20.0
+
+
+class FakeTable:
+    """What a table publishes, and its answers to ``request/resend``."""
+
+    def __init__(self, broker: Broker, table: str, journal_from: int) -> None:
+        self.broker = broker
+        self.table = table
+        self.base = f"lammer/{table}"
+        self.journal_from = journal_from  # the first seq its journal still holds
+        self.published: dict[int, tuple[str, dict[str, Any]]] = {}
+        self.asks: list[dict[str, Any]] = []
+
+    def client(self) -> aiomqtt.Client:
+        return aiomqtt.Client("127.0.0.1", self.broker.port, identifier=f"lammer-{self.table}")
+
+    async def publish(
+        self, client: aiomqtt.Client, topic: str, body: dict[str, Any], *, lost: bool = False
+    ) -> None:
+        self.published[body["seq"]] = (topic, body)
+        if not lost:  # a message lost between the table and the floor
+            await client.publish(f"{self.base}/{topic}", json.dumps(body).encode(), qos=1)
+
+    async def serve_resends(self, client: aiomqtt.Client) -> None:
+        await client.subscribe(f"{self.base}/request/resend", qos=1)
+        async for message in client.messages:
+            ask = json.loads(message.payload if isinstance(message.payload, bytes) else b"{}")
+            self.asks.append(ask)
+            first, last = ask["from_seq"], ask["to_seq"]
+            sent = 0
+            for seq in sorted(self.published):
+                if max(first, self.journal_from) <= seq <= last:
+                    topic, body = self.published[seq]
+                    resent = json.dumps({**body, "resent": True}).encode()
+                    await client.publish(f"{self.base}/{topic}", resent, qos=1)
+                    sent += 1
+            answer = {
+                "table": self.table,
+                "seq": 10_000 + len(self.asks),
+                "ts": "2026-12-01T15:00:00.000Z",
+                "request_id": ask["request_id"],
+                "status": "ok",
+                "error": None,
+                "sent": sent,
+                "missing_before": self.journal_from if first < self.journal_from else None,
+            }
+            await client.publish(f"{self.base}/response/resend", json.dumps(answer).encode(), qos=1)
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll a condition (the store has no notification to wait on), bounded."""
+    async with asyncio.timeout(DEADLINE):
+        while not await check():  # noqa: ASYNC110 - polling a database, not an event
+            await asyncio.sleep(0.05)
+    assert await check(), what
+
+
+async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=mosquitto_private.port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        day=GamingDay(),
+        confirm_after=0.3,
+        answer_timeout=2.0,
+        tick=0.05,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    table = FakeTable(mosquitto_private, "t1", journal_from=4)
+    try:
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
+            await pit.subscribe("lammer-floor/integrity/+", qos=1)
+            async with table.client() as client:
+                responder = asyncio.create_task(table.serve_resends(client))
+
+                async def stored() -> set[int]:
+                    with psycopg.connect(store_db.dsn) as conn:
+                        return {r[0] for r in conn.execute("SELECT seq FROM message")}
+
+                async def subscribed() -> bool:
+                    # The service has connected once its session exists: a message arrives.
+                    await table.publish(client, "craps/roll", craps_roll("t1", 2, 1, 3, 4))
+                    return 2 in await stored()
+
+                await until(subscribed, "the service stores what it receives")
+                await table.publish(client, "craps/roll", craps_roll("t1", 1, 1, 1, 1), lost=True)
+                await table.publish(client, "craps/roll", craps_roll("t1", 3, 2, 2, 2), lost=True)
+                # seq 4: a journal record that is not a publication (a device fact)
+                await table.publish(client, "craps/roll", craps_roll("t1", 5, 3, 5, 6))
+                await table.publish(client, "craps/roll", craps_roll("t1", 6, 4, 6, 6), lost=True)
+                win = cover_all_result("t1", 7, 1, hands=2, hand="Royal Flush", pays="250")
+                await table.publish(client, "cover_all/result", win)
+
+                async def complete() -> bool:
+                    with psycopg.connect(store_db.dsn) as conn:
+                        gaps = conn.execute("SELECT count(*) FROM gap").fetchone()
+                    return {5, 6, 7} <= await stored() and gaps == (1,)
+
+                await until(complete, "every message the table still had is stored")
+                responder.cancel()
+            async with asyncio.timeout(DEADLINE):
+                async for message in pit.messages:
+                    assert message.topic.value == "lammer-floor/integrity/t1"
+                    payload = json.loads(message.payload)
+                    break
+            assert payload["table"] == "t1"
+            assert isinstance(payload["alarms"], list)
+        with psycopg.connect(store_db.dsn) as conn:
+            gaps = conn.execute("SELECT from_seq, to_seq, reason FROM gap").fetchall()
+            rows = conn.execute("SELECT seq, die1, die2 FROM craps_roll ORDER BY seq").fetchall()
+        # The records begin with the first seq received (2): seq 1 is before them. Seq 3 was
+        # lost and the journal no longer holds it: a gap with its reason, never silence.
+        # Seq 6 was lost and resent; seq 5, resent too, is stored once.
+        assert gaps == [(3, 3, "the table's journal no longer holds them (missing_before 4)")]
+        assert rows == [(2, 3, 4), (5, 5, 6), (6, 6, 6)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
