@@ -1,0 +1,118 @@
+"""The records service against real daemons: a craps table on the dice simulator (a real
+pty) and its journal, through a real Mosquitto, into the private PostgreSQL.
+
+Every message the table published is stored once, through a restart of the records
+service during play (its persistent session keeps what was published meanwhile), and
+``lammer records reconcile`` reads the table's journal through ``lammer journal`` and
+reports 0 missing and 0 extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from deploy.broker import Broker
+from records.observe import GamingDay
+from records.service import Settings, run
+from tests.integration.conftest import MakeTable, make_table
+from tests.records.conftest import StoreDb
+
+__all__ = ["make_table"]
+
+pytestmark = pytest.mark.integration
+
+LAMMER = str(Path(sys.executable).parent / "lammer")
+DEADLINE = 30.0
+
+FIRST = """\
+ROLL,101,1,1
+ROLL,102,1,2
+ROLL,103,2,2
+ROLL,104,2,3
+ROLL,105,3,3
+"""
+SECOND = """\
+ROLL,106,4,4
+ROLL,107,3,4
+ROLL,108,6,1
+"""
+
+
+async def test_every_result_is_stored_once_through_a_records_restart(
+    make_table: MakeTable, mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=mosquitto_private.port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        day=GamingDay(),
+        confirm_after=3600,  # no resends: this table's daemon has none to give yet
+    )
+
+    async def stored() -> set[int]:
+        with psycopg.connect(store_db.dsn) as conn:
+            return {r[0] for r in conn.execute("SELECT seq FROM message")}
+
+    async def until_stored(expected: set[int]) -> None:
+        async with asyncio.timeout(DEADLINE):
+            while not expected <= await stored():  # noqa: ASYNC110 - polling the database
+                await asyncio.sleep(0.05)
+
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    table = make_table("CRAPS", broker=mosquitto_private)
+    try:
+        await table.start(FIRST)
+        await table.wait_for(lambda: len(table.recorder.bodies("craps/roll")) == 5, what="5 rolls")
+        await table.wait_published()
+        published = {r["seq"] for r in table.journal("--kind", "publish")}
+        await until_stored(published)
+        # The records service stops; the table plays on; the service comes back.
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+        await table.stop_sim()
+        await table.start_sim(SECOND)
+        await table.wait_for(lambda: len(table.recorder.bodies("craps/roll")) == 8, what="8 rolls")
+        await table.wait_published()
+        stop = asyncio.Event()
+        service = asyncio.create_task(run(settings, stop))
+        published = {r["seq"] for r in table.journal("--kind", "publish")}
+        await until_stored(published)
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+        await table.stop_daemon()
+    with psycopg.connect(store_db.dsn) as conn:
+        rows = conn.execute(
+            "SELECT roll_id, die1, die2, status FROM craps_roll ORDER BY seq"
+        ).fetchall()
+        results = conn.execute("SELECT bet, outcome FROM craps_result ORDER BY seq").fetchall()
+    assert [r[0] for r in rows] == list(range(101, 109))
+    assert ("all_small", "win") in results
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            LAMMER,
+            "records",
+            "reconcile",
+            "--db",
+            store_db.dsn,
+            "--journal",
+            str(table.journal_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(published)} published, 0 missing, 0 extra, 0 in recorded gaps" in done.stdout
