@@ -297,3 +297,20 @@ def test_honest_tables_run_a_million_rounds_without_an_alarm() -> None:
             assert watch.evaluate(day, f"round {start + batch}") == []
     trials, _ = poker.counts("cover_all", "all", day)
     assert sum(trials.values()) == total
+
+
+def test_a_dealer_busting_too_often_under_a_six_is_flagged_and_an_honest_one_is_not() -> None:
+    rate = float(bust_rates(6, False)["6"])  # about 0.42
+    watch = Watch(bust_bonus_families(6, False))
+    rng = np.random.default_rng(3)
+    busts = int(rng.binomial(3000, rate))
+    watch.observe("dealer bust, up card 6", DAY0, {None: 3000}, {"bust": busts})
+    assert watch.evaluate(DAY0, "t0") == []
+    # A shoe stacked so that a 6 up busts 55 % of the time: 3,000 more rounds.
+    watch.observe("dealer bust, up card 6", DAY0 + timedelta(days=1), {None: 3000}, {"bust": 1650})
+    found = watch.evaluate(DAY0 + timedelta(days=1), "t1")
+    assert {(f.bet, f.side, f.window) for f in found} >= {
+        ("dealer bust, up card 6", "high", "day"),
+        ("dealer bust, up card 6", "high", "all"),
+    }
+    assert all(f.bet == "dealer bust, up card 6" for f in found)
