@@ -23,15 +23,20 @@ import asyncio
 import json
 import math
 import statistics
+import sys
+import tempfile
 import time
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as clock
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import aiomqtt
 import numpy as np
 import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine, percentile
 from deploy.broker import Broker
@@ -96,9 +101,6 @@ def bench_store(pg: Postgres, messages: int, tables: int, rate: float) -> None:
 async def _end_to_end(
     pg: Postgres, name: str, messages: int, tables: int, rate: float | None
 ) -> None:
-    import tempfile
-    from pathlib import Path
-
     dsn = _database(pg, name)
     with tempfile.TemporaryDirectory() as folder:
         broker = Broker(Path(folder))
