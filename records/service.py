@@ -99,7 +99,7 @@ class Records:
         self.conn = conn
         self.store = Store(conn)
         self.intake = Intake(
-            self.store.last_seqs(),
+            self.store.confirmed(),
             confirm_after=settings.confirm_after,
             answer_timeout=settings.answer_timeout,
         )
@@ -109,6 +109,8 @@ class Records:
         self.outbox: list[tuple[str, dict[str, Any]]] = []
         self.stored = 0
         self.dropped = 0
+        self.lock = asyncio.Lock()
+        """One database user at a time: the consumer and the ticker share the connection."""
         self._warned: dict[tuple[str, str], float] = {}
 
     def replay(self) -> None:
@@ -173,10 +175,14 @@ class Records:
                 self._integrity(table, self._watch(table).evaluate(received.ts, families))
 
     def tick(self, now: float) -> list[Ask]:
-        """The resends to ask now; gaps given up on are recorded."""
+        """The resends to ask now; gaps given up on are recorded, confirmations kept."""
+        before = dict(self.intake.confirmed)
         gaps, again = self.intake.settle(now, self._count)
         for gap in gaps:
             self._gap(gap)
+        for table, seq in self.intake.confirmed.items():
+            if before.get(table) != seq and seq >= 0:
+                self.store.confirm(table, seq)
         return [*again, *self.intake.due(now)]
 
     def _count(self, table: str, first: int, last: int) -> int:
@@ -284,7 +290,9 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
 
     async def ticker() -> None:
         while True:
-            for ask in await asyncio.to_thread(records.tick, time.monotonic()):
+            async with records.lock:
+                asks = await asyncio.to_thread(records.tick, time.monotonic())
+            for ask in asks:
                 await client.publish(
                     f"{_base(records, ask.table)}/request/resend",
                     json.dumps(
@@ -304,7 +312,8 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
         async for message in client.messages:
             payload = message.payload
             data = payload if isinstance(payload, bytes) else str(payload).encode()
-            await asyncio.to_thread(records.handle, message.topic.value, data, time.monotonic())
+            async with records.lock:
+                await asyncio.to_thread(records.handle, message.topic.value, data, time.monotonic())
             await flush()
 
     tasks = [

@@ -96,6 +96,17 @@ SELECT seq FROM message WHERE table_id = %s AND seq BETWEEN %s AND %s ORDER BY s
 
 _MAX_SEQS = "SELECT table_id, max(seq) FROM message GROUP BY table_id"
 
+_START = """
+SELECT m.table_id, coalesce(c.seq, min(m.seq) - 1)
+FROM message m LEFT JOIN confirmed c USING (table_id)
+GROUP BY m.table_id, c.seq
+"""
+
+_CONFIRM = """
+INSERT INTO confirmed (table_id, seq) VALUES (%s, %s)
+ON CONFLICT (table_id) DO UPDATE SET seq = greatest(confirmed.seq, excluded.seq)
+"""
+
 
 class Store:
     """The store on one connection (not in autocommit: each write is one transaction)."""
@@ -253,6 +264,20 @@ class Store:
         """The seqs of ``table`` stored between ``first`` and ``last`` inclusive."""
         with self.conn.transaction():
             return [r[0] for r in self.conn.execute(_STORED_SEQS, (table, first, last))]
+
+    def confirmed(self) -> dict[str, int]:
+        """Where the intake resumes after a restart: each table's confirmed seq, or the
+        seq before the first one stored (the records began there)."""
+        with self.conn.transaction():
+            return {r[0]: r[1] for r in self.conn.execute(_START)}
+
+    def confirm(self, table: str, seq: int) -> None:
+        """Keep that ``table`` is complete up to ``seq``."""
+        try:
+            with self.conn.transaction():
+                self.conn.execute(_CONFIRM, (table, seq))
+        except psycopg.Error as exc:
+            raise StoreError(f"the store refused a confirmation of {table}: {exc}") from exc
 
     def last_seqs(self) -> dict[str, int]:
         """Each table's highest stored seq (where the intake resumes after a restart)."""
