@@ -100,6 +100,10 @@ async def test_each_user_publishes_only_where_it_may(
         ("terminal", cluster.password("terminal"), "lammer/craps-ca/state"),
         ("terminal", cluster.password("terminal"), "lammer/craps-ca/response/overturn"),
         ("terminal", cluster.password("terminal"), "lammer/other/request/overturn"),
+        ("records", cluster.password("records"), "lammer/craps-ca/request/overturn"),
+        ("records", cluster.password("records"), "lammer/craps-ca/state"),
+        ("records", cluster.password("records"), "lammer-floor/bridge/ca"),
+        ("records", cluster.password("records"), "lammer/other/request/resend"),
     ]
     for user, password, topic in forged:
         async with client(cluster, user, password) as c:
@@ -109,6 +113,9 @@ async def test_each_user_publishes_only_where_it_may(
         ("terminal", cluster.password("terminal"), "lammer/craps-cb/request/overturn"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer/craps-cb/craps/roll"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer-floor/bridge/cb"),
+        # lammer records: a resend request, and a table's integrity alarms.
+        ("records", cluster.password("records"), "lammer/craps-ca/request/resend"),
+        ("records", cluster.password("records"), "lammer-floor/integrity/craps-ca"),
     ]
     for user, password, topic in allowed:
         async with client(cluster, user, password) as c:
