@@ -6,6 +6,7 @@
         [--mqtt-password-file FILE] [--prefix lammer ...] [--day-starts 06:00] [--timezone TZ]
     lammer records report --db DSN [--day YYYY-MM-DD | --from DAY --to DAY]
         [--table ID | --area NAME --areas FILE] [--format text|json|csv] [--big-hit 100]
+        [--plot DIR]
     lammer records reconcile --db DSN --journal FILE [--journal FILE ...]
 
 ``--db`` is a libpq connection string (``"host=floor-db dbname=lammer_records
@@ -70,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     report.add_argument("--format", choices=("text", "json", "csv"), default="text")
     report.add_argument(
         "--big-hit", type=int, default=100, metavar="ODDS", help="a big hit pays this to 1 or more"
+    )
+    report.add_argument(
+        "--plot",
+        type=Path,
+        metavar="DIR",
+        help="also write a PNG per table into DIR: hits against the par sheet with a 95 %% band",
     )
     _day(report)
     report.set_defaults(_action=_report)
@@ -254,6 +261,11 @@ def _report(args: argparse.Namespace) -> int:
         "csv": report_format.as_csv,
     }[args.format]
     sys.stdout.write(formatter(report))
+    if args.plot is not None:
+        from records.chart import write_charts
+
+        for path in write_charts(report, args.plot):
+            print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from PIL import Image
 
 from records.messages import parse
 from records.store import Store
@@ -87,7 +88,10 @@ def _report(store_db: StoreDb, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(store_db: StoreDb) -> None:
+def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
+    store_db: StoreDb, tmp_path: Path
+) -> None:
+    charts = tmp_path / "charts"
     poker: list[dict[str, Any]] = []
     seq = 0
     # Gaming day 2026-12-01 runs from 06:00 UTC to 06:00 the next day.
@@ -174,11 +178,17 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(store_db: Stor
     assert done.returncode == 0, done.stderr
     lines = list(csv.DictReader(io.StringIO(done.stdout)))
     assert {line["row"]: int(line["hits"]) for line in lines} == {r: hits[r] for r in rows}
-    # And as text, for a person.
-    done = _report(store_db, "--from", "2026-12-01", "--to", "2026-12-02")
+    # And as text, for a person, with a chart per table.
+    done = _report(store_db, "--from", "2026-12-01", "--to", "2026-12-02", "--plot", str(charts))
     assert done.returncode == 0, done.stderr
     assert "Table lir-1, gaming day 2026-12-02 (LIR): 1 rounds" in done.stdout
     assert "JAM: JAM raised; from 2026-12-01 10:00:00 to 2026-12-01 10:05:00" in done.stdout
+    with Image.open(charts / "lir-1.png") as png:
+        description = png.info["Description"]
+    # Both gaming days: the Dec 2 round (1 hand, no qualifier) adds a round, no hit.
+    flushes = sum(1 for p in poker if p["outcome"] == "win" and p["highest"]["hand"] == "Flush")
+    assert f"cover_all: Flush: {flushes} hits" in description
+    assert (charts / "bj-1.png").exists()
 
 
 def test_operator_mistakes_are_one_sentence_and_status_2(store_db: StoreDb) -> None:
