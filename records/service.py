@@ -144,6 +144,8 @@ class Records:
         if where is None:
             return
         table, rel = where
+        if rel == "request/resend":
+            return  # our own asks (and displays'): no decision, nothing to keep
         try:
             received = parse(table, rel, payload)
         except MessageError as exc:

@@ -17,6 +17,7 @@ from typing import Any
 import aiomqtt
 import psycopg
 
+from contract.floor import IntegrityBody
 from deploy.broker import Broker
 from records.observe import GamingDay
 from records.service import Settings, run
@@ -145,6 +146,64 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
         # Seq 6 was lost and resent; seq 5, resent too, is stored once.
         assert gaps == [(3, 3, "the table's journal no longer holds them (missing_before 4)")]
         assert rows == [(2, 3, 4), (5, 5, 6), (6, 6, 6)]
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+
+
+async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=mosquitto_private.port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        confirm_after=3600,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    try:
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
+            await pit.subscribe("lammer-floor/integrity/lir-9", qos=1)
+            async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
+                first = cover_all_result("lir-9", 1, 1, hands=1, game="LIR")
+
+                async def subscribed() -> bool:
+                    # The service stores what it receives once it has subscribed.
+                    await table.publish(
+                        "lammer/lir-9/cover_all/result", json.dumps(first).encode(), qos=1
+                    )
+                    with psycopg.connect(store_db.dsn) as conn:
+                        return conn.execute("SELECT count(*) FROM message").fetchone() == (1,)
+
+                await until(subscribed, "the service stores what it receives")
+                # Let It Ride, 1 hand: a Royal Flush is 1 round in 649,740 (exact); five in
+                # 40 rounds is beyond any honest table.
+                for seq in range(2, 41):
+                    royal = seq % 7 == 0
+                    result = cover_all_result(
+                        "lir-9", seq, seq, hands=1, game="LIR",
+                        hand="Royal Flush" if royal else None, pays="500" if royal else None,
+                    )  # fmt: skip
+                    await table.publish(
+                        "lammer/lir-9/cover_all/result", json.dumps(result).encode(), qos=1
+                    )
+                alarm: dict[str, Any] | None = None
+                async with asyncio.timeout(DEADLINE):
+                    async for message in pit.messages:
+                        payload = json.loads(message.payload)
+                        IntegrityBody.model_validate(payload)
+                        alarms = [a for a in payload["alarms"] if a["window"] == "all"]
+                        if alarms:
+                            alarm = alarms[0]
+                            break
+        assert alarm is not None
+        assert (alarm["bet"], alarm["row"], alarm["side"]) == ("cover_all", "Royal Flush", "high")
+        assert alarm["observed"] >= 2  # raised as soon as the count is beyond chance
+        assert alarm["message"].startswith("cover_all, Royal Flush: ")
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
