@@ -98,12 +98,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen action; its exit status."""
-    from records.errors import RecordsError
+    from records.errors import RecordsError, one_line
 
     try:
         status: int = args._action(args)
     except RecordsError as exc:
-        print(f"lammer records: {exc}", file=sys.stderr)
+        print(f"lammer records: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     return status
 
@@ -169,8 +169,12 @@ def _run(args: argparse.Namespace) -> int:
         prefixes = prefixes_of(args.prefix or ["lammer"])
         password = None
         if args.mqtt_password_file is not None:
-            password = args.mqtt_password_file.read_text().split("\n")[0]
-    except (ValueError, OSError) as exc:
+            try:
+                password = args.mqtt_password_file.read_text().split("\n")[0]
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = getattr(exc, "strerror", None) or str(exc)
+                raise ValueError(f"cannot read {args.mqtt_password_file}: {reason}") from None
+    except ValueError as exc:
         print(f"lammer records: {exc}", file=sys.stderr)
         return EXIT_USAGE
     settings = Settings(
@@ -188,8 +192,11 @@ def _run(args: argparse.Namespace) -> int:
         asyncio.run(serve(settings))
     except KeyboardInterrupt:
         return EXIT_OK
-    except psycopg.OperationalError as exc:
-        print(f"lammer records: the store cannot be reached: {exc}".strip(), file=sys.stderr)
+    except psycopg.Error as exc:
+        from records.errors import one_line
+
+        what = "cannot be reached" if isinstance(exc, psycopg.OperationalError) else "refused"
+        print(f"lammer records: the store {what}: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 
@@ -209,7 +216,7 @@ def _connect(dsn: str) -> Any:
     try:
         return psycopg.connect(dsn)
     except psycopg.Error as exc:
-        raise StoreError(f"the store cannot be reached: {str(exc).strip()}") from exc
+        raise StoreError(f"the store cannot be reached: {exc}") from exc
 
 
 @contextlib.contextmanager

@@ -21,3 +21,8 @@ class MessageError(RecordsError, ValueError):
 
 class ReportError(RecordsError, ValueError):
     """A report was asked for something that does not exist or cannot be read."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's text on one line (libpq's messages span several, with a hint)."""
+    return " ".join(str(exc).split())
