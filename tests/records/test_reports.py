@@ -120,6 +120,23 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
         + [("bj-1", "bust_bonus/result" if "outcome" in p else "info", p) for p in bj]
         + [
             ("lir-1", "alarms", jam),
+            (
+                "lir-1",
+                "request/void_roll",
+                {"operator": "Dana", "request_id": "r-7", "roll_id": 4, "clause": "3"},
+            ),
+            (
+                "lir-1",
+                "response/void_roll",
+                {
+                    "table": "lir-1",
+                    "seq": 102,
+                    "ts": _ts(1, 11, 0),
+                    "request_id": "r-7",
+                    "status": "ok",
+                    "error": None,
+                },
+            ),
             ("lir-1", "alarms", {**alarms("lir-1", 101), "ts": _ts(1, 10, 5)}),
         ],
     )
@@ -170,6 +187,13 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
         ("lir-1", "Royal Flush", "500", "P3"),
         ("lir-1", "Straight Flush", "100", "P3"),
     ]
+    (decision,) = report["decisions"]
+    assert (decision["name"], decision["operator"], decision["status"]) == (
+        "void_roll",
+        "Dana",
+        "ok",
+    )
+    assert decision["details"] == {"roll_id": 4, "clause": "3"}
     (alarm,) = report["alarms"]
     assert (alarm["code"], alarm["ended"]) == ("JAM", "2026-12-01T10:05:00+00:00")
 
