@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from deploy import children
 from deploy.broker import BrokerError, free_port
 
 ADMIN = "lammer_admin"
@@ -161,6 +162,9 @@ class Postgres:
                 stdout=subprocess.DEVNULL,
                 stderr=log_file,
                 user=self.user,
+                # Dies with us however we die (a killed test run leaves no server behind);
+                # subprocess switches the user before this runs, so the signal stays set.
+                **children.supervised(),
             )
         deadline = time.monotonic() + _START_TIMEOUT
         ready = str(bindir / "pg_isready")
