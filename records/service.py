@@ -115,10 +115,12 @@ class Records:
 
     def replay(self) -> None:
         """Rebuild every table's watch from the store, and queue its integrity topic."""
-        with self.conn.transaction():
-            rows = self.conn.execute(_REPLAY, (list(WATCHED),)).fetchall()
-        for table, topic, payload in rows:
-            self._watch(table).feed(topic, payload)
+        # A server-side cursor: the store may hold months of a floor, streamed, not loaded.
+        with self.conn.transaction(), self.conn.cursor(name="replay") as cursor:
+            cursor.itersize = 10_000
+            cursor.execute(_REPLAY, (list(WATCHED),))
+            for table, topic, payload in cursor:
+                self._watch(table).feed(topic, payload)
         for table, watch in self.watches.items():
             self._integrity(table, watch.evaluate(now_ts()), force=True)
 
@@ -283,12 +285,19 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
 
 
 async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event) -> None:
+    flushing = asyncio.Lock()  # the consumer and the ticker both flush: one at a time
+
     async def flush() -> None:
+        async with flushing:
+            await _flush()
+
+    async def _flush() -> None:
         while records.outbox:
-            table, payload = records.outbox.pop(0)
+            table, payload = records.outbox[0]
             await client.publish(
                 integrity_topic(table), json.dumps(payload).encode(), qos=1, retain=True
             )
+            records.outbox.pop(0)  # only once published: a lost connection keeps it
 
     async def ticker() -> None:
         while True:

@@ -204,6 +204,21 @@ async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm
         assert (alarm["bet"], alarm["row"], alarm["side"]) == ("cover_all", "Royal Flush", "high")
         assert alarm["observed"] >= 2  # raised as soon as the count is beyond chance
         assert alarm["message"].startswith("cover_all, Royal Flush: ")
+        # A restart rebuilds the watch from the store and publishes the alarm again.
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
+            await pit.publish("lammer-floor/integrity/lir-9", b"", qos=1, retain=True)  # cleared
+            await pit.subscribe("lammer-floor/integrity/lir-9", qos=1)
+            stop = asyncio.Event()
+            service = asyncio.create_task(run(settings, stop))
+            async with asyncio.timeout(DEADLINE):
+                async for message in pit.messages:
+                    again = json.loads(message.payload)
+                    break
+        assert [(a["row"], a["window"]) for a in again["alarms"] if a["window"] == "all"] == [
+            ("Royal Flush", "all")
+        ]
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
