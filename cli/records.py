@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import Iterator
 from datetime import date, time
@@ -177,6 +178,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lammer records: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    _logging()
     settings = Settings(
         mqtt_host=host,
         mqtt_port=port,
@@ -188,8 +190,16 @@ def _run(args: argparse.Namespace) -> int:
     )
     import psycopg
 
+    async def service() -> None:
+        # SIGTERM (systemd's stop) and SIGINT end it between messages, connections closed.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        await serve(settings, stop)
+
     try:
-        asyncio.run(serve(settings))
+        asyncio.run(service())
     except KeyboardInterrupt:
         return EXIT_OK
     except psycopg.Error as exc:
@@ -232,6 +242,25 @@ def _refused() -> Iterator[None]:
         raise StoreError(
             f"the store refused the query: {str(exc).strip().splitlines()[0]}"
         ) from exc
+
+
+def _logging() -> None:
+    """JSON lines without timestamps when not on a terminal (journald adds its own), the
+    readable console otherwise; info and above."""
+    import logging
+
+    import structlog
+
+    on_terminal = sys.stdout.isatty()
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            *([structlog.processors.TimeStamper(fmt="iso")] if on_terminal else []),
+            structlog.dev.ConsoleRenderer() if on_terminal else structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        cache_logger_on_first_use=True,
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
