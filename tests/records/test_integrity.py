@@ -314,3 +314,23 @@ def test_a_dealer_busting_too_often_under_a_six_is_flagged_and_an_honest_one_is_
         ("dealer bust, up card 6", "high", "all"),
     }
     assert all(f.bet == "dealer bust, up card 6" for f in found)
+
+
+def test_rows_each_a_little_off_are_caught_together_and_not_one_by_one() -> None:
+    # UTH with 2 hands (exact column), 10^6 rounds: each row 4.2 standard deviations off,
+    # alternately high and low. No row alone is under the threshold (about 1e-5 each);
+    # together (X² about 70 with 4 degrees of freedom) they are.
+    rounds = 1_000_000
+    rows = cover_all_rows("UTH")
+    hits = {}
+    for i, row in enumerate(rows):
+        chance = cover_all_chance("UTH", 2, row)
+        assert chance.exact is not None
+        mean = rounds * float(chance.exact)
+        hits[row] = round(mean + (4.2 if i % 2 == 0 else -4.2) * math.sqrt(mean))
+    watch = Watch([cover_all_family("UTH")])
+    watch.observe("cover_all", DAY0, {2: rounds}, hits)
+    found = watch.evaluate(DAY0, "t")
+    assert {(f.row, f.side) for f in found} == {("all rows", "fit")}
+    singles = [f for f in watch.findings("cover_all", "all", DAY0) if f.side != "fit"]
+    assert min(f.p_value for f in singles) > 1e-7
