@@ -213,6 +213,16 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
     flushes = sum(1 for p in poker if p["outcome"] == "win" and p["highest"]["hand"] == "Flush")
     assert f"cover_all: Flush: {flushes} hits" in description
     assert (charts / "bj-1.png").exists()
+    # An area of lammer web's configuration: its tables only.
+    areas = tmp_path / "web.toml"
+    areas.write_text('[areas]\n"Pit 1" = ["bj-1"]\n"High limit" = ["lir-1"]\n')
+    done = _report(store_db, "--day", "2026-12-01", "--area", "Pit 1", "--areas", str(areas),
+                   "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert {d["table"] for d in json.loads(done.stdout)["days"]} == {"bj-1"}
+    done = _report(store_db, "--area", "Pit 9", "--areas", str(areas))
+    assert done.returncode == 2
+    assert "has no area 'Pit 9' (areas: High limit, Pit 1)" in done.stderr
 
 
 def test_operator_mistakes_are_one_sentence_and_status_2(store_db: StoreDb) -> None:
