@@ -91,7 +91,8 @@ def text(report: Report) -> str:
 
 def _day_text(day: TableDay) -> list[str]:
     head = f"Table {day.table}, gaming day {day.day}" + (f" ({day.game})" if day.game else "")
-    parts = [f"{day.rounds:,} rounds"]
+    # A craps table has rolls and settlements, not rounds.
+    parts = [] if day.rolls and not day.rounds else [f"{day.rounds:,} rounds"]
     if day.not_settled:
         parts.append(f"{day.not_settled:,} void or flagged")
     if day.hands:
@@ -101,7 +102,8 @@ def _day_text(day: TableDay) -> list[str]:
         parts.append(f"{day.rolls:,} rolls counted, {day.rolls_declared_invalid} declared invalid")
     out = [f"{head}: " + "; ".join(parts)]
     for bet in day.bets:
-        out.append(f"  {bet.bet}: {bet.rounds:,} rounds")
+        unit = "settlements" if day.rolls and not day.rounds else "rounds"
+        out.append(f"  {bet.bet}: {bet.rounds:,} {unit}")
         width = max(len(r.row) for r in bet.rows) if bet.rows else 4
         out.append(f"    {'row':<{width}}  {'hits':>6}  {'expected':>16}  {'pays (units)':>12}")
         for r in bet.rows:
