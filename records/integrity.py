@@ -313,6 +313,7 @@ class Watch:
         self._days: dict[str, dict[date, _Counts]] = {name: {} for name in self.families}
         self._total: dict[str, _Counts] = {name: _Counts() for name in self.families}
         self._since: dict[tuple[str, str, Window, Side], str] = {}
+        self._alarms: dict[str, list[Finding]] = {}
 
     def observe(
         self,
@@ -349,23 +350,22 @@ class Watch:
         return out.trials, out.hits
 
     def evaluate(self, day: date, now: str, families: Iterable[str] | None = None) -> list[Finding]:
-        """Every finding under ``alpha`` for the windows ending on ``day`` (all families, or
-        those named); alarms of families not evaluated are kept as they were."""
+        """Every alarm of the table: the families named (all by default) tested again for
+        the windows ending on ``day``, the others' alarms as they were last found."""
         names = list(self.families) if families is None else list(families)
-        found: list[Finding] = []
-        tested: set[tuple[str, str, Window, Side]] = set()
         for name in names:
+            found: list[Finding] = []
             for window in WINDOWS:
                 for finding in self._test(self.families[name], window, day, now):
-                    key = (finding.bet, finding.row, finding.window, finding.side)
-                    tested.add(key)
                     if finding.p_value < self.alpha:
-                        since = self._since.setdefault(key, now)
-                        found.append(replace(finding, since=since))
-        for key in list(self._since):
-            if key[0] in names and key not in {(f.bet, f.row, f.window, f.side) for f in found}:
+                        key = (finding.bet, finding.row, finding.window, finding.side)
+                        found.append(replace(finding, since=self._since.get(key, now)))
+            self._alarms[name] = found
+            keys = {(f.bet, f.row, f.window, f.side): f.since for f in found}
+            for key in [k for k in self._since if k[0] == name and k not in keys]:
                 del self._since[key]
-        return found
+            self._since.update(keys)
+        return [f for name in self.families for f in self._alarms.get(name, [])]
 
     def active(self) -> dict[tuple[str, str, Window, Side], str]:
         """The alarms raised and not cleared, with the time each was first found."""

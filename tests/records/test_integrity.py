@@ -334,3 +334,23 @@ def test_rows_each_a_little_off_are_caught_together_and_not_one_by_one() -> None
     assert {(f.row, f.side) for f in found} == {("all rows", "fit")}
     singles = [f for f in watch.findings("cover_all", "all", DAY0) if f.side != "fit"]
     assert min(f.p_value for f in singles) > 1e-7
+
+
+def test_a_familys_alarm_stays_while_other_families_are_evaluated() -> None:
+    watch = Watch(craps_families())
+    # 600 rolls, every die a six: the faces and the outcome 6-6 are far off.
+    watch.observe("die faces", DAY0, {None: 1200}, {"6": 1200})
+    first = watch.evaluate(DAY0, "t1", ["die faces"])
+    assert ("die faces", "6", "high") in {(f.bet, f.row, f.side) for f in first}
+    # A bet settles: only its family is tested again; the faces' alarm is still there,
+    # with the time it was first found.
+    watch.observe("all_small", DAY0, {None: 1}, {})
+    again = watch.evaluate(DAY0, "t2", ["all_small"])
+    assert {(f.bet, f.row, f.side, f.since) for f in again} == {
+        (f.bet, f.row, f.side, "t1") for f in first
+    }
+    # Honest faces again for a long while: the day's alarm goes, once they are tested.
+    later = DAY0 + timedelta(days=30)
+    watch.observe("die faces", later, {None: 600_000}, {str(f): 100_000 for f in range(1, 7)})
+    cleared = watch.evaluate(later, "t3", ["die faces"])
+    assert {f.window for f in cleared} <= {"all"}  # the month-old day and week are gone
