@@ -83,6 +83,10 @@ def text(report: Report) -> str:
         )
         for a in report.alarms
     ] or ["  none"]
+    lines += ["", "Availability (as received)"]
+    lines += [
+        f"  {a.received:%Y-%m-%d %H:%M:%S} {a.table} {a.status}" for a in report.availability
+    ] or ["  no change"]
     if report.gaps:
         lines += ["", "Gaps (seqs a table could not resend)"]
         lines += [f"  {g.table} {g.from_seq}..{g.to_seq}: {g.reason}" for g in report.gaps]
@@ -200,6 +204,10 @@ def as_json(report: Report) -> str:
         "gaps": [
             {"table": g.table, "from_seq": g.from_seq, "to_seq": g.to_seq, "reason": g.reason}
             for g in report.gaps
+        ],
+        "availability": [
+            {"table": a.table, "status": a.status, "received": a.received.isoformat()}
+            for a in report.availability
         ],
     }
     return json.dumps(payload, indent=2) + "\n"

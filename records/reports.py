@@ -138,6 +138,13 @@ WHERE s.since < %(end)s AND (e.ts IS NULL OR e.ts >= %(start)s)
 ORDER BY s.since, s.table_id, s.code
 """
 
+_AVAILABILITY = """
+SELECT table_id, status, received FROM availability
+WHERE received >= %(start)s AND received < %(end)s
+  AND (%(tables)s::text[] IS NULL OR table_id = ANY(%(tables)s))
+ORDER BY received, id
+"""
+
 _GAPS = """
 SELECT table_id, from_seq, to_seq, reason, recorded FROM gap
 WHERE (%(tables)s::text[] IS NULL OR table_id = ANY(%(tables)s))
@@ -243,6 +250,15 @@ class AlarmSpan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AvailabilityChange:
+    """A table's ``availability`` changed (as the records service received it: no seq)."""
+
+    table: str
+    status: str
+    received: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gap:
     """Seqs a table could not resend."""
 
@@ -264,6 +280,7 @@ class Report:
     decisions: list[Decision]
     alarms: list[AlarmSpan]
     gaps: list[Gap]
+    availability: list[AvailabilityChange] = field(default_factory=list)
 
 
 def window(first: date, last: date, starts: time, tz: tzinfo) -> tuple[datetime, datetime]:
@@ -334,6 +351,10 @@ def build(
             )
             for r in conn.execute(_ALARMS, params)
         ]
+        availability = [
+            AvailabilityChange(table=r[0], status=r[1], received=r[2])
+            for r in conn.execute(_AVAILABILITY, params)
+        ]
         gaps = [
             Gap(table=r[0], from_seq=r[1], to_seq=r[2], reason=r[3])
             for r in conn.execute(_GAPS, params)
@@ -351,6 +372,7 @@ def build(
         decisions=decisions,
         alarms=alarms,
         gaps=gaps,
+        availability=availability,
     )
 
 
