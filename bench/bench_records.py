@@ -74,6 +74,7 @@ def _database(pg: Postgres, name: str) -> str:
 
 
 def bench_store(pg: Postgres, messages: int, tables: int, rate: float) -> None:
+    """The store in process, then end to end through Mosquitto: flooded, then paced."""
     dsn = _database(pg, "bench_store")
     now = datetime.now(UTC)
     bodies = [
@@ -151,6 +152,7 @@ async def _end_to_end(
 
 
 def bench_report(pg: Postgres, tables: int, days: int, rounds: int) -> None:
+    """A month of a floor's Cover All results inserted in SQL, then its whole report."""
     dsn = _database(pg, "bench_report")
     first = date(2026, 11, 1)
     start = datetime.combine(first, clock(6, 0), UTC)
@@ -209,6 +211,8 @@ def _tail(x: int, n: int, p: float) -> float:
 
 
 def rounds_for_power(factor: float, step: int) -> int:
+    """Rounds (a multiple of ``step``) for a ``factor``x Royal Flush rate to be flagged
+    with 95 % power at UTH's 6-hand column."""
     royal = cover_all_chance("UTH", 6, "Royal Flush")
     tested = royal.estimate + Z_SIMULATION * royal.std_error
     n = step
@@ -222,6 +226,7 @@ def rounds_for_power(factor: float, step: int) -> int:
 
 
 def bench_watch(tables: int, rounds: int) -> None:
+    """Rounds to detect 2x, 5x, 10x royal flushes; false alarms on honest tables."""
     for factor, step in ((2.0, 20_000), (5.0, 2_000), (10.0, 500)):
         n = rounds_for_power(factor, step)
         print(
@@ -255,6 +260,7 @@ def bench_watch(tables: int, rounds: int) -> None:
 
 
 def main() -> None:
+    """Run the three parts and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=5_000)
     parser.add_argument(

@@ -292,6 +292,7 @@ class _Counts:
     hits: Counter[str] = field(default_factory=Counter)
 
     def add(self, other: _Counts) -> None:
+        """Add another day's counts to these."""
         self.trials.update(other.trials)
         self.hits.update(other.hits)
 
