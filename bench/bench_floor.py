@@ -58,11 +58,13 @@ from bench.common import machine, percentile
 from cli.main import main as lammer
 from deploy import floor
 from deploy.broker import Broker, free_port
-from deploy.floor_cluster import FloorCluster
+from deploy.floor_cluster import FloorCluster, nats_server_path
 
 PREFIX: Final = "lammer"
 TABLES_PER_CONTROLLER: Final = 4
 P99_LIMIT: Final = 0.100
+SERVER: str | None = None
+"""``--server``: the nats-server binary (default: the pinned one, ``nats_server_path()``)."""
 
 
 def ms(value: float) -> str:
@@ -112,12 +114,18 @@ class Controller:
         path.write_text("".join(lines))
         return path
 
-    def configure(self, cluster: FloorCluster) -> None:
-        """``lammer broker-config --bridge`` for its tables."""
+    def configure(self, cluster: FloorCluster, nodes: tuple[int, ...] = ()) -> None:
+        """``lammer broker-config --bridge`` for its tables: to every node, or to
+        ``nodes`` (1-based) only."""
         configs = [str(self.toml(t)) for t in self.tables]
         argv = ["broker-config", "--out", str(self.root / "broker")]
         argv += ["--data-dir", str(self.root / "data"), "--broker-user", me()]
-        argv += ["--bridge", cluster.bridge_option, "--controller", self.name, *configs]
+        bridge = cluster.bridge_args
+        if nodes:
+            bridge[1] = ",".join(
+                f"{h}:{p}" for h, p in (cluster.mqtt_endpoints[n - 1] for n in nodes)
+            )
+        argv += [*bridge, "--controller", self.name, *configs]
         with contextlib.redirect_stdout(io.StringIO()):
             if lammer(argv) != 0:
                 raise RuntimeError(f"broker-config failed for {self.name}")
@@ -144,6 +152,7 @@ def floor_client(
         password=password,
         timeout=10,
         max_queued_outgoing_messages=0,
+        tls_context=cluster.tls_context(),
         **kw,
     )
 
@@ -172,7 +181,7 @@ async def poll(done: Any, within: float) -> bool:
 
 async def latency(workdir: Path, frames: int) -> dict[str, float]:
     """One real table: frame to the controller's subscriber and to the floor's."""
-    cluster = FloorCluster(workdir / "cluster")
+    cluster = FloorCluster(workdir / "cluster", server=SERVER)
     ctl = Controller(workdir / "ctl", "lat", ["lat1"])
     ctl.configure(cluster)
     cluster.configure([ctl.declaration])
@@ -287,6 +296,17 @@ class Step:
     p99: float
     rss_kib: int
     generator_cpu: float
+    refusals: int = 0
+    persist_refusals: int = 0
+
+
+def _persist_refusals(cluster: FloorCluster) -> int:
+    """Node log lines of an MQTT CONNECT refused because JetStream timed out (2.15)."""
+    return sum(
+        cluster.log(n).read_text(errors="replace").count("unable to persist session")
+        for n in range(1, cluster.nodes + 1)
+        if cluster.log(n).exists()
+    )
 
 
 async def capacity_step(
@@ -317,48 +337,62 @@ async def capacity_step(
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         wall0 = time.monotonic()
 
+        refusals = 0
+        persist0 = _persist_refusals(cluster)
+
         async def controller(c: int) -> None:
+            nonlocal refusals
             user = f"bridge-gen{c}"
-            async with floor_client(
-                cluster,
-                1,
-                user,
-                passwords[user],
-                identifier=f"lammer-bridge-gen{c}",
-                clean_session=False,
-            ) as client:
-                # Tables start spread over the period, as real ones are.
-                await asyncio.sleep(period * c / controllers)
-                seq = 0
-                end = time.monotonic() + seconds
-                while time.monotonic() < end:
-                    for t in range(TABLES_PER_CONTROLLER):
-                        table = f"g{c}t{t}"
-                        seq += 1
-                        now = time.time()
-                        result = {
-                            "table": table,
-                            "seq": seq,
-                            "ts": now,
-                            "outcome": "win",
-                            "pad": "x" * 200,
-                        }
-                        sent[(table, seq)] = now
-                        # One message in flight, as the bridge: wait for each PUBACK.
-                        await client.publish(
-                            f"{PREFIX}/{table}/craps/result", json.dumps(result), qos=1
-                        )
-                        state = {
-                            "table": table,
-                            "seq": seq,
-                            "ts": now,
-                            "game": "CRAPS",
-                            "pad": "y" * 300,
-                        }
-                        await client.publish(
-                            f"{PREFIX}/{table}/state", json.dumps(state), qos=1, retain=True
-                        )
-                    await asyncio.sleep(period)
+            # Tables start spread over the period, as real ones are.
+            await asyncio.sleep(period * c / controllers)
+            seq = 0
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                try:
+                    async with floor_client(
+                        cluster,
+                        1,
+                        user,
+                        passwords[user],
+                        identifier=f"lammer-bridge-gen{c}",
+                        clean_session=False,
+                    ) as client:
+                        while time.monotonic() < end:
+                            for t in range(TABLES_PER_CONTROLLER):
+                                table = f"g{c}t{t}"
+                                seq += 1
+                                now = time.time()
+                                result = {
+                                    "table": table,
+                                    "seq": seq,
+                                    "ts": now,
+                                    "outcome": "win",
+                                    "pad": "x" * 200,
+                                }
+                                sent[(table, seq)] = now
+                                # One message in flight, as the bridge: wait for each PUBACK.
+                                await client.publish(
+                                    f"{PREFIX}/{table}/craps/result", json.dumps(result), qos=1
+                                )
+                                state = {
+                                    "table": table,
+                                    "seq": seq,
+                                    "ts": now,
+                                    "game": "CRAPS",
+                                    "pad": "y" * 300,
+                                }
+                                await client.publish(
+                                    f"{PREFIX}/{table}/state",
+                                    json.dumps(state),
+                                    qos=1,
+                                    retain=True,
+                                )
+                            await asyncio.sleep(period)
+                except aiomqtt.MqttError:
+                    # Refused (a node whose JetStream requests time out) or dropped: the
+                    # bridge would try again, so does the generator.
+                    refusals += 1
+                    await asyncio.sleep(1.0)
 
         await asyncio.gather(*(controller(c) for c in range(controllers)))
         wall = time.monotonic() - wall0
@@ -380,6 +414,8 @@ async def capacity_step(
         p99=percentile(delays, 0.99) if delays else float("nan"),
         rss_kib=rss,
         generator_cpu=cpu,
+        refusals=refusals,
+        persist_refusals=_persist_refusals(cluster) - persist0,
     )
 
 
@@ -391,7 +427,7 @@ async def capacity(
     controllers = max(1, start // TABLES_PER_CONTROLLER)
     decl_dir = workdir / "declarations"
     paths, passwords = synthetic_declarations(decl_dir, most // TABLES_PER_CONTROLLER)
-    cluster = FloorCluster(workdir / "cluster", paths)
+    cluster = FloorCluster(workdir / "cluster", paths, server=SERVER)
     cluster.start()
     try:
         await asyncio.sleep(2)
@@ -402,7 +438,9 @@ async def capacity(
             print(
                 f"  {step.tables:>5} tables: {step.rate:8.1f} msg/s, p50 {ms(step.p50)}, "
                 f"p99 {ms(step.p99)}, lost {step.lost}, cluster RSS {step.rss_kib / 1024:.0f} MiB, "
-                f"generator CPU {step.generator_cpu:.0%}",
+                f"generator CPU {step.generator_cpu:.0%}, connections refused or dropped "
+                f"{step.refusals} ('unable to persist session' {step.persist_refusals}); "
+                f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
                 flush=True,
             )
             if step.lost or step.p99 > P99_LIMIT:
@@ -418,7 +456,7 @@ async def capacity(
 
 async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dict[str, float]]:
     """Kill the bridges' node ``kills`` times under load; each time's figures."""
-    cluster = FloorCluster(workdir / "cluster")
+    cluster = FloorCluster(workdir / "cluster", server=SERVER)
     ctls = [Controller(workdir / f"c{i}", f"c{i}", [f"f{i}"]) for i in range(controllers)]
     for c in ctls:
         c.configure(cluster)
@@ -548,6 +586,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds per capacity step")
     parser.add_argument("--failover", type=int, default=3, metavar="K", help="kills (0: skip)")
+    parser.add_argument(
+        "--server", metavar="PATH", help="the nats-server to run (default: the venv's pinned one)"
+    )
     return parser.parse_args(argv)
 
 
@@ -597,8 +638,14 @@ async def run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark."""
+    global SERVER
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    asyncio.run(run(parse_args(argv)))
+    args = parse_args(argv)
+    SERVER = args.server
+    server = SERVER or nats_server_path()
+    done = subprocess.run([server, "--version"], capture_output=True, text=True, timeout=30)
+    print(f"{server}: {done.stdout.strip()}", flush=True)
+    asyncio.run(run(args))
     return 0
 
 

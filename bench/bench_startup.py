@@ -48,7 +48,7 @@ from daemon.core import TableCore
 from daemon.logs import configure_logging
 from daemon.segments import open_live
 from deploy.broker import Broker
-from rules.events import DiceRolled
+from rules.events import MAX_ID, DiceRolled
 
 TABLE: Final = "s1"
 TAIL: Final = 5000
@@ -88,12 +88,12 @@ def make_journal(path: Path, records: int) -> float:
     while core.journal.last_seq < records:
         roll += 1
         dice = (roll % 6 + 1, roll // 6 % 6 + 1)
-        core.ingest("dice_reader", DiceRolled(roll_id=roll % 999_999 + 1, dice=dice))
+        core.ingest("dice_reader", DiceRolled(roll_id=roll % MAX_ID + 1, dice=dice))
         if roll % 5000 == 0:
             core.journal._conn.execute("PRAGMA synchronous = OFF")  # mark_published resets it
-            core.outbox.mark_published(*[m.seq for m in core.outbox.pending(100_000)])
+            core.journal.mark_published(*[m.seq for m in core.journal.pending(100_000)])
             print(f"  {core.journal.last_seq:,} records", file=sys.stderr, flush=True)
-    core.outbox.mark_published(*[m.seq for m in core.outbox.pending(100_000)])
+    core.journal.mark_published(*[m.seq for m in core.journal.pending(100_000)])
     core.close()
     core.journal.close()
     return time.perf_counter() - started

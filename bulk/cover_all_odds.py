@@ -599,13 +599,6 @@ def column_odds(
     )
 
 
-def plain_estimate(game: str, hands: int, rounds: int, seed: int) -> tuple[float, float]:
-    """House edge and its standard error from a plain simulation of the payout (no exact
-    part): the independent check of the exact columns and of the remainder estimator."""
-    sample = simulate(deal_of(game, hands), rounds, seed)
-    return 1 - sample.x, sample.x_se
-
-
 def game_odds(
     game: str,
     *,

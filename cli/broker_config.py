@@ -1,11 +1,12 @@
 """``lammer broker-config``: write the Mosquitto configuration of a table controller.
 
 ``lammer broker-config --out DIR [--listen HOST:PORT] [--tls-cert F --tls-key F --tls-ca F]
-[--bridge HOST:PORT[,HOST:PORT...] --controller NAME] [--data-dir DIR] [--broker-user USER]
-CONFIG.toml [CONFIG.toml ...]`` writes, for the tables given, ``DIR/mosquitto.conf``,
-``DIR/passwd``, ``DIR/acl`` and ``DIR/credentials/<user>`` (``deploy.broker_config`` says
-what each holds and why); with ``--bridge``, the bridge to the floor cluster at the end of
-``mosquitto.conf``, its password in ``credentials/bridge-<controller>`` and
+[--bridge HOST:PORT[,HOST:PORT...] --bridge-ca FILE --controller NAME] [--data-dir DIR]
+[--broker-user USER] CONFIG.toml [CONFIG.toml ...]`` writes, for the tables given,
+``DIR/mosquitto.conf``, ``DIR/passwd``, ``DIR/acl`` and ``DIR/credentials/<user>``
+(``deploy.broker_config`` says what each holds and why); with ``--bridge``, the bridge
+to the floor cluster (TLS, verified with ``--bridge-ca``) at the end of ``mosquitto.conf``,
+its password in ``credentials/bridge-<controller>`` and
 ``DIR/floor-controller.json`` for ``lammer floor-config``. Running it again keeps every
 password and prints what it changed: one line per file, the diff of ``mosquitto.conf`` and
 ``acl`` when they changed, then for each table whether its configuration already logs in
@@ -64,6 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the floor cluster's MQTT listeners, every node, in the order to try them",
     )
     floor_group.add_argument(
+        "--bridge-ca",
+        type=Path,
+        metavar="FILE",
+        help="the floor CA (lammer floor-config's ca.crt): the bridge speaks TLS and "
+        "verifies every node with it (required with --bridge)",
+    )
+    floor_group.add_argument(
         "--controller",
         metavar="NAME",
         help="this controller's name on the floor (its floor user is bridge-NAME)",
@@ -113,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             broker_user=args.broker_user,
             bridge=args.bridge,
+            bridge_ca=args.bridge_ca,
             controller=args.controller,
         )
         generated = generate(plan)

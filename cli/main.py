@@ -9,12 +9,12 @@ command's module cannot take the others down.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from cli.output import EXIT_BROKEN_PIPE, discard
+from contract.vocabulary import lammer_version
 
 
 def _run_cmd() -> CommandModule:
@@ -124,7 +124,10 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="lammer", description="lammer: the table daemon between table devices and displays"
     )
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+        "--version",
+        action="version",
+        version=f"%(prog)s {lammer_version()}",
+        help="print the version",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (load, help_text) in COMMANDS.items():
@@ -134,14 +137,6 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
             module.add_arguments(command)
             command.set_defaults(_run=module.run)
     return parser
-
-
-def version() -> str:
-    """The installed lammer's version (the package's metadata, as pip installed it)."""
-    try:
-        return importlib.metadata.version("lammer")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
-        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Final, Literal
+from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from contract.payloads import Envelope, PayloadModel, TableId, Text
+from rules.events import MAX_ID, VoidClause
 
 MAX_PAYLOAD: Final = 4096
 MAX_OPERATOR: Final = 100
@@ -50,15 +51,17 @@ def _shown(value: object) -> str:
 
 def _roll_id(value: object) -> int:
     if isinstance(value, bool):  # bool is an int in Python, never a roll id
-        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
+        raise ValueError(f"roll_id must be a roll id from 1 to {MAX_ID}, got {_shown(value)}")
     if isinstance(value, str) and value.isascii() and value.isdigit():
         value = int(value)
-    if not isinstance(value, int) or not 1 <= value <= 999999:
-        raise ValueError(f"roll_id must be a roll id from 1 to 999999, got {_shown(value)}")
+    if not isinstance(value, int) or not 1 <= value <= MAX_ID:
+        raise ValueError(f"roll_id must be a roll id from 1 to {MAX_ID}, got {_shown(value)}")
     return value
 
 
-class RequestModel(BaseModel):
+class RequestBase(BaseModel):
+    """What every request holds: ``operator`` (required) and ``request_id``."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     operator: str = Field(
@@ -67,7 +70,6 @@ class RequestModel(BaseModel):
     request_id: str | int | None = Field(
         default=None, description="echoed in the response; string or integer"
     )
-    roll_id: int = Field(ge=1, le=999999, description="the dice reader's roll id")
 
     @field_validator("operator", mode="before")
     @classmethod
@@ -90,6 +92,12 @@ class RequestModel(BaseModel):
             return value
         raise ValueError(f"request_id must be a string or an integer, got {_shown(value)}")
 
+
+class RequestModel(RequestBase):
+    """A stickperson's decision about a roll: ``roll_id`` and what the request says."""
+
+    roll_id: int = Field(ge=1, le=MAX_ID, description="the dice reader's roll id")
+
     @field_validator("roll_id", mode="before")
     @classmethod
     def _roll(cls, value: object) -> int:
@@ -98,6 +106,8 @@ class RequestModel(BaseModel):
 
 class RollDecisionRequest(RequestModel):
     """``request/roll_decision``: decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
+
+    EFFECT: ClassVar[str] = "decides the pending `CHECK` roll"
 
     decision: Literal["valid", "invalid"]
 
@@ -114,7 +124,11 @@ class VoidRollRequest(RequestModel):
     """``request/void_roll``: declare the latest counted roll invalid under 68 IAC
     10-4-4(c)(2), (3) or (6), the clauses the reader cannot see (dice-reader-icd.md)."""
 
-    clause: Annotated[int, Field(description="2, 3 or 6 (a number or a string)")]
+    EFFECT: ClassVar[str] = (
+        "declares the latest counted roll invalid under 68 IAC 10-4-4(c)(2), (3) or (6)"
+    )
+
+    clause: Annotated[VoidClause, Field(description="`2`, `3` or `6` (a number or a string)")]
 
     @field_validator("clause", mode="before")
     @classmethod
@@ -134,17 +148,67 @@ class OverturnRequest(RequestModel):
     """``request/overturn``: reinstate the latest roll declared invalid (4-4(c), last
     sentence)."""
 
+    EFFECT: ClassVar[str] = "reinstates the latest roll declared invalid"
 
-REQUEST_MODELS: Final[dict[str, type[RequestModel]]] = {
+
+RESEND_SPAN: Final = 1000
+"""``to_seq - from_seq`` at most (mqtt-api.md 1.3 "at most 1,000 apart")."""
+
+
+def _seq_field(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a seq, an integer from 1, got {_shown(value)}")
+    return value
+
+
+class ResendRequest(RequestBase):
+    """``request/resend`` (mqtt-api.md 1.3): publish again, from the journal, every message
+    with ``from_seq <= seq <= to_seq``. Any reader of the table may ask."""
+
+    EFFECT: ClassVar[str] = (
+        "publishes again, from the journal, the messages with a seq in the range (non-retained, "
+        "the same bytes, marked resent; at most a few a second)"
+    )
+
+    from_seq: int = Field(ge=1, description="the first seq to publish again")
+    to_seq: int = Field(ge=1, description=f"the last; at most {RESEND_SPAN} above from_seq")
+
+    @field_validator("from_seq", mode="before")
+    @classmethod
+    def _from(cls, value: object) -> int:
+        return _seq_field("from_seq", value)
+
+    @field_validator("to_seq", mode="before")
+    @classmethod
+    def _to(cls, value: object) -> int:
+        return _seq_field("to_seq", value)
+
+    @model_validator(mode="after")
+    def _span(self) -> ResendRequest:
+        if self.to_seq < self.from_seq:
+            raise ValueError(
+                f"to_seq ({self.to_seq}) is below from_seq ({self.from_seq}): "
+                "ask for a range from from_seq up to to_seq"
+            )
+        if self.to_seq - self.from_seq > RESEND_SPAN:
+            raise ValueError(
+                f"from_seq {self.from_seq} to to_seq {self.to_seq} is more than "
+                f"{RESEND_SPAN} apart: ask for it in parts"
+            )
+        return self
+
+
+REQUEST_MODELS: Final[dict[str, type[RequestBase]]] = {
     "roll_decision": RollDecisionRequest,
     "void_roll": VoidRollRequest,
     "overturn": OverturnRequest,
+    "resend": ResendRequest,
 }
 """Every request of mqtt-api.md by name."""
 
 REQUEST_NAMES: Final = tuple(REQUEST_MODELS)
 
-NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
+NAMES_TEXT: Final = "roll_decision, void_roll, overturn or resend"
 
 
 # ---------------------------------------------------------------------------------------
@@ -154,10 +218,27 @@ NAMES_TEXT: Final = "roll_decision, void_roll or overturn"
 class ResponseBody(PayloadModel):
     """``response/<name>`` (not retained): the answer to a request."""
 
+    WHEN: ClassVar[str] = "the answer to a request on `request/<name>`"
+
     table: TableId
-    request_id: str | int | None = Field(description="the request's own, echoed; null if none")
+    # Bounded by the request's own bound: whatever a request could carry is echoed.
+    request_id: Annotated[str, Field(max_length=MAX_PAYLOAD)] | int | None = Field(
+        default=None, description="as it came, `null` if none or not readable"
+    )
     status: Literal["ok", "error"]
-    error: Text | None = Field(description="for error: a sentence a person understands")
+    error: Text | None = Field(
+        default=None, description="for `error`: a sentence a person understands; `null` for `ok`"
+    )
+    # resend (mqtt-api.md 1.3); null for the other requests.
+    sent: int | None = Field(
+        default=None, ge=0, description="resend: how many messages were published again"
+    )
+    missing_before: int | None = Field(
+        default=None,
+        ge=1,
+        description="resend: every seq of the range below this one is no longer in the "
+        "journal; `null` if none is gone",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ResponseBody:

@@ -59,8 +59,24 @@ def _open_for_additions(node: Any) -> Any:
     return node
 
 
+def _absent_allowed(node: Any) -> Any:
+    # A field marked x-absent may be left out (mode of a device that is not the shuffler):
+    # every other key is always present (docs/mqtt.md, Conventions).
+    if isinstance(node, dict):
+        out = {k: _absent_allowed(v) for k, v in node.items()}
+        properties = out.get("properties")
+        if isinstance(properties, dict) and "required" in out:
+            out["required"] = [
+                name for name in out["required"] if "x-absent" not in properties.get(name, {})
+            ]
+        return out
+    if isinstance(node, list):
+        return [_absent_allowed(v) for v in node]
+    return node
+
+
 def _published(topic: str, model: type[PayloadModel], retained: bool) -> dict[str, Any]:
-    schema = _open_for_additions(model.model_json_schema(mode="serialization"))
+    schema = _absent_allowed(_open_for_additions(model.model_json_schema(mode="serialization")))
     schema["$schema"] = DRAFT
     schema["title"] = topic
     schema["description"] = f"mqtt-api.md topic <base>/{topic}" + (

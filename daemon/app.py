@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import functools
 import gc
-import importlib.metadata
 import signal
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Any, Final, assert_never
 
 import structlog
 
+from contract.vocabulary import lammer_version
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
@@ -69,14 +69,6 @@ journal replay (systemd/lammer@.service: READY comes only after the replay)."""
 TICK_S: Final = 1.0
 """Seconds between the timer's calls of ``TableCore.tick`` (``LINK_ERRORS`` clears within
 a tick of its quiet time)."""
-
-
-def lammer_version() -> str:
-    """The installed lammer's version (``info``, ``--version``)."""
-    try:
-        return importlib.metadata.version("lammer")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a checkout
-        return "unknown"
 
 
 class TableDaemon:
@@ -116,8 +108,8 @@ class TableDaemon:
                 await self._run(core)
             finally:
                 gc.unfreeze()  # what run() froze is the collector's again (run in process)
-                # The live segment, which a rotation may have changed.
-                (journal if core is None else core.journal).close()
+                # The live segment (the same object across rotations).
+                journal.close()
                 self.log.info("table stopped")
 
     def open_core(self, journal: Journal) -> TableCore:
@@ -145,7 +137,7 @@ class TableDaemon:
         mqtt = self._make_mqtt(core)
         # Before anything is published: seq goes on above what the broker retains, and
         # what another game of this table id left retained is cleared.
-        core.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
+        core.upkeep.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
         core.start()
         try:
             async with asyncio.TaskGroup() as tg:
@@ -178,7 +170,7 @@ class TableDaemon:
             port=m.port,
             client_id=self.config.client_id,
             base_topic=self.config.base_topic,
-            outbox=core.outbox,
+            outbox=core.journal,
             on_request=on_request,
             username=m.username,
             password=m.read_password(),
@@ -187,6 +179,7 @@ class TableDaemon:
             backoff=Backoff(initial=m.reconnect_initial, maximum=m.reconnect_max),
             floor_resend=m.floor_resend,
         )
+        core.resender = link  # request/resend copies go out through the link
         return link
 
     def _make_drivers(self, core: TableCore) -> list[tuple[Device, DeviceDriver]]:
@@ -242,7 +235,7 @@ class TableDaemon:
             await asyncio.sleep(TICK_S)
             await self._durably(core, mqtt, lambda: core.watch_clock(time.monotonic()))
             await self._durably(core, mqtt, core.tick)
-            for segment in core.take_expired():
+            for segment in core.upkeep.take_expired():
                 await self._remove_segment(core, segment)
 
     async def _remove_segment(self, core: TableCore, segment: Segment) -> None:
@@ -274,7 +267,7 @@ class TableDaemon:
                 return
         remove_segment(segment.path)
         how = "archive command, then deleted" if command is not None else "deleted"
-        core.removed(segment, how)
+        core.upkeep.removed(segment, how)
         slog.info("journal segment removed (past the retention)", how=how)
 
     # ------------------------------------------------------------------ health

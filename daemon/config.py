@@ -28,7 +28,7 @@ import os
 import tomllib
 import zoneinfo
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -49,10 +49,10 @@ from daemon.errors import ConfigFileError
 from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import DriverSettings
-from rules.events import Device
+from rules.events import GAMES, TABLE_GAMES, Device, TableGame
 
-TableGame = Literal["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"]
-CARD_GAMES: frozenset[str] = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ"})
+CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
+"""The games a shuffler deals (``rules.events.Game``); the others are dice games."""
 
 DEFAULT_STATE_DIR = Path("/var/lib/lammer")  # systemd StateDirectory=lammer
 
@@ -143,7 +143,7 @@ class TableSection(_Section):
     id: str = Field(
         description="Table id: one MQTT topic level without . or spaces; the systemd instance"
     )
-    game: TableGame = Field(description="CSP FCP LIR MSP TCP UTH BJ CRAPS")
+    game: TableGame = Field(description=" ".join(TABLE_GAMES))
 
     @field_validator("id")
     @classmethod

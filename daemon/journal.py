@@ -22,7 +22,7 @@ record concerned (``daemon.verify``). What may change after the fact, whether a 
 reached the broker, is outside the chain.
 
 **Snapshots.** A record of kind ``snapshot`` holds the whole table state (written by
-``daemon.core`` in the transaction of the frame that produced it); ``latest_snapshot()``
+``daemon.upkeep`` in the transaction of the frame that produced it); ``latest_snapshot()``
 finds the newest at once (an index on kind), so a start replays only what follows it.
 
 The file is created mode 0600 (SQLite gives its ``-wal`` and ``-shm`` the same mode) and
@@ -51,7 +51,7 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -319,12 +319,20 @@ class Journal:
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
 
-    def release(self) -> int | None:
-        """Close the database but keep the single-writer lock, and hand it over (segment
-        rotation reopens another file under the same lock)."""
-        fd, self._lock_fd = self._lock_fd, None
-        self.close()
-        return fd
+    def replace_file(self, replace: Callable[[], None]) -> None:
+        """Close the database, keeping the single-writer lock; let ``replace`` put another
+        file at this path (a segment rotation, ``daemon.upkeep``: the sealed segment goes to
+        the archive, the next one takes its place); open that one. The same object goes on
+        in the new file, so whoever holds it (the MQTT link's outbox) follows. Raises what
+        ``replace`` raises (the database stays closed), or ``JournalFileError``."""
+        self._writable()
+        if self._depth:
+            raise JournalValueError("cannot replace the file inside a batch", path=self._path)
+        # Closed before the files move: a connection closed after would checkpoint into, and
+        # delete, the WAL now at the live path, which is the next segment's.
+        self._conn.close()
+        replace()
+        self.reconnect()
 
     def __enter__(self) -> Journal:
         return self
@@ -454,21 +462,29 @@ class Journal:
         """Store a message for MQTT and queue it in the outbox; returns it as published.
 
         ``topic`` is relative to the table's base topic (``craps/board``). The payload is
-        ``body`` as compact UTF-8 JSON with ``seq`` and ``ts`` added (mqtt-api.md: every
-        JSON payload has them); ``body`` must not hold them already. The caller puts
+        ``body`` as compact UTF-8 JSON with ``seq``, ``prev_seq`` (the seq of the message
+        before, null for the first) and ``ts`` added (mqtt-api.md: every JSON payload has
+        ``seq`` and ``ts``); ``body`` must not hold them already. The caller puts
         ``table`` in ``body``.
         """
         _check_topic(topic)
         if not isinstance(body, dict):
             raise JournalValueError(f"body must be a dict, got {type(body).__name__}")
-        clash = sorted({"seq", "ts"} & body.keys())
+        clash = sorted({"seq", "prev_seq", "ts"} & body.keys())
         if clash:
             raise JournalValueError(f"body must not hold {', '.join(clash)}: the journal adds them")
         ts_text = _ts_text(ts)
         meta = dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
             seq = self._last_seq + 1
-            payload = dumps({**body, "seq": seq, "ts": ts_text}, "body").encode("utf-8")
+            # prev_seq: the seq of the message published before this one (null for a
+            # journal's first), so a subscriber knows a gap from a seq that was a record
+            # and not a message (contract.feed). Read inside the transaction.
+            row = self._conn.execute("SELECT max(seq) FROM outbox").fetchone()
+            prev = row[0] if row else None
+            payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": ts_text}, "body").encode(
+                "utf-8"
+            )
             self._insert("publish", meta, ts_text, payload)
             self._execute(
                 "INSERT INTO outbox (seq, topic, payload, retained) VALUES (?, ?, ?, ?)",
@@ -521,9 +537,12 @@ class Journal:
     def copy_outbox(self, source: Journal) -> int:
         """Carry the messages not yet published and the latest retained ones over from the
         segment before (rotation); returns how many rows came."""
+        # The last message comes too (published or not), so the next segment's first
+        # message names it as its prev_seq (append_publish).
         rows = source._conn.execute(
             "SELECT seq, topic, payload, retained, published, refused FROM outbox "
-            "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) ORDER BY seq"
+            "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) "
+            "OR seq = (SELECT max(seq) FROM outbox) ORDER BY seq"
         ).fetchall()
         latest = source._conn.execute("SELECT topic, seq FROM retained_latest").fetchall()
         with self.batch():
@@ -622,6 +641,26 @@ class Journal:
         return [_message(row) for row in rows]
 
     # -- reading ----------------------------------------------------------------------
+
+    def published_between(self, from_seq: int, to_seq: int) -> list[OutboxMessage]:
+        """The messages of this segment with ``from_seq <= seq <= to_seq`` that reached
+        the broker (published, not set aside), in ``seq`` order, exact bytes: what
+        ``request/resend`` publishes again (mqtt-api.md 1.3)."""
+        rows = self._read(
+            "SELECT seq, topic, payload, retained FROM outbox "
+            "WHERE seq BETWEEN ? AND ? AND published = 1 AND refused IS NULL ORDER BY seq",
+            (from_seq, to_seq),
+        )
+        return [_message(row) for row in rows]
+
+    def first_seq(self) -> int | None:
+        """The lowest ``seq`` this segment holds, a record's or a carried message's."""
+        row = self._read(
+            "SELECT min(s) FROM (SELECT min(seq) AS s FROM records "
+            "UNION ALL SELECT min(seq) FROM outbox)",
+            (),
+        )
+        return row[0][0] if row and row[0][0] is not None else None
 
     def records(self, after_seq: int = 0, *, kind: str | None = None) -> Iterator[JournalRecord]:
         """Stored records with ``seq > after_seq`` in ``seq`` order (replay, export),

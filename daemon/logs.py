@@ -201,3 +201,69 @@ def bound_context(**context: Any) -> Iterator[None]:
     (contextvars: follows asyncio tasks started inside)."""
     with structlog.contextvars.bound_contextvars(**context):
         yield
+
+
+_Line = tuple[Any, str, str, dict[str, Any]]
+
+
+class _Hold:
+    """The lines a ``TxLog`` and the loggers bound from it hold (None: not holding)."""
+
+    __slots__ = ("lines",)
+
+    def __init__(self) -> None:
+        self.lines: list[_Line] | None = None
+
+
+class TxLog:
+    """A bound logger whose lines can wait for the journal transaction they are logged in
+    (``held``): a transaction the journal refuses is tried again, and its lines would say
+    twice what did not happen. Outside ``held`` a line goes out at once."""
+
+    def __init__(self, logger: Any, hold: _Hold | None = None) -> None:
+        self._logger = logger
+        self._hold = hold if hold is not None else _Hold()
+
+    def bind(self, **fields: Any) -> TxLog:
+        """More context, as structlog's ``bind`` (holding with this one)."""
+        return TxLog(self._logger.bind(**fields), self._hold)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lines logged inside (by this logger and those bound from it): out when
+        the block ends, dropped when it raises. Inside another hold, the outer one decides."""
+        hold = self._hold
+        if hold.lines is not None:
+            yield
+            return
+        hold.lines = []
+        try:
+            yield
+        except BaseException:
+            hold.lines = None
+            raise
+        lines, hold.lines = hold.lines, None
+        for logger, level, event, fields in lines:
+            getattr(logger, level)(event, **fields)
+
+    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if self._hold.lines is not None:
+            self._hold.lines.append((self._logger, level, event, fields))
+        else:
+            getattr(self._logger, level)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        """As structlog's."""
+        self._emit("error", event, fields)

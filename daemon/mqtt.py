@@ -6,11 +6,12 @@
 1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
-2. publish ``online`` (retained);
-3. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
+2. subscribe ``<base>/request/+`` (QoS 1), before saying ``online``, so a request sent
+   the moment a terminal sees ``online`` finds the table listening;
+3. publish ``online`` (retained);
+4. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
    that lost them (restarted without persistence) holds the current state again at once,
    with the original ``seq`` and ``ts`` (mqtt-api.md, Conventions);
-4. subscribe ``<base>/request/+`` (QoS 1);
 5. drain ``Outbox.pending()`` in ``seq`` order, QoS 1, and ``mark_published`` each message
    only once the broker acknowledged it (PUBACK); ``notify()`` wakes the drain when the
    journal queued more.
@@ -24,12 +25,27 @@ next connection. Within one connection each message is published once; across a
 reconnect a message whose PUBACK was lost is published again (QoS 1 is at least once),
 and a display drops the ``seq`` it has already seen (mqtt-api.md).
 
-Sessions: the link connects with a **clean session**. A request published while the
-daemon is not connected is not queued for it by the broker, and gets no response; the
-pit terminal sees ``availability`` ``offline`` and sends it again once ``online``. A
-stickperson's decision is made against the table as it is now; a decision delivered
-minutes late could void a roll nobody means to void any more. For the same reason a
-*retained* request is ignored (with a warning): it would be replayed on every reconnect.
+MQTT 5 (the daemon only ever connects to its own controller's Mosquitto; the floor's
+nats-server, which speaks 3.1.1 only, is reached through Mosquitto's bridge). Sessions:
+the link connects with **clean start** and no session expiry (MQTT 5's clean session): a
+request published while the daemon is not connected is not queued for it by the broker,
+and gets no response; the pit terminal sees ``availability`` ``offline`` and sends it
+again once ``online``. A stickperson's decision is made against the table as it is now;
+a decision delivered minutes late could void a roll nobody means to void any more. The
+will (``offline``, retained, QoS 1, no will delay) is the same as under 3.1.1.
+
+A *retained* request is never acted on (issue 20): it would be handed to the table again
+at every reconnect. Requests are subscribed with retain-as-published (so a request
+published with retain keeps its flag even on live delivery) and no-local (the link's own
+clearing publish does not come back). A retained request is answered with an error
+(``daemon.requests.RETAINED_ERROR``), journaled as refused, and cleared from the broker
+(an empty retained publish); ``survey`` clears one left from before the start and says
+so.
+
+``request/resend`` (mqtt-api.md 1.3, ``daemon.resend``): the core hands the copies to
+``resend()``; the drain publishes them never retained, with the user property
+``resent`` = ``true``, one window at a time *after* each batch of the table's own pending
+messages, so a resend never holds a result back.
 
 Requests received are never dropped by a connection loss: they go into a queue that a
 dispatcher task, living across connections, hands to ``on_request`` one at a time, in
@@ -72,11 +88,15 @@ from typing import Final, Protocol
 
 import aiomqtt
 import structlog
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
 from daemon.errors import JournalError
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
+from daemon.resend import RESENT_PROPERTY
 from drivers.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
@@ -175,6 +195,10 @@ class MqttLink:
         self._bridge_refused = False
         self.resent = 0
         """Messages published again because the floor bridge dropped (``floor_resend``)."""
+        self._copies: deque[OutboxMessage] = deque()  # request/resend copies, in order
+        self._clear: set[str] = set()  # retained requests to clear from the broker
+        self.copies_sent = 0
+        """Copies published for ``request/resend``."""
 
     # -- public --------------------------------------------------------------------------
 
@@ -196,6 +220,18 @@ class MqttLink:
         if not isinstance(sock, socket.socket):
             return None
         return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    @property
+    def resend_backlog(self) -> int:
+        """``request/resend`` copies queued and not yet published."""
+        return len(self._copies)
+
+    def resend(self, messages: list[OutboxMessage]) -> None:
+        """Publish ``messages`` again (``request/resend``): same topics and bytes, never
+        retained, marked with the user property ``resent``, after the copies queued
+        before them, and never ahead of the table's own pending messages."""
+        self._copies.extend(replace(m, retained=False) for m in messages)
+        self._wake.set()
 
     @property
     def published(self) -> int:
@@ -294,7 +330,8 @@ class MqttLink:
             username=self._username,
             password=self._password,
             will=aiomqtt.Will(self.availability_topic, OFFLINE, qos=1, retain=True),
-            clean_session=True,  # see "Sessions" in the module docstring
+            protocol=aiomqtt.ProtocolVersion.V5,
+            clean_start=True,  # and no session expiry: see "Sessions" in the docstring
             keepalive=self._keepalive,
             timeout=UNBOUNDED,  # every wait is bounded here instead (see UNBOUNDED)
             tls_params=tls,
@@ -324,7 +361,8 @@ class MqttLink:
             identifier=f"{self._client_id}-survey",
             username=self._username,
             password=self._password,
-            clean_session=True,
+            protocol=aiomqtt.ProtocolVersion.V5,
+            clean_start=True,
             timeout=UNBOUNDED,
             tls_params=self._tls_params(),
         )
@@ -346,7 +384,15 @@ class MqttLink:
                     for topic in sorted(set(found) - keep):
                         if found[topic]:
                             await client.publish(f"{self._base}/{topic}", b"", qos=1, retain=True)
-                            log.warning("cleared a retained topic of another game", topic=topic)
+                            if topic.startswith("request/"):
+                                log.warning(
+                                    "cleared a retained request (never acted on: a request "
+                                    "is published without retain)",
+                                    topic=topic,
+                                    size=len(found[topic]),
+                                )
+                            else:
+                                log.warning("cleared a retained topic of another game", topic=topic)
         except (aiomqtt.MqttError, OSError) as exc:
             log.warning("mqtt: could not read the retained state at start", error=str(exc))
             return None
@@ -358,12 +404,14 @@ class MqttLink:
             self._client = client
             self._note_connected()
             try:
+                # Subscribed before saying online: a terminal that sends a request the
+                # moment it sees online must find the table listening.
+                async with asyncio.timeout(self._timeout):
+                    await client.subscribe(f"{self._base}/request/+", options=REQUEST_OPTIONS)
                 await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
                 await self._publish_all(client, self._outbox.retained(), mark=False)
-                async with asyncio.timeout(self._timeout):
-                    await client.subscribe(f"{self._base}/request/+", qos=1)
                 if self._floor_resend:
                     await self._follow_bridge(client)
                 await self._serve(client)
@@ -423,11 +471,16 @@ class MqttLink:
             self._wake.clear()  # before reading: a notify() after this is not missed
             if self._said != self._availability:
                 await self._say_availability(client)
+            if self._clear:
+                await self._clear_requests(client)
             if self._resend:
                 await self._publish_again(client)
                 continue
             batch = self._outbox.pending(self._window)
             if not batch:
+                if self._copies:
+                    await self._publish_copies(client)
+                    continue
                 await self._wake.wait()
                 continue
             try:
@@ -438,9 +491,16 @@ class MqttLink:
                 # for the journal instead of sending the same messages round and round.
                 log.warning("mqtt: the journal cannot mark messages published", error=str(exc))
                 await asyncio.sleep(self._backoff.maximum)
+            if self._copies:
+                await self._publish_copies(client)  # one window between batches of results
 
     async def _publish_all(
-        self, client: aiomqtt.Client, messages: list[OutboxMessage], *, mark: bool
+        self,
+        client: aiomqtt.Client,
+        messages: list[OutboxMessage],
+        *,
+        mark: bool,
+        properties: Properties | None = None,
     ) -> None:
         for start in range(0, len(messages), self._window):
             chunk = messages[start : start + self._window]
@@ -448,7 +508,13 @@ class MqttLink:
             # so the packets go out in seq order; PUBACKs are awaited in that order too.
             tasks = [
                 asyncio.create_task(
-                    client.publish(f"{self._base}/{m.topic}", m.payload, qos=1, retain=m.retained)
+                    client.publish(
+                        f"{self._base}/{m.topic}",
+                        m.payload,
+                        qos=1,
+                        retain=m.retained,
+                        properties=properties,
+                    )
                 )
                 for m in chunk
             ]
@@ -530,6 +596,28 @@ class MqttLink:
             raise
         self.resent += len(copies)
 
+    # -- request/resend and retained requests --------------------------------------------
+
+    async def _publish_copies(self, client: aiomqtt.Client) -> None:
+        """One window of ``request/resend`` copies, marked ``resent``; on a dropped
+        connection they stay first in line for the next one."""
+        chunk = [self._copies.popleft() for _ in range(min(self._window, len(self._copies)))]
+        try:
+            await self._publish_all(client, chunk, mark=False, properties=resent_properties())
+        except BaseException:
+            self._copies.extendleft(reversed(chunk))
+            raise
+        self.copies_sent += len(chunk)
+
+    async def _clear_requests(self, client: aiomqtt.Client) -> None:
+        """Clear retained requests from the broker (an empty retained publish)."""
+        while self._clear:
+            topic = min(self._clear)
+            async with asyncio.timeout(self._timeout):
+                await client.publish(topic, b"", qos=1, retain=True)
+            self._clear.discard(topic)
+            log.warning("cleared a retained request from the broker", topic=topic)
+
     def _set_aside(self, message: OutboxMessage, exc: Exception, *, mark: bool) -> None:
         reason = f"refused by the MQTT client: {exc}"
         log.error(
@@ -567,14 +655,24 @@ class MqttLink:
         if not topic.startswith(prefix):  # pragma: no cover  (only request/+ is ours)
             return
         name = topic[len(prefix) :]
-        if message.retain:
-            log.warning("mqtt ignored a retained request (stale by definition)", name=name)
-            return
         payload = message.payload
         # paho gives bytes; aiomqtt may have decoded a number: keep what came. Bounded at
         # once: a 100 MB request is kept as its size, hash and first bytes, never queued.
         data = bytes(payload) if isinstance(payload, bytes | bytearray) else str(payload).encode()
-        incoming = Incoming.receive(name, data)
+        if message.retain:
+            # Retain-as-published: it was published with retain (issue 20). An empty one
+            # is somebody clearing it: nothing to answer.
+            if not data:
+                return
+            log.warning(
+                "retained request refused and cleared from the broker (a request is "
+                "published without retain)",
+                name=name[:80],
+                size=len(data),
+            )
+            self._clear.add(topic)
+            self._wake.set()
+        incoming = Incoming.receive(name, data, retained=message.retain)
         try:
             self._requests.put_nowait(incoming)
         except asyncio.QueueFull:
@@ -644,6 +742,20 @@ BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a
 second at most; the bound holds whatever the window)."""
+
+
+REQUEST_OPTIONS: Final = SubscribeOptions(qos=1, noLocal=True, retainAsPublished=True)
+"""How ``<base>/request/+`` is subscribed: a retained request keeps its retain flag on
+live delivery (so it is seen for what it is), and the link's own clearing publish does
+not come back to it."""
+
+
+def resent_properties() -> Properties:
+    """The PUBLISH properties of a ``request/resend`` copy: the user property
+    ``resent`` = ``true`` (mqtt-api.md 1.3)."""
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    properties.UserProperty = [RESENT_PROPERTY]
+    return properties
 
 
 def _by_seq(message: OutboxMessage) -> int:

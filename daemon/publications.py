@@ -26,7 +26,6 @@ from typing import assert_never
 
 from contract.payloads import (
     CONTRACT_VERSION,
-    TOPICS,
     Alarm,
     AlarmsBody,
     BetProgressModel,
@@ -47,19 +46,16 @@ from contract.payloads import (
     HighestModel,
     InfoBody,
     LastRollModel,
-    PayloadModel,
     PayRowModel,
     PaytablesModel,
     PendingRollModel,
     Publication,
     StateBody,
     format_odds,
+    publication,
 )
 from daemon.clock import format_ts
 from rules import bust_bonus, craps
-from rules.cards import parse_card
-from rules.craps_odds import live_probability
-from rules.errors import CardError
 from rules.events import (
     POKER_GAMES,
     AlarmCleared,
@@ -67,12 +63,12 @@ from rules.events import (
     BustBonusResult,
     CoverAllPayouts,
     CoverAllResult,
-    CrapsBet,
     CrapsBetReversed,
     CrapsBetSettled,
     Device,
     Outcome,
     RollRecorded,
+    TableGame,
 )
 from rules.paytables import BUST_BONUS, bonus_craps_odds, cover_all_table
 from rules.table import PAYOUT_ALARMS, TableState
@@ -88,11 +84,6 @@ def retained_topics(game: str) -> frozenset[str]:
     if game == "BJ":
         return frozenset(common | {"bust_bonus/state", "bust_bonus/result"})
     return frozenset(common | {"craps/board"})
-
-
-def _publication(topic: str, body: PayloadModel) -> Publication:
-    _, retained = TOPICS[topic]
-    return Publication(topic, retained, body.model_dump(mode="json"))
 
 
 def _odds_or_none(value: Decimal | None) -> str | None:
@@ -117,7 +108,7 @@ def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
         case CoverAllResult():
             return _cover_all_result(outcome, table)
         case RollRecorded():
-            return _publication(
+            return publication(
                 "craps/roll",
                 CrapsRollBody(
                     table=table,
@@ -129,7 +120,7 @@ def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
                 ),
             )
         case CrapsBetSettled():
-            return _publication(
+            return publication(
                 "craps/result",
                 CrapsResultBody(
                     table=table,
@@ -140,7 +131,7 @@ def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
                 ),
             )
         case CrapsBetReversed():
-            return _publication(
+            return publication(
                 "craps/reversal",
                 CrapsReversalBody(
                     table=table, roll_id=outcome.roll_id, bet=outcome.bet, outcome=outcome.outcome
@@ -159,11 +150,11 @@ def _cover_all_payouts(outcome: CoverAllPayouts, table: str) -> Publication:
     body = CoverAllPayoutsBody(
         table=table,
         round_id=outcome.round_id,
-        game=outcome.game,  # type: ignore[arg-type]  # validated: never BJ
+        game=outcome.game,
         hands=outcome.hands,
         paytable=[PayRowModel(hand=r.hand, pays=format_odds(r.pays)) for r in outcome.paytable],
     )
-    return _publication("cover_all/payouts", body)
+    return publication("cover_all/payouts", body)
 
 
 def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
@@ -173,46 +164,25 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
     body = CoverAllResultBody(
         table=table,
         round_id=outcome.round_id,
-        game=outcome.game,  # type: ignore[arg-type]  # validated: never BJ
+        game=outcome.game,
         hands=outcome.hands,
         outcome=outcome.outcome,
         highest=None
         if highest is None
         else HighestModel(
             hand=highest.hand,
-            position=highest.position,  # type: ignore[arg-type]  # CM is never a hand
+            position=highest.position,
             cards=list(highest.cards),
         ),
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
     )
-    return _publication("cover_all/result", body)
-
-
-def _up_card_row(up_card: str | None) -> str | None:
-    """The Bust Bonus pay-table row of an up card (``"10"`` for a king), or None."""
-    if up_card is None:
-        return None
-    try:
-        card = parse_card(up_card)
-    except CardError:
-        return None  # not a card: the round is flagged, and the model refuses the code
-    return BUST_BONUS.up_card_row(card).row
+    return publication("cover_all/result", body)
 
 
 def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
-    """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason).
-
-    ``paytable_row`` is the row of this hand: three 8s (a busted hand of exactly three
-    eights pays that row instead, rule (12)), else the up card's; null for a void or
-    flagged round. ``column`` is the column that paid (a win only)."""
-    settled = outcome.outcome in ("win", "lose")
-    if not settled:
-        row = None
-    elif outcome.three_eights:
-        row = BUST_BONUS.three_eights.row
-    else:
-        row = _up_card_row(outcome.up_card)
+    """``bust_bonus/result`` at ``END`` or ``VOID`` (or a flagged round, with its reason),
+    with the pay-table cell the rules name (``paytable_row``, ``column``)."""
     body = BustBonusResultBody(
         table=table,
         round_id=outcome.round_id,
@@ -224,10 +194,10 @@ def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
         three_eights=outcome.three_eights,
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
-        paytable_row=row,
-        column=None if outcome.outcome != "win" else "suited" if outcome.suited else "off_suit",
+        paytable_row=outcome.paytable_row,
+        column=outcome.column,
     )
-    return _publication("bust_bonus/result", body)
+    return publication("bust_bonus/result", body)
 
 
 # ---------------------------------------------------------------------------------------
@@ -273,7 +243,7 @@ def state_publications(
             for name, d in state.devices
         }
         publications.append(_state(state, devices, alarms, table))
-        publications.append(_publication("alarms", AlarmsBody(table=table, alarms=alarms)))
+        publications.append(publication("alarms", AlarmsBody(table=table, alarms=alarms)))
     if state.craps is not None and not unchanged((state.craps, since.craps if since else None)):
         publications.append(
             craps_board_publication(
@@ -295,9 +265,9 @@ def bust_bonus_state_publication(view: bust_bonus.BustBonusView, *, table: str) 
         betting_open=view.betting_open,
         up_card=view.up_card,
         dealer_cards=list(view.dealer_cards),
-        paytable_row=_up_card_row(view.up_card),
+        paytable_row=view.paytable_row,
     )
-    return _publication("bust_bonus/state", body)
+    return publication("bust_bonus/state", body)
 
 
 def _state(
@@ -311,15 +281,15 @@ def _state(
         devices=devices,
         alarms=alarms,
     )
-    publication = _publication("state", body)
-    for name, device in publication.body["devices"].items():
+    state_publication = publication("state", body)
+    for name, device in state_publication.body["devices"].items():
         if name != "shuffler":
             del device["mode"]  # the spec lists mode "for the shuffler"
-    return publication
+    return state_publication
 
 
-def _bet(bet: CrapsBet, progress: craps.BetBoard) -> BetProgressModel:
-    chance = None if progress.complete else live_probability(bet, progress.hit)
+def _bet(progress: craps.BetBoard) -> BetProgressModel:
+    chance = progress.chance
     return BetProgressModel(
         pays=format_odds(progress.pays),
         hit=sorted(progress.hit),
@@ -337,16 +307,19 @@ def craps_board_publication(
     pending = board.pending_roll
     body = CrapsBoardBody(
         table=table,
-        paytable=board.paytable,  # type: ignore[arg-type]  # validated: 1 or 2
+        paytable=board.paytable,
         betting_open=board.betting_open,
         numbers_hit=sorted(board.numbers_hit),
-        all_small=_bet("all_small", board.all_small),
-        all_tall=_bet("all_tall", board.all_tall),
-        make_em_all=_bet("make_em_all", board.make_em_all),
+        all_small=_bet(board.all_small),
+        all_tall=_bet(board.all_tall),
+        make_em_all=_bet(board.make_em_all),
         pending_roll=None
         if pending is None
         else PendingRollModel(
-            roll_id=pending.roll_id, dice=list(pending.dice), reason=pending.reason
+            roll_id=pending.roll_id,
+            dice=list(pending.dice),
+            reason=pending.reason,
+            clause=pending.clause,
         ),
         last_roll=None
         if last is None
@@ -354,7 +327,7 @@ def craps_board_publication(
             roll_id=last.roll_id, dice=list(last.dice), total=last.total, status=last.status
         ),
     )
-    return _publication("craps/board", body)
+    return publication("craps/board", body)
 
 
 # ---------------------------------------------------------------------------------------
@@ -365,7 +338,7 @@ def info_publication(
     *,
     table: str,
     version: str,
-    game: str,
+    game: TableGame,
     craps_paytable: int,
     decks: int,
     dealer_hits_soft_17: bool,
@@ -387,7 +360,7 @@ def info_publication(
     if game == "CRAPS":
         odds = bonus_craps_odds(craps_paytable)
         bonus_craps = BonusCrapsPaytableModel(
-            paytable=craps_paytable,  # type: ignore[arg-type]  # paytable_odds checked it
+            paytable=craps_paytable,
             pays={bet: format_odds(odds[bet]) for bet in odds},
         )
     bust = None
@@ -406,7 +379,7 @@ def info_publication(
         table=table,
         version=version,
         contract=CONTRACT_VERSION,
-        game=game,  # type: ignore[arg-type]  # validated
+        game=game,
         paytables=PaytablesModel(cover_all=cover_all, bonus_craps=bonus_craps, bust_bonus=bust),
     )
-    return _publication("info", body)
+    return publication("info", body)

@@ -7,9 +7,10 @@ what it was. It keeps what a start needs besides the rules' state: each device's
 journaled frame (the driver must not process a repeat of it twice, link-layer.md) and the
 body last published on each retained topic (an unchanged state is not published again).
 
-**Snapshots.** ``snapshot()`` is all of that as one JSON object, ``Replay.restore`` its
-inverse: restoring the latest snapshot and replaying what follows gives exactly what a
-replay from the first record gives (``lammer journal verify`` checks every snapshot so).
+**Snapshots.** ``snapshot()`` is all of that as one JSON object (written by ``Memory``,
+the value the daemon holds it in), ``Replay.restore`` its inverse: restoring the latest
+snapshot and replaying what follows gives exactly what a replay from the first record
+gives (``lammer journal verify`` checks every snapshot so).
 
 **Settings.** The table's game and pay-table settings (``Settings``) are journaled at every
 start (a ``daemon`` record ``{"start": {...}}``). A replay applies each start's settings
@@ -20,6 +21,7 @@ configuration the same way, and journals it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -105,8 +107,35 @@ def start_record(version: str, settings: Settings) -> dict[str, object]:
     return {"start": {"version": version, "settings": settings.to_json()}}
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Memory:
+    """The table as the daemon holds it between events, as one value: what a snapshot
+    keeps (the settings the state is under, the state, each device's last journaled frame,
+    the body last published on each retained topic) and the table its state topics were
+    last built from (``daemon.publications.state_publications``). A transaction the journal
+    refuses puts back the value it began with (``daemon.core``)."""
+
+    settings: Settings
+    state: table.TableState
+    last_frames: Mapping[Device, tuple[int, bytes]]
+    published: Mapping[str, dict[str, Any]]
+    built_from: table.TableState | None = None
+
+    def snapshot(self) -> dict[str, object]:
+        """Everything a start needs, as one JSON object (a ``snapshot`` record)."""
+        return {
+            "settings": self.settings.to_json(),
+            "state": to_record(self.state),
+            "last_frames": {
+                device: [seq, raw.decode("ascii", "replace")]
+                for device, (seq, raw) in sorted(self.last_frames.items())
+            },
+            "published": {topic: self.published[topic] for topic in sorted(self.published)},
+        }
+
+
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("seq", "ts")}
+    return {k: v for k, v in body.items() if k not in ("seq", "prev_seq", "ts")}
 
 
 class Replay:
@@ -161,18 +190,19 @@ class Replay:
         self.settings = settings
         return self.state
 
+    def memory(self) -> Memory:
+        """The table rebuilt so far, as one value (its dictionaries copied)."""
+        assert self.state is not None
+        return Memory(
+            settings=self.settings,
+            state=self.state,
+            last_frames=dict(self.last_frames),
+            published=dict(self.published),
+        )
+
     def snapshot(self) -> dict[str, object]:
         """Everything a start needs, as one JSON object (a ``snapshot`` record)."""
-        assert self.state is not None
-        return {
-            "settings": self.settings.to_json(),
-            "state": to_record(self.state),
-            "last_frames": {
-                device: [seq, raw.decode("ascii", "replace")]
-                for device, (seq, raw) in sorted(self.last_frames.items())
-            },
-            "published": {topic: self.published[topic] for topic in sorted(self.published)},
-        }
+        return self.memory().snapshot()
 
     @classmethod
     def restore(cls, body: dict[str, object]) -> Replay:

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from contract.payloads import Publication
+from contract.payloads import Publication, built
 from contract.requests import (
     HEAD_BYTES,
     MAX_PAYLOAD,
@@ -46,7 +46,8 @@ from contract.requests import (
     NAMES_TEXT,
     REQUEST_MODELS,
     OverturnRequest,
-    RequestModel,
+    RequestBase,
+    ResendRequest,
     ResponseBody,
     RollDecisionRequest,
     VoidRollRequest,
@@ -65,9 +66,12 @@ class Incoming:
     payload: bytes
     size: int
     sha256: str
+    retained: bool = False
+    """Published with the retain flag (seen through an MQTT 5 retain-as-published
+    subscription): never acted on (``RETAINED_ERROR``)."""
 
     @classmethod
-    def receive(cls, name: str, payload: bytes) -> Incoming:
+    def receive(cls, name: str, payload: bytes, *, retained: bool = False) -> Incoming:
         """Bound a request as it comes off the wire (before any parsing)."""
         oversize = len(payload) > MAX_PAYLOAD
         return cls(
@@ -76,6 +80,7 @@ class Incoming:
             payload=payload[:HEAD_BYTES] if oversize else payload,
             size=len(payload),
             sha256=hashlib.sha256(payload).hexdigest(),
+            retained=retained,
         )
 
     @property
@@ -91,7 +96,15 @@ class Incoming:
             "size": self.size,
             "sha256": self.sha256,
             "head": self.payload[:HEAD_BYTES].decode("utf-8", "replace"),
+            **({"retained": True} if self.retained else {}),
         }
+
+
+RETAINED_ERROR = (
+    "a retained request is never acted on: publish it without retain (the broker would "
+    "hand it to the table again at every reconnect); it has been cleared from the broker"
+)
+"""The answer to a request published with retain (issue 20)."""
 
 
 Kind = Literal["known", "unknown", "malformed"]
@@ -166,7 +179,7 @@ class RequestError(ValueError):
         self.request_id = request_id
 
 
-def _describe(exc: ValidationError, name: str, model: type[RequestModel]) -> str:
+def _describe(exc: ValidationError, name: str, model: type[RequestBase]) -> str:
     problems: list[str] = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "the request"
@@ -190,6 +203,17 @@ def _constant(text: str) -> object:
     raise ValueError(f"{text} is not a number JSON allows")
 
 
+def read_request_id(payload: bytes) -> str | int | None:
+    """The ``request_id`` of a payload if it can be read (to echo it in a refusal that
+    does not parse the request), else None."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    raw = data.get("request_id") if isinstance(data, dict) else None
+    return raw if isinstance(raw, str | int) and not isinstance(raw, bool) else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """A well-formed request: its name, its own id (echoed in the response) and the
@@ -204,6 +228,13 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
     """The request and the decision it asks for. ``at`` is when it was received (the rules
     never read a clock). Raises ``RequestError`` with a sentence saying what is wrong, and
     the request's ``request_id`` when it could be read, for the error response."""
+    request, request_id = validate_request(name, payload)
+    return Request(name=name, request_id=request_id, decision=_decision(request, at))
+
+
+def validate_request(name: str, payload: bytes) -> tuple[RequestBase, str | int | None]:
+    """The request model of ``name`` read from ``payload``, and its ``request_id`` (the
+    checks of ``parse_request``, for a request that asks no decision: ``resend``)."""
     if len(payload) > MAX_PAYLOAD:
         raise RequestError(
             f"the request is {len(payload)} bytes; at most {MAX_PAYLOAD} bytes are allowed"
@@ -232,10 +263,10 @@ def parse_request(name: str, payload: bytes, *, at: datetime) -> Request:
         raise RequestError(
             f"bad {name} request: {_describe(exc, name, model)}", request_id
         ) from exc
-    return Request(name=name, request_id=request_id, decision=_decision(request, at))
+    return request, request_id
 
 
-def _decision(request: RequestModel, at: datetime) -> Decision:
+def _decision(request: RequestBase, at: datetime) -> Decision:
     match request:
         case RollDecisionRequest():
             return RollDecided(
@@ -247,7 +278,7 @@ def _decision(request: RequestModel, at: datetime) -> Decision:
         case VoidRollRequest():
             return RollVoided(
                 roll_id=request.roll_id,
-                clause=request.clause,  # type: ignore[arg-type]  # validated: 2, 3 or 6
+                clause=request.clause,
                 operator=request.operator,
                 at=at,
             )
@@ -256,15 +287,78 @@ def _decision(request: RequestModel, at: datetime) -> Decision:
     raise AssertionError(f"no decision for {type(request).__name__}")  # pragma: no cover
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """A request answered with an error, changing nothing: the sentence for a person, and
+    the request's own id when it could be read."""
+
+    request_id: str | int | None
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dropped:
+    """A request that cannot be answered (its name is of no answerable shape): counted
+    (``DropCounter``), with why in words."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResendAsked:
+    """A well-formed ``request/resend``: it asks no decision of the rules (the table
+    publishes again from its journal, ``TableCore._resend``)."""
+
+    request_id: str | int | None
+    request: ResendRequest
+
+
+def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refused | Dropped:
+    """What becomes of a request as received (``at``: when), in this order, before anything
+    parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped; a retained
+    request is refused (never acted on: ``RETAINED_ERROR``); a payload over ``MAX_PAYLOAD``
+    is refused with its size; then the form (``parse_request``: an unknown name of the
+    right shape is refused too, with the request's own id when it can be read). Whether
+    the decision is legal now is the rules' to say."""
+    name = incoming.name
+    if classify(name) == "malformed":
+        return Dropped(reason=malformed_reason(name, incoming.name_length))
+    if incoming.retained:
+        # Issue 20: a retained request would be handed to the table again by every
+        # reconnect; the link has cleared it from the broker.
+        request_id = None if incoming.oversize else read_request_id(incoming.payload)
+        return Refused(request_id=request_id, error=RETAINED_ERROR)
+    if incoming.oversize:
+        error = f"the request is {incoming.size} bytes; at most {MAX_PAYLOAD} bytes are allowed"
+        return Refused(request_id=None, error=error)
+    try:
+        if name == "resend":
+            request, request_id = validate_request(name, incoming.payload)
+            assert isinstance(request, ResendRequest)
+            return ResendAsked(request_id=request_id, request=request)
+        return parse_request(name, incoming.payload, at=at)
+    except RequestError as exc:
+        return Refused(request_id=exc.request_id, error=str(exc))
+
+
 def response_publication(
-    name: str, request_id: str | int | None, error: str | None, *, table: str
+    name: str,
+    request_id: str | int | None,
+    error: str | None,
+    *,
+    table: str,
+    sent: int | None = None,
+    missing_before: int | None = None,
 ) -> Publication:
     """``response/<name>``: ``status`` ok when ``error`` is None, else error with the
-    sentence; ``request_id`` echoed as it came."""
+    sentence; ``request_id`` echoed as it came; ``sent`` and ``missing_before`` for
+    ``resend`` (null for the other requests)."""
     body = ResponseBody(
         table=table,
         request_id=request_id,
         status="ok" if error is None else "error",
         error=error,
+        sent=sent,
+        missing_before=missing_before,
     )
-    return Publication(f"response/{name}", False, body.model_dump(mode="json"))
+    return Publication(f"response/{name}", False, built(f"response/{name}", body))

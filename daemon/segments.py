@@ -5,7 +5,7 @@ beside it, named ``<stem>-<first seq, 12 digits>-<gaming day>.db`` so that their
 in ``seq`` order, mode 0400 (never written again). A gaming day runs from
 ``[journal] day_starts`` (default 06:00) local time to the same hour the next day.
 
-Rotation (``rotate``), when the daemon's clock enters a new gaming day:
+Rotation (``daemon.upkeep``), when the daemon's clock enters a new gaming day:
 
 1. the live segment is sealed: a ``seal`` record names its last record's hash;
 2. the next segment is written beside it as ``<path>.next``: its first record (``segment``)
@@ -40,6 +40,7 @@ from typing import Final
 
 from daemon.errors import JournalError, JournalFileError
 from daemon.journal import Journal, JournalRecord, lock
+from daemon.outbox import OutboxMessage
 
 ARCHIVE: Final = "archive"
 _NAME = re.compile(r"(?P<stem>.+)-(?P<first>\d{12})-(?P<day>\d{4}-\d{2}-\d{2})\.db")
@@ -254,3 +255,55 @@ def segment_paths(live: Path) -> list[Path]:
     if not paths:
         raise JournalFileError(f"cannot read journal {live}: no such file", path=live)
     return paths
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found:
+    """What the journal still has of a range of ``seq`` (``published_between``)."""
+
+    messages: list[OutboxMessage]
+    """The messages published with a ``seq`` in the range, in ``seq`` order, each once."""
+    missing_before: int | None
+    """Every ``seq`` of the range below this one is no longer in the journal (its segment
+    was removed, or it came before this journal began); None when none of it is gone."""
+
+
+def published_between(live: Journal, from_seq: int, to_seq: int, *, key: bytes | None) -> Found:
+    """The messages the table published with ``from_seq <= seq <= to_seq``, from every
+    segment it still has (the archive's, read-only, and ``live``, the open live segment).
+
+    Only the segments whose ``seq`` span meets the range are opened (an archived
+    segment's name holds its first ``seq``). A message carried over by a rotation sits
+    in two segments with the same bytes: it is returned once.
+    """
+    path = live.path
+    segments = archived(path)
+    starts = [s.first_seq for s in segments]
+    found: dict[int, OutboxMessage] = {}
+    for i, segment in enumerate(segments):
+        end = starts[i + 1] - 1 if i + 1 < len(segments) else None
+        if segment.first_seq > to_seq or (end is not None and end < from_seq):
+            continue
+        try:
+            with Journal.open(segment.path, readonly=True, key=key) as journal:
+                for message in journal.published_between(from_seq, to_seq):
+                    found.setdefault(message.seq, message)
+        except JournalError:
+            continue  # removed meanwhile (retention) or unreadable: what it held is missing
+    for message in live.published_between(from_seq, to_seq):
+        found.setdefault(message.seq, message)
+    first = _first_held(segments, live, key)
+    missing_before = None if first is None or first <= from_seq else min(first, to_seq + 1)
+    return Found(messages=[found[seq] for seq in sorted(found)], missing_before=missing_before)
+
+
+def _first_held(segments: list[Segment], live: Journal, key: bytes | None) -> int | None:
+    for segment in segments:
+        try:
+            with Journal.open(segment.path, readonly=True, key=key) as journal:
+                first = journal.first_seq()
+        except JournalError:
+            continue
+        if first is not None:
+            return first
+    return live.first_seq()

@@ -57,7 +57,7 @@ from daemon.replay import Replay, Settings
 from daemon.segments import segment_paths
 
 REMOVED: Final = "segment_removed"
-"""The key of the ``daemon`` record that says a segment left the box (``TableCore.removed``)."""
+"""The key of the ``daemon`` record that says a segment left the box (``JournalUpkeep.removed``)."""
 
 _ATTEMPTS: Final = 3  # a rotation while we read changes the files: check again, this often
 

@@ -14,7 +14,7 @@ state and answers its requests, displays only read, pit terminals read and send 
 
 Users: ``lammer-<table id>`` per table (read and write its own base topic
 ``<prefix>/<table id>/#``, which holds its requests), ``display`` (read every table,
-publish nothing) and ``terminal`` (read every table, publish only
+publish only ``request/resend``, mqtt-api.md 1.3) and ``terminal`` (read every table, publish only
 ``<prefix>/<table id>/request/+``). Ownership is set only when run as root: Mosquitto
 started as root drops to ``user`` (``--broker-user``, default ``mosquitto``) *before* it
 reads passwd and acl (seen with 2.0.11: a root-only passwd is "Unable to open pwfile").
@@ -283,6 +283,8 @@ class Bridge:
 
     nodes: tuple[Endpoint, ...]
     controller: str
+    ca: Path | None = None
+    """The floor CA (``--bridge-ca``): the bridge speaks TLS and verifies every node."""
 
     @property
     def user(self) -> str:
@@ -397,6 +399,7 @@ def plan_broker(
     broker_user: str = DEFAULT_BROKER_USER,
     bridge: str | None = None,
     controller: str | None = None,
+    bridge_ca: Path | None = None,
 ) -> BrokerPlan:
     """Decide the broker for ``tables`` (each a configuration file and its contents).
 
@@ -435,7 +438,7 @@ def plan_broker(
     if not _SYSTEM_USER.fullmatch(broker_user):
         problems.append(f"--broker-user: not a system user name: {broker_user!r}")
     problems += _foreign_file_problems(out)
-    planned_bridge = _plan_bridge(bridge, controller, entries, problems)
+    planned_bridge = _plan_bridge(bridge, controller, entries, problems, bridge_ca)
     if problems:
         raise BrokerConfigError(problems)
     assert daemons is not None  # no problem means the tables named one broker
@@ -455,13 +458,29 @@ def plan_broker(
 
 
 def _plan_bridge(
-    bridge: str | None, controller: str | None, tables: Sequence[Table], problems: list[str]
+    bridge: str | None,
+    controller: str | None,
+    tables: Sequence[Table],
+    problems: list[str],
+    ca: Path | None = None,
 ) -> Bridge | None:
-    """The floor bridge of ``--bridge`` and ``--controller``, checked (problems appended)."""
+    """The floor bridge of ``--bridge``, ``--controller`` and ``--bridge-ca``, checked
+    (problems appended)."""
     if bridge is None:
         if controller is not None:
             problems.append("--controller names this controller on the floor: give --bridge too")
+        if ca is not None:
+            problems.append("--bridge-ca is the floor's CA: give --bridge too")
         return None
+    if ca is None:
+        # The floor's nodes listen with TLS only (floor-config): the bridge's password never
+        # crosses the floor network in clear.
+        problems.append(
+            "--bridge needs --bridge-ca FILE: the floor CA (floor-config's ca.crt) that the "
+            "bridge verifies every node with"
+        )
+    elif problem := _pem_problem(ca, "-----BEGIN CERTIFICATE-----"):
+        problems.append(f"--bridge-ca: {problem}")
     if controller is None:
         problems.append("--bridge needs --controller NAME: this controller's name on the floor")
     elif problem := floor.controller_problem(controller):
@@ -488,7 +507,7 @@ def _plan_bridge(
             problems.append(f"{t.table_id} ({t.config_path}): base topic {t.base!r} {problem}")
     if controller is None or floor.controller_problem(controller) or not nodes:
         return None
-    return Bridge(tuple(nodes), controller)
+    return Bridge(tuple(nodes), controller, None if ca is None else ca.absolute())
 
 
 def _users(tables: Sequence[Table]) -> tuple[User, ...]:
@@ -510,8 +529,14 @@ def _users(tables: Sequence[Table]) -> tuple[User, ...]:
     display = User(
         name=DISPLAY,
         role="display",
-        about="Displays: read every table; publish nothing",
-        grants=tuple(Grant("read", f"{t.base}/#") for t in tables),
+        about="Displays: read every table; publish only resend requests (mqtt-api.md 1.3)",
+        # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
+        # that lost messages asks the table for them (contract.feed); nothing else.
+        grants=tuple(
+            g
+            for t in tables
+            for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/resend"))
+        ),
     )
     terminal = User(
         name=TERMINAL,
@@ -630,6 +655,20 @@ def _overlap_problems(daemons: Endpoint, network: Endpoint) -> list[str]:
             "choose another port"
         ]
     return []
+
+
+def _pem_problem(path: Path, marker: str) -> str | None:
+    """Why ``path`` is not a readable PEM file holding ``marker``, or None."""
+    problem = _path_problem(path)
+    if problem is not None:
+        return problem
+    try:
+        text = path.read_text(encoding="ascii", errors="replace")
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror}"
+    if marker not in text:
+        return f"{path} is not a PEM file holding {marker.strip('-')}"
+    return None
 
 
 def _check_tls(cert: Path, key: Path, ca: Path, *, problems: list[str]) -> ListenerTls:
@@ -931,6 +970,7 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
             " ".join(f"{n.host}:{n.port}" for n in bridge.nodes),
             ("Every node of the floor cluster: when one fails the next is tried.",),
         ),
+        *_bridge_tls(bridge),
         Directive(
             "round_robin",
             "true",
@@ -993,6 +1033,24 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
             "floor may send here). Out: all the table publishes, never its requests.",
             "max_queued_messages and max_queued_bytes above bound what waits for the floor.",
         ),
+    )
+
+
+def _bridge_tls(bridge: Bridge) -> tuple[Directive, ...]:
+    """The bridge's TLS lines: it verifies each node's certificate, and the name in it,
+    with the floor CA, so its password goes only inside TLS and only to a node."""
+    if bridge.ca is None:
+        return ()
+    return (
+        Directive(
+            "bridge_cafile",
+            str(bridge.ca),
+            (
+                "The floor CA (floor-config's ca.crt): each node's certificate must be signed",
+                "by it and name the node's address above (bridge_insecure stays false).",
+            ),
+        ),
+        Directive("bridge_tls_version", "tlsv1.2"),
     )
 
 

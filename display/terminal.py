@@ -8,8 +8,8 @@ display would be given (and never a card before the daemon reveals it).
 
 Three layers, so that everything but the socket is tested without a broker:
 
-* payload models (pydantic, at the edge): each topic's JSON validated, with a message that
-  names the field when it is wrong;
+* the contract's parse (``contract.payloads.parse``, the models every side shares): each
+  topic's JSON validated, with a message that names the field when it is wrong;
 * ``TableView``, a pure model of one table, changed only by ``apply(topic, payload)``;
   a bad payload or an unknown topic becomes a warning line, never an exception;
 * ``render(views)``, a pure function from views to a rich renderable.
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import signal
@@ -31,18 +30,10 @@ import socket
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
-from typing import Annotated, Literal
+from decimal import Decimal
+from typing import Final, Literal
 
 import aiomqtt
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    ValidationError,
-)
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -51,256 +42,30 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from contract.payloads import (
+    TOPICS,
+    Alarm,
+    AlarmsMessage,
+    BetProgressModel,
+    BustBonusResultMessage,
+    BustBonusStateMessage,
+    CoverAllPayoutsMessage,
+    CoverAllResultMessage,
+    CrapsBoardMessage,
+    CrapsResultMessage,
+    CrapsReversalMessage,
+    CrapsRollMessage,
+    Envelope,
+    InfoMessage,
+    PayloadError,
+    PendingRollModel,
+    StateMessage,
+    parse,
+)
+from contract.vocabulary import BET_NAMES, GAME_NAMES
 from display.session import UNBOUNDED, bounded, session
 from drivers.backoff import Backoff
-from rules.cards import parse_card
-
-# ---------------------------------------------------------------------------------------
-# Payload models (mqtt-api.md "Published"). Extra fields are ignored: the spec lets the
-# daemon add fields freely, and a display must keep working when it does.
-
-
-def _odds(value: object) -> Decimal:
-    # mqtt-api.md "Conventions": odds are strings holding an exact decimal, never a float.
-    if not isinstance(value, str):
-        raise ValueError(
-            f"odds must be a string holding an exact decimal, not {type(value).__name__} "
-            f"{value!r} (mqtt-api.md)"
-        )
-    try:
-        odds = Decimal(value)
-    except InvalidOperation:
-        raise ValueError(f"odds {value!r} is not a decimal number") from None
-    if not odds.is_finite() or odds < 0:
-        raise ValueError(f"odds {value!r} is not a finite, non-negative number")
-    return odds
-
-
-def _card(value: object) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"a card is a 2-character code such as 'As', not {value!r}")
-    return parse_card(value).code
-
-
-def _cards(value: object) -> tuple[str, ...]:
-    # shuffler-icd.md writes a list of cards without separators ("AsKsQsJsTs"); a JSON
-    # list of codes is accepted too, since mqtt-api.md only says "cards as in" that spec.
-    if isinstance(value, str):
-        if len(value) % 2:
-            raise ValueError(f"card list {value!r} has an odd number of characters")
-        return tuple(_card(value[i : i + 2]) for i in range(0, len(value), 2))
-    if isinstance(value, list | tuple):
-        return tuple(_card(item) for item in value)
-    raise ValueError(f"cards must be a list of codes or a string such as 'AsKs', not {value!r}")
-
-
-Odds = Annotated[Decimal, PlainValidator(_odds)]
-CardCode = Annotated[str, PlainValidator(_card)]
-Cards = Annotated[tuple[str, ...], PlainValidator(_cards)]
-Die = Annotated[int, Field(ge=0, le=6)]  # 0 where unreadable (dice-reader-icd.md, CHECK)
-Number = Annotated[int, Field(ge=2, le=12)]
-BetName = Literal["all_small", "all_tall", "make_em_all"]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class Payload(_Model):
-    """What every JSON payload holds (mqtt-api.md "Conventions")."""
-
-    table: str
-    seq: int = Field(ge=0)
-    ts: str
-
-
-def _alarm_item(value: object) -> object:
-    # ``state.alarms`` may list bare codes; ``alarms.alarms`` lists objects.
-    return {"code": value} if isinstance(value, str) else value
-
-
-class Alarm(_Model):
-    """One active alarm: ``{code, device, message, since}``."""
-
-    code: str
-    device: str | None = None
-    message: str = ""
-    since: str | None = None
-
-
-AlarmList = list[Annotated[Alarm, BeforeValidator(_alarm_item)]]
-
-
-class DeviceInfo(_Model):
-    """One device in ``state.devices``."""
-
-    connected: bool
-    status: str | None = None
-    mode: str | None = None
-
-
-def _device_map(value: object) -> object:
-    # "per device" reads as an object keyed by device name; a list of objects naming
-    # their device is accepted too.
-    if isinstance(value, list):
-        out: dict[object, object] = {}
-        for item in value:
-            if not isinstance(item, dict) or not isinstance(
-                item.get("device", item.get("name")), str
-            ):
-                raise ValueError("a device in a list must be an object with a 'device' name")
-            out[item.get("device", item.get("name"))] = item
-        return out
-    return value
-
-
-class StatePayload(Payload):
-    """``state`` (retained)."""
-
-    game: str | None = None
-    devices: Annotated[dict[str, DeviceInfo], BeforeValidator(_device_map)] = Field(
-        default_factory=dict
-    )
-    alarms: AlarmList = Field(default_factory=list)
-
-
-class AlarmsPayload(Payload):
-    """``alarms`` (retained)."""
-
-    alarms: AlarmList
-
-
-class PayRow(_Model):
-    """One row of a Cover All pay table."""
-
-    hand: str
-    pays: Odds
-
-
-class PayoutsPayload(Payload):
-    """``cover_all/payouts`` (retained), published at ``ROUND``."""
-
-    round_id: int
-    game: str
-    hands: int
-    paytable: list[PayRow]
-
-
-class HighestHand(_Model):
-    """``highest`` of a Cover All result."""
-
-    hand: str
-    position: str
-    cards: Cards = ()
-
-
-class CoverAllResultPayload(Payload):
-    """``cover_all/result`` (retained)."""
-
-    round_id: int
-    game: str
-    hands: int | None = None
-    outcome: Literal["win", "no_qualifier", "void", "flagged"]
-    highest: HighestHand | None = None
-    pays: Odds | None = None
-    reason: str | None = None
-
-
-class BetState(_Model):
-    """One Bonus Craps bet on ``craps/board``."""
-
-    pays: Odds
-    hit: list[Number] = Field(default_factory=list)
-    remaining: list[Number]
-    complete: bool
-    chance: str | None = None  # added by lammer: "n/d", the exact chance to complete
-
-
-class CrapsBoardPayload(Payload):
-    """``craps/board`` (retained)."""
-
-    paytable: int
-    betting_open: bool
-    numbers_hit: list[Number]
-    all_small: BetState
-    all_tall: BetState
-    make_em_all: BetState
-    pending_roll: int | dict[str, object] | None = None
-
-
-class RollPayload(Payload):
-    """``craps/roll``: every roll event."""
-
-    roll_id: int
-    dice: tuple[Die, Die]
-    total: int | None = None
-    status: Literal["counted", "noroll", "pending", "declared_invalid", "reinstated"]
-    reason: str | None = None
-
-
-class CrapsResultPayload(Payload):
-    """``craps/result``: a side bet settles."""
-
-    roll_id: int
-    bet: BetName
-    outcome: Literal["win", "lose"]
-    pays: Odds | None = None
-
-
-class ReversalPayload(Payload):
-    """``craps/reversal`` (added to the spec): a settlement taken back, the bet live again."""
-
-    roll_id: int
-    bet: BetName
-    outcome: Literal["win", "lose"] | None = None
-
-
-class BustStatePayload(Payload):
-    """``bust_bonus/state`` (retained)."""
-
-    round_id: int | None = None
-    betting_open: bool
-    up_card: CardCode | None = None
-    dealer_cards: Cards = ()
-
-
-class BustResultPayload(Payload):
-    """``bust_bonus/result`` (retained)."""
-
-    round_id: int
-    outcome: Literal["win", "lose", "void", "flagged"]
-    up_card: CardCode | None = None
-    dealer_cards: Cards = ()
-    total: int | None = None
-    suited: bool | None = None
-    three_eights: bool | None = None
-    pays: Odds | None = None
-    reason: str | None = None
-
-
-class InfoPayload(Payload):
-    """``info`` (retained, contract 1.2): the daemon's version and the pay tables in use."""
-
-    version: str
-    contract: str = ""
-    game: str | None = None
-
-
-# topic under the base -> (model, retained)
-TOPICS: dict[str, tuple[type[Payload], bool]] = {
-    "info": (InfoPayload, True),
-    "state": (StatePayload, True),
-    "alarms": (AlarmsPayload, True),
-    "cover_all/payouts": (PayoutsPayload, True),
-    "cover_all/result": (CoverAllResultPayload, True),
-    "craps/board": (CrapsBoardPayload, True),
-    "craps/roll": (RollPayload, False),
-    "craps/result": (CrapsResultPayload, False),
-    "craps/reversal": (ReversalPayload, False),
-    "bust_bonus/state": (BustStatePayload, True),
-    "bust_bonus/result": (BustResultPayload, True),
-}
-"""Every JSON topic the display draws, relative to the table's base topic."""
+from rules.events import POKER_GAMES, CrapsBet, TableGame
 
 # ---------------------------------------------------------------------------------------
 # The pure model of one table
@@ -316,9 +81,9 @@ class CrapsResultLine:
     """A settled bet as shown, and whether the settlement was taken back."""
 
     roll_id: int
-    bet: BetName
+    bet: CrapsBet
     outcome: Literal["win", "lose"] | None
-    pays: Decimal | None
+    pays: str | None
     reversed: bool = False
 
 
@@ -329,16 +94,16 @@ class TableView:
     table: str
     prefix: str = "lammer"
     availability: str | None = None
-    info: InfoPayload | None = None
-    state: StatePayload | None = None
+    info: InfoMessage | None = None
+    state: StateMessage | None = None
     alarms: tuple[Alarm, ...] = ()
-    payouts: PayoutsPayload | None = None
-    cover_all_result: CoverAllResultPayload | None = None
-    board: CrapsBoardPayload | None = None
-    rolls: dict[int, RollPayload] = field(default_factory=dict)
+    payouts: CoverAllPayoutsMessage | None = None
+    cover_all_result: CoverAllResultMessage | None = None
+    board: CrapsBoardMessage | None = None
+    rolls: dict[int, CrapsRollMessage] = field(default_factory=dict)
     craps_results: deque[CrapsResultLine] = field(default_factory=lambda: deque(maxlen=MAX_RESULTS))
-    bust_state: BustStatePayload | None = None
-    bust_result: BustResultPayload | None = None
+    bust_state: BustBonusStateMessage | None = None
+    bust_result: BustBonusResultMessage | None = None
     warnings: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_WARNINGS))
     last_seq: int | None = None
     _seen: set[int] = field(default_factory=set, repr=False)
@@ -351,7 +116,7 @@ class TableView:
         return f"{self.prefix}/{self.table}"
 
     @property
-    def game(self) -> str | None:
+    def game(self) -> TableGame | None:
         """The table's game as the daemon last said (``state.game``)."""
         return self.state.game if self.state else None
 
@@ -373,22 +138,14 @@ class TableView:
         known = TOPICS.get(sub)
         if known is None:
             return self._warn(f"{sub}: unknown topic; ignored")
-        model, retained = known
+        _, retained = known
         if retained and not payload:
             # A zero-length retained message deletes the retained state (MQTT 3.1.1, 3.3.1.3).
             return self._clear(sub)
         try:
-            data = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            return self._warn(f"{sub}: payload is not UTF-8 JSON ({exc}); ignored")
-        if not isinstance(data, dict):
-            return self._warn(f"{sub}: payload is not a JSON object; ignored")
-        try:
-            message = model.model_validate(data)
-        except ValidationError as exc:
-            return self._warn(f"{sub}: malformed payload: {_describe(exc)}; ignored")
-        if message.table != self.table:
-            return self._warn(f"{sub}: payload names table {message.table!r}; ignored")
+            message = parse(sub, payload, table=self.table)
+        except PayloadError as exc:
+            return self._warn(f"{sub}: {_WHY.get(exc.reason, exc.reason)}{exc.detail}; ignored")
         if message.seq in self._seen:
             return False
         if retained and message.seq <= self._topic_seq.get(sub, -1):
@@ -447,26 +204,26 @@ class TableView:
             self._alarms_seq = seq
             self.alarms = tuple(alarms)
 
-    def _update(self, message: Payload) -> None:
+    def _update(self, message: Envelope) -> None:
         match message:
-            case StatePayload():
+            case StateMessage():
                 self.state = message
                 self._set_alarms(message.alarms, message.seq)
-            case AlarmsPayload():
+            case AlarmsMessage():
                 self._set_alarms(message.alarms, message.seq)
-            case PayoutsPayload():
+            case CoverAllPayoutsMessage():
                 self.payouts = message
-            case CoverAllResultPayload():
+            case CoverAllResultMessage():
                 self.cover_all_result = message
-            case CrapsBoardPayload():
+            case CrapsBoardMessage():
                 self.board = message
-            case RollPayload():
+            case CrapsRollMessage():
                 # One row per roll, in the order the rolls came, showing its latest status
                 # (pending -> counted, counted -> declared_invalid -> reinstated).
                 self.rolls[message.roll_id] = message
                 while len(self.rolls) > MAX_ROLLS:
                     del self.rolls[next(iter(self.rolls))]
-            case CrapsResultPayload():
+            case CrapsResultMessage():
                 self.craps_results.append(
                     CrapsResultLine(
                         roll_id=message.roll_id,
@@ -475,18 +232,18 @@ class TableView:
                         pays=message.pays,
                     )
                 )
-            case ReversalPayload():
+            case CrapsReversalMessage():
                 self._reverse(message)
-            case BustStatePayload():
+            case BustBonusStateMessage():
                 self.bust_state = message
-            case BustResultPayload():
+            case BustBonusResultMessage():
                 self.bust_result = message
-            case InfoPayload():
+            case InfoMessage():
                 self.info = message
             case _:  # pragma: no cover - every model in TOPICS is matched above
                 raise AssertionError(f"unhandled payload {type(message).__name__}")
 
-    def _reverse(self, message: ReversalPayload) -> None:
+    def _reverse(self, message: CrapsReversalMessage) -> None:
         for line in reversed(self.craps_results):
             if line.roll_id == message.roll_id and line.bet == message.bet:
                 line.reversed = True
@@ -502,14 +259,13 @@ class TableView:
         )
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:3]:
-        where = ".".join(str(p) for p in error["loc"]) or "payload"
-        text = error["msg"].removeprefix("Value error, ")
-        parts.append(f"{where}: {text}")
-    more = exc.error_count() - len(parts)
-    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+_WHY: Final = {
+    "not_json": "payload is ",
+    "invalid": "malformed payload: ",
+    "wrong_table": "payload ",
+    "too_large": "payload too large: ",
+}
+"""How a warning line words each reason of ``PayloadError``."""
 
 
 def route(views: Sequence[TableView], topic: str) -> TableView | None:
@@ -523,22 +279,6 @@ def route(views: Sequence[TableView], topic: str) -> TableView | None:
 # ---------------------------------------------------------------------------------------
 # Rendering (pure)
 
-GAME_NAMES: dict[str, str] = {
-    "CSP": "Caribbean Stud Poker",
-    "FCP": "Four Card Poker",
-    "LIR": "Let It Ride",
-    "MSP": "Mississippi Stud",
-    "TCP": "Three Card Poker",
-    "UTH": "Ultimate Texas Hold'em",
-    "BJ": "Blackjack",
-    "CRAPS": "Craps",
-}
-POKER_GAMES = frozenset({"CSP", "FCP", "LIR", "MSP", "TCP", "UTH"})
-BET_NAMES: dict[str, str] = {  # as the seed names them (sd-bonus-craps.txt)
-    "all_small": "All Small",
-    "all_tall": "All Tall",
-    "make_em_all": "Make 'Em All",
-}
 LAMMER_NUMBERS = (2, 3, 4, 5, 6, 8, 9, 10, 11, 12)  # 7 is never lammered: it loses the bets
 
 _SUIT_SYMBOLS = {"s": "♠", "h": "♥", "d": "♦", "c": "♣"}
@@ -580,8 +320,8 @@ def _chance_text(chance: str | None) -> str:
     return f"1 in {(Decimal(d) / Decimal(n)).quantize(Decimal('0.1')):,}"
 
 
-def _odds_text(pays: Decimal | None) -> str:
-    return "-" if pays is None else f"{pays:f} to 1"
+def _odds_text(pays: str | None) -> str:
+    return "-" if pays is None else f"{pays} to 1"
 
 
 def _betting(is_open: bool) -> Text:
@@ -610,7 +350,7 @@ def _header(view: TableView) -> Text:
             text.append("○ availability unknown", style="dim")
     game = view.game
     if game is not None:
-        text.append(f"   {GAME_NAMES.get(game, game)} ({game})", style="bold")
+        text.append(f"   {GAME_NAMES[game]} ({game})", style="bold")
     if view.last_seq is not None:
         text.append(f"   seq {view.last_seq}", style="dim")
     if view.info is not None:
@@ -684,7 +424,7 @@ def _cover_all(view: TableView) -> RenderableType:
     return Group(*parts)
 
 
-def _cover_all_result(result: CoverAllResultPayload) -> Text:
+def _cover_all_result(result: CoverAllResultMessage) -> Text:
     text = Text(f"Round {result.round_id}: ", style="bold")
     match result.outcome:
         case "win":
@@ -701,15 +441,11 @@ def _cover_all_result(result: CoverAllResultPayload) -> Text:
     return text
 
 
-def _pending(pending: int | dict[str, object] | None) -> str:
+def _pending(pending: PendingRollModel | None) -> str:
     if pending is None:
         return "none"
-    if isinstance(pending, int):
-        return f"roll {pending}"
-    dice = pending.get("dice")
-    shown = " " + " ".join(str(d) if d else "?" for d in dice) if isinstance(dice, list) else ""
-    reason = f" ({pending['reason']})" if pending.get("reason") else ""
-    return f"roll {pending.get('roll_id', '?')}{shown}{reason}"
+    dice = " ".join(str(d) if d else "?" for d in pending.dice)
+    return f"roll {pending.roll_id} {dice} ({pending.reason})"
 
 
 def _craps(view: TableView) -> RenderableType:
@@ -735,7 +471,7 @@ def _craps(view: TableView) -> RenderableType:
         for column in ("Bet", "Pays", "Remaining", "Chance", "State"):
             bets.add_column(column)
         for key in ("all_small", "all_tall", "make_em_all"):
-            bet: BetState = getattr(board, key)
+            bet: BetProgressModel = getattr(board, key)
             state = Text("COMPLETE", "bold green") if bet.complete else Text("live")
             needs = " ".join(str(n) for n in sorted(bet.remaining)) or "-"
             chance = _chance_text(bet.chance)

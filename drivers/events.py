@@ -66,17 +66,3 @@ class Received:
 
 
 DriverEvent = Connected | Disconnected | BadFrameReceived | Received
-
-
-def as_fact(event: DriverEvent) -> ev.DeviceFact | None:
-    """The shared event model's fact for a driver event (``None`` for a bad frame): link
-    state is journaled and replayed like a frame."""
-    match event:
-        case Received():
-            return event.fact
-        case Connected():
-            return ev.DeviceConnected(device=event.device)
-        case Disconnected():
-            return ev.DeviceDisconnected(device=event.device, reason=event.reason)
-        case BadFrameReceived():
-            return None

@@ -51,12 +51,16 @@ from rules.events import (
     LATE_FRAME,
     AlarmRaised,
     BustBonusResult,
+    BustColumn,
     CardDrawn,
     DealerDone,
     Outcome,
     RoundVoided,
 )
-from rules.paytables import BUST_BONUS, BustPaytable
+from rules.paytables import BUST_BONUS, BustPayRow, BustPaytable
+
+BustFact = CardDrawn | DealerDone | RoundVoided
+"""The shoe's frames of a Bust Bonus round."""
 
 EIGHT: Final = 8
 THREE_EIGHTS_CARDS: Final = 3
@@ -73,6 +77,13 @@ def is_three_eights(cards: Sequence[Card]) -> bool:
     return len(cards) == THREE_EIGHTS_CARDS and all(card.rank == EIGHT for card in cards)
 
 
+def pay_row(cards: Sequence[Card], paytable: BustPaytable = BUST_BONUS) -> BustPayRow:
+    """The pay-table row of the dealer's hand (``cards[0]`` is the up card, at least one
+    card): three eights pay their own row instead of the up card's (rule (12)); otherwise
+    the up card's row (rule (6)), ``10`` for every ten-value card."""
+    return paytable.three_eights if is_three_eights(cards) else paytable.up_card_row(cards[0])
+
+
 def bust_pays(cards: Sequence[Card], paytable: BustPaytable = BUST_BONUS) -> Decimal | None:
     """What a Bust Bonus wager pays (to 1) on the dealer's complete hand, or None if it loses.
 
@@ -81,8 +92,7 @@ def bust_pays(cards: Sequence[Card], paytable: BustPaytable = BUST_BONUS) -> Dec
     """
     if not cards or not hand_total(cards).bust:
         return None
-    row = paytable.three_eights if is_three_eights(cards) else paytable.up_card_row(cards[0])
-    return row.pays(suited=is_suited(cards))
+    return pay_row(cards, paytable).pays(suited=is_suited(cards))
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,6 +147,14 @@ class BustBonusView:
     up_card: str | None
     dealer_cards: tuple[str, ...]
 
+    @property
+    def paytable_row(self) -> str | None:
+        """The up card's pay-table row (rule (6): the ``10`` row for every ten-value card),
+        or None before the up card or for a code that is not a card (the round is then
+        flagged)."""
+        card = None if self.up_card is None else _parse(self.up_card)
+        return None if card is None else BUST_BONUS.up_card_row(card).row
+
 
 def initial_state(decks: int, hits_soft_17: bool) -> BustBonusState:
     """A table before its first round; ``ConfigError`` for fewer than one deck."""
@@ -175,9 +193,7 @@ def view(state: BustBonusState) -> BustBonusView:
     )
 
 
-def apply(
-    state: BustBonusState, fact: CardDrawn | DealerDone | RoundVoided
-) -> tuple[BustBonusState, tuple[Outcome, ...]]:
+def apply(state: BustBonusState, fact: BustFact) -> tuple[BustBonusState, tuple[Outcome, ...]]:
     """The state after ``fact`` and what it concluded. Never raises on device input."""
     for closed_id, how in state.closed:
         if closed_id == fact.round_id:
@@ -259,7 +275,12 @@ def _settle(state: BustBonusState) -> BustBonusResult:
         )
     total = hand_total(hand).total if hand else None
     bust = hand is not None and hand_total(hand).bust
-    pays = bust_pays(hand) if hand is not None and not problems else None
+    suited = bust and hand is not None and is_suited(hand)
+    settled = hand is not None and not problems
+    pays = bust_pays(hand) if settled and hand is not None else None
+    column: BustColumn | None = None
+    if pays is not None:
+        column = "suited" if suited else "off_suit"
     return BustBonusResult(
         round_id=state.round_id,
         outcome="flagged" if problems else "win" if pays is not None else "lose",
@@ -267,10 +288,13 @@ def _settle(state: BustBonusState) -> BustBonusResult:
         dealer_cards=state.dealer_cards,
         total=total,
         # Facts about the busted hand, reported for a flagged hand too (for review).
-        suited=bust and hand is not None and is_suited(hand),
+        suited=suited,
         three_eights=bust and hand is not None and is_three_eights(hand),
         pays=pays,
         reason="; ".join(problems) if problems else None,
+        # The cell of a settled hand only: a flagged one pays nothing from any row.
+        paytable_row=pay_row(hand).row if settled and hand is not None else None,
+        column=column,
     )
 
 
@@ -291,6 +315,8 @@ def _unsettled(
         three_eights=False,
         pays=None,
         reason=reason,
+        paytable_row=None,
+        column=None,
     )
 
 

@@ -13,7 +13,6 @@ from rules.errors import CardError
 
 RANKS = "23456789TJQKA"
 SUITS = "cdhs"
-RANK_VALUES: dict[str, int] = {r: i + 2 for i, r in enumerate(RANKS)}  # '2' -> 2 ... 'A' -> 14
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final
+from typing import Final, get_args
 
 from rules.cards import DECK, as_cards, parse_cards
 from rules.errors import CardError, HandError
-from rules.events import POSITIONS, PokerGame, Position
+from rules.events import POSITIONS, HandPosition, PokerGame, Position
 from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_paytable, cover_all_table
 from rules.poker import RANKINGS, best_cards, evaluator, poker_game
 
@@ -73,7 +73,7 @@ LAYOUTS: Final[dict[PokerGame, Layout]] = {
 _HAND_SIZES: Final = {game: layout.hand_sizes for game, layout in LAYOUTS.items()}
 
 PLAYER_POSITIONS: Final[tuple[Position, ...]] = POSITIONS[:8]
-HAND_POSITIONS: Final[tuple[Position, ...]] = POSITIONS[:9]
+HAND_POSITIONS: Final[tuple[HandPosition, ...]] = get_args(HandPosition)
 """Positions that are hands, in tie-break order: P1 before P8, players before DL."""
 _POSITION: Final[dict[str, Position]] = {p: p for p in POSITIONS}
 
@@ -154,7 +154,7 @@ class Win:
     game: PokerGame
     hands: int
     category: str
-    position: Position
+    position: HandPosition
     cards: tuple[str, ...]
     best: tuple[str, ...]
     odds: Decimal
@@ -170,7 +170,7 @@ class NoQualifier:
     game: PokerGame
     hands: int
     hand: str
-    position: Position
+    position: HandPosition
     cards: tuple[str, ...]
     best: tuple[str, ...]
 
@@ -273,7 +273,7 @@ def resolve_round(
 
     ranking = RANKINGS[g]
     community = _indexes(cards_by_position["CM"]) if "CM" in cards_by_position else ()
-    top: tuple[tuple[int, int], Position, tuple[int, ...]] | None = None
+    top: tuple[tuple[int, int], HandPosition, tuple[int, ...]] | None = None
     for position in HAND_POSITIONS:  # tie-break order: a later equal hand never replaces
         if position in cards_by_position:
             hand = _indexes(cards_by_position[position]) + community

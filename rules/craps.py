@@ -55,11 +55,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from fractions import Fraction
 from itertools import chain
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
-from rules.errors import DecisionError, RulesError
+from rules.craps_odds import live_probability
+from rules.errors import DecisionError, RollError
 from rules.events import (
     LATE_FRAME,
     MAX_ID,
@@ -81,7 +83,7 @@ from rules.events import (
     VoidClause,
     VoidOverturned,
 )
-from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, BetRule, bonus_craps_odds
+from rules.paytables import BET_RULES, BONUS_CRAPS, SEVEN, bonus_craps_odds
 from rules.persistent import PersistentQueue
 
 NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
@@ -89,19 +91,19 @@ NOROLL_CLAUSES: Final[Mapping[NoRollReason, str]] = MappingProxyType(
 )
 """The clause each ``NOROLL`` reason stands for (dice-reader-icd.md)."""
 
-CHECK_CLAUSES: Final[Mapping[CheckReason, str]] = MappingProxyType(
+CHECK_CLAUSES: Final[Mapping[CheckReason, int]] = MappingProxyType(
     {
-        "STACKED": "68 IAC 10-4-4(c)(1)",
-        "BOWL": "68 IAC 10-4-4(c)(4)",
-        "RAIL": "68 IAC 10-4-4(c)(5)",
-        "WRONG_DIRECTION": "68 IAC 10-4-4(c)(7)",
-        "SLID": "68 IAC 10-4-4(c)(8)",
-        "ON_CHIPS": "68 IAC 10-4-4(c)(9)",
-        "SHORT_THROW": "68 IAC 10-4-4(c)(10)",
-        "UNREADABLE": "68 IAC 10-4-4(c)(11)",
+        "STACKED": 1,
+        "BOWL": 4,
+        "RAIL": 5,
+        "WRONG_DIRECTION": 7,
+        "SLID": 8,
+        "ON_CHIPS": 9,
+        "SHORT_THROW": 10,
+        "UNREADABLE": 11,
     }
 )
-"""The clause each ``CHECK`` reason stands for (dice-reader-icd.md)."""
+"""The clause of 68 IAC 10-4-4(c) each ``CHECK`` reason stands for (dice-reader-icd.md)."""
 
 VOID_CLAUSES: Final[Mapping[VoidClause, str]] = MappingProxyType(
     {
@@ -113,18 +115,6 @@ VOID_CLAUSES: Final[Mapping[VoidClause, str]] = MappingProxyType(
 """What the stickperson declares through the command interface; the reader cannot see these."""
 
 _OVERTURN_CLAUSE: Final = "68 IAC 10-4-4(c), last sentence"
-
-
-class RollError(RulesError, ValueError):
-    """A dice fact that cannot be: a die or roll id out of range, an unknown reason.
-
-    The codec refuses these before they reach the rules; this guards the rules' own
-    contract. ``roll_id`` is the id the fact carried.
-    """
-
-    def __init__(self, message: str, *, roll_id: int | None = None) -> None:
-        super().__init__(message)
-        self.roll_id = roll_id
 
 
 # ---------------------------------------------------------------------------------------
@@ -239,12 +229,16 @@ def _series_empty(counted: tuple[CountedRoll, ...]) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BetBoard:
-    """One bet on the board: its odds, its numbers hit and still needed, complete or not."""
+    """One bet on the board: its odds, its numbers hit and still needed, complete or not,
+    and its live ``chance``."""
 
     pays: Decimal
     hit: tuple[int, ...]
     remaining: tuple[int, ...]
     complete: bool
+    chance: Fraction | None
+    """The exact chance that the bet completes before a seven, from the board as it
+    stands (``rules.craps_odds.live_probability``); None once complete."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,6 +248,8 @@ class PendingRoll:
     roll_id: int
     dice: tuple[int, int]
     reason: str
+    clause: int
+    """The clause of 68 IAC 10-4-4(c) its ``CHECK`` reason stands for (``CHECK_CLAUSES``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,12 +287,15 @@ class CrapsBoard:
                 assert_never(bet)
 
 
-def _bet_board(rule: BetRule, pays: Decimal, hit: frozenset[int]) -> BetBoard:
+def _bet_board(bet: CrapsBet, pays: Decimal, hit: frozenset[int]) -> BetBoard:
+    numbers = BET_RULES[bet].numbers
+    complete = numbers <= hit
     return BetBoard(
         pays=pays,
-        hit=tuple(sorted(rule.numbers & hit)),
-        remaining=tuple(sorted(rule.numbers - hit)),
-        complete=rule.numbers <= hit,
+        hit=tuple(sorted(numbers & hit)),
+        remaining=tuple(sorted(numbers - hit)),
+        complete=complete,
+        chance=None if complete else live_probability(bet, numbers & hit),
     )
 
 
@@ -307,16 +306,22 @@ def board(state: CrapsState) -> CrapsBoard:
     pending = None
     if state.queue:
         front = state.queue.first
-        pending = PendingRoll(roll_id=front.roll_id, dice=front.dice, reason=_front_reason(front))
+        assert isinstance(front.fact, RollCheck)  # only a CHECK heads the queue
+        pending = PendingRoll(
+            roll_id=front.roll_id,
+            dice=front.dice,
+            reason=_front_reason(front),
+            clause=CHECK_CLAUSES[front.fact.reason],
+        )
     return CrapsBoard(
         paytable=state.paytable,
         # 20:18:33:12(1)(d), (2)(e): "at the beginning of the roll only"; a pending roll
         # may yet be the series' first, so betting waits for the decision.
         betting_open=_series_empty(state.counted) and not state.queue,
         numbers_hit=tuple(sorted(hit)),
-        all_small=_bet_board(BET_RULES["all_small"], odds["all_small"], hit),
-        all_tall=_bet_board(BET_RULES["all_tall"], odds["all_tall"], hit),
-        make_em_all=_bet_board(BET_RULES["make_em_all"], odds["make_em_all"], hit),
+        all_small=_bet_board("all_small", odds["all_small"], hit),
+        all_tall=_bet_board("all_tall", odds["all_tall"], hit),
+        make_em_all=_bet_board("make_em_all", odds["make_em_all"], hit),
         pending_roll=pending,
     )
 
@@ -385,7 +390,11 @@ def _count(
 
 
 def _check_text(fact: RollCheck) -> str:
-    return f"{fact.reason} ({CHECK_CLAUSES[fact.reason]})"
+    return f"{fact.reason} ({_check_clause(fact.reason)})"
+
+
+def _check_clause(reason: CheckReason) -> str:
+    return f"68 IAC 10-4-4(c)({CHECK_CLAUSES[reason]})"
 
 
 def _front_reason(front: Arrival) -> str:
@@ -615,7 +624,7 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
             raise DecisionError(
                 f"roll {roll_id} cannot be declared valid: a die was unreadable "
                 f"(dice {front.dice[0]}, {front.dice[1]}); declare it invalid "
-                f"({CHECK_CLAUSES['UNREADABLE']})",
+                f"({_check_clause('UNREADABLE')})",
                 roll_id=roll_id,
             )
         rest, outcomes = _count(rest, front, "counted", reason)

@@ -21,7 +21,7 @@ from fractions import Fraction
 from functools import cache
 from typing import Final
 
-from rules.craps import RollError
+from rules.errors import RollError
 from rules.events import CrapsBet
 from rules.paytables import BET_RULES, CRAPS_BETS, SEVEN, bonus_craps_odds
 

@@ -7,6 +7,7 @@ One base for the layer; builtins mixed in where they fit, so callers may catch e
     ├── HandError(RulesError, ValueError)       a hand that cannot be: wrong count, duplicate card
     ├── PaytableError(RulesError, ValueError)   pay-table data that does not validate
     ├── ConfigError(RulesError, ValueError)     a rules setting out of range (pay table, decks)
+    ├── RollError(RulesError, ValueError)       a dice fact that cannot be (die, roll id, reason)
     └── DecisionError(RulesError, ValueError)   an illegal stickperson decision; nothing changed
 
 Each carries structured attributes besides its message, so the daemon can log and
@@ -39,6 +40,18 @@ class PaytableError(RulesError, ValueError):
 
 class ConfigError(RulesError, ValueError):
     """A rules setting out of range: an unknown pay table, a number of decks, a game."""
+
+
+class RollError(RulesError, ValueError):
+    """A dice fact that cannot be: a die or roll id out of range, an unknown reason.
+
+    The codec refuses these before they reach the rules; this guards the rules' own
+    contract. ``roll_id`` is the id the fact carried.
+    """
+
+    def __init__(self, message: str, *, roll_id: int | None = None) -> None:
+        super().__init__(message)
+        self.roll_id = roll_id
 
 
 class DecisionError(RulesError, ValueError):

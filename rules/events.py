@@ -46,7 +46,10 @@ MAX_ID: Final = 999_999
 """Round ids and roll ids are the device's own counter, 1 to 999999 (shuffler-icd.md,
 dice-reader-icd.md): it wraps, and may start again at 1 after a power-up."""
 
-Position = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL", "CM"]
+HandPosition = Literal["P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "DL"]
+"""A position that holds a hand: a player's or the dealer's."""
+Position = Literal[HandPosition, "CM"]
+"""Where the shuffler deals: a hand, or ``CM`` (the community cards)."""
 DeckResult = Literal["OK", "SHORT", "EXTRA", "DUPLICATE", "FOREIGN"]
 NoRollReason = Literal["OFF_TABLE", "EXTRA_DICE"]  # 68 IAC 10-4-4(b)(1), (b)(2)
 CheckReason = Literal[  # 68 IAC 10-4-4(c): (1) (4) (5) (7) (8) (9) (10) (11)
@@ -54,6 +57,9 @@ CheckReason = Literal[  # 68 IAC 10-4-4(c): (1) (4) (5) (7) (8) (9) (10) (11)
 ]
 VoidClause = Literal[2, 3, 6]  # 68 IAC 10-4-4(c)(2), (3), (6): what the reader cannot see
 CrapsBet = Literal["all_small", "all_tall", "make_em_all"]
+BustColumn = Literal[
+    "suited", "off_suit"
+]  # SDAR 20:18:15:30.16(12): "Bust, Suited", "Bust, Off-Suit"
 
 POSITIONS: Final[tuple[Position, ...]] = get_args(Position)
 DECK_RESULTS: Final[tuple[DeckResult, ...]] = get_args(DeckResult)
@@ -302,7 +308,7 @@ class CoverAllPayouts:
     """At ``ROUND``: the Cover All pay table for that many hands (``cover_all/payouts``)."""
 
     round_id: int
-    game: Game
+    game: PokerGame
     hands: int
     paytable: tuple[PayRow, ...]
 
@@ -312,7 +318,7 @@ class HighestHand:
     """The highest qualifying hand at the table."""
 
     hand: str
-    position: Position
+    position: HandPosition
     cards: tuple[str, ...]
 
 
@@ -324,7 +330,7 @@ class CoverAllResult:
     """
 
     round_id: int
-    game: Game
+    game: PokerGame
     hands: int | None
     outcome: Literal["win", "no_qualifier", "void", "flagged"]
     highest: HighestHand | None
@@ -378,6 +384,12 @@ class BustBonusResult:
     three_eights: bool
     pays: Decimal | None
     reason: str | None
+    paytable_row: str | None
+    """The pay-table row of the hand, as the seed names it: "Bust with three 8s" for three
+    eights (they pay that row instead, rule (12)), else the up card's (``"10"`` for any
+    ten-value card); None for a void or flagged round."""
+    column: BustColumn | None
+    """The column that paid (a win only): every card of the busted hand of one suit, or not."""
 
 
 LATE_FRAME: Final = "LATE_FRAME"

@@ -167,7 +167,9 @@ def _late(fact: PokerFact, how: Closing) -> AlarmRaised:
     )
 
 
-def flagged_result(game: Game, round_id: int, hands: int | None, reason: str) -> CoverAllResult:
+def flagged_result(
+    game: PokerGame, round_id: int, hands: int | None, reason: str
+) -> CoverAllResult:
     """A flagged round's result: the reason, and no card (they may still be face down)."""
     return CoverAllResult(
         round_id=round_id,

@@ -57,9 +57,10 @@ before it replays the journal and says it is ready.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Final, assert_never
+from typing import Any, Final, Generic, TypeVar, assert_never
 
 from rules import bust_bonus, craps, craps_odds, poker, poker_round
 from rules.errors import ConfigError, DecisionError
@@ -272,20 +273,10 @@ def apply(
             return _mode(state, mode, at)
         case DeckChecked(result=result):
             return _deck(state, result, at)
-        case HandDealt() | RoundDealt() | RoundSettled():
-            if state.poker is None:
-                return _unexpected(state, "shuffler", event, at)
-            return _poker(state, event, at)
-        case CardDrawn() | DealerDone():
-            if state.bust is None:
-                return _unexpected(state, "shuffler", event, at)
-            return _bust(state, event, at)
-        case RoundVoided():
-            if state.poker is not None:
-                return _poker(state, event, at)
-            if state.bust is not None:
-                return _bust(state, event, at)
-            return _unexpected(state, "shuffler", event, at)
+        case (
+            HandDealt() | RoundDealt() | RoundSettled() | CardDrawn() | DealerDone() | RoundVoided()
+        ):
+            return _card_frame(state, event, at)
         case DiceRolled() | NoRoll() | RollCheck():
             if state.craps is None:
                 return _unexpected(state, "dice_reader", event, at)
@@ -331,11 +322,8 @@ def warm_up(game: str) -> tuple[str, ...]:
 
 def open_round_id(state: TableState) -> int | None:
     """The card round in progress, for log context."""
-    if state.poker is not None:
-        return poker_round.open_round_id(state.poker)
-    if state.bust is not None:
-        return bust_bonus.open_round_id(state.bust)
-    return None
+    found = _card_game(state)
+    return None if found is None else found[0].open_round_id(found[1])
 
 
 # ---------------------------------------------------------------------------------------
@@ -403,11 +391,10 @@ def _hello(
     # (shuffler-icd.md "What the host must check"), so earlier round and roll ids are
     # forgotten; a frame for another game, or a late one, was the old session's.
     if hello.device == "shuffler":
-        state = replace(
-            state,
-            poker=None if state.poker is None else poker_round.forget_closed(state.poker),
-            bust=None if state.bust is None else bust_bonus.forget_closed(state.bust),
-        )
+        found = _card_game(state)
+        if found is not None:
+            machine, rounds = found
+            state = machine.put(state, machine.forget_closed(rounds))
     elif state.craps is not None:
         state = replace(state, craps=craps.forget_recent(state.craps))
     state, unexpected = _clear(state, "UNEXPECTED_FRAME", hello.device)
@@ -638,9 +625,10 @@ def _shuffler_fault(state: TableState) -> str | None:
 
 
 def _flag(state: TableState, round_id: int, reason: str) -> Outcome:
-    if state.poker is not None:
-        return poker_round.flagged_result(state.poker.game, round_id, None, reason)
-    return bust_bonus.flagged_result(round_id, reason)
+    found = _card_game(state)
+    assert found is not None  # only a card round is flagged for mode or deck
+    machine, rounds = found
+    return machine.flagged_result(rounds, round_id, reason)
 
 
 def _withhold_open_round(state: TableState, reason: str) -> tuple[TableState, tuple[Outcome, ...]]:
@@ -670,29 +658,87 @@ def _filter(
     return state, flagged + kept
 
 
-def _poker(
-    state: TableState, fact: HandDealt | RoundDealt | RoundSettled | RoundVoided, at: datetime
-) -> tuple[TableState, tuple[Outcome, ...]]:
-    assert state.poker is not None
-    late = poker_round.is_closed(state.poker, fact.round_id)
-    closes = isinstance(fact, RoundSettled | RoundVoided) and (
-        poker_round.open_round_id(state.poker) == fact.round_id
-    )
-    new_poker, outcomes = poker_round.apply(state.poker, fact)
-    state = replace(state, poker=new_poker)
-    return _round_outcomes(state, fact.round_id, outcomes, late=late, closes=closes, at=at)
+S = TypeVar("S")
+F = TypeVar("F")
 
 
-def _bust(
-    state: TableState, fact: CardDrawn | DealerDone | RoundVoided, at: datetime
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardMachine(Generic[S, F]):
+    """A card game's round machine (``poker_round``, ``bust_bonus``) as the table drives
+    it: every card game's frames are routed, checked (mode, deck, late frames) and flagged
+    the same way; only these differ."""
+
+    facts: tuple[type, ...]
+    """The shuffler frames its rounds are made of."""
+    closes: tuple[type, ...]
+    """The frames that close the round they name, when it is the open one."""
+    get: Callable[[TableState], S | None]
+    """Its state within the table (None at a table of another game)."""
+    put: Callable[[TableState, S], TableState]
+    apply: Callable[[S, F], tuple[S, tuple[Outcome, ...]]]
+    open_round_id: Callable[[S], int | None]
+    is_closed: Callable[[S, int], bool]
+    forget_closed: Callable[[S], S]
+    flagged_result: Callable[[S, int, str], Outcome]
+    """The result of a round the table flags (mode, deck): the reason, no card."""
+
+
+POKER_ROUNDS: Final[CardMachine[poker_round.PokerRoundState, poker_round.PokerFact]] = CardMachine(
+    facts=(HandDealt, RoundDealt, RoundSettled, RoundVoided),
+    closes=(RoundSettled, RoundVoided),
+    get=lambda state: state.poker,
+    put=lambda state, rounds: replace(state, poker=rounds),
+    apply=poker_round.apply,
+    open_round_id=poker_round.open_round_id,
+    is_closed=poker_round.is_closed,
+    forget_closed=poker_round.forget_closed,
+    flagged_result=lambda rounds, round_id, reason: poker_round.flagged_result(
+        rounds.game, round_id, None, reason
+    ),
+)
+"""The Cover All Bonus tables' rounds (``HAND``, ``ROUND``, ``SETTLE``, ``VOID``)."""
+
+BUST_ROUNDS: Final[CardMachine[bust_bonus.BustBonusState, bust_bonus.BustFact]] = CardMachine(
+    facts=(CardDrawn, DealerDone, RoundVoided),
+    closes=(DealerDone, RoundVoided),
+    get=lambda state: state.bust,
+    put=lambda state, rounds: replace(state, bust=rounds),
+    apply=bust_bonus.apply,
+    open_round_id=bust_bonus.open_round_id,
+    is_closed=bust_bonus.is_closed,
+    forget_closed=bust_bonus.forget_closed,
+    flagged_result=lambda _rounds, round_id, reason: bust_bonus.flagged_result(round_id, reason),
+)
+"""The Bust Bonus table's rounds (``CARD``, ``END``, ``VOID``)."""
+
+CARD_MACHINES: Final[tuple[CardMachine[Any, Any], ...]] = (POKER_ROUNDS, BUST_ROUNDS)
+
+
+def _card_game(state: TableState) -> tuple[CardMachine[Any, Any], Any] | None:
+    """The table's card game: its machine and the machine's state (None at craps)."""
+    for machine in CARD_MACHINES:
+        rounds = machine.get(state)
+        if rounds is not None:
+            return machine, rounds
+    return None
+
+
+CardFact = HandDealt | RoundDealt | RoundSettled | CardDrawn | DealerDone | RoundVoided
+
+
+def _card_frame(
+    state: TableState, fact: CardFact, at: datetime
 ) -> tuple[TableState, tuple[Outcome, ...]]:
-    assert state.bust is not None
-    late = bust_bonus.is_closed(state.bust, fact.round_id)
-    closes = isinstance(fact, DealerDone | RoundVoided) and (
-        bust_bonus.open_round_id(state.bust) == fact.round_id
-    )
-    new_bust, outcomes = bust_bonus.apply(state.bust, fact)
-    state = replace(state, bust=new_bust)
+    """A shuffler frame of a card round, through the table's card game (a frame of another
+    game's rounds is unexpected)."""
+    found = _card_game(state)
+    if found is None or not isinstance(fact, found[0].facts):
+        return _unexpected(state, "shuffler", fact, at)
+    machine, rounds = found
+    late = machine.is_closed(rounds, fact.round_id)
+    closes = isinstance(fact, machine.closes) and machine.open_round_id(rounds) == fact.round_id
+    new_rounds, outcomes = machine.apply(rounds, fact)
+    state = machine.put(state, new_rounds)
     return _round_outcomes(state, fact.round_id, outcomes, late=late, closes=closes, at=at)
 
 

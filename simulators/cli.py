@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib.metadata
 import logging
 import os
 import random
@@ -48,6 +47,7 @@ from typing import TextIO, cast
 
 import structlog
 
+from contract.vocabulary import lammer_version
 from drivers.messages import DeviceMessage
 from rules.events import GAMES
 from simulators.device_link import ACK_TIMEOUT, LinkTimings
@@ -186,7 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lammer-sim", description="Simulated table devices on a pty (and TCP)."
     )
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
+        "--version",
+        action="version",
+        version=f"%(prog)s {lammer_version()}",
+        help="print the version",
     )
     sub = parser.add_subparsers(dest="device", required=True, metavar="DEVICE")
 
@@ -225,14 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
     dice.add_argument("--first-roll", type=int, default=1, help="first roll id")
     _common(dice)
     return parser
-
-
-def version() -> str:
-    """The installed lammer's version (``lammer-sim`` comes with the ``lammer`` package)."""
-    try:
-        return importlib.metadata.version("lammer")
-    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - not installed
-        return "unknown (not installed)"
 
 
 def _discard(stream: TextIO) -> None:

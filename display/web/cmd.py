@@ -2,7 +2,8 @@
 
 ``lammer web --mqtt-host H --mqtt-port P [--mqtt-user U --mqtt-password-file F]
 [--terminal-user U --terminal-password-file F] [--listen HOST:PORT] [--users FILE]
-[--prefix lammer] [--config web.toml]`` serves ``/table/<id>``, ``/pit`` and
+[--prefix lammer] [--mqtt-ca-file CA] [--tls-cert F --tls-key F] [--config web.toml]``
+serves ``/table/<id>``, ``/pit`` and
 ``/stick/<id>`` until SIGTERM or SIGINT. A bad configuration exits 2 with every problem.
 
 ``lammer web adduser NAME --users FILE`` adds a stickperson (or changes the password),
@@ -16,6 +17,7 @@ import asyncio
 import getpass
 import logging
 import signal
+import ssl
 import sys
 from pathlib import Path
 
@@ -36,6 +38,9 @@ _OPTIONS = (
     ("--listen", "listen", str, "HOST:PORT to serve (default 127.0.0.1:8080)"),
     ("--users", "users", Path, "the stickpersons' users file"),
     ("--keepalive", "keepalive", int, "seconds of silence before a page shows table closed"),
+    ("--mqtt-ca-file", "mqtt_ca_file", Path, "MQTT over TLS: the CA the broker is verified with"),
+    ("--tls-cert", "tls_cert", Path, "serve HTTPS with this certificate (with --tls-key)"),
+    ("--tls-key", "tls_key", Path, "the certificate's private key (0600)"),
 )
 
 
@@ -63,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     _configure_logging()
     try:
         asyncio.run(serve(config))
-    except UsersFileError as exc:
+    except (UsersFileError, WebConfigError) as exc:
         print(f"lammer web: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -89,7 +94,11 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     )
     await runner.setup()
     host, port = config.listen_address
-    site = web.TCPSite(runner, host, port)
+    try:
+        tls = config.http_tls()
+    except (OSError, ssl.SSLError) as exc:
+        raise WebConfigError(None, [f"tls_cert, tls_key: cannot be used: {exc}"]) from exc
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -97,7 +106,18 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     try:
         await site.start()
         log = structlog.get_logger("lammer.web")
-        log.info("serving", listen=config.listen, version=state.version)
+        if config.password_in_clear:
+            log.warning(
+                "MQTT passwords go in clear to a broker on the network: give mqtt_ca_file "
+                "(the floor's ca.crt, or the broker's --tls-ca)",
+                brokers=config.mqtt_host,
+            )
+        log.info(
+            "serving",
+            listen=config.listen,
+            scheme="https" if config.https else "http",
+            version=state.version,
+        )
         if ready is not None:
             ready.set()
         await stop.wait()

@@ -18,7 +18,10 @@ prefix = "lammer"
 listen = "127.0.0.1:8080"
 users = "web-users"                   # lammer web adduser NAME --users web-users
 keepalive = 30                        # a page shows "table closed" after this long silent
-secure_cookies = false                # true behind TLS (a reverse proxy)
+secure_cookies = false                # true behind TLS (a reverse proxy); implied by tls_cert
+mqtt_ca_file = "floor/ca.crt"         # MQTT over TLS, the broker verified with this CA
+tls_cert = "tls/web.crt"              # serve HTTPS (then HSTS, Secure cookies) with this
+tls_key = "tls/web.key"               # certificate and its key (0600)
 
 [areas]                               # the pit view's areas (filters): name -> table ids
 "Pit 1" = ["craps-1", "uth-1"]
@@ -31,6 +34,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+import ssl
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -160,6 +164,15 @@ class WebConfig(BaseModel):
         default=False, description="mark the session cookie Secure (serve behind TLS)"
     )
     session_hours: Annotated[StrictInt, Field(ge=1, le=24)] = 12
+    mqtt_ca_file: Path | None = Field(
+        default=None,
+        description="connect to the broker (every node) over TLS, verifying it with this CA "
+        "(the floor's: floor-config's ca.crt)",
+    )
+    tls_cert: Path | None = Field(
+        default=None, description="serve HTTPS with this certificate (chain first)"
+    )
+    tls_key: Path | None = Field(default=None, description="the certificate's key (0600)")
     areas: dict[str, list[str]] = Field(
         default_factory=dict,
         description="the pit view's areas: an area's name and its table ids (a table in one)",
@@ -218,6 +231,27 @@ class WebConfig(BaseModel):
     def _users(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         return None if value is None else _existing_file(value, info)
 
+    @field_validator("mqtt_ca_file", "tls_cert")
+    @classmethod
+    def _certificate(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        if b"-----BEGIN CERTIFICATE-----" not in value.read_bytes()[: 1 << 20]:
+            raise ValueError(f"not a PEM certificate: {value}")
+        return value
+
+    @field_validator("tls_key")
+    @classmethod
+    def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if value is None:
+            return None
+        value = _existing_file(value, info)
+        mode = value.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ValueError(f"{value} may be read by others (mode {mode:04o}): chmod 0600 it")
+        return value
+
     @model_validator(mode="after")
     def _pairs(self) -> WebConfig:
         problems = []
@@ -225,6 +259,8 @@ class WebConfig(BaseModel):
             problems.append("mqtt_user: required when mqtt_password_file is set")
         if self.terminal_password_file is not None and self.terminal_user is None:
             problems.append("terminal_user: required when terminal_password_file is set")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            problems.append("tls_cert and tls_key: give both to serve HTTPS, or neither")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -234,6 +270,41 @@ class WebConfig(BaseModel):
         """Every broker to try, in order: ``mqtt_host``'s nodes, ``mqtt_port`` where a node
         gives no port of its own."""
         return parse_nodes(self.mqtt_host, self.mqtt_port)
+
+    @property
+    def https(self) -> bool:
+        """Whether the server itself speaks TLS (``tls_cert`` and ``tls_key``)."""
+        return self.tls_cert is not None
+
+    @property
+    def cookies_secure(self) -> bool:
+        """Whether cookies carry ``Secure``: behind TLS, ours or a proxy's."""
+        return self.secure_cookies or self.https
+
+    @property
+    def password_in_clear(self) -> bool:
+        """Whether a password would go to a broker off this machine without TLS."""
+        logs_in = self.mqtt_password_file is not None or self.terminal_password_file is not None
+        remote = any(not _loopback(host) for host, _ in self.mqtt_nodes)
+        return logs_in and remote and self.mqtt_ca_file is None
+
+    def mqtt_tls(self) -> ssl.SSLContext | None:
+        """The TLS context of the MQTT connections (TLS 1.2 at least, the broker's
+        certificate and name verified with ``mqtt_ca_file``), or None for plain MQTT."""
+        if self.mqtt_ca_file is None:
+            return None
+        context = ssl.create_default_context(cafile=str(self.mqtt_ca_file))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        return context
+
+    def http_tls(self) -> ssl.SSLContext | None:
+        """The web server's own TLS context (TLS 1.2 at least), or None for plain HTTP."""
+        if self.tls_cert is None or self.tls_key is None:
+            return None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(self.tls_cert), str(self.tls_key))
+        return context
 
     @property
     def listen_address(self) -> tuple[str, int]:
@@ -247,6 +318,15 @@ class WebConfig(BaseModel):
     def terminal_password(self) -> str | None:
         """The terminal user's password (the file's first line), or None."""
         return _first_line(self.terminal_password_file)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _first_line(path: Path | None) -> str | None:
@@ -313,7 +393,14 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
         except tomllib.TOMLDecodeError as exc:
             raise WebConfigError(path, [f"(file): not valid TOML: {exc}"]) from exc
         base_dir = path.resolve().parent
-        for key in ("mqtt_password_file", "terminal_password_file", "users"):
+        for key in (
+            "mqtt_password_file",
+            "terminal_password_file",
+            "users",
+            "mqtt_ca_file",
+            "tls_cert",
+            "tls_key",
+        ):
             if isinstance(data.get(key), str):
                 data[key] = str(_resolve_text(data[key], base_dir))
     for key, value in overrides.items():

@@ -31,9 +31,10 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
+from contract.payloads import PayloadError, parse_as, relayed
+from contract.requests import ResponseMessage
 from display.session import UNBOUNDED, bounded, session
 from display.web.config import WebConfig
-from display.web.contract import PayloadError, validate_response
 from display.web.store import Store, wire
 from drivers.backoff import Backoff
 
@@ -186,6 +187,7 @@ def _client(
         keepalive=max(5, config.keepalive // 2),
         timeout=UNBOUNDED,
         socket_options=_nodelay(),
+        tls_context=config.mqtt_tls(),
     )
 
 
@@ -308,7 +310,7 @@ class Terminal:
         table, name = parts[-3], parts[-1]
         payload = message.payload if isinstance(message.payload, bytes) else b""
         try:
-            data = validate_response(table, payload)
+            data = relayed(parse_as(ResponseMessage, payload, table=table))
         except PayloadError:
             return
         future = self._waiting.get((table, name, str(data.get("request_id"))))

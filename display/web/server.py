@@ -38,7 +38,6 @@ import secrets
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -46,11 +45,13 @@ import structlog
 from aiohttp import WSMsgType, web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from contract.payloads import TABLE_ID_PATTERN
+from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
-from display.web.contract import TABLE_ID_PATTERN
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
 from display.web.store import Store, wire
 from display.web.users import MAX_PASSWORD, NAME_PATTERN, RateLimit, Sessions, Users
+from rules.events import MAX_ID
 
 log = structlog.get_logger("lammer.web")
 
@@ -68,6 +69,9 @@ CSP: Final = (
     "connect-src 'self'; font-src 'none'; object-src 'none'; base-uri 'none'; "
     "form-action 'self'; frame-ancestors 'none'"
 )
+HSTS: Final = "max-age=31536000"
+"""Strict-Transport-Security over HTTPS: a year, this host only (the pit's server may share
+its domain with hosts that do not serve HTTPS)."""
 SECURITY_HEADERS: Final = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
@@ -79,18 +83,10 @@ SECURITY_HEADERS: Final = {
 }
 
 
-def version() -> str:
-    """This installation's lammer version."""
-    try:
-        return metadata.version("lammer")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
 # ---------------------------------------------------------------------------------------
 # Action bodies (what the browser may send; operator and request_id are the server's)
 
-RollId = Annotated[StrictInt, Field(ge=1, le=999999)]
+RollId = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
 
 
 class _Action(BaseModel):
@@ -151,7 +147,7 @@ class WebState:
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
     )
-    version: str = field(default_factory=version)
+    version: str = field(default_factory=lammer_version)
     request_timeout: float = 5.0
 
 
@@ -183,6 +179,9 @@ async def _security_headers(request: web.Request, response: web.StreamResponse) 
         response.headers.setdefault(name, value)
     if request.path.startswith("/api/"):
         response.headers["Cache-Control"] = "no-store"
+    if request.secure:
+        # Served over our own TLS (lammer web --tls-cert): browsers keep to HTTPS for a year.
+        response.headers["Strict-Transport-Security"] = HSTS
 
 
 def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -235,7 +234,7 @@ def _cookie(response: web.StreamResponse, name: str, value: str, state: WebState
         value,
         httponly=True,
         samesite="Strict",
-        secure=state.config.secure_cookies,
+        secure=state.config.cookies_secure,
         path="/",
         max_age=state.config.session_hours * 3600,
     )

@@ -11,14 +11,16 @@ state republished after a reconnect keeps its ``seq``), and a retained topic nev
 back to an older ``seq``. A zero-length retained message deletes a retained state (MQTT
 3.1.1, 3.3.1.3): the pages are told the topic is empty.
 
-Every payload is checked (``display.web.contract``); one that does not validate is dropped,
+Every payload is parsed with the contract (``contract.payloads.parse``); one that does not
+validate is dropped,
 counted by reason in ``dropped`` and logged (rate-limited), and never reaches a browser.
 The browser receives one JSON text per message::
 
     {"t": "msg", "table": "t1", "topic": "craps/board", "retained": true, "payload": {...}}
 
-``payload`` is the object as published, ``"online"``/``"offline"`` for ``availability``,
-or null for a retained state that was deleted.
+``payload`` is the object as parsed (``contract.payloads.relayed``: the fields it came
+with, unknown ones included, in the contract's form), ``"online"``/``"offline"`` for
+``availability``, or null for a retained state that was deleted.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Final
 
 import structlog
 
-from display.web.contract import TABLE_ID_PATTERN, TOPICS, PayloadError, validate
+from contract.payloads import TABLE_ID_PATTERN, TOPICS, PayloadError, parse, relayed
 
 log = structlog.get_logger("lammer.web")
 
@@ -124,7 +126,7 @@ class Store:
             text = wire("msg", table=table, topic=sub, retained=True, payload=None)
             return table, text
         try:
-            data = validate(sub, table, payload)
+            data = relayed(parse(sub, payload, table=table))
         except PayloadError as exc:
             return self._drop(exc.reason, topic, exc.detail)
         try:

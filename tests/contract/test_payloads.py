@@ -46,6 +46,7 @@ from rules.events import (
     RollCheck,
     RollRecorded,
     RoundVoided,
+    TableGame,
 )
 from rules.paytables import cover_all_paytable
 from rules.table import Alarm, DeviceState, TableState, initial_state
@@ -180,6 +181,8 @@ OUTCOMES = [
         three_eights=True,
         pays=Decimal(25),
         reason=None,
+        paytable_row="Bust with three 8s",
+        column="off_suit",
     ),
     BustBonusResult(
         round_id=4,
@@ -191,6 +194,8 @@ OUTCOMES = [
         three_eights=False,
         pays=None,
         reason=None,
+        paytable_row=None,
+        column=None,
     ),
 ]
 
@@ -366,7 +371,9 @@ def test_alarms_say_whether_they_stop_payouts() -> None:
     assert [a["stops_payouts"] for a in body["alarms"]] == [True, True, False, False]
 
 
-def _info(game: str, *, paytable: int = 1, decks: int = 6, h17: bool = False) -> dict[str, Any]:
+def _info(
+    game: TableGame, *, paytable: int = 1, decks: int = 6, h17: bool = False
+) -> dict[str, Any]:
     return checked(
         info_publication(
             table="t1",

@@ -155,9 +155,9 @@ def build_with_retention(folder: Path, *, days: int = 4) -> Path:
         if day:
             next_day(clock)
             core.tick()
-            for segment in core.take_expired():
+            for segment in core.upkeep.take_expired():
                 remove_segment(segment.path)
-                core.removed(segment, "deleted")
+                core.upkeep.removed(segment, "deleted")
         play(core, clock, state, rolls=6)
     stop_table(core)
     return config.journal_path

@@ -128,6 +128,7 @@ def test_append_publish_adds_seq_and_ts_and_queues(journal: Journal) -> None:
         "round_id": 812,
         "pays": "34",
         "seq": 2,
+        "prev_seq": None,  # the journal's first message
         "ts": "2026-11-29T14:03:07.123Z",
     }
     assert body == {"table": "t1", "round_id": 812, "pays": "34"}  # caller's dict untouched
@@ -719,7 +720,8 @@ def test_a_message_payload_is_compact_utf8_json(journal: Journal) -> None:
     assert (
         message.payload
         == (
-            '{"table":"t1","operator":"Zoë","n":[1,2],"seq":1,"ts":"2026-11-29T14:03:07.123Z"}'
+            '{"table":"t1","operator":"Zoë","n":[1,2],"seq":1,"prev_seq":null,'
+            '"ts":"2026-11-29T14:03:07.123Z"}'
         ).encode()
     )
     assert journal.pending()[0].payload == message.payload
@@ -935,3 +937,35 @@ def test_a_journal_under_a_file_is_a_file_error_naming_it(tmp_path: Path) -> Non
         f"cannot open journal {path}: Not a directory",
         path,
     )
+
+
+def test_prev_seq_names_the_message_before_across_records_and_a_rotation(tmp_path: Path) -> None:
+    # contract.feed tells a lost message from a seq that was a record by prev_seq.
+    path = tmp_path / "a.db"
+    with Journal.open(path) as journal:
+        first = journal.append_publish("craps/roll", {"table": "t1"}, retained=False, ts=T0)
+        journal.append("device", {"x": 1}, ts=T0)
+        journal.append("device", {"x": 2}, ts=T0)
+        second = journal.append_publish("state", {"table": "t1"}, retained=True, ts=T0)
+        third = journal.append_publish("craps/roll", {"table": "t1"}, retained=False, ts=T0)
+        journal.mark_published(first.seq, second.seq, third.seq)
+
+        def refused() -> None:
+            with journal.batch():
+                journal.append_publish("craps/roll", {"table": "t1"}, retained=False, ts=T0)
+                raise JournalError("refused", path=path)  # rolled back: names nothing after
+
+        with pytest.raises(JournalError):
+            refused()
+        nxt = Journal.open(tmp_path / "b.db")
+        nxt.start_chain(journal.last_seq, journal.last_hash)
+        nxt.copy_outbox(journal)
+    assert json.loads(first.payload)["prev_seq"] is None
+    assert json.loads(second.payload)["prev_seq"] == first.seq
+    assert json.loads(third.payload)["prev_seq"] == second.seq
+    # third was neither pending nor retained: carried over all the same, as the last
+    # message, so the next segment's first message names it.
+    fourth = nxt.append_publish("craps/roll", {"table": "t1"}, retained=False, ts=T0)
+    assert json.loads(fourth.payload)["prev_seq"] == third.seq
+    assert [m.seq for m in nxt.published_between(1, 100)] == [second.seq, third.seq]
+    nxt.close()

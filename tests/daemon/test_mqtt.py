@@ -459,9 +459,10 @@ async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
     async def on_request(incoming: Incoming) -> None:
         if incoming.payload == b"boom":
             raise RuntimeError("a handler bug")  # must not take the link down
+        if incoming.retained:
+            return  # the core refuses it (test_retained_request_*)
         got.append((incoming.name, incoming.payload))
 
-    # A retained request is stale by definition: never handed on.
     async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
         await client.publish(f"{BASE}/request/void_roll", b"stale", qos=1, retain=True)
     link = make_link(mosquitto, FakeOutbox(), on_request)
@@ -908,3 +909,122 @@ async def test_only_a_bare_0_on_the_bridge_status_sends_anything_again(
             assert link.resent == 0
             await client.publish("lammer-floor/bridge/c1", b"0", qos=1)
             await eventually(lambda: link.resent == 1, "the copy after a bare 0")
+
+
+# -- MQTT 5: retained requests and request/resend copies ---------------------------------
+
+
+@asynccontextmanager
+async def recording_v5(broker: Broker, topic: str) -> AsyncIterator[Recorder]:
+    """An MQTT 5 subscriber that sees the retain flag as published (and its properties)."""
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    recorder = Recorder()
+    async with aiomqtt.Client(
+        broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5
+    ) as client:
+        await client.subscribe(topic, options=SubscribeOptions(qos=1, retainAsPublished=True))
+
+        async def collect() -> None:
+            with contextlib.suppress(aiomqtt.MqttError):
+                async for message in client.messages:
+                    recorder.messages.append(message)
+
+        task = asyncio.create_task(collect())
+        try:
+            yield recorder
+        finally:
+            task.cancel()
+            await asyncio.wait({task})
+
+
+async def _retained_on(broker: Broker, topic: str) -> bytes | None:
+    """What the broker retains on ``topic`` (None: nothing), read by a fresh client."""
+    async with aiomqtt.Client(broker.host, broker.port) as client:
+        await client.subscribe(topic, qos=1)
+        try:
+            async with asyncio.timeout(0.5):
+                message = await anext(client.messages)
+        except TimeoutError:
+            return None
+        assert message.retain
+        return bytes(message.payload) if isinstance(message.payload, bytes) else None
+
+
+async def test_a_retained_request_is_handed_on_marked_and_cleared(mosquitto: Broker) -> None:
+    # Issue 20: published with retain while the daemon is connected, the broker delivers it
+    # live with the retain flag cleared (3.1.1); the link subscribes with MQTT 5's
+    # retain-as-published, sees it for what it is and clears it from the broker.
+    got: list[Incoming] = []
+
+    async def on_request(incoming: Incoming) -> None:
+        got.append(incoming)
+
+    topic = f"{BASE}/request/roll_decision"
+    decision = b'{"operator":"ann","roll_id":6,"decision":"invalid"}'
+    link = make_link(mosquitto, FakeOutbox(), on_request)
+    async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await eventually(lambda: link.connected, "connected")
+        await asyncio.sleep(0.2)  # let the subscription settle before publishing
+        await client.publish(topic, decision, qos=1, retain=True)
+        await client.publish(f"{BASE}/request/overturn", b"{}", qos=1)  # not retained
+        await eventually(lambda: len(got) == 2, "both handed on")
+        await eventually(lambda: link._clear == set(), "cleared")
+        assert await _retained_on(mosquitto, topic) is None
+        # The link's own empty retained publish never comes back as a request (no local),
+        # and another client clearing a retained request is not one either.
+        await client.publish(topic, b"", qos=1, retain=True)
+        await client.publish(f"{BASE}/request/overturn", b"{}", qos=1)
+        await eventually(lambda: len(got) == 3, "the next request")
+    assert [(i.name, i.payload, i.retained) for i in got] == [
+        ("roll_decision", decision, True),
+        ("overturn", b"{}", False),
+        ("overturn", b"{}", False),
+    ]
+
+
+async def test_a_retained_request_left_before_the_start_is_cleared_by_survey(
+    mosquitto_private: Broker,
+) -> None:
+    mosquitto = mosquitto_private  # nothing else retained under the base topic
+    topic = f"{BASE}/request/void_roll"
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish(topic, b'{"operator":"x","roll_id":1,"clause":2}', qos=1, retain=True)
+    link = make_link(mosquitto, FakeOutbox())
+    with structlog.testing.capture_logs() as logs:
+        assert await link.survey(frozenset()) == 0
+    assert await _retained_on(mosquitto, topic) is None
+    events = [e["event"] for e in logs]
+    assert any(e.startswith("cleared a retained request") for e in events), events
+    assert not any("another game" in e for e in events)
+
+
+async def test_resend_copies_are_marked_never_retained_and_never_hold_results(
+    mosquitto: Broker,
+) -> None:
+    outbox = FakeOutbox()
+    old = [outbox.add("state", {"i": i}, retained=True) for i in range(3)]
+    link = make_link(mosquitto, outbox)
+    async with recording_v5(mosquitto, f"{BASE}/#") as rec, running(link):
+        await eventually(lambda: len(outbox.marked) == 3, "published")
+        mark = len(rec.messages)
+        copies = old * 40  # 120 copies: six windows
+        link.resend(copies)
+        fresh = outbox.add("ev/new", {"i": 99})  # a result queued behind the resend
+        link.notify()
+        await eventually(lambda: link.copies_sent == 120, "copies sent")
+        await eventually(lambda: len(rec.messages) - mark >= 121, "all received")
+    got = rec.messages[mark:]
+    resent = [m for m in got if m.topic.value == f"{BASE}/state"]
+    assert [bytes(m.payload) for m in resent] == [m.payload for m in copies]
+    assert not any(m.retain for m in resent)
+    for m in resent:
+        assert m.properties is not None
+        assert getattr(m.properties, "UserProperty", None) == [("resent", "true")]
+    # The table's own message went out before most of the copies: one window at most
+    # precedes it (copies go between batches of results, never ahead of them).
+    position = [m.topic.value for m in got].index(f"{BASE}/ev/new")
+    assert position <= 20, position
+    news = got[position]
+    assert bytes(news.payload) == fresh.payload
+    assert news.properties is None or not getattr(news.properties, "UserProperty", None)

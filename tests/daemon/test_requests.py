@@ -10,7 +10,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.requests import RequestError, parse_request, response_publication
+from contract.requests import ResendRequest
+from daemon.requests import (
+    RETAINED_ERROR,
+    Dropped,
+    Incoming,
+    Refused,
+    Request,
+    RequestError,
+    ResendAsked,
+    admit,
+    parse_request,
+    response_publication,
+)
 from rules.events import RollDecided, RollVoided, VoidOverturned
 from tests.spec_mqtt import SpecViolation, check_message
 
@@ -198,13 +210,23 @@ def test_response_bodies_meet_the_spec() -> None:
     ok = response_publication("void_roll", "r1", None, table="t1")
     assert ok.topic == "response/void_roll"
     assert not ok.retained
-    assert ok.body == {"table": "t1", "request_id": "r1", "status": "ok", "error": None}
+    # sent and missing_before are resend's (1.3), null for the other requests.
+    assert ok.body == {
+        "table": "t1",
+        "request_id": "r1",
+        "status": "ok",
+        "error": None,
+        "sent": None,
+        "missing_before": None,
+    }
     error = response_publication("roll_decision", 7, "roll 5003 is not pending", table="t1").body
     assert error == {
         "table": "t1",
         "request_id": 7,
         "status": "error",
         "error": "roll 5003 is not pending",
+        "sent": None,
+        "missing_before": None,
     }
     for name, body in (("void_roll", ok.body), ("roll_decision", error)):
         payload = json.dumps({**body, "seq": 9, "ts": "2026-11-29T14:03:07.123Z"}).encode()
@@ -213,3 +235,69 @@ def test_response_bodies_meet_the_spec() -> None:
     bad = {"table": "t1", "request_id": None, "status": "error", "seq": 1, "ts": "x"}
     with pytest.raises(SpecViolation):
         check_message("response/overturn", json.dumps(bad).encode())
+
+
+BIG = b'{"request_id": "r9", "x": "' + b"a" * 5000 + b'"}'
+
+
+@pytest.mark.parametrize(
+    ("name", "payload", "expected"),
+    [
+        # A name of no answerable shape is dropped, whatever the payload (never parsed).
+        ("", b"{", Dropped(reason="an empty request name")),
+        ("x" * 65, b"{", Dropped(reason="a request name of 65 characters (at most 64)")),
+        (
+            "Void-Roll",
+            b"{",
+            Dropped(reason="a request name with characters other than a-z, 0-9 and _"),
+        ),
+        # Too big: refused on its size alone, with no id (the payload is never parsed).
+        (
+            "void_roll",
+            BIG,
+            Refused(
+                request_id=None,
+                error=f"the request is {len(BIG)} bytes; at most 4096 bytes are allowed",
+            ),
+        ),
+        # An unknown name of the right shape is answered, with the request's own id.
+        (
+            "void_all",
+            b'{"request_id": 3}',
+            Refused(
+                request_id=3,
+                error="unknown request 'void_all': the requests are "
+                "roll_decision, void_roll, overturn or resend",
+            ),
+        ),
+        # A retained request is never acted on (issue 20), whatever it asks.
+        (
+            "overturn",
+            b'{"request_id": "r0", "operator": "Ann", "roll_id": 7}',
+            Refused(request_id="r0", error=RETAINED_ERROR),
+        ),
+        # resend asks no decision of the rules: the table serves it from its journal.
+        (
+            "resend",
+            b'{"request_id": 9, "operator": "pit", "from_seq": 10, "to_seq": 20}',
+            ResendAsked(
+                request_id=9,
+                request=ResendRequest(operator="pit", request_id=9, from_seq=10, to_seq=20),
+            ),
+        ),
+        (
+            "overturn",
+            b'{"request_id": "r1", "operator": "Ann", "roll_id": 7}',
+            Request(
+                name="overturn",
+                request_id="r1",
+                decision=VoidOverturned(roll_id=7, operator="Ann", at=AT),
+            ),
+        ),
+    ],
+)
+def test_admission_is_one_call_in_the_spec_s_order(
+    name: str, payload: bytes, expected: Request | ResendAsked | Refused | Dropped
+) -> None:
+    retained = isinstance(expected, Refused) and expected.error == RETAINED_ERROR
+    assert admit(Incoming.receive(name, payload, retained=retained), at=AT) == expected

@@ -132,15 +132,20 @@ def test_the_mqtt_outbox_moves_to_the_new_segment(live: Path) -> None:
     core = TableCore(config_for(live.parent), open_live(live), version="test", clock=clock)
     core.start()
     roll(core, 1)
-    queued = [m.seq for m in core.outbox.pending(1000)]
+    outbox = core.journal  # what the MQTT link holds (daemon.app)
+    queued = [m.seq for m in outbox.pending(1000)]
     for seq in queued[:3]:
-        core.outbox.mark_published(seq)
+        outbox.mark_published(seq)
     clock.now += timedelta(hours=2)  # into the next gaming day
     core.tick()
     # Nothing was published meanwhile: the rest are still pending, in the new segment, and
     # the retained ones already published are still there to republish on a reconnect.
-    assert [m.seq for m in core.outbox.pending(1000)] == queued[3:]
-    retained = {m.seq for m in core.outbox.retained()}
+    assert core.journal is outbox  # the live segment's Journal goes on in the new file
+    header = outbox.first_record()
+    assert header is not None
+    assert (header.kind, header.record["gaming_day"]) == ("segment", "2026-11-30")
+    assert [m.seq for m in outbox.pending(1000)] == queued[3:]
+    retained = {m.seq for m in outbox.retained()}
     assert retained == {m.seq for m in core.journal.retained()}
     assert retained <= set(queued[:3])
     assert core.journal.first_record() is not None
@@ -239,7 +244,7 @@ def test_expired_segments_go_to_the_archive_command_then_away(tmp_path: Path) ->
         roll(core, n + 1)
         clock.now += timedelta(days=1)
         core.tick()
-        for segment in core.take_expired():
+        for segment in core.upkeep.take_expired():
             asyncio.run(daemon._remove_segment(core, segment))
             removed.append(segment.path.name)
     kept = [s.path.name for s in archived(live)]
@@ -261,9 +266,31 @@ def test_expired_segments_go_to_the_archive_command_then_away(tmp_path: Path) ->
     before = archived(live)
     clock.now += timedelta(days=1)
     core.tick()
-    for segment in core.take_expired():
+    for segment in core.upkeep.take_expired():
         asyncio.run(daemon._remove_segment(core, segment))
     assert {s.path for s in before} <= {s.path for s in archived(live)}
+    core.journal.close()
+
+
+def test_a_rotation_a_device_frame_brings_about_also_finds_the_expired_segments(
+    tmp_path: Path,
+) -> None:
+    # The first event of a gaming day may be a frame rather than the timer: whichever
+    # rotates the journal, the segments past the retention are found for the shell.
+    live = tmp_path / "journal" / "t1.db"
+    live.parent.mkdir()
+    clock = Clock()
+    core = TableCore(
+        config_for(live.parent, retention_days=1), open_live(live), version="test", clock=clock
+    )
+    core.start()
+    for n in range(4):
+        clock.now += timedelta(days=1)
+        roll(core, n + 1)  # before any tick of the new day
+    # Gaming day 2026-12-03 now: 11-29, 11-30 and 12-01 are more than a day old; 12-02 is not.
+    found = core.upkeep.take_expired()
+    assert [s.day for s in found] == [date(2026, 11, 29), date(2026, 11, 30), date(2026, 12, 1)]
+    assert core.upkeep.take_expired() == []  # taken once
     core.journal.close()
 
 

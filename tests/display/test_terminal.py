@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from contract.payloads import TOPICS
 from contract.schemas import parse_message
-from display.terminal import TOPICS, Link, TableView, card_text, follow, render, route
+from display.terminal import Link, TableView, card_text, follow, render, route
 from drivers.backoff import Backoff
 from tests.conftest import Broker, free_port
 

@@ -158,6 +158,7 @@ async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
                 "mqtt_password_file": str(creds / "display"),
                 "terminal_user": "terminal",
                 "terminal_password_file": str(creds / "terminal"),
+                "mqtt_ca_file": str(cluster.ca_path),
                 "areas": {"Pit 9": [ctl.table.table_id]},
             },
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from contract.payloads import TOPICS, PayloadError, parse, relayed
 from daemon.publications import (
     craps_board_publication,
     info_publication,
@@ -21,7 +22,6 @@ from daemon.publications import (
 )
 from display.errors import UsersFileError, WebConfigError
 from display.web.config import load_web_config
-from display.web.contract import TOPICS, PayloadError, validate
 from display.web.store import Store
 from display.web.users import Users, add_user, read_users
 from rules.craps import board as craps_board
@@ -35,6 +35,11 @@ def message(topic: str, seq: int, body: dict[str, Any], table: str = "t1") -> tu
     return f"lammer/{table}/{topic}", json.dumps(
         {**body, "table": table, "seq": seq, "ts": TS}
     ).encode()
+
+
+def validate(topic: str, table: str, payload: bytes) -> dict[str, Any]:
+    """What ``lammer web`` relays of a payload: the contract's parse, as the pages get it."""
+    return relayed(parse(topic, payload, table=table))
 
 
 def decoded(update: tuple[str, str] | None) -> dict[str, Any]:
@@ -62,6 +67,8 @@ def test_what_the_daemon_builds_validates_for_the_pages() -> None:
             three_eights=True,
             pays=Decimal(75),
             reason=None,
+            paytable_row="Bust with three 8s",
+            column="suited",
         ),
         table="t1",
     )

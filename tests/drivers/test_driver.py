@@ -30,7 +30,6 @@ from drivers.events import (
     Disconnected,
     DriverEvent,
     Received,
-    as_fact,
 )
 from drivers.link import next_seq
 from drivers.settings import DriverSettings
@@ -246,7 +245,7 @@ async def test_hello_resets_the_sequence_and_a_number_repeated_with_other_conten
         got = [await pull(events) for _ in range(5)]
         assert all(isinstance(e, Received) for e in got)
         assert [e.fact for e in got if isinstance(e, Received)] == [
-            as_fact(got[0]),
+            ev.DeviceHello(device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN0001"),
             ev.ModeReported(game="UTH"),
             ev.ModeReported(game="TCP"),
             ev.DeviceHello(device="shuffler", model="IDEAL-SIM", firmware="2.1.0", serial="SN0001"),
@@ -491,14 +490,6 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
 def test_sequence_wraps_from_9999_to_1() -> None:
     assert next_seq(1) == 2
     assert next_seq(9999) == 1
-
-
-def test_as_fact_journals_link_state() -> None:
-    assert as_fact(Connected(device="shuffler", url="x")) == ev.DeviceConnected(device="shuffler")
-    assert as_fact(Disconnected(device="dice_reader", url="x", reason="r")) == (
-        ev.DeviceDisconnected(device="dice_reader", reason="r")
-    )
-    assert as_fact(BadFrameReceived(device="shuffler", raw=b"$", reason="r")) is None
 
 
 async def test_device_that_floods_and_never_reads_cannot_stall_or_bloat_the_driver(

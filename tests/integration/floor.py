@@ -118,6 +118,7 @@ class FloorSubscriber(Subscriber):
                     clean_session=self.clean,
                     timeout=5,
                     keepalive=10,
+                    tls_context=self.cluster.tls_context(),
                 ) as client:
                     self.connections.append(self.node)
                     self.events.append((time.monotonic(), self.node, "connected"))
@@ -189,8 +190,7 @@ class Controller:
             str(self.root / "data"),
             "--broker-user",
             me,
-            "--bridge",
-            self.cluster.bridge_option,
+            *self.cluster.bridge_args,
             "--controller",
             self.name,
             *extra,

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import aiomqtt
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from contract.follow import resent_mark
 from tests.conftest import Broker
 from tests.spec_mqtt import SpecViolation, check_message, check_seq_order
 
@@ -156,8 +157,10 @@ class Recorder(Subscriber):
         if rel.startswith("request/"):
             return  # another client's request (ours are not echoed: "no local")
         body: Any = None
+        # A request/resend copy goes out never retained, marked (mqtt-api.md 1.3).
+        retained = None if resent_mark(message) else bool(message.retain)
         try:
-            body = check_message(topic, data, base=self.base, retained=bool(message.retain))
+            body = check_message(topic, data, base=self.base, retained=retained)
         except SpecViolation as exc:
             self.violations.append(str(exc))
         self.messages.append(Received(rel, data, bool(message.retain), body, self.connections))

@@ -207,8 +207,10 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
         ("lammer-a", f"{b}/request/roll_decision", False),  # another table's decisions
         ("lammer-a", "casino/pit_3/t%c%u$ü-3/state", False),
         ("lammer-t%c%u$ü-2", f"{a}/alarms", True),
-        ("display", f"{a}/state", True),  # displays publish nothing
+        ("display", f"{a}/state", True),  # displays publish resend requests only
         ("display", f"{a}/request/roll_decision", False),
+        ("display", f"{a}/request/resend/more", False),
+        ("display", f"{a}/response/resend", False),
         ("display", "display/own", False),
         ("terminal", f"{a}/state", True),  # terminals publish requests only
         ("terminal", f"{a}/response/roll_decision", False),
@@ -245,6 +247,26 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
             (f"{b}/state", b'{"by":"b"}', True),
         ]
     )
+
+
+async def test_a_display_may_ask_a_table_to_resend_and_nothing_else(secured: Secured) -> None:
+    # mqtt-api.md 1.3: any reader may publish request/resend (it reveals nothing it could
+    # not read); its other requests still go nowhere.
+    a = secured.table("a")
+    secured.configure(secured.config("a"))
+    secured.broker.start()
+    async with secured.client("lammer-a") as table:
+        await table.subscribe(f"{a}/request/+", qos=1)
+        async with secured.client("display") as display:
+            await display.publish(f"{a}/request/overturn", b'{"by":"display"}', qos=1)
+            await display.publish(f"{a}/request/resend", b'{"from_seq":1,"to_seq":2}', qos=1)
+        async with secured.client("terminal") as terminal:
+            await terminal.publish(f"{a}/request/marker", b"", qos=1)
+        got = await next_messages(table, f"{a}/request/marker")
+    assert got == [
+        (f"{a}/request/resend", b'{"from_seq":1,"to_seq":2}', False),
+        (f"{a}/request/marker", b"", False),
+    ]
 
 
 async def test_requests_over_the_size_limit_are_dropped_and_oversized_packets_disconnect(

@@ -218,7 +218,7 @@ def _decide(roll_id: int, decision: str) -> dict[str, Any]:
 
 
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k not in ("seq", "ts")}
+    return {k: v for k, v in body.items() if k not in ("seq", "prev_seq", "ts")}
 
 
 BAD_REQUESTS: list[tuple[str, bytes | dict[str, Any], str]] = [

@@ -56,6 +56,7 @@ def client(
         password=password,
         identifier=f"test-{uuid.uuid4().hex[:10]}",
         timeout=5,
+        tls_context=cluster.tls_context(),
     )
 
 
@@ -97,6 +98,7 @@ async def test_each_user_publishes_only_where_it_may(
         ("bridge-ca", ca, "lammer/new-table/state"),  # a table it did not declare
         ("display", cluster.password("display"), "lammer/craps-ca/request/overturn"),
         ("display", cluster.password("display"), "lammer/craps-ca/state"),
+        ("display", cluster.password("display"), "lammer/other/request/resend"),
         ("terminal", cluster.password("terminal"), "lammer/craps-ca/state"),
         ("terminal", cluster.password("terminal"), "lammer/craps-ca/response/overturn"),
         ("terminal", cluster.password("terminal"), "lammer/other/request/overturn"),
@@ -111,6 +113,7 @@ async def test_each_user_publishes_only_where_it_may(
     assert await marker_then(watcher, cluster, root) == []
     allowed = [
         ("terminal", cluster.password("terminal"), "lammer/craps-cb/request/overturn"),
+        ("display", cluster.password("display"), "lammer/craps-cb/request/resend"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer/craps-cb/craps/roll"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer-floor/bridge/cb"),
         # lammer records: a resend request, and a table's integrity alarms.

@@ -532,6 +532,8 @@ def test_a_flagged_result_shows_no_card_and_pays_nothing() -> None:
         three_eights=False,
         pays=None,
         reason="the shoe was replaced",
+        paytable_row=None,
+        column=None,
     )
 
 
@@ -663,3 +665,70 @@ def test_relabelling_suits_changes_nothing(run: list[Card], h17: bool, suits: li
         rb.suited,
         rb.three_eights,
     )
+
+
+# ---------------------------------------------------------------------------------------
+# The pay-table cell: the result names the row and column that pay (rule (12))
+
+
+def seed_cell(cards: Sequence[Card]) -> tuple[str, str | None]:
+    """The seed's row of a dealer hand and the column that pays (None when it loses),
+    written out here from rule (12), independently of the code under test."""
+    values = [1 if c.rank == 14 else min(c.rank, 10) for c in cards]
+    if len(cards) == 3 and all(c.rank == 8 for c in cards):
+        row = "Bust with three 8s"
+    else:
+        row = {1: "Ace", 10: "10"}.get(values[0], str(values[0]))
+    if sum(values) <= 21:
+        return row, None
+    return row, "suited" if len({c.suit for c in cards}) == 1 else "off_suit"
+
+
+@pytest.mark.parametrize("row", list(SEED_ROWS))
+@pytest.mark.parametrize("suited", [True, False], ids=["suited", "off-suit"])
+def test_a_win_names_the_row_and_column_that_pay(row: str, suited: bool) -> None:
+    hand = ROW_HANDS[row] if suited else ROW_HANDS[row][:-1] + "h"
+    result = result_of(play(initial_state(6, False), 7, hand)[1])
+    column = "suited" if suited else "off_suit"
+    assert (result.paytable_row, result.column) == (row, column)
+    # The cell named is the cell that paid.
+    assert result.pays == SEED_ROWS[row][1 if suited else 0]
+
+
+@pytest.mark.parametrize("up", ["Jd", "Qc", "Kh", "Ts"])
+def test_a_ten_value_up_card_names_the_10_row_also_when_the_dealer_stands(up: str) -> None:
+    won = result_of(play(initial_state(6, False), 1, up + "2c" + "Ks")[1])
+    lost = result_of(play(initial_state(6, False), 2, up + "8c")[1])
+    assert (won.paytable_row, won.column) == ("10", "off_suit")
+    assert (lost.outcome, lost.paytable_row, lost.column) == ("lose", "10", None)
+
+
+def test_void_and_flagged_results_name_no_cell() -> None:
+    state, _ = play(initial_state(6, False), 1, "9h", end=False)
+    _, out = apply(state, RoundVoided(round_id=1))
+    void = result_of(list(out))
+    # Two decks hold two 8h: the third flags the round, which pays from no row.
+    flagged = result_of(play(initial_state(2, False), 2, "8h8h8h")[1])
+    assert (void.outcome, void.paytable_row, void.column) == ("void", None, None)
+    assert (flagged.outcome, flagged.paytable_row, flagged.column) == ("flagged", None, None)
+
+
+def test_the_view_names_the_up_card_s_row_once_it_is_face_up() -> None:
+    state = initial_state(6, False)
+    assert view(state).paytable_row is None
+    state, _ = apply(state, CardDrawn(round_id=3, position="P1", card="8s"))
+    assert view(state).paytable_row is None  # a player's card is no up card
+    state, _ = apply(state, CardDrawn(round_id=3, position="DL", card="Kd"))
+    assert view(state).paytable_row == "10"
+    state, _ = apply(state, CardDrawn(round_id=4, position="DL", card="Zz"))
+    assert view(state).paytable_row is None  # not a card: the round is flagged
+
+
+@given(run=runs, h17=st.booleans())
+def test_any_legal_hand_names_the_seed_s_cell(run: list[Card], h17: bool) -> None:
+    hand = dealt_hand(run, h17)
+    result = result_of(play(initial_state(24, h17), 5, "".join(c.code for c in hand))[1])
+    row, column = seed_cell(hand)
+    assert (result.paytable_row, result.column) == (row, column)
+    if column is not None:
+        assert result.pays == SEED_ROWS[row][1 if column == "suited" else 0]

@@ -15,7 +15,6 @@ from rules.craps import (
     RECENT_ROLLS,
     CrapsState,
     LastRoll,
-    RollError,
     apply,
     apply_all,
     board,
@@ -26,7 +25,7 @@ from rules.craps import (
     latest_status,
     waiting,
 )
-from rules.errors import DecisionError
+from rules.errors import DecisionError, RollError
 from rules.events import (
     LATE_FRAME,
     AlarmRaised,

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules.craps import RollError
+from rules.craps import apply, board, initial_state
 from rules.craps_odds import live_probability, odds_table, probability_before_seven
-from rules.errors import ConfigError
-from rules.events import CrapsBet
+from rules.errors import ConfigError, RollError
+from rules.events import CrapsBet, DiceRolled
 
 SMALL = frozenset({2, 3, 4, 5, 6})
 TALL = frozenset({8, 9, 10, 11, 12})
@@ -196,3 +196,20 @@ def test_probabilities_agree_with_a_seeded_simulation(hit: frozenset[int], serie
         sigma = (p * (1 - p) / series) ** 0.5
         # Loose: five standard errors (the exact check is inclusion-exclusion above).
         assert abs(count / series - p) < 5 * sigma + 1 / series, (bet, count, p)
+
+
+def test_the_board_carries_each_bet_s_live_chance_until_it_completes() -> None:
+    # The chance the board shows is the inclusion-exclusion figure of what the bet still
+    # needs, counted roll by roll through a series; None once the bet is complete.
+    state = initial_state(1)
+    dice = {2: (1, 1), 3: (1, 2), 4: (1, 3), 5: (1, 4), 6: (1, 5), 8: (2, 6)}
+    hit: set[int] = set()
+    for roll_id, total in enumerate((2, 3, 3, 8, 4, 5, 6), start=1):
+        state, _ = apply(state, DiceRolled(roll_id=roll_id, dice=dice[total]))
+        hit.add(total)
+        shown = board(state)
+        for bet, numbers in NUMBERS.items():
+            needed = numbers - hit
+            expected = None if not needed else inclusion_exclusion(frozenset(needed))
+            assert shown.bet(bet).chance == expected, (bet, sorted(hit))
+    assert board(state).all_small.chance is None

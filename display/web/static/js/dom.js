@@ -75,15 +75,5 @@ export function age(since) {
   return `${Math.round(s / 3600)} h`;
 }
 
-export const GAMES = {
-  CSP: "Caribbean Stud Poker",
-  FCP: "Four Card Poker",
-  LIR: "Let It Ride",
-  MSP: "Mississippi Stud",
-  TCP: "Three Card Poker",
-  UTH: "Ultimate Texas Hold'em",
-  BJ: "Blackjack",
-  CRAPS: "Craps",
-};
-
-export const BETS = { all_small: "All Small", all_tall: "All Tall", make_em_all: "Make 'Em All" };
+// The names of the games and bets: the contract's (generated from Python, never spelled here).
+export { GAMES, BETS } from "./contract.js";

@@ -7,7 +7,7 @@ import { Feed, latest } from "./feed.js";
 import { h } from "./dom.js";
 import { closedReason, overlay, banner, versionLine } from "./chrome.js";
 import { rollLine } from "./craps.js";
-import { CLAUSES, VOID_CLAUSES, clauseOf } from "./clauses.js";
+import { CLAUSES, VOID_CLAUSES } from "./contract.js";
 
 const tableId = decodeURIComponent(location.pathname.split("/")[2] || "");
 document.title = `Stickperson \u00b7 table ${tableId}`;
@@ -77,8 +77,9 @@ function render(f) {
     p.replaceChildren(
       h("div.line", {}, `Roll ${pending.roll_id}: ${pending.dice.map((d) => d || "?").join(" + ")}`),
       h("div.line.warn#pending-reason", {}, pending.reason),
-      clauseOf(pending.reason) ? h("div.line#pending-clause", {},
-        `4-4(c)(${clauseOf(pending.reason)}): ${CLAUSES[clauseOf(pending.reason)]}`) : null,
+      // The daemon says which clause the reader's CHECK reason stands for (docs/mqtt.md).
+      CLAUSES[pending.clause] ? h("div.line#pending-clause", {},
+        `4-4(c)(${pending.clause}): ${CLAUSES[pending.clause]}`) : null,
       h("div.actions", {},
         h("button.go#valid", { onclick: () => act("roll_decision", { roll_id: pending.roll_id, decision: "valid" },
           `Declare roll ${pending.roll_id} VALID? It counts with its dice.`, `roll ${pending.roll_id} declared valid`) }, "Valid"),
@@ -87,7 +88,7 @@ function render(f) {
   } else {
     p.replaceChildren(h("div.line.muted#no-pending", {}, board ? "No roll is waiting for a decision." : "Waiting for the board."));
   }
-  const current = pending ? clauseOf(pending.reason) : null;
+  const current = pending ? pending.clause : null;
   for (const li of $("clauses").children) li.classList.toggle("current", Number(li.dataset.clause) === current);
 
   const roll = t ? latest(t, "craps/roll") : null;

@@ -1,0 +1,458 @@
+"""One table's messages exactly once and in ``seq`` order, whatever the brokers do.
+
+A subscriber that must see everything (the pit, the terminal display, the records
+service) does not trust the transport: it orders by ``seq``, drops what it has seen, and
+asks the table for what it lost (``request/resend``, mqtt-api.md 1.3). ``Feed`` is that
+logic, sans-IO (no asyncio, no clock: ``now`` is passed in, in seconds of any monotonic
+clock); ``contract.follow`` is the thin asyncio helper for an aiomqtt client.
+
+How a loss is seen. A table's ``seq`` numbers every record of its journal, messages or
+not, so the seqs of its messages are not consecutive. Every JSON payload carries
+``prev_seq``, the seq of the message the table published before it (null for the first
+of its journal): a message whose ``prev_seq`` is above the last seq released means the
+messages in between (at least the one at ``prev_seq``) have not arrived.
+
+Per table (keyed by its base topic, ``<prefix>/<table id>``), ``Feed``:
+
+1. releases a message whose ``prev_seq`` is at or below the last seq released (or null),
+   and every held message that follows it in turn;
+2. drops a seq at or below the last released (a retained state republished after a
+   reconnect keeps its original seq, a copy asked by another subscriber, a QoS 1 repeat);
+3. holds back a message that comes too early, for ``wait`` seconds (a broker that
+   reorders delivers the missing one meanwhile), then asks for the gap: a ``Resend``
+   action per range of at most ``RESEND_SPAN + 1`` seqs, at most ``max_chunks`` at once;
+4. learns from the answer (``response/resend``, matched by its ``request_id``): a range
+   whose answer came and whose ``sent`` messages all arrived is complete (what is still
+   missing in it never will come); ``missing_before`` says what the journal no longer
+   has;
+5. gives up on what cannot come, and says so with a ``Gap`` (table, from, to, reason)
+   that the consumer must record: ``gone`` (no longer in the table's journal),
+   ``not_resent`` (the table answered, the message did not come: it was never
+   published), ``unanswered`` (``max_asks`` rounds or ``patience`` seconds without it),
+   ``overflow`` (more than ``max_held`` messages waiting behind it).
+
+Where a subscriber starts. Without a position, the first message received live (not
+from the broker's retained store) is where the table's stream starts; the retained
+states that the broker hands over at subscription are released as they come (they are
+the current state, each the latest of its topic). A consumer that persisted
+``positions()`` passes them back as ``start`` and resumes exactly there (gaps asked for,
+retained states it has already seen dropped). A table restarted with its id but a new
+journal goes on above its old seqs (mqtt-api.md), its first message with ``prev_seq``
+null: released in order, nothing asked.
+
+Memory is bounded: per table the last seq released, at most ``max_held`` messages held
+and at most ``MAX_EARLY`` seqs of retained states released before the stream started;
+at most ``max_tables`` tables (messages of more are ignored and counted).
+
+Not seen: a loss at the very end of a stream (nothing follows it yet) is noticed when the
+table next publishes (its ``state`` changes with every event).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeGuard
+
+from contract.requests import RESEND_SPAN
+
+RESEND_TOPIC: Final = "request/resend"
+ANSWER_TOPIC: Final = "response/resend"
+MAX_EARLY: Final = 1024
+"""Retained states released before a table's stream started, remembered at most."""
+
+GapReason = Literal["gone", "not_resent", "unanswered", "overflow"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """A table's message, released in ``seq`` order, once. ``topic`` is relative to the
+    table's base topic; ``payload`` the exact bytes; ``body`` the parsed JSON;
+    ``retained`` true when it came from the broker's retained store; ``resent`` true when
+    it came as a ``request/resend`` copy (when the marking survived the brokers)."""
+
+    table: str
+    topic: str
+    seq: int
+    payload: bytes
+    body: Mapping[str, Any]
+    retained: bool = False
+    resent: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gap:
+    """Seqs ``from_seq`` to ``to_seq`` of ``table`` that will not come: some messages of
+    the table may be missing there (the range may also hold seqs that were never
+    messages). The consumer must record it."""
+
+    table: str
+    from_seq: int
+    to_seq: int
+    reason: GapReason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resend:
+    """An action: publish ``payload()`` on ``<table>/request/resend``."""
+
+    table: str
+    from_seq: int
+    to_seq: int
+    request_id: str
+
+    @property
+    def topic(self) -> str:
+        """Where the request goes."""
+        return f"{self.table}/{RESEND_TOPIC}"
+
+    def payload(self, operator: str) -> bytes:
+        """The request as JSON (mqtt-api.md "Requests": ``operator`` is required)."""
+        body = {
+            "operator": operator,
+            "request_id": self.request_id,
+            "from_seq": self.from_seq,
+            "to_seq": self.to_seq,
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Other:
+    """A message under a table's base topic that has no ``seq`` (``availability``): passed
+    on as it came, outside the ordering."""
+
+    table: str
+    topic: str
+    payload: bytes
+
+
+Event = Message | Gap | Resend | Other
+"""What ``Feed`` returns, in the order the consumer must handle it."""
+
+
+@dataclass(slots=True)
+class _Ask:
+    from_seq: int
+    to_seq: int
+    request_id: str
+    answered: bool = False
+    refused: bool = False
+    sent: int = 0
+    seen: set[int] = field(default_factory=set)
+
+    def complete(self) -> bool:
+        return self.answered and not self.refused and len(self.seen) >= self.sent
+
+
+@dataclass(slots=True)
+class _Table:
+    name: str
+    last: int | None = None
+    held: dict[int, Message] = field(default_factory=dict)
+    held_prev: dict[int, int | None] = field(default_factory=dict)
+    early: set[int] = field(default_factory=set)
+    gone_below: int | None = None
+    known: int = 0
+    gap_since: float | None = None
+    asks: int = 0
+    round: list[_Ask] = field(default_factory=list)
+    asked_at: float = 0.0
+
+
+class Feed:
+    """The ordering and gap filling of the module docstring, for any number of tables.
+
+    ``wait``: how long a message that came too early is held before the gap is asked
+    for; ``timeout``: how long an ask may take (answer and copies) before it is asked
+    again; ``max_asks`` rounds of asking and ``patience`` seconds at most per gap;
+    ``max_chunks`` resend requests per round; ``max_held`` messages held per table;
+    ``start``: ``{table: last seq}`` a consumer persisted (``positions()``); ``ident``:
+    what makes this feed's ``request_id`` its own (random by default).
+    """
+
+    def __init__(
+        self,
+        *,
+        wait: float = 1.0,
+        timeout: float = 5.0,
+        max_asks: int = 5,
+        patience: float = 60.0,
+        max_chunks: int = 4,
+        max_held: int = 10_000,
+        max_tables: int = 10_000,
+        start: Mapping[str, int] | None = None,
+        ident: str | None = None,
+    ) -> None:
+        if wait < 0 or timeout <= 0 or max_asks < 1 or max_chunks < 1 or max_held < 1:
+            raise ValueError("wait >= 0, timeout > 0, max_asks, max_chunks, max_held >= 1")
+        self.wait = wait
+        self.timeout = timeout
+        self.max_asks = max_asks
+        self.patience = patience
+        self.max_chunks = max_chunks
+        self.max_held = max_held
+        self.max_tables = max_tables
+        self._ident = ident or uuid.uuid4().hex[:8]
+        self._asked = 0
+        self._tables: dict[str, _Table] = {}
+        self.ignored = 0
+        """Messages ignored: no table room left, or a JSON body without a usable seq."""
+        self.dropped = 0
+        """Messages dropped as already seen."""
+        for name, last in (start or {}).items():
+            self._tables[name] = _Table(name, last=last)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def positions(self) -> dict[str, int]:
+        """``{table: last seq released or given up}``: persist it to resume (``start``)."""
+        return {t.name: t.last for t in self._tables.values() if t.last is not None}
+
+    def held(self, table: str) -> int:
+        """Messages of ``table`` held back, waiting for a gap to fill."""
+        t = self._tables.get(table)
+        return 0 if t is None else len(t.held)
+
+    def next_deadline(self) -> float | None:
+        """When ``tick`` has something to do at the earliest (None: nothing waits)."""
+        times = []
+        for t in self._tables.values():
+            if t.round:
+                times.append(t.asked_at + self.timeout)
+            elif t.gap_since is not None:
+                times.append(t.gap_since + self.wait)
+        return min(times, default=None)
+
+    # -- feeding -------------------------------------------------------------------------
+
+    def receive(
+        self,
+        table: str,
+        topic: str,
+        payload: bytes,
+        *,
+        now: float,
+        retained: bool = False,
+        resent: bool = False,
+    ) -> list[Event]:
+        """A message received on ``<table>/<topic>``; returns what to do, in order."""
+        if topic.startswith("request/"):
+            return []  # another client's request: not the table's
+        t = self._table(table)
+        if t is None:
+            self.ignored += 1
+            return []
+        body = _body(payload)
+        if body is None:
+            return [Other(table=table, topic=topic, payload=payload)]
+        seq, prev = body["seq"], body.get("prev_seq")
+        if not _is_seq(seq) or not (prev is None or _is_seq(prev)):
+            self.ignored += 1
+            return []
+        out: list[Event] = []
+        if topic == ANSWER_TOPIC:
+            self._answer(t, body)
+        for ask in t.round:
+            if ask.from_seq <= seq <= ask.to_seq:
+                ask.seen.add(seq)
+        message = Message(
+            table=table,
+            topic=topic,
+            seq=seq,
+            payload=payload,
+            body=body,
+            retained=retained,
+            resent=resent,
+        )
+        if t.last is None:
+            if retained:
+                # The broker's retained states at subscription: the current state, before
+                # the stream starts (module docstring).
+                if seq not in t.early and len(t.early) < MAX_EARLY:
+                    t.early.add(seq)
+                    out.append(message)
+                else:
+                    self.dropped += 1
+                return out
+            t.last = seq  # the stream starts here
+            t.early = {s for s in t.early if s > seq}
+            out.append(message)
+        elif seq <= t.last or seq in t.held or seq in t.early:
+            self.dropped += 1
+        else:
+            t.held[seq] = message
+            t.held_prev[seq] = prev
+        self._advance(t, now, out)
+        return out
+
+    def tick(self, now: float) -> list[Event]:
+        """Time passed: ask for gaps whose wait is over, give up on what cannot come."""
+        out: list[Event] = []
+        for t in self._tables.values():
+            if t.held or t.round:
+                self._advance(t, now, out)
+        return out
+
+    # -- inside --------------------------------------------------------------------------
+
+    def _table(self, name: str) -> _Table | None:
+        t = self._tables.get(name)
+        if t is None:
+            if len(self._tables) >= self.max_tables:
+                return None
+            t = self._tables[name] = _Table(name)
+        return t
+
+    def _answer(self, t: _Table, body: Mapping[str, Any]) -> None:
+        request_id = body.get("request_id")
+        for ask in t.round:
+            if ask.request_id != request_id:
+                continue
+            ask.answered = True
+            if body.get("status") != "ok":
+                ask.refused = True  # rate-limited or busy: asked again after the timeout
+                return
+            sent, missing = body.get("sent"), body.get("missing_before")
+            ask.sent = sent if isinstance(sent, int) and sent >= 0 else 0
+            if _is_seq(missing) and missing > ask.from_seq:
+                t.gone_below = max(t.gone_below or 0, min(missing, ask.to_seq + 1))
+            return
+
+    def _advance(self, t: _Table, now: float, out: list[Event]) -> None:
+        before = (t.last, max(t.known, t.last or 0))
+        self._release(t, out)
+        if not t.held:
+            self._settled(t)
+            return
+        if (t.last, max(t.known, t.last or 0)) != before:
+            t.asks = 0  # progress: the asks count again for what is left
+        if len(t.held) > self.max_held:
+            self._give_up(t, "overflow", out)
+            return
+        if t.gap_since is None:
+            t.gap_since = now
+        if t.round:
+            if all(ask.complete() for ask in t.round):
+                t.round = []  # answered in full, a longer gap: ask on for the rest at once
+            elif now < t.asked_at + self.timeout:
+                return
+            else:
+                t.round = []  # no full answer in time: ask again, or give up
+        elif now < t.gap_since + self.wait:
+            return
+        if t.asks >= self.max_asks or now - t.gap_since >= self.patience:
+            self._give_up(t, "unanswered", out)
+            return
+        self._ask(t, now, out)
+
+    def _release(self, t: _Table, out: list[Event]) -> None:
+        assert t.last is not None or not t.held
+        while t.held:
+            assert t.last is not None
+            seq = min(t.held)
+            prev = t.held_prev[seq]
+            if prev is None or prev <= t.last:
+                out.append(t.held.pop(seq))
+                del t.held_prev[seq]
+                t.last = seq
+                t.early.discard(seq)
+                continue
+            # A gap: the message at prev (and maybe others after t.last) is missing.
+            if t.gone_below is not None and t.gone_below - 1 > t.last:
+                end = min(t.gone_below - 1, prev)
+                out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=end, reason="gone"))
+                t.last = end
+                continue
+            known = self._known(t)
+            if prev <= known:
+                # Every message the table has up to `known` arrived: prev's is not coming
+                # (the table never published it: it was set aside).
+                out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=prev, reason="not_resent"))
+                t.last = prev
+                continue
+            return
+
+    def _known(self, t: _Table) -> int:
+        """The highest seq up to which every message the table still has has arrived
+        (asks answered in full, following on from what was known before)."""
+        assert t.last is not None
+        known = max(t.known, t.last)
+        for ask in sorted(t.round, key=lambda a: a.from_seq):
+            if ask.from_seq > known + 1 or not ask.complete():
+                break
+            known = max(known, ask.to_seq)
+        t.known = known
+        return known
+
+    def _ask(self, t: _Table, now: float, out: list[Event]) -> None:
+        """One round: a ``Resend`` for every hole among the held messages (each at most
+        1,000 seqs, ``max_chunks`` at most), what is known complete left out."""
+        t.round = []
+        for first, last in self._holes(t):
+            start = first
+            while start <= last and len(t.round) < self.max_chunks:
+                end = min(last, start + RESEND_SPAN - 1)  # 1,000 seqs a request at most
+                self._asked += 1
+                ask = _Ask(start, end, f"feed-{self._ident}-{self._asked}")
+                # What arrived already counts: held messages are in the table's answer too.
+                ask.seen.update(s for s in t.held if start <= s <= end)
+                t.round.append(ask)
+                out.append(
+                    Resend(table=t.name, from_seq=start, to_seq=end, request_id=ask.request_id)
+                )
+                start = end + 1
+        t.asks += 1
+        t.asked_at = now
+
+    @staticmethod
+    def _holes(t: _Table) -> list[tuple[int, int]]:
+        """``(first, last)`` seq ranges where messages are missing: before each held
+        message whose ``prev_seq`` is neither released nor held."""
+        assert t.last is not None
+        holes: list[tuple[int, int]] = []
+        before = t.last
+        for seq in sorted(t.held):
+            prev = t.held_prev[seq]
+            if prev is not None and prev > before:
+                first = before + 1 if holes else max(before, t.known) + 1
+                if first <= prev:
+                    holes.append((first, prev))
+            before = seq
+        return holes
+
+    def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
+        assert t.last is not None
+        target = t.held_prev[min(t.held)]
+        assert target is not None
+        out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=target, reason=reason))
+        t.last = target
+        self._settled(t)
+        self._release(t, out)
+        if t.held:  # a further gap behind: its own wait starts now
+            t.gap_since = None
+
+    @staticmethod
+    def _settled(t: _Table) -> None:
+        t.gap_since = None
+        t.asks = 0
+        t.round = []
+        t.known = 0
+        if t.gone_below is not None and t.last is not None and t.gone_below <= t.last + 1:
+            t.gone_below = None
+
+
+def _body(payload: bytes) -> dict[str, Any] | None:
+    if not payload.startswith(b"{"):
+        return None
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) and "seq" in body else None
+
+
+def _is_seq(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

@@ -1,0 +1,96 @@
+// Generated from the Python package `contract` by `make schemas` (python -m contract.esmodule).
+// Do not edit: tests/contract/test_esmodule.py fails when this file is stale.
+
+// The MQTT contract (docs/mqtt.md).
+export const CONTRACT_VERSION = "1.3";
+
+// Every JSON topic under a table's base topic, and whether it is retained.
+export const TOPICS = Object.freeze({
+  "info": {
+    "retained": true
+  },
+  "state": {
+    "retained": true
+  },
+  "alarms": {
+    "retained": true
+  },
+  "cover_all/payouts": {
+    "retained": true
+  },
+  "cover_all/result": {
+    "retained": true
+  },
+  "craps/board": {
+    "retained": true
+  },
+  "craps/roll": {
+    "retained": false
+  },
+  "craps/result": {
+    "retained": false
+  },
+  "craps/reversal": {
+    "retained": false
+  },
+  "bust_bonus/state": {
+    "retained": true
+  },
+  "bust_bonus/result": {
+    "retained": true
+  }
+});
+
+// Each game a table plays, as people name it.
+export const GAMES = Object.freeze({
+  "CSP": "Caribbean Stud Poker",
+  "FCP": "Four Card Poker",
+  "LIR": "Let It Ride",
+  "MSP": "Mississippi Stud",
+  "TCP": "Three Card Poker",
+  "UTH": "Ultimate Texas Hold'em",
+  "BJ": "Blackjack",
+  "CRAPS": "Craps"
+});
+
+// The games with a Cover All Bonus.
+export const POKER_GAMES = Object.freeze([
+  "CSP",
+  "FCP",
+  "LIR",
+  "MSP",
+  "TCP",
+  "UTH"
+]);
+
+// The Bonus Craps bets as the seed names them.
+export const BETS = Object.freeze({
+  "all_small": "All Small",
+  "all_tall": "All Tall",
+  "make_em_all": "Make 'Em All"
+});
+
+// 68 IAC 10-4-4(c): the rolls the stickperson may declare invalid (shortened).
+export const CLAUSES = Object.freeze({
+  "1": "one die comes to rest on top of the other",
+  "2": "a patron other than the shooter throws the dice",
+  "3": "the dice do not leave the shooter's hand simultaneously",
+  "4": "one or both dice come to rest in the dice bowl",
+  "5": "one or both dice come to rest on the rail",
+  "6": "the shooter has not placed a pass or don't pass bet",
+  "7": "the dice are thrown in the wrong direction",
+  "8": "the dice are slid so that they do not roll or tumble",
+  "9": "one or both dice rest on chips, not flat on the table",
+  "10": "no good faith attempt to hit the backboard, thrown short",
+  "11": "it cannot be determined which face is uppermost"
+});
+
+// The clauses request/void_roll declares (the reader cannot see them).
+export const VOID_CLAUSES = Object.freeze([
+  "2",
+  "3",
+  "6"
+]);
+
+// Round and roll ids run from 1 to this.
+export const MAX_ID = 999999;

@@ -1,0 +1,79 @@
+"""The browser's ES module of the contract (display/web/static/js/contract.js) is generated
+from the Python declarations, and no page spells again what it holds."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from contract.esmodule import MODULE, main, module_text, write_module
+
+ROOT = Path(__file__).resolve().parents[2]
+JS = ROOT / MODULE.parent
+
+
+def exported(text: str) -> dict[str, object]:
+    """The module's constants, read back as JSON (each is a JSON value, frozen)."""
+    found: dict[str, object] = {}
+    pattern = r"export const (\w+) = (?:Object\.freeze\()?(.*?)\)?;\n"
+    for name, value in re.findall(pattern, text, flags=re.S):
+        found[name] = json.loads(value)
+    return found
+
+
+def test_contract_js_is_up_to_date() -> None:
+    on_disk = (ROOT / MODULE).read_text(encoding="utf-8")
+    assert on_disk == module_text(), f"{MODULE} is stale: run `make schemas` and commit it"
+
+
+def test_the_module_holds_the_contracts_words() -> None:
+    values = exported(module_text())
+    # shuffler-icd.md "Games", sd-bonus-craps.txt, 68 IAC 10-4-4(c): known values.
+    assert values["GAMES"] == {
+        "CSP": "Caribbean Stud Poker",
+        "FCP": "Four Card Poker",
+        "LIR": "Let It Ride",
+        "MSP": "Mississippi Stud",
+        "TCP": "Three Card Poker",
+        "UTH": "Ultimate Texas Hold'em",
+        "BJ": "Blackjack",
+        "CRAPS": "Craps",
+    }
+    assert values["BETS"] == {
+        "all_small": "All Small",
+        "all_tall": "All Tall",
+        "make_em_all": "Make 'Em All",
+    }
+    clauses = values["CLAUSES"]
+    assert isinstance(clauses, dict)
+    assert list(clauses) == [str(n) for n in range(1, 12)]
+    assert "chips" in clauses["9"]
+    assert values["VOID_CLAUSES"] == ["2", "3", "6"]
+    topics = values["TOPICS"]
+    assert isinstance(topics, dict)
+    assert topics["craps/roll"] == {"retained": False}
+    assert topics["craps/board"] == {"retained": True}
+    assert values["MAX_ID"] == 999999
+
+
+def test_no_page_spells_the_contracts_words_again() -> None:
+    for path in JS.glob("*.js"):
+        if path.name == MODULE.name:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for words in ("Caribbean Stud Poker", "Make 'Em All", "dice bowl", "ON_CHIPS"):
+            assert words not in text, (path.name, words)
+
+
+def test_writing_again_changes_nothing_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / MODULE.parent).mkdir(parents=True)
+    assert write_module(tmp_path)
+    assert not write_module(tmp_path)
+    assert main([str(tmp_path)]) == 0
+    assert "up to date" in capsys.readouterr().out
+    assert main(["a", "b"]) == 2

@@ -1,0 +1,308 @@
+"""contract.feed: every message once and in seq order, and every loss said, against a
+simulated table that numbers records and messages alike and answers ``request/resend``
+as mqtt-api.md 1.3 says (the daemon's own answer is tested in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contract.feed import Event, Feed, Gap, Message, Other, Resend
+
+T = "lammer/t1"
+
+
+@dataclass
+class SimTable:
+    """A table's journal: seqs numbered over records and messages; messages chained by
+    ``prev_seq``; ``set_aside`` ones never published; seqs below ``gone_below`` removed."""
+
+    next_seq: int = 1
+    last_message: int | None = None
+    published: dict[int, bytes] = field(default_factory=dict)
+    set_aside: set[int] = field(default_factory=set)
+    gone_below: int = 1
+    served: list[Resend] = field(default_factory=list)
+
+    def record(self, count: int = 1) -> None:
+        self.next_seq += count
+
+    def message(self, topic: str = "craps/roll", *, aside: bool = False, **body: object) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        payload = json.dumps({"table": "t1", **body, "seq": seq, "prev_seq": self.last_message})
+        self.last_message = seq
+        if aside:
+            self.set_aside.add(seq)
+        else:
+            self.published[seq] = payload.encode()
+        return seq
+
+    def answer(self, ask: Resend) -> tuple[list[tuple[int, bytes]], bytes]:
+        """The copies of a resend, then its answer (itself a message of the table)."""
+        self.served.append(ask)
+        assert 1 <= ask.from_seq <= ask.to_seq <= ask.from_seq + 1000
+        copies = [
+            (s, p)
+            for s, p in sorted(self.published.items())
+            if ask.from_seq <= s <= ask.to_seq and s >= self.gone_below
+        ]
+        gone = self.gone_below if ask.from_seq < self.gone_below else None
+        seq = self.message(
+            "response/resend",
+            request_id=ask.request_id,
+            status="ok",
+            error=None,
+            sent=len(copies),
+            missing_before=None if gone is None else min(gone, ask.to_seq + 1),
+        )
+        return copies, self.published[seq]
+
+
+@dataclass
+class Consumer:
+    feed: Feed
+    released: list[Message] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)
+    asks: list[Resend] = field(default_factory=list)
+    other: list[Other] = field(default_factory=list)
+
+    def take(self, events: list[Event]) -> None:
+        for event in events:
+            match event:
+                case Message():
+                    self.released.append(event)
+                case Gap():
+                    self.gaps.append(event)
+                case Resend():
+                    self.asks.append(event)
+                case Other():
+                    self.other.append(event)
+
+
+def _seq_of(payload: bytes) -> int:
+    seq = json.loads(payload)["seq"]
+    assert isinstance(seq, int)
+    return seq
+
+
+def run(
+    table: SimTable,
+    consumer: Consumer,
+    deliveries: list[bytes],
+    *,
+    now: float = 0.0,
+    lossy_copies: bool = False,
+) -> None:
+    """Deliver, then let time pass and the table answer until nothing waits. With
+    ``lossy_copies`` the first copy of every seq is lost too (so is its first answer)."""
+    feed = consumer.feed
+    lost_once: set[int] = set()
+    for payload in deliveries:
+        now += 0.001
+        consumer.take(feed.receive(T, "craps/roll", payload, now=now))
+    # The table goes on publishing (its state changes with every event): a loss at the
+    # very end is seen by what follows it.
+    heartbeat = table.message("state")
+    consumer.take(feed.receive(T, "state", table.published[heartbeat], now=now))
+    for _ in range(10_000):
+        if consumer.asks:
+            ask = consumer.asks.pop(0)
+            copies, answer = table.answer(ask)
+            for seq, payload in copies:
+                if lossy_copies and seq not in lost_once:
+                    lost_once.add(seq)
+                    continue
+                consumer.take(feed.receive(T, "craps/roll", payload, now=now, resent=True))
+            consumer.take(feed.receive(T, "response/resend", answer, now=now))
+            continue
+        if feed.held(T) == 0 and feed.next_deadline() is None:
+            return
+        now += 0.25
+        consumer.take(feed.tick(now))
+    raise AssertionError("the feed never settled")
+
+
+def check(table: SimTable, consumer: Consumer, delivered: set[int], start: int) -> None:
+    seqs = [m.seq for m in consumer.released]
+    assert seqs == sorted(set(seqs)), "released out of order or twice"
+    # Exactly what can be had: published, and (still in the journal or delivered once).
+    expected = {
+        s for s in table.published if s > start and (s >= table.gone_below or s in delivered)
+    }
+    assert set(seqs) == expected
+    for m in consumer.released:
+        assert m.payload == table.published[m.seq]
+    # Every message that cannot be had is inside a Gap, and no Gap hides a released one.
+    lost = (set(table.published) | table.set_aside) - set(seqs)
+    for s in lost:
+        if s <= start:
+            continue
+        assert any(g.from_seq <= s <= g.to_seq for g in consumer.gaps), s
+    for g in consumer.gaps:
+        assert not any(g.from_seq <= s <= g.to_seq for s in seqs), g
+        reason = "gone" if g.to_seq < table.gone_below else "not_resent"
+        assert g.reason == reason, (g, table.gone_below)
+    # Gaps come in order too, and interleaved with the messages in seq order.
+    bounds = [g.from_seq for g in consumer.gaps]
+    assert bounds == sorted(bounds)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[SimTable, list[bytes], set[int]]:
+    table = SimTable()
+    count = draw(st.integers(1, 40))
+    sent: list[bytes] = []
+    for _ in range(count):
+        table.record(draw(st.integers(0, 700)))  # records between messages: sparse seqs
+        aside = draw(st.booleans()) and draw(st.integers(0, 9)) == 0
+        seq = table.message(aside=aside)
+        if not aside:
+            for _ in range(draw(st.integers(0, 2))):  # 0: lost, 2: duplicated
+                sent.append(table.published[seq])
+    # The journal may have lost its oldest segments.
+    if draw(st.booleans()):
+        table.gone_below = draw(st.integers(1, table.next_seq))
+    order = draw(st.permutations(sent))
+    return table, list(order), {_seq_of(p) for p in sent}
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(), st.booleans())
+def test_any_order_duplicates_and_losses_come_out_once_in_order_or_as_gaps(
+    history: tuple[SimTable, list[bytes], set[int]], lossy_copies: bool
+) -> None:
+    table, deliveries, delivered = history
+    consumer = Consumer(Feed(wait=1.0, timeout=3.0, start={T: 0}, ident="x"))
+    run(table, consumer, deliveries, lossy_copies=lossy_copies)
+    check(table, consumer, delivered, start=0)
+    for ask in table.served:
+        assert ask.to_seq - ask.from_seq < 1000  # split: 1,000 seqs a request at most
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(), st.integers(0, 3))
+def test_a_subscriber_that_starts_in_the_middle_resumes_from_its_position(
+    history: tuple[SimTable, list[bytes], set[int]], skip: int
+) -> None:
+    table, deliveries, delivered = history
+    published = sorted(table.published)
+    start = published[min(skip, len(published) - 1)] if skip and published else 0
+    consumer = Consumer(Feed(start={T: start}, ident="y"))
+    run(table, consumer, deliveries)
+    check(table, consumer, delivered, start=start)
+
+
+def test_a_held_message_waits_then_the_gap_is_asked_and_filled() -> None:
+    table = SimTable()
+    a, b = table.message(), table.message()
+    table.record(5)
+    c = table.message()
+    feed = Feed(wait=1.0, ident="z")
+    got = feed.receive(T, "craps/roll", table.published[a], now=0.0)
+    assert [e.seq for e in got if isinstance(e, Message)] == [a]  # the stream starts here
+    assert feed.receive(T, "craps/roll", table.published[c], now=0.1) == []  # b is missing
+    assert feed.tick(0.9) == []  # still within the wait: a reordering broker gets a chance
+    (ask,) = feed.tick(1.2)
+    assert isinstance(ask, Resend)
+    assert (ask.from_seq, ask.to_seq) == (a + 1, b)
+    assert json.loads(ask.payload("pit")) == {
+        "operator": "pit",
+        "request_id": ask.request_id,
+        "from_seq": a + 1,
+        "to_seq": b,
+    }
+    assert ask.topic == f"{T}/request/resend"
+    got = feed.receive(T, "craps/roll", table.published[b], now=1.3, resent=True)
+    assert [(m.seq, m.resent) for m in got if isinstance(m, Message)] == [(b, True), (c, False)]
+    assert feed.positions() == {T: c}
+    # A retained republish and a second copy of a seen seq are dropped.
+    assert feed.receive(T, "craps/roll", table.published[b], now=2.0, retained=True) == []
+    assert feed.dropped == 1
+
+
+def test_retained_states_at_subscription_come_first_then_the_stream() -> None:
+    table = SimTable()
+    board = table.message("craps/board")
+    table.record(3)
+    state = table.message("state")
+    roll = table.message("craps/roll")
+    feed = Feed(ident="r")
+    # The broker hands over retained states in its own order, before live messages.
+    first = feed.receive(T, "state", table.published[state], now=0, retained=True)
+    second = feed.receive(T, "craps/board", table.published[board], now=0, retained=True)
+    assert [m.seq for m in first + second if isinstance(m, Message)] == [state, board]
+    # The same retained state again (a reconnect) is dropped; the live stream starts.
+    assert feed.receive(T, "state", table.published[state], now=0, retained=True) == []
+    live = feed.receive(T, "craps/roll", table.published[roll], now=0)
+    assert [m.seq for m in live if isinstance(m, Message)] == [roll]
+    assert feed.receive(T, "availability", b"online", now=0) == [
+        Other(table=T, topic="availability", payload=b"online")
+    ]
+    assert feed.receive(T, "request/resend", b"{}", now=0) == []  # another client's
+
+
+def test_a_table_restarted_with_a_reused_id_goes_on_above_its_old_seqs() -> None:
+    old = SimTable()
+    last = [old.message() for _ in range(3)][-1]
+    feed = Feed(start={T: last}, ident="n")
+    new = SimTable(next_seq=last + 50)  # a new journal: seq continues above the old one
+    first = new.message()
+    got = feed.receive(T, "state", new.published[first], now=0)
+    assert [m.seq for m in got if isinstance(m, Message)] == [first]  # prev_seq null
+    assert feed.next_deadline() is None
+
+
+def test_a_table_that_never_answers_gives_a_gap_after_bounded_asks() -> None:
+    table = SimTable()
+    a, _lost, c = table.message(), table.message(), table.message()
+    feed = Feed(wait=1.0, timeout=2.0, max_asks=3, ident="q")
+    consumer = Consumer(feed)
+    consumer.take(feed.receive(T, "x", table.published[a], now=0))
+    consumer.take(feed.receive(T, "x", table.published[c], now=0))
+    now = 0.0
+    while not consumer.gaps:
+        now += 0.5
+        consumer.take(feed.tick(now))
+        assert now < 60
+    assert len(consumer.asks) == 3
+    assert consumer.gaps == [Gap(table=T, from_seq=a + 1, to_seq=c - 1, reason="unanswered")]
+    assert [m.seq for m in consumer.released] == [a, c]  # released after the gap, in order
+
+
+def test_held_messages_are_bounded() -> None:
+    table = SimTable()
+    first = table.message()
+    table.message()  # lost
+    rest = [table.message() for _ in range(6)]
+    feed = Feed(max_held=4, ident="h")
+    consumer = Consumer(feed)
+    consumer.take(feed.receive(T, "x", table.published[first], now=0))
+    for seq in rest:
+        consumer.take(feed.receive(T, "x", table.published[seq], now=0))
+    assert consumer.gaps == [Gap(table=T, from_seq=first + 1, to_seq=first + 1, reason="overflow")]
+    assert [m.seq for m in consumer.released] == [first, *rest]
+    assert feed.held(T) == 0
+
+
+def test_a_long_gap_is_asked_in_parts_of_1000_seqs() -> None:
+    table = SimTable()
+    first = table.message()
+    lost = table.message()
+    table.record(2500)
+    table.message()  # lost too: prev_seq of `after` names it
+    after = table.message()
+    feed = Feed(wait=0.0, max_chunks=4, ident="p")
+    consumer = Consumer(feed)
+    consumer.take(feed.receive(T, "x", table.published[first], now=0))
+    consumer.take(feed.receive(T, "x", table.published[after], now=0))
+    consumer.take(feed.tick(0.0))
+    assert [(a.from_seq, a.to_seq) for a in consumer.asks] == [
+        (first + 1, first + 1000),
+        (first + 1001, first + 2000),
+        (first + 2001, after - 1),
+    ]  # prev_seq of `after` is after - 1: the gap ends there
+    assert lost == first + 1
