@@ -109,7 +109,7 @@ async def _end_to_end(
         stop = asyncio.Event()
         settings = Settings(
             mqtt_host="127.0.0.1", mqtt_port=broker.port, mqtt_user=None, mqtt_password=None,
-            prefixes=("lammer",), dsn=dsn, day=GamingDay(), confirm_after=3600,
+            prefixes=("lammer",), dsn=dsn, day=GamingDay(),
         )  # fmt: skip
         service = asyncio.create_task(run(settings, stop))
         try:

@@ -5,8 +5,12 @@ what tables publish while the service restarts waits for it on the broker), subs
 ``<prefix>/+/#`` for each prefix; one PostgreSQL connection. Each message is checked
 (``records.messages``), stored once (``records.store``), counted by its table's watch
 (``records.observe``) and, when a table's alarms change, the table's integrity topic is
-published again (``records.publish``, retained, QoS 1). Every second the intake
-(``records.intake``) asks the tables for resends and records what they could not give.
+published again (``records.publish``, retained, QoS 1). Order, duplicates and gaps are
+``contract.feed.Feed``'s, the contract's one subscriber library: it releases each table's
+messages once and in seq order, asks the table for what is missing (``request/resend``,
+published here as the operator ``records``) and gives up on what cannot come with a
+``Gap`` the store records with its reason. Its positions are kept in the store, so a
+restart asks for what came meanwhile.
 
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
@@ -16,8 +20,8 @@ the contract's is logged (once per table and reason a minute) and dropped, never
 A database that refuses a write stops the service with a clear error: systemd restarts
 it, and the broker keeps the session's messages meanwhile. The MQTT client acknowledges a
 message when it arrives, before it is stored, so a message that arrived as the service
-died is lost from the live feed: the intake's resends, which confirm every range by the
-table's own count, bring it back.
+died is lost from the live feed: the feed, restarted at its kept position, asks the
+table for it when the next message shows the hole (``prev_seq``).
 """
 
 from __future__ import annotations
@@ -36,11 +40,13 @@ import aiomqtt
 import psycopg
 import structlog
 
+from contract.feed import Event, Feed, Gap, Message, Other, Resend
 from contract.floor import integrity_topic
+from contract.follow import resent_mark
 from records.errors import MessageError
-from records.intake import Ask, GapFound, Intake
 from records.integrity import Finding
-from records.messages import Message, parse
+from records.messages import Message as Stored
+from records.messages import parse
 from records.migrate import migrate
 from records.observe import GamingDay, TableWatch
 from records.publish import integrity_payload
@@ -66,7 +72,13 @@ SELECT table_id, topic, payload FROM message
 WHERE topic = ANY(%s) ORDER BY table_id, seq
 """
 
-_COUNT = "SELECT count(*) FROM message WHERE table_id = %s AND seq BETWEEN %s AND %s"
+GAP_REASONS: Final = {
+    "gone": "the table's journal no longer holds them",
+    "not_resent": "the table answered the resend and did not send them (never published)",
+    "unanswered": "the table did not answer the resend requests in time",
+    "overflow": "too many messages waited behind them",
+}
+"""``contract.feed.Gap`` reasons as the store records them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,8 +93,9 @@ class Settings:
     dsn: str
     day: GamingDay = field(default_factory=GamingDay)
     client_id: str = CLIENT_ID
-    confirm_after: float = 30.0
-    answer_timeout: float = 10.0
+    resend_wait: float = 1.0
+    """How long a message that came early waits before its gap is asked for (the feed's)."""
+    resend_timeout: float = 5.0
     tick: float = 1.0
 
 
@@ -92,19 +105,20 @@ def now_ts() -> str:
 
 
 class Records:
-    """The service's state: the store, the intake and one watch per table."""
+    """The service's state: the store, the feed and one watch per table."""
 
     def __init__(self, settings: Settings, conn: psycopg.Connection[Any]) -> None:
         self.settings = settings
         self.conn = conn
         self.store = Store(conn)
-        self.intake = Intake(
-            self.store.confirmed(),
-            confirm_after=settings.confirm_after,
-            answer_timeout=settings.answer_timeout,
+        self.positions = self.store.positions()
+        self.feed = Feed(
+            start=self.positions,
+            wait=settings.resend_wait,
+            timeout=settings.resend_timeout,
+            ident="records",
         )
         self.watches: dict[str, TableWatch] = {}
-        self.base_of: dict[str, str] = {}
         self.published: dict[str, list[tuple[str, str, str, str, int]]] = {}
         self.outbox: list[tuple[str, dict[str, Any]]] = []
         self.stored = 0
@@ -130,24 +144,54 @@ class Records:
             watch = self.watches[table] = TableWatch(table, self.settings.day)
         return watch
 
-    def split(self, topic: str) -> tuple[str, str] | None:
-        """(table, topic under its base) of a received topic, or None."""
+    def split(self, topic: str) -> tuple[str, str, str] | None:
+        """(base topic, table, topic under the base) of a received topic, or None."""
         for prefix in self.settings.prefixes:
             if topic.startswith(prefix + "/"):
                 table, _, rest = topic[len(prefix) + 1 :].partition("/")
                 if table and rest:
-                    self.base_of.setdefault(table, prefix)
-                    return table, rest
+                    return f"{prefix}/{table}", table, rest
         return None
 
-    def handle(self, topic: str, payload: bytes, now: float) -> None:
-        """One received message: check, store, count, answer the intake."""
+    def handle(
+        self,
+        topic: str,
+        payload: bytes,
+        now: float,
+        *,
+        retained: bool = False,
+        resent: bool = False,
+    ) -> list[Resend]:
+        """One received message through the feed; the resend requests to publish."""
         where = self.split(topic)
         if where is None:
-            return
-        table, rel = where
-        if rel == "request/resend":
-            return  # our own asks (and displays'): no decision, nothing to keep
+            return []
+        base, table, rel = where
+        if rel.startswith("request/"):
+            # Requests carry no seq and are not the table's: kept for their operator (not
+            # the resend asks, ours or a display's: they decide nothing).
+            if rel != "request/resend":
+                self._keep(table, rel, payload, now)
+            return []
+        return self._events(
+            self.feed.receive(base, rel, payload, now=now, retained=retained, resent=resent), now
+        )
+
+    def _events(self, events: list[Event], now: float) -> list[Resend]:
+        asks: list[Resend] = []
+        for event in events:
+            match event:
+                case Message():
+                    self._keep(_table_of(event.table), event.topic, event.payload, now)
+                case Other():
+                    self._keep(_table_of(event.table), event.topic, event.payload, now)
+                case Gap():
+                    self._gap(_table_of(event.table), event)
+                case Resend():
+                    asks.append(event)
+        return asks
+
+    def _keep(self, table: str, rel: str, payload: bytes, now: float) -> None:
         try:
             received = parse(table, rel, payload)
         except MessageError as exc:
@@ -155,62 +199,37 @@ class Records:
             self._warn(table, str(exc), now)
             return
         new = self.store.write(received)
-        if not isinstance(received, Message):
+        if not isinstance(received, Stored) or not new:
             return
-        self.intake.received(table, received.seq, now)
-        if new:
-            self.stored += 1
-        if rel == "response/resend":
-            p = received.payload
-            for gap in self.intake.answered(
-                table,
-                p.get("request_id"),
-                ok=p.get("status") == "ok",
-                sent=p.get("sent") if isinstance(p.get("sent"), int) else None,
-                missing_before=p.get("missing_before")
-                if isinstance(p.get("missing_before"), int)
-                else None,
-                now=now,
-            ):
-                self._gap(gap)
-        if new and rel in WATCHED:
+        self.stored += 1
+        if rel in WATCHED:
             families = self._watch(table).feed(rel, received.payload)
             if families:
                 self._integrity(table, self._watch(table).evaluate(received.ts, families))
 
-    def tick(self, now: float) -> list[Ask]:
-        """The resends to ask now; gaps given up on are recorded, confirmations kept."""
-        before = dict(self.intake.confirmed)
-        gaps, again = self.intake.settle(now, self._count)
-        for gap in gaps:
-            self._gap(gap)
-        for table, seq in self.intake.confirmed.items():
-            if before.get(table) != seq and seq >= 0:
-                self.store.confirm(table, seq)
-        return [*again, *self.intake.due(now)]
+    def tick(self, now: float) -> list[Resend]:
+        """Time passed: the feed's asks and gaps; its positions kept when they moved."""
+        asks = self._events(self.feed.tick(now), now)
+        positions = self.feed.positions()
+        if positions != self.positions:
+            self.store.keep_positions(positions)
+            self.positions = positions
+        return asks
 
-    def _count(self, table: str, first: int, last: int) -> int:
-        with self.conn.transaction():
-            row = self.conn.execute(_COUNT, (table, first, last)).fetchone()
-        return int(row[0]) if row else 0
-
-    def _gap(self, gap: GapFound) -> None:
-        # Only the seqs not stored: a range the table cannot resend may hold messages
-        # that did arrive.
-        have = set(self.store.stored_seqs(gap.table, gap.from_seq, gap.to_seq))
+    def _gap(self, table: str, gap: Gap) -> None:
+        # Only the seqs not stored: a range given up may hold messages that did arrive
+        # (a retained state before the stream started, say).
+        reason = f"{gap.reason}: {GAP_REASONS.get(gap.reason, gap.reason)}"
+        have = set(self.store.stored_seqs(table, gap.from_seq, gap.to_seq))
         start: int | None = None
         for seq in range(gap.from_seq, gap.to_seq + 2):
             missing = seq <= gap.to_seq and seq not in have
             if missing and start is None:
                 start = seq
             elif not missing and start is not None:
-                self.store.record_gap(gap.table, start, seq - 1, gap.reason)
+                self.store.record_gap(table, start, seq - 1, reason)
                 log.warning(
-                    "gap recorded",
-                    table=gap.table,
-                    from_seq=start,
-                    to_seq=seq - 1,
-                    reason=gap.reason,
+                    "gap recorded", table=table, from_seq=start, to_seq=seq - 1, reason=reason
                 )
                 start = None
 
@@ -299,23 +318,15 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
             )
             records.outbox.pop(0)  # only once published: a lost connection keeps it
 
+    async def send(asks: list[Resend]) -> None:
+        for ask in asks:
+            await client.publish(ask.topic, ask.payload(OPERATOR), qos=1)
+
     async def ticker() -> None:
         while True:
             async with records.lock:
                 asks = await asyncio.to_thread(records.tick, time.monotonic())
-            for ask in asks:
-                await client.publish(
-                    f"{_base(records, ask.table)}/request/resend",
-                    json.dumps(
-                        {
-                            "operator": OPERATOR,
-                            "request_id": ask.request_id,
-                            "from_seq": ask.from_seq,
-                            "to_seq": ask.to_seq,
-                        }
-                    ).encode(),
-                    qos=1,
-                )
+            await send(asks)
             await flush()
             await asyncio.sleep(records.settings.tick)
 
@@ -324,7 +335,15 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
             payload = message.payload
             data = payload if isinstance(payload, bytes) else str(payload).encode()
             async with records.lock:
-                await asyncio.to_thread(records.handle, message.topic.value, data, time.monotonic())
+                asks = await asyncio.to_thread(
+                    records.handle,
+                    message.topic.value,
+                    data,
+                    time.monotonic(),
+                    retained=bool(message.retain),
+                    resent=resent_mark(message),
+                )
+            await send(asks)
             await flush()
 
     tasks = [
@@ -343,9 +362,9 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
             raise error
 
 
-def _base(records: Records, table: str) -> str:
-    """The base topic a table was seen under (its first prefix otherwise)."""
-    return f"{records.base_of.get(table, records.settings.prefixes[0])}/{table}"
+def _table_of(base: str) -> str:
+    """The table id of a base topic (its last level)."""
+    return base.rsplit("/", 1)[-1]
 
 
 def prefixes_of(values: Sequence[str]) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ returns ``False``, so replaying a feed twice, a resend and a redelivery are harm
 
 ``availability`` and requests carry no seq: an availability is stored when it differs
 from the table's last one, a request as received. ``record_gap`` keeps what a table could
-no longer resend, with its reason.
+no longer resend, with its reason; ``keep_positions`` where each table's feed stands.
 """
 
 from __future__ import annotations
@@ -96,15 +96,11 @@ SELECT seq FROM message WHERE table_id = %s AND seq BETWEEN %s AND %s ORDER BY s
 
 _MAX_SEQS = "SELECT table_id, max(seq) FROM message GROUP BY table_id"
 
-_START = """
-SELECT m.table_id, coalesce(c.seq, min(m.seq) - 1)
-FROM message m LEFT JOIN confirmed c USING (table_id)
-GROUP BY m.table_id, c.seq
-"""
+_POSITIONS = "SELECT base, seq FROM position"
 
-_CONFIRM = """
-INSERT INTO confirmed (table_id, seq) VALUES (%s, %s)
-ON CONFLICT (table_id) DO UPDATE SET seq = greatest(confirmed.seq, excluded.seq)
+_POSITION = """
+INSERT INTO position (base, seq) VALUES (%s, %s)
+ON CONFLICT (base) DO UPDATE SET seq = greatest(position.seq, excluded.seq)
 """
 
 
@@ -265,21 +261,21 @@ class Store:
         with self.conn.transaction():
             return [r[0] for r in self.conn.execute(_STORED_SEQS, (table, first, last))]
 
-    def confirmed(self) -> dict[str, int]:
-        """Where the intake resumes after a restart: each table's confirmed seq, or the
-        seq before the first one stored (the records began there)."""
+    def positions(self) -> dict[str, int]:
+        """Where each table's feed stood (``contract.feed.Feed``'s ``start``), by base topic."""
         with self.conn.transaction():
-            return {r[0]: r[1] for r in self.conn.execute(_START)}
+            return {r[0]: r[1] for r in self.conn.execute(_POSITIONS)}
 
-    def confirm(self, table: str, seq: int) -> None:
-        """Keep that ``table`` is complete up to ``seq``."""
+    def keep_positions(self, positions: dict[str, int]) -> None:
+        """Keep the feed's positions (never moving one backwards)."""
         try:
             with self.conn.transaction():
-                self.conn.execute(_CONFIRM, (table, seq))
+                for base, seq in positions.items():
+                    self.conn.execute(_POSITION, (base, seq))
         except psycopg.Error as exc:
-            raise StoreError(f"the store refused a confirmation of {table}: {exc}") from exc
+            raise StoreError(f"the store refused the feed's positions: {exc}") from exc
 
     def last_seqs(self) -> dict[str, int]:
-        """Each table's highest stored seq (where the intake resumes after a restart)."""
+        """Each table's highest stored seq."""
         with self.conn.transaction():
             return {r[0]: r[1] for r in self.conn.execute(_MAX_SEQS)}

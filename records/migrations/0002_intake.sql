@@ -1,6 +1,7 @@
--- 0002: where the intake has proved each table complete (records/intake.py), so a restart
--- goes on checking from there instead of trusting the highest seq stored.
-CREATE TABLE confirmed (
-    table_id  text   PRIMARY KEY,
-    seq       bigint NOT NULL CHECK (seq >= 0)
+-- 0002: where each table's feed stands (contract.feed.Feed.positions(): the last seq
+-- released in order or given up as a gap), keyed by the table's base topic
+-- (<prefix>/<table id>), so a restart asks the tables for what came meanwhile.
+CREATE TABLE position (
+    base  text   PRIMARY KEY,
+    seq   bigint NOT NULL CHECK (seq >= 1)
 );

@@ -22,37 +22,53 @@ from deploy.broker import Broker
 from records.observe import GamingDay
 from records.service import Settings, run
 from tests.records.conftest import StoreDb
-from tests.records.messages import cover_all_result, craps_roll
+from tests.records.messages import cover_all_result, craps_roll, ts
 
 DEADLINE = 20.0
 
 
 class FakeTable:
-    """What a table publishes, and its answers to ``request/resend``."""
+    """A table as mqtt-api.md 1.3 says: it numbers its journal's records (``seq``; not every
+    record is a message), chains its messages by ``prev_seq``, and answers
+    ``request/resend`` from what its journal still holds."""
 
-    def __init__(self, broker: Broker, table: str, journal_from: int) -> None:
+    def __init__(self, broker: Broker, table: str) -> None:
         self.broker = broker
         self.table = table
         self.base = f"lammer/{table}"
-        self.journal_from = journal_from  # the first seq its journal still holds
+        self.next = 1
+        self.last: int | None = None  # the seq of the last message published
+        self.journal_from = 1  # the first seq its journal still holds
         self.published: dict[int, tuple[str, dict[str, Any]]] = {}
-        self.asks: list[dict[str, Any]] = []
 
     def client(self) -> aiomqtt.Client:
         return aiomqtt.Client("127.0.0.1", self.broker.port, identifier=f"lammer-{self.table}")
 
+    def skip(self) -> None:
+        """A journal record that is not a message (a device fact)."""
+        self.next += 1
+
+    def stamp(self, topic: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The body numbered and chained, as the table's journal would."""
+        seq = self.next
+        self.next += 1
+        stamped = {**body, "table": self.table, "seq": seq, "ts": ts(seq), "prev_seq": self.last}
+        self.last = seq
+        self.published[seq] = (topic, stamped)
+        return stamped
+
     async def publish(
         self, client: aiomqtt.Client, topic: str, body: dict[str, Any], *, lost: bool = False
-    ) -> None:
-        self.published[body["seq"]] = (topic, body)
+    ) -> int:
+        stamped = self.stamp(topic, body)
         if not lost:  # a message lost between the table and the floor
-            await client.publish(f"{self.base}/{topic}", json.dumps(body).encode(), qos=1)
+            await client.publish(f"{self.base}/{topic}", json.dumps(stamped).encode(), qos=1)
+        return int(stamped["seq"])
 
     async def serve_resends(self, client: aiomqtt.Client) -> None:
         await client.subscribe(f"{self.base}/request/resend", qos=1)
         async for message in client.messages:
             ask = json.loads(message.payload if isinstance(message.payload, bytes) else b"{}")
-            self.asks.append(ask)
             first, last = ask["from_seq"], ask["to_seq"]
             sent = 0
             for seq in sorted(self.published):
@@ -61,16 +77,16 @@ class FakeTable:
                     resent = json.dumps({**body, "resent": True}).encode()
                     await client.publish(f"{self.base}/{topic}", resent, qos=1)
                     sent += 1
-            answer = {
-                "table": self.table,
-                "seq": 10_000 + len(self.asks),
-                "ts": "2026-12-01T15:00:00.000Z",
-                "request_id": ask["request_id"],
-                "status": "ok",
-                "error": None,
-                "sent": sent,
-                "missing_before": self.journal_from if first < self.journal_from else None,
-            }
+            answer = self.stamp(
+                "response/resend",
+                {
+                    "request_id": ask["request_id"],
+                    "status": "ok",
+                    "error": None,
+                    "sent": sent,
+                    "missing_before": self.journal_from if first < self.journal_from else None,
+                },
+            )
             await client.publish(f"{self.base}/response/resend", json.dumps(answer).encode(), qos=1)
 
 
@@ -93,13 +109,13 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
         prefixes=("lammer",),
         dsn=store_db.dsn,
         day=GamingDay(),
-        confirm_after=0.3,
-        answer_timeout=2.0,
+        resend_wait=0.3,
+        resend_timeout=2.0,
         tick=0.05,
     )
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
-    table = FakeTable(mosquitto_private, "t1", journal_from=4)
+    table = FakeTable(mosquitto_private, "t1")
     try:
         async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
             await pit.subscribe("lammer-floor/integrity/+", qos=1)
@@ -111,23 +127,27 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
                         return {r[0] for r in conn.execute("SELECT seq FROM message")}
 
                 async def subscribed() -> bool:
-                    # The service has connected once its session exists: a message arrives.
-                    await table.publish(client, "craps/roll", craps_roll("t1", 2, 1, 3, 4))
-                    return 2 in await stored()
+                    # Once the service has subscribed, what the table publishes arrives.
+                    await table.publish(client, "craps/roll", craps_roll("t1", 0, 1, 3, 4))
+                    return bool(await stored())
 
                 await until(subscribed, "the service stores what it receives")
-                await table.publish(client, "craps/roll", craps_roll("t1", 1, 1, 1, 1), lost=True)
-                await table.publish(client, "craps/roll", craps_roll("t1", 3, 2, 2, 2), lost=True)
-                # seq 4: a journal record that is not a publication (a device fact)
-                await table.publish(client, "craps/roll", craps_roll("t1", 5, 3, 5, 6))
-                await table.publish(client, "craps/roll", craps_roll("t1", 6, 4, 6, 6), lost=True)
-                win = cover_all_result("t1", 7, 1, hands=2, hand="Royal Flush", pays="250")
-                await table.publish(client, "cover_all/result", win)
+                gone = await table.publish(
+                    client, "craps/roll", craps_roll("t1", 0, 2, 2, 2), lost=True
+                )
+                table.skip()  # a journal record that is not a message (a device fact)
+                table.journal_from = table.next  # the journal no longer holds what came before
+                kept = await table.publish(client, "craps/roll", craps_roll("t1", 0, 3, 5, 6))
+                resent = await table.publish(
+                    client, "craps/roll", craps_roll("t1", 0, 4, 6, 6), lost=True
+                )
+                win = cover_all_result("t1", 0, 1, hands=2, hand="Royal Flush", pays="250")
+                last = await table.publish(client, "cover_all/result", win)
 
                 async def complete() -> bool:
                     with psycopg.connect(store_db.dsn) as conn:
                         gaps = conn.execute("SELECT count(*) FROM gap").fetchone()
-                    return {5, 6, 7} <= await stored() and gaps == (1,)
+                    return {kept, resent, last} <= await stored() and gaps == (1,)
 
                 await until(complete, "every message the table still had is stored")
                 responder.cancel()
@@ -141,11 +161,14 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
         with psycopg.connect(store_db.dsn) as conn:
             gaps = conn.execute("SELECT from_seq, to_seq, reason FROM gap").fetchall()
             rows = conn.execute("SELECT seq, die1, die2 FROM craps_roll ORDER BY seq").fetchall()
-        # The records begin with the first seq received (2): seq 1 is before them. Seq 3 was
-        # lost and the journal no longer holds it: a gap with its reason, never silence.
-        # Seq 6 was lost and resent; seq 5, resent too, is stored once.
-        assert gaps == [(3, 3, "the table's journal no longer holds them (missing_before 4)")]
-        assert rows == [(2, 3, 4), (5, 5, 6), (6, 6, 6)]
+        # The lost message the journal no longer holds is a gap with its reason, never
+        # silence (the record after it was not a message: prev_seq says so); the one it
+        # still held was resent and stored once.
+        assert gaps == [(gone, gone, "gone: the table's journal no longer holds them")]
+        rolls = [r[0] for r in rows]
+        assert rolls == sorted(rolls)
+        assert {kept, resent} <= set(rolls)
+        assert gone not in rolls
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
@@ -161,7 +184,6 @@ async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm
         mqtt_password=None,
         prefixes=("lammer",),
         dsn=store_db.dsn,
-        confirm_after=3600,
     )
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))

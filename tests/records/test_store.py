@@ -152,12 +152,10 @@ def test_the_store_role_writes_its_tables_and_nothing_else(store_db: StoreDb) ->
     assert roles == [(False, False, False)]
 
 
-def test_the_intake_resumes_where_it_proved_the_table_complete(store_db: StoreDb) -> None:
+def test_the_feeds_positions_are_kept_and_never_move_backwards(store_db: StoreDb) -> None:
     with psycopg.connect(store_db.dsn) as conn:
         store = Store(conn)
-        for seq in (5, 7, 9):
-            store.write(parse("t", "craps/roll", body(craps_roll("t", seq, seq, 1, 2))))
-        assert store.confirmed() == {"t": 4}  # the records began with seq 5
-        store.confirm("t", 7)
-        store.confirm("t", 6)  # never backwards
-        assert store.confirmed() == {"t": 7}
+        assert store.positions() == {}
+        store.keep_positions({"lammer/t": 7, "casino/pit_3/u": 3})
+        store.keep_positions({"lammer/t": 6})  # never backwards
+        assert store.positions() == {"lammer/t": 7, "casino/pit_3/u": 3}
