@@ -200,3 +200,19 @@ async def _wait_status(sub: FloorSubscriber, controller: str, value: bytes) -> N
         lambda: any(m.topic == topic and m.payload == value for m in sub.messages),
         f"{topic} {value!r}",
     )
+
+
+async def test_records_reads_every_table_with_its_filter(
+    floor: tuple[FloorCluster, Path],
+) -> None:
+    # lammer records subscribes to <prefix>/+/# (every table, tables it does not know yet).
+    cluster, root = floor
+    records = FloorSubscriber(cluster, ["lammer/+/#"], user="records", first=2, clean=True)
+    await records.start()
+    try:
+        marker = uuid.uuid4().hex
+        async with client(cluster, "bridge-ca", bridge_password(root, "ca").strip()) as c:
+            await c.publish("lammer/craps-ca/craps/roll", marker.encode(), qos=1)
+        await until(lambda: any(marker.encode() in m.payload for m in records.messages), "it")
+    finally:
+        await records.close()
