@@ -3,7 +3,8 @@
 ::
 
     lammer records run --db DSN [--mqtt HOST:PORT] [--mqtt-user records]
-        [--mqtt-password-file FILE] [--prefix lammer ...] [--day-starts 06:00] [--timezone TZ]
+        [--mqtt-password-file FILE] [--mqtt-ca-file CA] [--prefix lammer ...]
+        [--day-starts 06:00] [--timezone TZ]
     lammer records report --db DSN [--day YYYY-MM-DD | --from DAY --to DAY]
         [--table ID | --area NAME --areas FILE] [--format text|json|csv] [--big-hit 100]
         [--plot DIR]
@@ -22,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import ssl
 import sys
 from collections.abc import Iterator
 from datetime import date, time
@@ -48,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run_p.add_argument("--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT")
     run_p.add_argument("--mqtt-user", default="records")
     run_p.add_argument("--mqtt-password-file", type=Path, metavar="FILE")
+    run_p.add_argument(
+        "--mqtt-ca-file",
+        type=Path,
+        metavar="CA",
+        help="MQTT over TLS, the broker verified with this CA (the floor's ca.crt)",
+    )
     run_p.add_argument(
         "--prefix", action="append", metavar="PREFIX", help="a tables' prefix (default lammer)"
     )
@@ -169,6 +177,14 @@ def _run(args: argparse.Namespace) -> int:
         host, port = _endpoint(args.mqtt)
         prefixes = prefixes_of(args.prefix or ["lammer"])
         password = None
+        if args.mqtt_ca_file is not None:
+            from records.service import tls_context
+
+            try:
+                tls_context(args.mqtt_ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                reason = getattr(exc, "strerror", None) or str(exc)
+                raise ValueError(f"--mqtt-ca-file {args.mqtt_ca_file}: {reason}") from None
         if args.mqtt_password_file is not None:
             try:
                 password = args.mqtt_password_file.read_text().split("\n")[0]
@@ -187,6 +203,7 @@ def _run(args: argparse.Namespace) -> int:
         prefixes=prefixes,
         dsn=args.db,
         day=GamingDay(args.day_starts, args.timezone or system_zone()),
+        mqtt_ca_file=args.mqtt_ca_file,
     )
     import psycopg
 

@@ -30,10 +30,12 @@ import asyncio
 import contextlib
 import json
 import random
+import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 import aiomqtt
@@ -92,6 +94,9 @@ class Settings:
     prefixes: tuple[str, ...]
     dsn: str
     day: GamingDay = field(default_factory=GamingDay)
+    mqtt_ca_file: Path | None = None
+    """MQTT over TLS (the floor's listeners speak nothing else): the CA that verifies the
+    broker's certificate and name; None for plain MQTT (a controller's loopback)."""
     client_id: str = CLIENT_ID
     resend_wait: float = 1.0
     """How long a message that came early waits before its gap is asked for (the feed's)."""
@@ -271,6 +276,15 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await asyncio.to_thread(conn.close)
 
 
+def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
+    """TLS 1.2 at least, the broker's certificate and name verified with ``ca_file``."""
+    if ca_file is None:
+        return None
+    context = ssl.create_default_context(cafile=str(ca_file))
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
 def _connect(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=True)
 
@@ -289,6 +303,7 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
                 password=s.mqtt_password,
                 clean_session=False,
                 keepalive=15,
+                tls_context=tls_context(s.mqtt_ca_file),
             ) as client:
                 attempt = 0
                 for prefix in s.prefixes:

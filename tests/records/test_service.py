@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import pwd
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiomqtt
 import psycopg
 
 from contract.floor import IntegrityBody
-from deploy.broker import Broker
+from deploy.broker import Broker, free_port
 from records.observe import GamingDay
 from records.service import Settings, run
+from tests.integration.test_broker_access import make_pki
 from tests.records.conftest import StoreDb
 from tests.records.messages import cover_all_result, craps_roll, ts
 
@@ -244,3 +249,43 @@ async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
+
+
+async def test_over_tls_with_the_brokers_ca(tmp_path: Path, store_db: StoreDb) -> None:
+    # The floor's listeners speak TLS only: the service verifies the broker with its CA.
+    pki = make_pki(tmp_path / "pki", "lammer test CA")
+    port = free_port()
+    (tmp_path / "run").mkdir()
+    broker = Broker(tmp_path / "run", port=port, config_file=tmp_path / "mosquitto.conf")
+    broker.conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        f"user {pwd.getpwuid(os.geteuid()).pw_name}\n"  # root would switch to mosquitto
+        f"cafile {pki.ca}\ncertfile {pki.cert}\nkeyfile {pki.key}\ntls_version tlsv1.2\n"
+    )
+    broker.start()
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        mqtt_ca_file=pki.ca,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    try:
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        async with aiomqtt.Client("127.0.0.1", port, tls_context=context) as table:
+
+            async def stored() -> bool:
+                body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
+                await table.publish("lammer/t9/craps/roll", body, qos=1)
+                with psycopg.connect(store_db.dsn) as conn:
+                    return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
+
+            await until(stored, "a roll stored over TLS")
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+        broker.stop()
