@@ -162,9 +162,11 @@ class Postgres:
                 stdout=subprocess.DEVNULL,
                 stderr=log_file,
                 user=self.user,
-                # Dies with us however we die (a killed test run leaves no server behind);
-                # subprocess switches the user before this runs, so the signal stays set.
-                **children.supervised(),
+                # Dies with us however we die (a killed test run leaves no server behind):
+                # SIGINT, PostgreSQL's fast shutdown, which does not wait for the clients
+                # (SIGTERM's smart one would). subprocess switches the user before this
+                # runs, so the signal stays set.
+                **children.supervised(death_signal=signal.SIGINT),
             )
         deadline = time.monotonic() + _START_TIMEOUT
         ready = str(bindir / "pg_isready")
