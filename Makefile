@@ -16,7 +16,9 @@ setup: system-deps $(STAMP)
 # broker, never a shared one; mosquitto_passwd comes with it), nats-server (Debian's 2.9:
 # its systemd unit, which the floor's drop-in extends, and the version the floor benchmark
 # compares; the floor itself runs the pinned 2.15.1 installed in the venv below), openssl
-# (floor-config makes the floor's CA and node certificates with it; the TLS tests too), Chromium (the screens' browser tests drive it through
+# (floor-config makes the floor's CA and node certificates with it; the TLS tests too),
+# PostgreSQL (lammer records; tests initdb a private cluster on a free port, never Debian's
+# service, and libpq5 is psycopg's), Chromium (the screens' browser tests drive it through
 # Playwright; no browser is ever downloaded), systemd-analyze (the unit is verified and its
 # exposure rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
@@ -27,6 +29,10 @@ system-deps:
 	@if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then \
 	  echo "installing nats-server from Debian's packages (the floor cluster)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; \
+	fi
+	@if [ -z "$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" ]; then \
+	  echo "installing postgresql from Debian's packages (lammer records; tests start their own cluster)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 	fi
 	@if ! command -v openssl >/dev/null 2>&1; then \
 	  echo "installing openssl from Debian's packages (the TLS tests make a CA)"; \

@@ -4,8 +4,11 @@ Starts a private Mosquitto on a free port, three simulated tables (an Ultimate T
 Hold'em table with a shuffler, a craps table with a dice reader, a blackjack table with
 a card-reading shoe), each served on a pty by ``lammer-sim``, a ``lammer run`` daemon per
 table, a demo stickperson who decides the dice reader's CHECK rolls over MQTT, the
-terminal display, and ``lammer web`` (the player displays, the pit view and the
-stickperson terminal in a browser; its URLs and a stickperson's login are printed).
+terminal display, ``lammer web`` (the player displays, the pit view and the
+stickperson terminal in a browser; its URLs and a stickperson's login are printed), and
+``lammer records`` on a private PostgreSQL (``deploy.postgres``; skipped, with a line that
+says so, where PostgreSQL is not installed): the command that prints the demo's report is
+printed with the URLs.
 Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
 done, then prints the final table and stops everything.
 
@@ -27,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import secrets
 import shutil
 import signal
@@ -43,6 +47,7 @@ from cli.output import discard
 from daemon.mqtt import UNBOUNDED, session
 from deploy.broker import Broker, BrokerError, free_port
 from deploy.children import supervised
+from deploy.postgres import Postgres, PostgresError
 
 PREFIX = "lammer"
 
@@ -141,11 +146,20 @@ class Floor:
         self.web_port = web_port if _port_free(web_port) else free_port()
         self.stick_user = "stick"
         self.stick_password = secrets.token_urlsafe(9)
+        self.postgres: Postgres | None = None
+        self.records_db: str | None = None
 
-    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         with (self.workdir / f"{name}.log").open("ab") as log:
             proc = subprocess.Popen(  # noqa: S603  argv is the demo's own: this venv's console scripts and their flags
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **supervised()
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                **supervised(),
             )
         self.procs[name] = proc
         return proc
@@ -159,6 +173,7 @@ class Floor:
         # Before the tables, so nothing slow (the Argon2 hash of adduser) comes between the
         # daemons' start and the demo's counter subscribing: the rolls are not retained.
         self._start_web()
+        self._start_records()
         for i, t in enumerate(TABLES):
             link = self.workdir / f"{t.table_id}-{t.device}"
             argv = [_bin("lammer-sim"), *t.sim_args, "--link", str(link)]
@@ -188,6 +203,34 @@ class Floor:
         argv += ["--listen", f"127.0.0.1:{self.web_port}", "--users", str(users)]
         self._spawn("web", argv)
 
+    def _start_records(self) -> None:
+        """``lammer records`` on a private PostgreSQL (none, said once, without one)."""
+        import psycopg
+
+        from records.provision import provision
+
+        try:
+            self.postgres = Postgres()
+            self.postgres.start()
+        except PostgresError as exc:
+            self.postgres = None
+            _say(f"lammer demo: no records service: {exc}")
+            return
+        password = secrets.token_urlsafe(18)
+        with psycopg.connect(self.postgres.admin_dsn(), autocommit=True) as admin:
+            provision(admin, database="lammer_records", role="records", password=password)
+        # The password in a pgpass file (0600), never on a command line.
+        pgpass = self.workdir / "pgpass"
+        pgpass.touch(mode=0o600)
+        pgpass.write_text(
+            f"{self.postgres.host}:{self.postgres.port}:lammer_records:records:{password}\n"
+        )
+        where = f"host={self.postgres.host} port={self.postgres.port}"
+        self.records_db = f"{where} dbname=lammer_records user=records"
+        argv = [_bin("lammer"), "records", "run", "--db", self.records_db]
+        argv += ["--mqtt", f"127.0.0.1:{self.port}", "--mqtt-user", "", "--prefix", PREFIX]
+        self._spawn("records", argv, env={**os.environ, "PGPASSFILE": str(pgpass)})
+
     def urls(self) -> str:
         """The screens of the demo, for people to open."""
         root = f"http://127.0.0.1:{self.web_port}"
@@ -198,6 +241,11 @@ class Floor:
             f"  stickperson     {root}/stick/craps-1  "
             f"(user {self.stick_user}, password {self.stick_password})"
         )
+        if self.records_db is not None:
+            lines.append(
+                f"  records report  PGPASSFILE={self.workdir / 'pgpass'} "
+                f"lammer records report --db '{self.records_db}'"
+            )
         return "\n".join(lines)
 
     def check(self) -> None:
@@ -217,6 +265,8 @@ class Floor:
         for group in (daemons, simulators):
             _terminate(group, timeout=STOP_TIMEOUT)
         self.broker.stop()
+        if self.postgres is not None:
+            self.postgres.stop()
 
 
 def _port_free(port: int) -> bool:

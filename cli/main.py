@@ -69,6 +69,12 @@ def _web() -> CommandModule:
     return cmd
 
 
+def _records() -> CommandModule:
+    from cli import records
+
+    return records
+
+
 def _demo() -> CommandModule:
     from cli import demo
 
@@ -104,6 +110,10 @@ COMMANDS: dict[str, tuple[Callable[[], CommandModule], str]] = {
     "odds": (_odds, "exact odds and house edge of the side bets"),
     "display": (_display, "a terminal display of one or more tables, live from MQTT"),
     "web": (_web, "the table's screens in the browser: player, pit, stickperson"),
+    "records": (
+        _records,
+        "the floor's records: every table's results in PostgreSQL, reports, integrity watch",
+    ),
     "demo": (_demo, "a simulated floor: broker, simulators, daemons and a display"),
 }
 

@@ -7,7 +7,11 @@ a lost bridge may have dropped), the pit and the floor's services all read.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final, Literal
+
+from pydantic import Field
+
+from contract.payloads import PayloadModel, TableId, Text, Timestamp
 
 FLOOR_ROOT: Final = "lammer-floor"
 """The root of the floor's own topics (never a table's prefix: ``check_base`` refuses it)."""
@@ -19,3 +23,48 @@ BRIDGE_STATUS_ROOT: Final = f"{FLOOR_ROOT}/bridge/"
 def bridge_status_topic(controller: str) -> str:
     """Where the bridge's state is retained on the floor: ``1`` connected, ``0`` lost."""
     return f"{BRIDGE_STATUS_ROOT}{controller}"
+
+
+# ---------------------------------------------------------------------------------------
+# The integrity watch (mqtt-api.md 1.3, "Floor topics"): published by ``lammer records``.
+
+INTEGRITY_ROOT: Final = f"{FLOOR_ROOT}/integrity/"
+"""The prefix of every table's integrity topic (retained)."""
+
+P_VALUE_PATTERN: Final = r"^[0-9]\.[0-9]e-[0-9]+$|^1$"
+DECIMAL_PATTERN: Final = r"^(0|[1-9][0-9]*)(\.[0-9]+)?$"
+
+
+def integrity_topic(table: str) -> str:
+    """Where the records service retains a table's integrity alarms."""
+    return f"{INTEGRITY_ROOT}{table}"
+
+
+class IntegrityAlarm(PayloadModel):
+    """A count of a table's outcomes that the par sheet makes implausible.
+
+    ``p_value`` is the chance of a count at least this far out on an honest table, never
+    understated, written with two significant digits rounded up (``"3.1e-13"``); ``expected``
+    the par sheet's expected count, as a decimal string rounded to two places. Added to the
+    spec's fields: ``side`` (``high``: too many, ``low``: too few, ``fit``: all rows
+    together), ``rounds`` (the trials counted) and ``message`` (a sentence for the pit).
+    """
+
+    bet: Text
+    row: Text
+    window: Literal["day", "week", "all"]
+    observed: Annotated[int, Field(ge=0)]
+    expected: Annotated[str, Field(pattern=DECIMAL_PATTERN)]
+    p_value: Annotated[str, Field(pattern=P_VALUE_PATTERN)]
+    since: Timestamp
+    side: Literal["high", "low", "fit"]
+    rounds: Annotated[int, Field(ge=1)]
+    message: Text
+
+
+class IntegrityBody(PayloadModel):
+    """``lammer-floor/integrity/<table>`` (retained): ``alarms``, empty when all is well."""
+
+    table: TableId
+    ts: Timestamp
+    alarms: list[IntegrityAlarm]

@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from contract.floor import bridge_status_topic
+from contract.floor import bridge_status_topic, integrity_topic
 from contract.payloads import TOPICS
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
@@ -179,10 +179,11 @@ class BrokerConfigError(DaemonError, ValueError):
 
 
 Access = Literal["read", "write", "readwrite"]
-Role = Literal["daemon", "display", "terminal"]
+Role = Literal["daemon", "display", "terminal", "records"]
 
 DISPLAY: Final = "display"
 TERMINAL: Final = "terminal"
+RECORDS: Final = "records"
 DEFAULT_TLS_LISTEN: Final = "0.0.0.0:8883"
 DEFAULT_DATA_DIR: Final = Path("/var/lib/mosquitto")  # Debian's, owned by mosquitto
 DEFAULT_BROKER_USER: Final = "mosquitto"
@@ -583,6 +584,22 @@ def _users(
             for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/+"))
         ),
     )
+    # lammer records (README "The floor's records"): reads every table, asks for resends
+    # (mqtt-api.md 1.3), and publishes the floor's integrity topics; nothing else.
+    records = User(
+        name=RECORDS,
+        role="records",
+        about="The floor's records: read every table; publish resend requests and the "
+        "integrity alarms only",
+        grants=(
+            *(
+                g
+                for t in tables
+                for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/resend"))
+            ),
+            Grant("write", integrity_topic("+")),
+        ),
+    )
     displays, terminals = devices
     own_displays = tuple(
         User(
@@ -602,7 +619,7 @@ def _users(
         )
         for name in terminals
     )
-    return (*daemons, display, terminal, *own_displays, *own_terminals)
+    return (*daemons, display, terminal, records, *own_displays, *own_terminals)
 
 
 READ_GROUPS: Final = tuple(

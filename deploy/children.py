@@ -33,21 +33,27 @@ class SupervisedOptions(TypedDict):
     preexec_fn: Callable[[], None] | None
 
 
-def supervised(*, own_session: bool = True) -> SupervisedOptions:
-    """``Popen`` options for a child that dies with us and, unless ``own_session`` is
-    False (the demo's display, which the terminal's signals must reach), lives in a
-    session of its own."""
-    return {"start_new_session": own_session, "preexec_fn": _die_with(os.getpid())}
+def supervised(
+    *, own_session: bool = True, death_signal: int = signal.SIGTERM
+) -> SupervisedOptions:
+    """``Popen`` options for a child that dies with us (sent ``death_signal``, SIGTERM
+    unless the child wants another: PostgreSQL's fast shutdown is SIGINT) and, unless
+    ``own_session`` is False (the demo's display, which the terminal's signals must reach),
+    lives in a session of its own."""
+    return {
+        "start_new_session": own_session,
+        "preexec_fn": _die_with(os.getpid(), death_signal),
+    }
 
 
-def _die_with(parent: int) -> Callable[[], None] | None:
+def _die_with(parent: int, death_signal: int) -> Callable[[], None] | None:
     if not sys.platform.startswith("linux"):
         return None
     # Loaded here, in the parent: the child between fork and exec only makes the call.
     prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def set_parent_death_signal() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, int(death_signal), 0, 0, 0)
         if os.getppid() != parent:  # the parent died before the call: no signal will come
             os._exit(1)
 

@@ -37,6 +37,9 @@ def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> 
     for page in ("/table/uth-1", "/pit", "/stick/craps-1"):
         assert page in done.stdout
     assert '"serving"' in (workdir / "web.log").read_text()
+    # lammer records ran beside them on a private PostgreSQL, and said how to report.
+    assert "lammer records report --db" in done.stdout
+    assert '"subscribed"' in (workdir / "records.log").read_text()
     # Every daemon journaled what it published, and stopped cleanly (offline after SIGTERM).
     for table, topic in (("uth-1", "cover_all/result"), ("bj-1", "bust_bonus/result")):
         export = subprocess.run(
@@ -246,7 +249,10 @@ def test_ctrl_c_stops_everything_with_no_unretrieved_mqtt_error(tmp_path: Path) 
         wait_until(lambda: floor_running(workdir), "three tables running", proc)
         time.sleep(1)  # a few frames and requests on the way
         children = descendants(proc.pid)
-        assert len(still_running(children)) == 8  # broker, lammer web, 3 simulators, 3 daemons
+        running = still_running(children)
+        # broker, lammer web, 3 simulators, 3 daemons, lammer records and its PostgreSQL
+        # (whose own processes, "postgres: checkpointer" and the like, are its business).
+        assert len([c for c in running if "postgres: " not in c]) == 10, running
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal's foreground group
         out, err = proc.communicate(timeout=60)
     finally:

@@ -170,7 +170,7 @@ def test_files_and_modes_whatever_the_umask(
         status, lines, err = run_cli(capsys, out, *configs)
     assert status == 0, err
     files = snapshot(out)
-    users = ["display", "lammer-t1", "lammer-t2", "terminal"]
+    users = ["display", "lammer-t1", "lammer-t2", "records", "terminal"]
     assert sorted(files) == sorted(
         ["acl", "credentials", "mosquitto.conf", "passwd", *(f"credentials/{u}" for u in users)]
     )
@@ -207,7 +207,7 @@ def test_a_second_run_changes_nothing_and_says_so(
     assert snapshot(out) == before
     for name in ("passwd", "acl", "mosquitto.conf"):
         assert status_of(lines, name) == "unchanged"
-    for user in ("display", "terminal", "lammer-t1", "lammer-t2"):
+    for user in ("display", "terminal", "records", "lammer-t1", "lammer-t2"):
         assert status_of(lines, f"credentials/{user}") == "kept"
 
 
@@ -400,6 +400,14 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
             bc.Grant("write", "lammer/t1/request/+"),
             *_reads("x/y/t2"),
             bc.Grant("write", "x/y/t2/request/+"),
+        ],
+        # lammer records: reads every table, asks for resends, publishes integrity alarms.
+        "records": [
+            bc.Grant("read", "lammer/t1/#"),
+            bc.Grant("write", "lammer/t1/request/resend"),
+            bc.Grant("read", "x/y/t2/#"),
+            bc.Grant("write", "x/y/t2/request/resend"),
+            bc.Grant("write", "lammer-floor/integrity/+"),
         ],
     }
     conf = dict(bc.read_conf(bc.render_conf(plan)))

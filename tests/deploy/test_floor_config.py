@@ -374,6 +374,7 @@ def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_r
         "credentials": 0o700,
         "credentials/display": 0o600,
         "credentials/terminal": 0o600,
+        "credentials/records": 0o600,
         "credentials/route": 0o600,
         "floor-1": 0o700,
         "floor-1/nats.conf": 0o600,
@@ -399,12 +400,10 @@ def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_r
     removed = [line for line in changed if line.startswith("    -") and line[4:7] != "---"]
     assert added
     assert all("t4" in line for line in added), added
-    # The terminal's and the display's grants name every table (requests, resend).
-    assert all(
-        "ctl-b" in line or '"user": "terminal"' in line or '"user": "display"' in line
-        for line in removed
-    ), removed
-    for user in ("display", "terminal", "route"):
+    # The users whose grants name every table change too: terminal, display (resend), records.
+    every_table = ('"user": "terminal"', '"user": "display"', '"user": "records"')
+    assert all("ctl-b" in line or any(u in line for u in every_table) for line in removed), removed
+    for user in ("display", "terminal", "records", "route"):
         assert (out / "credentials" / user).read_bytes() == files[f"credentials/{user}"][0]
 
 
@@ -423,7 +422,7 @@ def test_each_user_gets_exactly_its_own_subjects(
     out = tmp_path / "floor"
     assert floor_config(capsys, out, a, extra=("--nodes", "3"))[0] == 0
     users = users_of(node(out, 1))
-    assert set(users) == {"bridge-ctl-a", "display", "terminal"}
+    assert set(users) == {"bridge-ctl-a", "display", "terminal", "records"}
     for u in users.values():
         assert u["allowed_connection_types"] == ["MQTT"]
         assert floor.is_bcrypt(u["password"])
@@ -443,6 +442,17 @@ def test_each_user_gets_exactly_its_own_subjects(
     }
     assert users["terminal"]["permissions"] == {
         "publish": {"allow": ["lammer.t1.request.*", "lammer.t2.request.*"]},
+        "subscribe": {"allow": readers},
+    }
+    # lammer records: reads as display; asks for resends and publishes integrity alarms.
+    assert users["records"]["permissions"] == {
+        "publish": {
+            "allow": [
+                "lammer.t1.request.resend",
+                "lammer.t2.request.resend",
+                "lammer-floor.integrity.*",
+            ]
+        },
         "subscribe": {"allow": readers},
     }
     password = (tmp_path / "ctl-a" / "broker" / "credentials" / "bridge-ctl-a").read_text()

@@ -102,6 +102,10 @@ async def test_each_user_publishes_only_where_it_may(
         ("terminal", cluster.password("terminal"), "lammer/craps-ca/state"),
         ("terminal", cluster.password("terminal"), "lammer/craps-ca/response/overturn"),
         ("terminal", cluster.password("terminal"), "lammer/other/request/overturn"),
+        ("records", cluster.password("records"), "lammer/craps-ca/request/overturn"),
+        ("records", cluster.password("records"), "lammer/craps-ca/state"),
+        ("records", cluster.password("records"), "lammer-floor/bridge/ca"),
+        ("records", cluster.password("records"), "lammer/other/request/resend"),
     ]
     for user, password, topic in forged:
         async with client(cluster, user, password) as c:
@@ -112,6 +116,9 @@ async def test_each_user_publishes_only_where_it_may(
         ("display", cluster.password("display"), "lammer/craps-cb/request/resend"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer/craps-cb/craps/roll"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer-floor/bridge/cb"),
+        # lammer records: a resend request, and a table's integrity alarms.
+        ("records", cluster.password("records"), "lammer/craps-ca/request/resend"),
+        ("records", cluster.password("records"), "lammer-floor/integrity/craps-ca"),
     ]
     for user, password, topic in allowed:
         async with client(cluster, user, password) as c:
@@ -193,3 +200,19 @@ async def _wait_status(sub: FloorSubscriber, controller: str, value: bytes) -> N
         lambda: any(m.topic == topic and m.payload == value for m in sub.messages),
         f"{topic} {value!r}",
     )
+
+
+async def test_records_reads_every_table_with_its_filter(
+    floor: tuple[FloorCluster, Path],
+) -> None:
+    # lammer records subscribes to <prefix>/+/# (every table, tables it does not know yet).
+    cluster, root = floor
+    records = FloorSubscriber(cluster, ["lammer/+/#"], user="records", first=2, clean=True)
+    await records.start()
+    try:
+        marker = uuid.uuid4().hex
+        async with client(cluster, "bridge-ca", bridge_password(root, "ca").strip()) as c:
+            await c.publish("lammer/craps-ca/craps/roll", marker.encode(), qos=1)
+        await until(lambda: any(marker.encode() in m.payload for m in records.messages), "it")
+    finally:
+        await records.close()

@@ -1,0 +1,116 @@
+"""A received MQTT message, checked against the contract, as the store keeps it.
+
+``parse(table, topic, payload)`` takes a topic relative to the table's base topic and the
+payload bytes; it returns a ``Message`` (every JSON payload: the envelope, the checked body
+as a plain dict), an ``Availability`` (plain text, no seq), or a ``Request`` (a request
+seen on the floor: its operator, for the decisions report). Anything else raises
+``MessageError`` with one sentence; it is never stored.
+
+Consumers accept fields they do not know (mqtt-api.md: "add topics and fields freely"), so
+a newer table's additions are kept in the stored payload and ignored by the check; the
+``resent: true`` key that marks a resend under MQTT 3.1.1 (mqtt-api.md 1.3, ``resend``) is
+removed, so a resent message stores exactly as the original.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pydantic
+
+from contract.schemas import model_for
+from records.errors import MessageError
+
+MAX_PAYLOAD: Final = 64 * 1024
+"""Larger than any payload a table publishes (a whole ``info`` is a few kB)."""
+
+RESENT_KEY: Final = "resent"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """A JSON message of a table: its seq, ts, topic and the payload as published."""
+
+    table: str
+    seq: int
+    ts: str
+    topic: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Availability:
+    """``availability``: ``online`` or ``offline``."""
+
+    table: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """A request seen on ``request/<name>``: who asked for what (it has no seq)."""
+
+    table: str
+    name: str
+    request_id: str | None
+    operator: str | None
+    payload: dict[str, Any]
+
+
+Received = Message | Availability | Request
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_object(payload: bytes) -> dict[str, Any]:
+    if len(payload) > MAX_PAYLOAD:
+        raise MessageError(f"a payload of {len(payload)} bytes is larger than any table sends")
+    try:
+        data = json.loads(payload, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise MessageError(f"the payload is not JSON ({str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise MessageError("the payload is not a JSON object")
+    return data
+
+
+def parse(table: str, topic: str, payload: bytes) -> Received:
+    """The message ``payload`` received on ``<base>/<topic>`` of ``table``, checked."""
+    if topic == "availability":
+        status = payload.decode("utf-8", "replace")
+        if status not in ("online", "offline"):
+            raise MessageError(f"availability is online or offline, not {status[:40]!r}")
+        return Availability(table=table, status=status)
+    if topic.startswith("request/"):
+        data = _json_object(payload)
+        operator = data.get("operator")
+        request_id = data.get("request_id")
+        return Request(
+            table=table,
+            name=topic.removeprefix("request/"),
+            request_id=None if request_id is None else str(request_id)[:200],
+            operator=operator.strip()[:100] if isinstance(operator, str) else None,
+            payload=data,
+        )
+    try:
+        model, _ = model_for(topic)
+    except KeyError:
+        raise MessageError(f"{topic!r} is not a topic of the MQTT contract") from None
+    data = _json_object(payload)
+    data.pop(RESENT_KEY, None)
+    known = {key: value for key, value in data.items() if key in model.model_fields}
+    try:
+        checked = model.model_validate(known)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "payload"
+        raise MessageError(f"{topic}: {where}: {first['msg']}") from None
+    if data.get("table") != table:
+        raise MessageError(f"a message on table {table}'s topic names table {data.get('table')!r}")
+    seq = getattr(checked, "seq")  # noqa: B009 - every JSON message's model has an Envelope
+    ts = getattr(checked, "ts")  # noqa: B009
+    return Message(table=table, seq=seq, ts=ts, topic=topic, payload=data)

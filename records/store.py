@@ -1,0 +1,281 @@
+"""Writing to the store: plain SQL, parameters always bound, idempotent by (table, seq).
+
+``Store.write(received)`` stores one checked message (``records.messages``) in one
+transaction: the message row, and the row of its kind (a result, a roll, the alarms it
+lists, a decision). A message whose (table, seq) is already stored changes nothing and
+returns ``False``, so replaying a feed twice, a resend and a redelivery are harmless.
+
+``availability`` and requests carry no seq: an availability is stored when it differs
+from the table's last one, a request as received. ``record_gap`` keeps what a table could
+no longer resend, with its reason; ``keep_positions`` where each table's feed stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from records.errors import StoreError
+from records.messages import Availability, Message, Received, Request
+
+_INSERT_MESSAGE = """
+INSERT INTO message (table_id, seq, topic, ts, payload)
+VALUES (%(table)s, %(seq)s, %(topic)s, %(ts)s, %(payload)s)
+ON CONFLICT (table_id, seq) DO NOTHING
+RETURNING seq
+"""
+
+_INSERT_COVER_ALL = """
+INSERT INTO cover_all_result
+    (table_id, seq, ts, round_id, game, hands, outcome, hand, position, cards, pays, reason)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(round_id)s, %(game)s, %(hands)s, %(outcome)s,
+        %(hand)s, %(position)s, %(cards)s, %(pays)s, %(reason)s)
+"""
+
+_INSERT_ROLL = """
+INSERT INTO craps_roll (table_id, seq, ts, roll_id, die1, die2, total, status, reason)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(roll_id)s, %(die1)s, %(die2)s, %(total)s,
+        %(status)s, %(reason)s)
+"""
+
+_INSERT_CRAPS_RESULT = """
+INSERT INTO craps_result (table_id, seq, ts, roll_id, bet, outcome, pays)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(roll_id)s, %(bet)s, %(outcome)s, %(pays)s)
+"""
+
+_INSERT_REVERSAL = """
+INSERT INTO craps_reversal (table_id, seq, ts, roll_id, bet, outcome)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(roll_id)s, %(bet)s, %(outcome)s)
+"""
+
+_INSERT_BUST = """
+INSERT INTO bust_bonus_result
+    (table_id, seq, ts, round_id, outcome, up_card, dealer_cards, total, suited,
+     three_eights, pays, paytable_row, pay_column, reason)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(round_id)s, %(outcome)s, %(up_card)s,
+        %(dealer_cards)s, %(total)s, %(suited)s, %(three_eights)s, %(pays)s,
+        %(paytable_row)s, %(column)s, %(reason)s)
+"""
+
+_INSERT_ALARM = """
+INSERT INTO alarm_snapshot
+    (table_id, seq, ts, code, device, message, since, acknowledged_by, acknowledged_at)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(code)s, %(device)s, %(message)s, %(since)s,
+        %(acknowledged_by)s, %(acknowledged_at)s)
+ON CONFLICT DO NOTHING
+"""
+
+_INSERT_DECISION = """
+INSERT INTO decision (table_id, seq, ts, name, request_id, status, error)
+VALUES (%(table)s, %(seq)s, %(ts)s, %(name)s, %(request_id)s, %(status)s, %(error)s)
+"""
+
+_LAST_AVAILABILITY = """
+SELECT status FROM availability WHERE table_id = %s ORDER BY id DESC LIMIT 1
+"""
+
+_INSERT_AVAILABILITY = "INSERT INTO availability (table_id, status) VALUES (%s, %s)"
+
+_INSERT_REQUEST = """
+INSERT INTO request (table_id, name, request_id, operator, payload)
+VALUES (%s, %s, %s, %s, %s)
+"""
+
+_INSERT_GAP = """
+INSERT INTO gap (table_id, from_seq, to_seq, reason) VALUES (%s, %s, %s, %s)
+ON CONFLICT (table_id, from_seq) DO UPDATE
+    SET to_seq = greatest(gap.to_seq, excluded.to_seq), reason = excluded.reason
+"""
+
+_STORED_SEQS = """
+SELECT seq FROM message WHERE table_id = %s AND seq BETWEEN %s AND %s ORDER BY seq
+"""
+
+_MAX_SEQS = "SELECT table_id, max(seq) FROM message GROUP BY table_id"
+
+_POSITIONS = "SELECT base, seq FROM position"
+
+_POSITION = """
+INSERT INTO position (base, seq) VALUES (%s, %s)
+ON CONFLICT (base) DO UPDATE SET seq = greatest(position.seq, excluded.seq)
+"""
+
+
+class Store:
+    """The store on one connection (not in autocommit: each write is one transaction)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def write(self, received: Received) -> bool:
+        """Store one message; whether it was new (``False``: its seq was already stored,
+        or an availability equal to the last one)."""
+        try:
+            with self.conn.transaction():
+                match received:
+                    case Message():
+                        return self._message(received)
+                    case Availability():
+                        last = self.conn.execute(_LAST_AVAILABILITY, (received.table,)).fetchone()
+                        if last is not None and last[0] == received.status:
+                            return False
+                        self.conn.execute(_INSERT_AVAILABILITY, (received.table, received.status))
+                        return True
+                    case Request():
+                        self.conn.execute(
+                            _INSERT_REQUEST,
+                            (
+                                received.table,
+                                received.name,
+                                received.request_id,
+                                received.operator,
+                                Jsonb(received.payload),
+                            ),
+                        )
+                        return True
+        except psycopg.Error as exc:
+            raise StoreError(f"the store refused a message of {received.table}: {exc}") from exc
+
+    def write_many(self, messages: Iterable[Received]) -> int:
+        """Store several messages; how many were new."""
+        return sum(self.write(m) for m in messages)
+
+    def _message(self, m: Message) -> bool:
+        base = {"table": m.table, "seq": m.seq, "ts": m.ts}
+        row = self.conn.execute(
+            _INSERT_MESSAGE, {**base, "topic": m.topic, "payload": Jsonb(m.payload)}
+        ).fetchone()
+        if row is None:
+            return False  # (table, seq) already stored: nothing else to do
+        p = m.payload
+        if m.topic == "cover_all/result":
+            highest = p.get("highest") or {}
+            self.conn.execute(
+                _INSERT_COVER_ALL,
+                {
+                    **base,
+                    "round_id": p["round_id"],
+                    "game": p["game"],
+                    "hands": p["hands"],
+                    "outcome": p["outcome"],
+                    "hand": highest.get("hand"),
+                    "position": highest.get("position"),
+                    "cards": highest.get("cards"),
+                    "pays": p.get("pays"),
+                    "reason": p.get("reason"),
+                },
+            )
+        elif m.topic == "craps/roll":
+            die1, die2 = p["dice"]
+            self.conn.execute(
+                _INSERT_ROLL,
+                {
+                    **base,
+                    "roll_id": p["roll_id"],
+                    "die1": die1,
+                    "die2": die2,
+                    "total": p["total"],
+                    "status": p["status"],
+                    "reason": p.get("reason"),
+                },
+            )
+        elif m.topic == "craps/result":
+            self.conn.execute(
+                _INSERT_CRAPS_RESULT,
+                {
+                    **base,
+                    "roll_id": p["roll_id"],
+                    "bet": p["bet"],
+                    "outcome": p["outcome"],
+                    "pays": p.get("pays"),
+                },
+            )
+        elif m.topic == "craps/reversal":
+            self.conn.execute(
+                _INSERT_REVERSAL,
+                {**base, "roll_id": p["roll_id"], "bet": p["bet"], "outcome": p["outcome"]},
+            )
+        elif m.topic == "bust_bonus/result":
+            self.conn.execute(
+                _INSERT_BUST,
+                {
+                    **base,
+                    **{
+                        key: p.get(key)
+                        for key in (
+                            "round_id",
+                            "outcome",
+                            "up_card",
+                            "dealer_cards",
+                            "total",
+                            "suited",
+                            "three_eights",
+                            "pays",
+                            "paytable_row",
+                            "column",
+                            "reason",
+                        )
+                    },
+                },
+            )
+        elif m.topic == "alarms":
+            for alarm in p["alarms"]:
+                self.conn.execute(
+                    _INSERT_ALARM,
+                    {
+                        **base,
+                        "code": alarm["code"],
+                        "device": alarm.get("device"),
+                        "message": alarm["message"],
+                        "since": alarm["since"],
+                        "acknowledged_by": alarm.get("acknowledged_by"),
+                        "acknowledged_at": alarm.get("acknowledged_at"),
+                    },
+                )
+        elif m.topic.startswith("response/"):
+            self.conn.execute(
+                _INSERT_DECISION,
+                {
+                    **base,
+                    "name": m.topic.removeprefix("response/"),
+                    "request_id": p.get("request_id"),
+                    "status": p["status"],
+                    "error": p.get("error"),
+                },
+            )
+        return True
+
+    def record_gap(self, table: str, from_seq: int, to_seq: int, reason: str) -> None:
+        """Keep a range of seqs the table could not resend, with why."""
+        try:
+            with self.conn.transaction():
+                self.conn.execute(_INSERT_GAP, (table, from_seq, to_seq, reason))
+        except psycopg.Error as exc:
+            raise StoreError(f"the store refused a gap of {table}: {exc}") from exc
+
+    def stored_seqs(self, table: str, first: int, last: int) -> list[int]:
+        """The seqs of ``table`` stored between ``first`` and ``last`` inclusive."""
+        with self.conn.transaction():
+            return [r[0] for r in self.conn.execute(_STORED_SEQS, (table, first, last))]
+
+    def positions(self) -> dict[str, int]:
+        """Where each table's feed stood (``contract.feed.Feed``'s ``start``), by base topic."""
+        with self.conn.transaction():
+            return {r[0]: r[1] for r in self.conn.execute(_POSITIONS)}
+
+    def keep_positions(self, positions: dict[str, int]) -> None:
+        """Keep the feed's positions (never moving one backwards)."""
+        try:
+            with self.conn.transaction():
+                for base, seq in positions.items():
+                    self.conn.execute(_POSITION, (base, seq))
+        except psycopg.Error as exc:
+            raise StoreError(f"the store refused the feed's positions: {exc}") from exc
+
+    def last_seqs(self) -> dict[str, int]:
+        """Each table's highest stored seq."""
+        with self.conn.transaction():
+            return {r[0]: r[1] for r in self.conn.execute(_MAX_SEQS)}

@@ -1,0 +1,46 @@
+"""``lammer records``: every operator mistake is one sentence on stderr and status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LAMMER = str(Path(sys.executable).parent / "lammer")
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (
+            ["run", "--db", "x", "--mqtt", "nowhere"],
+            "lammer records: --mqtt 'nowhere' is not HOST:PORT",
+        ),
+        (
+            ["run", "--db", "x", "--mqtt-password-file", "/nonexistent/pw"],
+            "lammer records: cannot read /nonexistent/pw: No such file or directory",
+        ),
+        (
+            ["run", "--db", "x", "--prefix", "lammer/#"],
+            "lammer records: 'lammer/#' is not a topic prefix (levels without + or #)",
+        ),
+        (
+            ["run", "--db", "host=/nonexistent dbname=x", "--mqtt", "127.0.0.1:1"],
+            "lammer records: the store cannot be reached",
+        ),
+        (
+            ["reconcile", "--db", "host=/nonexistent dbname=x", "--journal", "/nonexistent.db"],
+            "lammer records: the store cannot be reached",
+        ),
+    ],
+)
+def test_operator_mistakes(args: list[str], sentence: str) -> None:
+    done = subprocess.run(
+        [LAMMER, "records", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(sentence), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr

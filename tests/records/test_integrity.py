@@ -1,0 +1,356 @@
+"""The integrity watch: its tails against exact arithmetic, and what it catches, and when.
+
+Detection figures (stated in README "The floor's records"; each test recomputes its figure
+and fails if the statement drifts):
+
+* a shuffler dealing Royal Flushes 10 times as often as chance at an Ultimate Texas
+  Hold'em table of 6 hands (the par sheet's simulated column: its error counts against
+  the alarm) is flagged within ``ROYAL_ROUNDS`` rounds with 95 % probability;
+* dice whose sixes come up 1.5 times as often (each die: 1/4 instead of 1/6) are flagged
+  within ``SIXES_ROLLS`` rolls with 95 % probability.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, timedelta
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from records.integrity import (
+    ALPHA,
+    FALSE_ALARMS_A_YEAR_AT_MOST,
+    Z_SIMULATION,
+    Finding,
+    Watch,
+    binomial_lower,
+    binomial_upper,
+    bust_bonus_families,
+    chi_square_sf,
+    cover_all_family,
+    craps_families,
+)
+from records.parsheet import bust_cell_chances, bust_rates, cover_all_chance, cover_all_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+DAY0 = date(2026, 12, 1)
+
+ROYAL_ROUNDS = 19_000
+SIXES_ROLLS = 900
+
+
+def _exact_binomial_tail(x: int, n: int, p: Fraction) -> Fraction:
+    return sum(
+        (Fraction(math.comb(n, k)) * p**k * (1 - p) ** (n - k) for k in range(x, n + 1)),
+        Fraction(0),
+    )
+
+
+def _poisson_binomial(ps: list[Fraction]) -> list[Fraction]:
+    dist = [Fraction(1)]
+    for p in ps:
+        nxt = [Fraction(0)] * (len(dist) + 1)
+        for k, q in enumerate(dist):
+            nxt[k] += q * (1 - p)
+            nxt[k + 1] += q * p
+        dist = nxt
+    return dist
+
+
+@pytest.mark.parametrize(
+    ("n", "p"), [(30, Fraction(1, 6)), (40, Fraction(1, 36)), (12, Fraction(2, 3))]
+)
+def test_binomial_tails_match_exact_sums_and_never_fall_short(n: int, p: Fraction) -> None:
+    for x in range(n + 1):
+        exact_up = _exact_binomial_tail(x, n, p)
+        exact_down = 1 - _exact_binomial_tail(x + 1, n, p)
+        up, down = binomial_upper(x, n, float(p)), binomial_lower(x, n, float(p))
+        assert up >= float(exact_up) * (1 - 1e-15)
+        assert down >= float(exact_down) * (1 - 1e-15)
+        if x >= n * p + 1:
+            assert up == pytest.approx(float(exact_up), rel=1e-8, abs=1e-300)
+        if x <= n * p - 1:
+            assert down == pytest.approx(float(exact_down), rel=1e-8, abs=1e-300)
+
+
+def test_the_binomial_bound_of_a_poisson_binomial_is_never_optimistic() -> None:
+    # Rounds of different columns: 1 to 8 hands' chances of one row (Hoeffding 1956).
+    ps = [Fraction(k, 97) for k in (1, 1, 2, 3, 5, 8, 13, 21)] * 5
+    dist = _poisson_binomial(ps)
+    n, mu = len(ps), sum(ps, Fraction(0))
+    for x in range(n + 1):
+        upper = sum(dist[x:], Fraction(0))
+        lower = sum(dist[: x + 1], Fraction(0))
+        assert binomial_upper(x, n, float(mu / n)) >= float(upper)
+        assert binomial_lower(x, n, float(mu / n)) >= float(lower)
+
+
+def test_the_ash_shortcut_only_answers_not_below_the_floor() -> None:
+    # With a floor the tail may be replaced by a lower bound, but only when that bound is
+    # already at or above the floor: the alarm decision is the exact one's.
+    for x in range(1, 200):
+        fast = binomial_upper(x, 1000, 0.05, floor=1e-12)
+        slow = binomial_upper(x, 1000, 0.05)
+        assert (fast < 1e-12) == (slow < 1e-12)
+        assert fast <= slow * (1 + 1e-9)
+
+
+def test_chi_square_survival_matches_known_quantiles() -> None:
+    assert chi_square_sf(3.841458820694124, 1) == pytest.approx(0.05, rel=1e-9)
+    assert chi_square_sf(11.070497693516351, 5) == pytest.approx(0.05, rel=1e-9)
+    assert chi_square_sf(23.209251158954356, 10) == pytest.approx(0.01, rel=1e-9)
+    assert chi_square_sf(100.0, 10) < 1e-15
+
+
+def test_the_false_alarm_arithmetic_keeps_the_floor_under_one_a_year() -> None:
+    assert FALSE_ALARMS_A_YEAR_AT_MOST < 1
+    assert ALPHA == 1e-12
+
+
+def test_the_packaged_par_sheet_is_the_documented_one() -> None:
+    packaged = (ROOT / "records/data/cover-all-par-sheet.json").read_bytes()
+    assert packaged == (ROOT / "docs/cover-all-par-sheet.json").read_bytes()
+
+
+def test_bust_bonus_cells_partition_the_dealers_busts() -> None:
+    cells = bust_cell_chances(6, False)
+    rates = bust_rates(6, False)
+    per_up = {up: Fraction(4 if up == "10" else 1, 13) for up in rates}
+    assert sum(cells.values()) == sum(per_up[up] * rates[up] for up in rates)
+
+
+# ---------------------------------------------------------------------------------------
+# Detection: rounds needed, computed, then seen
+
+
+def _tail(x: int, n: int, p: float) -> float:
+    """P(Bin(n, p) >= x) by summing the whole pmf (not the watch's code)."""
+    k = np.arange(x, n + 1)
+    logs = (
+        math.lgamma(n + 1)
+        - np.array([math.lgamma(i + 1) for i in k])
+        - np.array([math.lgamma(n - i + 1) for i in k])
+        + k * math.log(p)
+        + (n - k) * math.log1p(-p)
+    )
+    return float(np.exp(logs).sum())
+
+
+def _rounds_for_power(p_test: float, p_true: float, trials_per: int, step: int) -> int:
+    """The fewest rounds (a multiple of ``step``) after which a table whose row hits with
+    ``p_true`` exceeds the count the watch flags (tested at ``p_test``) with 95 %."""
+    n_rounds = step
+    while True:
+        n = n_rounds * trials_per
+        x = math.ceil(n * p_test + 1)
+        while _tail(x, n, p_test) >= ALPHA:
+            x += 1
+        if _tail(x, n, p_true) >= 0.95:
+            return n_rounds
+        n_rounds += step
+
+
+def _first_alarm(
+    watch: Watch, feed: list[tuple[dict[object, int], dict[str, int]]], family: str, per_day: int
+) -> tuple[int, list[Finding]]:
+    played = 0
+    for trials, hits in feed:
+        day = DAY0 + timedelta(days=played // per_day)
+        watch.observe(family, day, trials, hits)
+        played += sum(trials.values())
+        found = watch.evaluate(day, f"round {played}", [family])
+        if found:
+            return played, found
+    return played, []
+
+
+def test_a_shuffler_dealing_royal_flushes_ten_times_as_often_is_flagged_in_time() -> None:
+    royal = cover_all_chance("UTH", 6, "Royal Flush")
+    assert royal.exact is None  # a simulated column: its error must be counted
+    rounds = _rounds_for_power(
+        royal.estimate + Z_SIMULATION * royal.std_error, 10 * royal.estimate, 1, 1000
+    )
+    assert rounds == ROYAL_ROUNDS
+    rows = cover_all_rows("UTH")
+    probs = [cover_all_chance("UTH", 6, row).estimate for row in rows]
+    probs[0] *= 10
+    rng = np.random.default_rng(20261201)
+    draws = rng.choice(len(rows) + 1, size=ROYAL_ROUNDS, p=[*probs, 1 - sum(probs)])
+    feed: list[tuple[dict[object, int], dict[str, int]]] = []
+    for start in range(0, ROYAL_ROUNDS, 100):
+        counts = np.bincount(draws[start : start + 100], minlength=len(rows) + 1)
+        feed.append(({6: 100}, {row: int(counts[i]) for i, row in enumerate(rows) if counts[i]}))
+    watch = Watch([cover_all_family("UTH")])
+    played, found = _first_alarm(watch, feed, "cover_all", per_day=1000)
+    assert found, f"not flagged in {played} rounds"
+    assert {(f.row, f.side, f.window) for f in found} == {("Royal Flush", "high", "all")}
+    assert played <= ROYAL_ROUNDS
+
+
+def test_dice_whose_sixes_come_up_half_as_often_again_are_flagged_in_time() -> None:
+    rolls = _rounds_for_power(1 / 6, 1.5 / 6, 2, 50)
+    assert rolls == SIXES_ROLLS
+    rng = np.random.default_rng(7)
+    faces = rng.choice(6, size=(SIXES_ROLLS, 2), p=[0.15] * 5 + [0.25]) + 1
+    watch = Watch(craps_families())
+    played = 0
+    found: list[Finding] = []
+    for start in range(0, SIXES_ROLLS, 10):
+        batch = faces[start : start + 10]
+        cells: dict[str, int] = {}
+        totals: dict[str, int] = {}
+        for a, b in batch:
+            cells[f"{a}-{b}"] = cells.get(f"{a}-{b}", 0) + 1
+            totals[str(a + b)] = totals.get(str(a + b), 0) + 1
+        face_counts = np.bincount(batch.ravel(), minlength=7)
+        watch.observe("dice", DAY0, {None: len(batch)}, cells)
+        watch.observe("dice totals", DAY0, {None: len(batch)}, totals)
+        watch.observe(
+            "die faces",
+            DAY0,
+            {None: 2 * len(batch)},
+            {str(f): int(face_counts[f]) for f in range(1, 7) if face_counts[f]},
+        )
+        played += len(batch)
+        found = watch.evaluate(DAY0, f"roll {played}")
+        if found:
+            break
+    assert found, f"not flagged in {played} rolls"
+    assert ("die faces", "6", "high") in {(f.bet, f.row, f.side) for f in found}
+    assert played <= SIXES_ROLLS
+
+
+def test_honest_tables_run_a_million_rounds_without_an_alarm() -> None:
+    rng = np.random.default_rng(20261201)
+    batch, per_day, total = 2000, 4000, 1_000_000
+    # Cover All at Ultimate Texas Hold'em, 2 to 7 hands (exact and simulated columns).
+    rows = cover_all_rows("UTH")
+    poker = Watch([cover_all_family("UTH")])
+    # Bust Bonus, 6 decks, S17: the paying cells and the bust rate per up card.
+    bust_families = bust_bonus_families(6, False)
+    bust = Watch(bust_families)
+    cells = bust_cell_chances(6, False)
+    cell_names = list(cells)
+    rates = bust_rates(6, False)
+    ups = list(rates)
+    up_p = [4 / 13 if up == "10" else 1 / 13 for up in ups]
+    # The dice.
+    dice = Watch(craps_families())
+    for start in range(0, total, batch):
+        day = DAY0 + timedelta(days=start // per_day)
+        hands = int(rng.integers(2, 8))
+        probs = [cover_all_chance("UTH", hands, row).estimate for row in rows]
+        counts = rng.multinomial(batch, [*probs, 1 - sum(probs)])
+        poker.observe(
+            "cover_all",
+            day,
+            {hands: batch},
+            {r: int(c) for r, c in zip(rows, counts, strict=False) if c},
+        )
+        # Bust Bonus: the up card, then bust or not given it, then the paying cell.
+        up_counts = rng.multinomial(batch, up_p)
+        hits: dict[str, int] = {}
+        for up, n_up in zip(ups, up_counts, strict=True):
+            busts = int(rng.binomial(n_up, float(rates[up])))
+            bust.observe(
+                f"dealer bust, up card {up}",
+                day,
+                {None: int(n_up)},
+                {"bust": busts} if busts else {},
+            )
+            mine = [
+                c for c in cell_names if c[0] == up or (up == "8" and c[0] == "Bust with three 8s")
+            ]
+            weights = [float(cells[c]) for c in mine]
+            split = rng.multinomial(busts, [w / sum(weights) for w in weights])
+            for c, k in zip(mine, split, strict=True):
+                if k:
+                    hits[f"{c[0]} {c[1]}"] = hits.get(f"{c[0]} {c[1]}", 0) + int(k)
+        bust.observe("bust_bonus", day, {None: batch}, hits)
+        faces = rng.integers(1, 7, size=(batch, 2))
+        idx = (faces[:, 0] - 1) * 6 + (faces[:, 1] - 1)
+        cell_counts = np.bincount(idx, minlength=36)
+        total_counts = np.bincount(faces.sum(axis=1), minlength=13)
+        face_counts = np.bincount(faces.ravel(), minlength=7)
+        dice.observe(
+            "dice",
+            day,
+            {None: batch},
+            {f"{i // 6 + 1}-{i % 6 + 1}": int(c) for i, c in enumerate(cell_counts) if c},
+        )
+        dice.observe(
+            "dice totals",
+            day,
+            {None: batch},
+            {str(t): int(total_counts[t]) for t in range(2, 13) if total_counts[t]},
+        )
+        dice.observe(
+            "die faces",
+            day,
+            {None: 2 * batch},
+            {str(f): int(face_counts[f]) for f in range(1, 7) if face_counts[f]},
+        )
+        for watch in (poker, bust, dice):
+            assert watch.evaluate(day, f"round {start + batch}") == []
+    trials, _ = poker.counts("cover_all", "all", day)
+    assert sum(trials.values()) == total
+
+
+def test_a_dealer_busting_too_often_under_a_six_is_flagged_and_an_honest_one_is_not() -> None:
+    rate = float(bust_rates(6, False)["6"])  # about 0.42
+    watch = Watch(bust_bonus_families(6, False))
+    rng = np.random.default_rng(3)
+    busts = int(rng.binomial(3000, rate))
+    watch.observe("dealer bust, up card 6", DAY0, {None: 3000}, {"bust": busts})
+    assert watch.evaluate(DAY0, "t0") == []
+    # A shoe stacked so that a 6 up busts 55 % of the time: 3,000 more rounds.
+    watch.observe("dealer bust, up card 6", DAY0 + timedelta(days=1), {None: 3000}, {"bust": 1650})
+    found = watch.evaluate(DAY0 + timedelta(days=1), "t1")
+    assert {(f.bet, f.side, f.window) for f in found} >= {
+        ("dealer bust, up card 6", "high", "day"),
+        ("dealer bust, up card 6", "high", "all"),
+    }
+    assert all(f.bet == "dealer bust, up card 6" for f in found)
+
+
+def test_rows_each_a_little_off_are_caught_together_and_not_one_by_one() -> None:
+    # UTH with 2 hands (exact column), 10^6 rounds: each row 4.2 standard deviations off,
+    # alternately high and low. No row alone is under the threshold (about 1e-5 each);
+    # together (X² about 70 with 4 degrees of freedom) they are.
+    rounds = 1_000_000
+    rows = cover_all_rows("UTH")
+    hits = {}
+    for i, row in enumerate(rows):
+        chance = cover_all_chance("UTH", 2, row)
+        assert chance.exact is not None
+        mean = rounds * float(chance.exact)
+        hits[row] = round(mean + (4.2 if i % 2 == 0 else -4.2) * math.sqrt(mean))
+    watch = Watch([cover_all_family("UTH")])
+    watch.observe("cover_all", DAY0, {2: rounds}, hits)
+    found = watch.evaluate(DAY0, "t")
+    assert {(f.row, f.side) for f in found} == {("all rows", "fit")}
+    singles = [f for f in watch.findings("cover_all", "all", DAY0) if f.side != "fit"]
+    assert min(f.p_value for f in singles) > 1e-7
+
+
+def test_a_familys_alarm_stays_while_other_families_are_evaluated() -> None:
+    watch = Watch(craps_families())
+    # 600 rolls, every die a six: the faces and the outcome 6-6 are far off.
+    watch.observe("die faces", DAY0, {None: 1200}, {"6": 1200})
+    first = watch.evaluate(DAY0, "t1", ["die faces"])
+    assert ("die faces", "6", "high") in {(f.bet, f.row, f.side) for f in first}
+    # A bet settles: only its family is tested again; the faces' alarm is still there,
+    # with the time it was first found.
+    watch.observe("all_small", DAY0, {None: 1}, {})
+    again = watch.evaluate(DAY0, "t2", ["all_small"])
+    assert {(f.bet, f.row, f.side, f.since) for f in again} == {
+        (f.bet, f.row, f.side, "t1") for f in first
+    }
+    # Honest faces again for a long while: the day's alarm goes, once they are tested.
+    later = DAY0 + timedelta(days=30)
+    watch.observe("die faces", later, {None: 600_000}, {str(f): 100_000 for f in range(1, 7)})
+    cleared = watch.evaluate(later, "t3", ["die faces"])
+    assert {f.window for f in cleared} <= {"all"}  # the month-old day and week are gone

@@ -1,0 +1,291 @@
+"""``lammer records run``'s service against a real Mosquitto and the private PostgreSQL.
+
+A fake table (an MQTT client that follows mqtt-api.md 1.3's ``resend``: it publishes
+again, marked ``resent``, what it published in the range, and answers with ``sent`` and
+``missing_before``) publishes with messages lost on the way; the service fills what the
+table still has and records the rest as a gap with its reason. Waits are on conditions
+(the store's rows, a message), bounded, never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import ssl
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiomqtt
+import psycopg
+
+from contract.floor import IntegrityBody
+from deploy.broker import Broker, free_port
+from records.observe import GamingDay
+from records.service import Settings, run
+from tests.integration.test_broker_access import make_pki
+from tests.records.conftest import StoreDb
+from tests.records.messages import cover_all_result, craps_roll, ts
+
+DEADLINE = 20.0
+
+
+class FakeTable:
+    """A table as mqtt-api.md 1.3 says: it numbers its journal's records (``seq``; not every
+    record is a message), chains its messages by ``prev_seq``, and answers
+    ``request/resend`` from what its journal still holds."""
+
+    def __init__(self, broker: Broker, table: str) -> None:
+        self.broker = broker
+        self.table = table
+        self.base = f"lammer/{table}"
+        self.next = 1
+        self.last: int | None = None  # the seq of the last message published
+        self.journal_from = 1  # the first seq its journal still holds
+        self.published: dict[int, tuple[str, dict[str, Any]]] = {}
+
+    def client(self) -> aiomqtt.Client:
+        return aiomqtt.Client("127.0.0.1", self.broker.port, identifier=f"lammer-{self.table}")
+
+    def skip(self) -> None:
+        """A journal record that is not a message (a device fact)."""
+        self.next += 1
+
+    def stamp(self, topic: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The body numbered and chained, as the table's journal would."""
+        seq = self.next
+        self.next += 1
+        stamped = {**body, "table": self.table, "seq": seq, "ts": ts(seq), "prev_seq": self.last}
+        self.last = seq
+        self.published[seq] = (topic, stamped)
+        return stamped
+
+    async def publish(
+        self, client: aiomqtt.Client, topic: str, body: dict[str, Any], *, lost: bool = False
+    ) -> int:
+        stamped = self.stamp(topic, body)
+        if not lost:  # a message lost between the table and the floor
+            await client.publish(f"{self.base}/{topic}", json.dumps(stamped).encode(), qos=1)
+        return int(stamped["seq"])
+
+    async def serve_resends(self, client: aiomqtt.Client) -> None:
+        await client.subscribe(f"{self.base}/request/resend", qos=1)
+        async for message in client.messages:
+            ask = json.loads(message.payload if isinstance(message.payload, bytes) else b"{}")
+            first, last = ask["from_seq"], ask["to_seq"]
+            sent = 0
+            for seq in sorted(self.published):
+                if max(first, self.journal_from) <= seq <= last:
+                    topic, body = self.published[seq]
+                    resent = json.dumps({**body, "resent": True}).encode()
+                    await client.publish(f"{self.base}/{topic}", resent, qos=1)
+                    sent += 1
+            answer = self.stamp(
+                "response/resend",
+                {
+                    "request_id": ask["request_id"],
+                    "status": "ok",
+                    "error": None,
+                    "sent": sent,
+                    "missing_before": self.journal_from if first < self.journal_from else None,
+                },
+            )
+            await client.publish(f"{self.base}/response/resend", json.dumps(answer).encode(), qos=1)
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll a condition (the store has no notification to wait on), bounded."""
+    async with asyncio.timeout(DEADLINE):
+        while not await check():  # noqa: ASYNC110 - polling a database, not an event
+            await asyncio.sleep(0.05)
+    assert await check(), what
+
+
+async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=mosquitto_private.port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        day=GamingDay(),
+        resend_wait=0.3,
+        resend_timeout=2.0,
+        tick=0.05,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    table = FakeTable(mosquitto_private, "t1")
+    try:
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
+            await pit.subscribe("lammer-floor/integrity/+", qos=1)
+            async with table.client() as client:
+                responder = asyncio.create_task(table.serve_resends(client))
+
+                async def stored() -> set[int]:
+                    with psycopg.connect(store_db.dsn) as conn:
+                        return {r[0] for r in conn.execute("SELECT seq FROM message")}
+
+                async def subscribed() -> bool:
+                    # Once the service has subscribed, what the table publishes arrives.
+                    await table.publish(client, "craps/roll", craps_roll("t1", 0, 1, 3, 4))
+                    return bool(await stored())
+
+                await until(subscribed, "the service stores what it receives")
+                gone = await table.publish(
+                    client, "craps/roll", craps_roll("t1", 0, 2, 2, 2), lost=True
+                )
+                table.skip()  # a journal record that is not a message (a device fact)
+                table.journal_from = table.next  # the journal no longer holds what came before
+                kept = await table.publish(client, "craps/roll", craps_roll("t1", 0, 3, 5, 6))
+                resent = await table.publish(
+                    client, "craps/roll", craps_roll("t1", 0, 4, 6, 6), lost=True
+                )
+                win = cover_all_result("t1", 0, 1, hands=2, hand="Royal Flush", pays="250")
+                last = await table.publish(client, "cover_all/result", win)
+
+                async def complete() -> bool:
+                    with psycopg.connect(store_db.dsn) as conn:
+                        gaps = conn.execute("SELECT count(*) FROM gap").fetchone()
+                    return {kept, resent, last} <= await stored() and gaps == (1,)
+
+                await until(complete, "every message the table still had is stored")
+                responder.cancel()
+            async with asyncio.timeout(DEADLINE):
+                async for message in pit.messages:
+                    assert message.topic.value == "lammer-floor/integrity/t1"
+                    payload = json.loads(message.payload)
+                    break
+            assert payload["table"] == "t1"
+            assert isinstance(payload["alarms"], list)
+        with psycopg.connect(store_db.dsn) as conn:
+            gaps = conn.execute("SELECT from_seq, to_seq, reason FROM gap").fetchall()
+            rows = conn.execute("SELECT seq, die1, die2 FROM craps_roll ORDER BY seq").fetchall()
+        # The lost message the journal no longer holds is a gap with its reason, never
+        # silence (the record after it was not a message: prev_seq says so); the one it
+        # still held was resent and stored once.
+        assert gaps == [(gone, gone, "gone: the table's journal no longer holds them")]
+        rolls = [r[0] for r in rows]
+        assert rolls == sorted(rolls)
+        assert {kept, resent} <= set(rolls)
+        assert gone not in rolls
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+
+
+async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=mosquitto_private.port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    try:
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
+            await pit.subscribe("lammer-floor/integrity/lir-9", qos=1)
+            async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
+                first = cover_all_result("lir-9", 1, 1, hands=1, game="LIR")
+
+                async def subscribed() -> bool:
+                    # The service stores what it receives once it has subscribed.
+                    await table.publish(
+                        "lammer/lir-9/cover_all/result", json.dumps(first).encode(), qos=1
+                    )
+                    with psycopg.connect(store_db.dsn) as conn:
+                        return conn.execute("SELECT count(*) FROM message").fetchone() == (1,)
+
+                await until(subscribed, "the service stores what it receives")
+                # Let It Ride, 1 hand: a Royal Flush is 1 round in 649,740 (exact); five in
+                # 40 rounds is beyond any honest table.
+                for seq in range(2, 41):
+                    royal = seq % 7 == 0
+                    result = cover_all_result(
+                        "lir-9", seq, seq, hands=1, game="LIR",
+                        hand="Royal Flush" if royal else None, pays="500" if royal else None,
+                    )  # fmt: skip
+                    await table.publish(
+                        "lammer/lir-9/cover_all/result", json.dumps(result).encode(), qos=1
+                    )
+                alarm: dict[str, Any] | None = None
+                async with asyncio.timeout(DEADLINE):
+                    async for message in pit.messages:
+                        payload = json.loads(message.payload)
+                        IntegrityBody.model_validate(payload)
+                        alarms = [a for a in payload["alarms"] if a["window"] == "all"]
+                        if alarms:
+                            alarm = alarms[0]
+                            break
+        assert alarm is not None
+        assert (alarm["bet"], alarm["row"], alarm["side"]) == ("cover_all", "Royal Flush", "high")
+        assert alarm["observed"] >= 2  # raised as soon as the count is beyond chance
+        assert alarm["message"].startswith("cover_all, Royal Flush: ")
+        # A restart rebuilds the watch from the store and publishes the alarm again.
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as pit:
+            await pit.publish("lammer-floor/integrity/lir-9", b"", qos=1, retain=True)  # cleared
+            await pit.subscribe("lammer-floor/integrity/lir-9", qos=1)
+            stop = asyncio.Event()
+            service = asyncio.create_task(run(settings, stop))
+            async with asyncio.timeout(DEADLINE):
+                async for message in pit.messages:
+                    again = json.loads(message.payload)
+                    break
+        assert [(a["row"], a["window"]) for a in again["alarms"] if a["window"] == "all"] == [
+            ("Royal Flush", "all")
+        ]
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+
+
+async def test_over_tls_with_the_brokers_ca(tmp_path: Path, store_db: StoreDb) -> None:
+    # The floor's listeners speak TLS only: the service verifies the broker with its CA.
+    pki = make_pki(tmp_path / "pki", "lammer test CA")
+    port = free_port()
+    (tmp_path / "run").mkdir()
+    broker = Broker(tmp_path / "run", port=port, config_file=tmp_path / "mosquitto.conf")
+    broker.conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        f"user {pwd.getpwuid(os.geteuid()).pw_name}\n"  # root would switch to mosquitto
+        f"cafile {pki.ca}\ncertfile {pki.cert}\nkeyfile {pki.key}\ntls_version tlsv1.2\n"
+    )
+    broker.start()
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        mqtt_ca_file=pki.ca,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    try:
+        context = ssl.create_default_context(cafile=str(pki.ca))
+        async with aiomqtt.Client("127.0.0.1", port, tls_context=context) as table:
+
+            async def stored() -> bool:
+                body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
+                await table.publish("lammer/t9/craps/roll", body, qos=1)
+                with psycopg.connect(store_db.dsn) as conn:
+                    return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
+
+            await until(stored, "a roll stored over TLS")
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
+        broker.stop()
