@@ -157,7 +157,7 @@ async def test_uth_royal_flush_at_five_hands_lights_column_row_and_pays(
         "els => els.map(e => e.dataset.hands)"
     )
     assert set(lit_cells) == {"5"}
-    await expect(page.locator("#version")).to_contain_text("contract 1.2")
+    await expect(page.locator("#version")).to_contain_text("contract 1.3")
     await shoot(page, "table-uth")
     frames.check()
     topics = {m["topic"] for m in frames.messages}
