@@ -66,11 +66,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import difflib
-import grp
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import pwd
@@ -87,6 +84,15 @@ from contract.payloads import TOPICS
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
+from deploy.endpoints import Endpoint, parse_endpoint
+from deploy.files import (
+    Change,
+    Owner,
+    foreign_files,
+    keep_or_make_password,
+    make_dir,
+    write_file,
+)
 
 # ---------------------------------------------------------------------------------------
 # Limits (the reasons are written next to each in mosquitto.conf, see _limits_section)
@@ -214,27 +220,6 @@ class User:
 
 
 @dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A listener address: a host (name or IP literal) and a TCP port."""
-
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    @property
-    def wildcard(self) -> bool:
-        """Whether it binds every address (``0.0.0.0`` or ``::``)."""
-        return self.host in ("0.0.0.0", "::")  # noqa: S104  a comparison: says whether a listener binds all
-
-    @property
-    def loopback(self) -> bool:
-        """Whether it is reachable only from this machine."""
-        return is_loopback(self.host)
-
-
-@dataclass(frozen=True, slots=True)
 class ListenerTls:
     """The TLS files of a listener (absolute paths, checked when planned)."""
 
@@ -335,55 +320,7 @@ class BrokerPlan:
         return self.credentials_dir / user
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-_HOSTNAME = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
-)
-_ENDPOINT = re.compile(
-    r"\[(?P<v6>[^\]]+)\]:(?P<p6>[0-9]{1,5})|(?P<host>[^:\[\]]+):(?P<port>[0-9]{1,5})"
-)
 _SYSTEM_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-
-
-def parse_endpoint(text: str) -> Endpoint:
-    """``HOST:PORT`` (``[IPv6]:PORT`` for an IPv6 literal) as an ``Endpoint``.
-
-    Raises ``ValueError`` with a sentence for anything else (a port out of range, a host
-    that is neither an IP literal nor a DNS name).
-    """
-    match = _ENDPOINT.fullmatch(text)
-    if match is None:
-        raise ValueError(f"expected HOST:PORT (or [IPv6]:PORT), got {text!r}")
-    host = match["v6"] or match["host"]
-    port = int(match["p6"] or match["port"])
-    if not 1 <= port <= 65535:
-        raise ValueError(f"port must be between 1 and 65535, got {port}")
-    if match["v6"] is not None:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"not an IPv6 address: {host!r}") from None
-    elif not _is_ipv4(host) and not _HOSTNAME.fullmatch(host):
-        raise ValueError(f"not an IP address or host name: {host!r}")
-    return Endpoint(host, port)
-
-
-def _is_ipv4(host: str) -> bool:
-    try:
-        ipaddress.IPv4Address(host)
-    except ValueError:
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------
@@ -788,26 +725,6 @@ def _foreign_file_problems(out: Path) -> list[str]:
     return foreign_files(
         [out / "mosquitto.conf", out / "acl"], marker=GENERATED_BY, tool="broker-config"
     )
-
-
-def foreign_files(paths: Iterable[Path], *, marker: str, tool: str) -> list[str]:
-    """A problem for each of ``paths`` that exists and was not written by ``tool`` (its
-    first 400 characters lack ``marker``): such a file is never overwritten."""
-    problems = []
-    for path in paths:
-        try:
-            head = path.read_text(encoding="utf-8", errors="replace")[:400]
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError as exc:
-            problems.append(f"--out: cannot read {path}: {exc.strerror}")
-            continue
-        if marker not in head:
-            problems.append(
-                f"--out: {path} was not written by {tool}: choose another directory "
-                "or move the file away (it is never overwritten)"
-            )
-    return problems
 
 
 # ---------------------------------------------------------------------------------------
@@ -1309,24 +1226,6 @@ def render_passwd(
     return "".join(f"{line}\n" for line in lines)
 
 
-def new_password() -> str:
-    """A new random password: 32 URL-safe characters (192 bits, ``secrets``)."""
-    return secrets.token_urlsafe(24)
-
-
-_PASSWORD_MIN: Final = 16
-
-
-def password_problem(password: str) -> str | None:
-    """Why ``password`` (read from a credentials file) cannot be used, or None: too short,
-    or a character that could break a generated line."""
-    if len(password) < _PASSWORD_MIN:
-        return f"is shorter than {_PASSWORD_MIN} characters"
-    if any(c.isspace() or not c.isprintable() for c in password):
-        return "holds spaces or control characters"
-    return None
-
-
 # ---------------------------------------------------------------------------------------
 # Checking the rendered files, then writing them
 
@@ -1368,30 +1267,6 @@ def check_rendered(  # noqa: C901  reads back each rendered file, one check afte
         raise BrokerConfigError(problems)
 
 
-Status = Literal["created", "updated", "unchanged", "kept", "fixed", "left"]
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What ``generate`` did to one file: ``status``, a detail, and for a text file that
-    was updated, its unified diff."""
-
-    path: Path
-    status: Status
-    detail: str = ""
-    diff: tuple[str, ...] = ()
-
-    def line(self, out: Path) -> str:
-        """The change as a line of the command's report (the path relative to ``out``)."""
-        try:
-            shown = str(self.path.relative_to(out)) or "."
-        except ValueError:
-            shown = str(self.path)
-        if not self.detail:
-            return f"  {self.status:<9} {shown}"
-        return f"  {self.status:<9} {shown:<24} {self.detail}"
-
-
 @dataclass(frozen=True, slots=True)
 class Wiring:
     """Whether a table's configuration logs its daemon in as this broker expects."""
@@ -1410,14 +1285,6 @@ class Generated:
     changes: list[Change] = field(default_factory=list)
     wiring: list[Wiring] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """Who a written file belongs to (set only when running as root)."""
-
-    uid: int
-    gid: int
 
 
 def _broker_owner(plan: BrokerPlan) -> Owner | None:
@@ -1560,31 +1427,6 @@ def _password_for(plan: BrokerPlan, user: str, result: Generated) -> str:
         raise BrokerConfigError([str(exc)]) from exc
 
 
-def keep_or_make_password(path: Path, changes: list[Change]) -> str:
-    """The password in ``path`` (its first line), kept; or a new one written there (0600).
-    ``ValueError`` naming the file when it cannot be read or holds no usable password."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        password = new_password()
-        write_new_file(path, password + "\n", 0o600)
-        changes.append(Change(path, "created", "new password"))
-        return password
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read it ({exc})") from exc
-    password = text.split("\n", 1)[0]
-    problem = password_problem(password)
-    if problem:
-        raise ValueError(f"{path}: the password {problem}: delete the file to have a new one made")
-    mode = path.stat().st_mode & 0o777
-    if mode != 0o600:
-        path.chmod(0o600)
-        changes.append(Change(path, "fixed", f"mode {mode:04o} -> 0600, password kept"))
-    else:
-        changes.append(Change(path, "kept", "password kept"))
-    return password
-
-
 def _wiring(table: Table, password: str) -> Wiring:
     copy = table.config_path.absolute().parent / f"{table.table_id}.mqtt-password"
     mqtt = table.config.mqtt
@@ -1616,107 +1458,3 @@ def wiring_lines(wiring: Wiring, plan: BrokerPlan) -> list[str]:
         f"username = {json.dumps(t.user, ensure_ascii=False)}",
         f"password_file = {json.dumps(relative, ensure_ascii=False)}",
     ]
-
-
-def make_dir(path: Path, mode: int, changes: list[Change], *, fix_mode: bool) -> None:
-    """Create ``path`` with ``mode`` (whatever the umask); with ``fix_mode`` an existing
-    directory gets ``mode`` back, reported in ``changes``."""
-    if not path.exists():
-        path.mkdir(mode=mode, parents=True)
-        path.chmod(mode)  # mkdir's mode is masked by the umask
-        return
-    current = path.stat().st_mode & 0o777
-    if fix_mode and current != mode:
-        path.chmod(mode)
-        changes.append(Change(path, "fixed", f"mode {current:04o} -> {mode:04o}"))
-
-
-def write_new_file(path: Path, text: str, mode: int) -> None:
-    """Write a file that does not exist yet (atomically, with ``mode``)."""
-    replace_file(path, text.encode(), mode, None)
-
-
-def write_file(
-    path: Path,
-    text: str,
-    mode: int,
-    owner: Owner | None,
-    *,
-    detail: str = "",
-    show_diff: bool = False,
-) -> Change:
-    """Write ``text`` to ``path`` unless it holds it already; what was done (with the
-    unified diff when ``show_diff`` and the file changed)."""
-    data = text.encode()
-    try:
-        old = path.read_bytes()
-    except FileNotFoundError:
-        replace_file(path, data, mode, owner)
-        return Change(path, "created", detail)
-    if old == data:
-        fixed = fix_owner_and_mode(path, mode, owner)
-        return Change(path, "fixed" if fixed else "unchanged", fixed)
-    replace_file(path, data, mode, owner)
-    diff: tuple[str, ...] = ()
-    if show_diff:
-        diff = tuple(
-            difflib.unified_diff(
-                old.decode(errors="replace").splitlines(),
-                text.splitlines(),
-                fromfile=f"{path.name} (before)",
-                tofile=f"{path.name} (now)",
-                lineterm="",
-            )
-        )
-    return Change(path, "updated", detail, diff)
-
-
-def fix_owner_and_mode(path: Path, mode: int, owner: Owner | None) -> str:
-    """Give an unchanged file its mode (and owner) back; what was fixed, or ''."""
-    st = path.stat()
-    fixes = []
-    if st.st_mode & 0o777 != mode:
-        path.chmod(mode)
-        fixes.append(f"mode {st.st_mode & 0o777:04o} -> {mode:04o}")
-    if owner is not None and (st.st_uid, st.st_gid) != (owner.uid, owner.gid):
-        os.chown(path, owner.uid, owner.gid)
-        fixes.append(f"owner {_names(st.st_uid, st.st_gid)} -> {_names(owner.uid, owner.gid)}")
-    return ", ".join(fixes)
-
-
-def _names(uid: int, gid: int) -> str:
-    try:
-        user = pwd.getpwuid(uid).pw_name
-    except KeyError:
-        user = str(uid)
-    try:
-        group = grp.getgrgid(gid).gr_name
-    except KeyError:
-        group = str(gid)
-    return f"{user}:{group}"
-
-
-def replace_file(path: Path, data: bytes, mode: int, owner: Owner | None) -> None:
-    """Write ``data`` to ``path`` atomically: a new file with its mode (and owner) set
-    before any byte is written, fsynced, renamed over the old one, the directory fsynced."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        os.fchmod(fd, mode)  # the umask may have removed bits
-        if owner is not None:
-            os.fchown(fd, owner.uid, owner.gid)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

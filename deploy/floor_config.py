@@ -71,16 +71,8 @@ from contract.feed import RESEND_TOPIC as RESEND_REQUEST
 from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic
 from daemon.errors import DaemonError
 from deploy import floor, floor_tls
-from deploy.broker_config import (
-    Change,
-    Endpoint,
-    foreign_files,
-    is_loopback,
-    keep_or_make_password,
-    make_dir,
-    parse_endpoint,
-    write_file,
-)
+from deploy.endpoints import Endpoint, is_loopback, parse_endpoint
+from deploy.files import Change, foreign_files, keep_or_make_password, make_dir, write_file
 
 DEFAULT_MQTT_PORT: Final = 1883
 DEFAULT_ROUTE_PORT: Final = 6222

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Final
 
 from daemon.errors import DaemonError
-from deploy.broker_config import Change, Status, make_dir, replace_file
+from deploy.files import Change, Status, make_dir, replace_file
 
 CA_DAYS: Final = 3650
 NODE_DAYS: Final = 825

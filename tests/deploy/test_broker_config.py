@@ -29,6 +29,7 @@ from daemon.errors import ConfigFileError
 from daemon.journal import Journal
 from daemon.publications import state_publications
 from deploy import broker_config as bc
+from deploy.files import new_password
 from rules.table import Alarm, DeviceState, TableState
 
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
@@ -598,7 +599,7 @@ def test_any_accepted_ids_and_prefix_read_back_exactly(
             bc.plan_broker(tables, out=tmp_path / "out")
         return
     plan = bc.plan_broker(tables, out=tmp_path / "out")
-    passwords = {u.name: bc.new_password() for u in plan.users}
+    passwords = {u.name: new_password() for u in plan.users}
     # Raises if any file does not mean exactly the plan when read as Mosquitto reads it.
     bc.check_rendered(
         plan, bc.render_conf(plan), bc.render_acl(plan), bc.render_passwd(plan.users, passwords, {})
