@@ -22,6 +22,7 @@ from daemon.journal import Journal
 from daemon.replay import Replay, Settings
 from daemon.requests import Incoming
 from rules.events import Device, DeviceFact, DiceRolled, NoRoll, RollCheck
+from tests import strategies as s
 from tests.rules.test_table import _facts
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -51,22 +52,8 @@ def config_for(folder: Path, game: str, **journal: Any) -> TableConfig:
 
 
 def _requests() -> st.SearchStrategy[Incoming]:
-    roll = st.integers(1, 5)
-    bodies = st.one_of(
-        st.fixed_dictionaries(
-            {
-                "operator": st.just("Ann"),
-                "roll_id": roll,
-                "decision": st.sampled_from(["valid", "invalid"]),
-            }
-        ).map(lambda b: ("roll_decision", b)),
-        st.fixed_dictionaries(
-            {"operator": st.just("Ann"), "roll_id": roll, "clause": st.sampled_from([2, 3, 6])}
-        ).map(lambda b: ("void_roll", b)),
-        st.fixed_dictionaries({"operator": st.just("Ann"), "roll_id": roll}).map(
-            lambda b: ("overturn", b)
-        ),
-    )
+    # Every request of the contract (tests/strategies.py), on the roll ids the facts use.
+    bodies = s.request_bodies(roll_id=st.integers(1, 5))
     return bodies.map(lambda nb: Incoming.receive(nb[0], json.dumps(nb[1]).encode()))
 
 

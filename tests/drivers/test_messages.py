@@ -14,7 +14,7 @@ from drivers import messages as m
 from drivers.errors import FrameError
 from drivers.link import BadFrame, FrameDecoder, encode_frame
 from rules import events as ev
-from tests.drivers import strategies as s
+from tests import strategies as s
 
 
 def reader_of(msg: m.Message) -> ev.Device | None:

@@ -1,0 +1,52 @@
+"""The shared strategies (tests/strategies.py) draw what the declarations accept, every kind
+of it: a strategy that drew only refusals would fuzz nothing but the refusal."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, get_args
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contract.requests import REQUEST_MODELS
+from daemon.requests import parse_request
+from drivers import messages as m
+from rules import events as ev
+from tests import strategies as s
+
+AT = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+@given(s.request_bodies())
+def test_every_drawn_request_is_one_the_table_accepts(item: tuple[str, dict[str, Any]]) -> None:
+    name, body = item
+    REQUEST_MODELS[name].model_validate(body)
+    request = parse_request(name, json.dumps(body).encode(), at=AT)
+    assert request.name == name
+
+
+@settings(max_examples=5)
+@given(st.data())
+def test_every_request_and_every_fact_is_drawn(data: st.DataObject) -> None:
+    # Each option of the strategies is reached: a new declaration is in without an edit.
+    names = {data.draw(s.request_bodies(names=[n]))[0] for n in REQUEST_MODELS}
+    assert names == set(REQUEST_MODELS)
+    for fact in get_args(ev.DeviceFact):
+        others = [f for f in get_args(ev.DeviceFact) if f is not fact]
+        assert isinstance(data.draw(s.device_facts(exclude=others)), fact)
+
+
+@given(s.device_facts())
+def test_a_drawn_fact_a_frame_carries_is_a_message_a_device_may_send(fact: ev.DeviceFact) -> None:
+    if isinstance(fact, get_args(m.WireFact)):
+        message = m.DeviceMessage(seq=1, fact=fact)  # FrameError if the fact may not be sent
+        assert m.parse_body(m.encode_body(message), device=_sender(message)) == message
+
+
+def _sender(message: m.DeviceMessage) -> ev.Device:
+    fact = message.fact
+    if isinstance(fact, ev.DeviceHello | ev.DeviceStatus):
+        return fact.device
+    return sorted(message.message_type.sent_by)[0]
