@@ -172,6 +172,8 @@ async def test_floor_survives_a_node_and_loses_nothing(
             30,
         )
         started = time.monotonic()
+        # The scenario's clock (a minute of play, node 1 killed and restarted in it): the
+        # sleeps below are the play under test, not waits for something to happen.
         await asyncio.sleep(KILL_AT)
         cluster.kill_node(1)
         killed_at = time.monotonic()
