@@ -30,10 +30,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from deploy.broker import Broker, free_port
 
 __all__ = ["Broker", "free_port"]
+
+# No test asserts a time (bench/ measures them): hypothesis' per-example deadline (200 ms)
+# and its "generation is slow" check are timings, which a loaded machine, or four workers on
+# two cores, fails at random.
+settings.register_profile("lammer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lammer")
 
 
 def _open_fds() -> dict[str, str]:

@@ -21,8 +21,9 @@ def reader_of(msg: m.Message) -> ev.Device | None:
     """The device whose messages include ``msg`` (``None`` for the host's)."""
     if not isinstance(msg, m.DeviceMessage):
         return None
-    if isinstance(msg.fact, ev.DeviceHello | ev.DeviceStatus):
-        return msg.fact.device
+    if msg.message_type.names_device:  # HELLO, STATUS: the fact names its device
+        device: ev.Device = getattr(msg.fact, "device")  # noqa: B009
+        return device
     (device,) = msg.message_type.sent_by
     return device
 
