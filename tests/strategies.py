@@ -30,6 +30,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+import annotated_types
 from hypothesis import strategies as st
 
 from contract.requests import REQUEST_MODELS, RequestModel
@@ -206,6 +207,32 @@ REQUEST_VOCABULARY: Mapping[str, Strategy] = {
 """Values of the request fields whose type alone does not say what the contract accepts."""
 
 
+def _bounded(hint: Any, constraints: Sequence[object]) -> Strategy:
+    """Values of a model field's type within its declared bounds (``Field(ge=1, le=60)``,
+    ``max_length``): what the contract accepts, not only what the type allows."""
+    low: int | None = None
+    high: int | None = None
+    for c in constraints:
+        match c:
+            case annotated_types.Ge(ge=int(bound)):
+                low = bound
+            case annotated_types.Gt(gt=int(bound)):
+                low = bound + 1
+            case annotated_types.Le(le=int(bound)):
+                high = bound
+            case annotated_types.Lt(lt=int(bound)):
+                high = bound - 1
+            case annotated_types.MinLen(min_length=bound):
+                low = bound
+            case annotated_types.MaxLen(max_length=bound):
+                high = bound
+    if hint is int:
+        return st.integers(low, high)
+    if hint is str:
+        return st.text(min_size=low or 0, max_size=high)
+    return values_of_type(hint)
+
+
 def request_fields(model: type[RequestModel]) -> list[str]:
     """The fields of a request model, as a body names them."""
     return [field.alias or name for name, field in model.model_fields.items()]
@@ -230,7 +257,7 @@ def request_bodies(
             elif key in REQUEST_VOCABULARY:
                 values = REQUEST_VOCABULARY[key]
             else:
-                values = values_of_type(field.annotation)
+                values = _bounded(field.annotation, field.metadata)
             (required if field.is_required() else optional)[key] = values
         options.append(st.tuples(st.just(name), st.fixed_dictionaries(required, optional=optional)))
     return st.one_of(options)
