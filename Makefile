@@ -73,12 +73,18 @@ typecheck: setup
 	$(BIN)/mypy
 
 
+# The suite runs in parallel (pytest-xdist): two workers per core, since many tests spend
+# their time waiting on a broker, a pty, a browser or a cluster; the tests of a module-scoped
+# fixture on one worker (--dist loadgroup), and the slow tests first, in collection order
+# (tests/conftest.py). TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
+
 test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 demo: setup
 	$(BIN)/lammer demo

@@ -5,6 +5,19 @@ shared one); ``set_tcp_nodelay true`` as in every config the project ships.
 
 Every test fails if it leaves a thread, an asyncio task or a file descriptor behind
 (pymodbus' autouse hygiene fixtures): a daemon that leaks one per reconnect dies in a week.
+
+The suite runs in parallel (pytest-xdist, ``make test``: ``--dist loadgroup``), so a test
+shares nothing with the tests beside it (README, "Tests and benchmarks"):
+
+* folders: ``tmp_path`` (a session fixture: ``tmp_path_factory``, per worker); never a
+  fixed path;
+* ports: ``deploy.broker.free_port()`` (or a broker fixture here), never a fixed port,
+  and for a command that takes a port, one from ``free_port()`` (``lammer demo
+  --web-port``);
+* a session fixture is one per worker: it must be cheap to have four of;
+* a module-scoped fixture (a cluster, built journals) keeps its module's tests on one
+  worker (``pytest_collection_modifyitems`` below groups them), so it is built once;
+* tests marked ``slow`` start first: the run is as long as its longest test.
 """
 
 from __future__ import annotations
@@ -17,10 +30,17 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from deploy.broker import Broker, free_port
 
 __all__ = ["Broker", "free_port"]
+
+# No test asserts a time (bench/ measures them): hypothesis' per-example deadline (200 ms)
+# and its "generation is slow" check are timings, which a loaded machine, or four workers on
+# two cores, fails at random.
+settings.register_profile("lammer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("lammer")
 
 
 def _open_fds() -> dict[str, str]:
@@ -33,6 +53,42 @@ def _open_fds() -> dict[str, str]:
         except OSError:
             continue
     return fds
+
+
+_SHARED_SCOPES = frozenset({"module", "class", "package"})
+
+
+def _shares_a_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture set up once for several tests but not per worker
+    (module, class or package scope): those tests belong on one worker."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        fixturedef.scope in _SHARED_SCOPES
+        for fixturedefs in info.name2fixturedefs.values()
+        for fixturedef in fixturedefs
+    )
+
+
+def _start_order(item: pytest.Item) -> int:
+    """Slow tests first, then the grouped modules (each a unit of one worker), then the
+    rest: the longest pieces start while the short ones fill in around them."""
+    if item.get_closest_marker("slow"):
+        return 0
+    if item.get_closest_marker("xdist_group"):
+        return 1
+    return 2
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist names the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests of a module-scoped fixture on one worker, and start the longest
+    first (every worker collects the same order: the scheduler hands it out)."""
+    for item in items:
+        if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    items.sort(key=_start_order)
 
 
 @pytest.fixture(autouse=True)

@@ -15,12 +15,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from deploy.broker import free_port
+
 LAMMER = str(Path(sys.executable).parent / "lammer")
+
+
+def web_port() -> list[str]:
+    """``--web-port`` on a free port: the demo's default, 8080, is one port for every test
+    running at once (pytest-xdist) and for anyone's demo on the machine."""
+    return ["--web-port", str(free_port())]
 
 
 def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> None:
     workdir = tmp_path / "floor"
-    argv = [LAMMER, "demo", "--rounds", "2", "--interval", "0", "--seed", "7"]
+    argv = [LAMMER, "demo", "--rounds", "2", "--interval", "0", "--seed", "7", *web_port()]
     done = subprocess.run(
         [*argv, "--workdir", str(workdir)],
         capture_output=True,
@@ -124,6 +132,12 @@ def floor_running(workdir: Path) -> bool:
     return all(log.exists() and '"table running"' in log.read_text() for log in logs)
 
 
+def device_events(workdir: Path) -> int:
+    """The fewest device events any demo daemon has logged so far."""
+    logs = [workdir / f"lammer-{table}.log" for table in ("uth-1", "craps-1", "bj-1")]
+    return min(log.read_text().count('"device event"') if log.exists() else 0 for log in logs)
+
+
 def wait_until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while not check():
@@ -143,7 +157,7 @@ class DemoOnTerminal:
         def controlling_terminal() -> None:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        argv = [LAMMER, "demo", "--interval", "0.5", "--workdir", str(workdir)]
+        argv = [LAMMER, "demo", "--interval", "0.5", "--workdir", str(workdir), *web_port()]
         if shell:  # a shell leads the session, and stays: its exit would hang up the terminal
             argv = ["bash", "-c", '"$@"; sleep 60', "-", *argv]
         self.proc = subprocess.Popen(
@@ -239,15 +253,17 @@ def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
 
 def test_ctrl_c_stops_everything_with_no_unretrieved_mqtt_error(tmp_path: Path) -> None:
     workdir = tmp_path / "floor"
+    argv = [LAMMER, "demo", "--rounds", "1000", "--interval", "0.5", "--workdir", str(workdir)]
     proc = subprocess.Popen(
-        [LAMMER, "demo", "--rounds", "1000", "--interval", "0.5", "--workdir", str(workdir)],
+        [*argv, *web_port()],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
     try:
         wait_until(lambda: floor_running(workdir), "three tables running", proc)
-        time.sleep(1)  # a few frames and requests on the way
+        # A few frames and requests on the way: every table has journaled device events.
+        wait_until(lambda: device_events(workdir) >= 3, "a few frames at every table", proc)
         children = descendants(proc.pid)
         running = still_running(children)
         # broker, lammer web, 3 simulators, 3 daemons, lammer records and its PostgreSQL

@@ -131,6 +131,15 @@ async def eventually(check: Callable[[], bool], what: str, limit: float = 20.0) 
         raise AssertionError(f"gave up waiting for: {what}") from None
 
 
+def subscribed_probe() -> FakeOutbox:
+    """An outbox of one message, which the link publishes only once it has subscribed to
+    the requests (daemon/mqtt.py, ``_session``: availability, retained state, SUBSCRIBE,
+    then the outbox): its PUBACK (``marked == [1]``) says requests published now arrive."""
+    outbox = FakeOutbox()
+    outbox.add("probe", {})
+    return outbox
+
+
 async def _ignore(incoming: Incoming) -> None:
     return None
 
@@ -186,7 +195,7 @@ async def test_queued_messages_go_out_in_order_once_each(mosquitto: Broker) -> N
             if i % 7 == 0:
                 await asyncio.sleep(0)
         await eventually(lambda: len(rec.seqs()) >= 100, "all 100 received")
-        await asyncio.sleep(0.1)  # a duplicate would arrive right behind
+        await asyncio.sleep(0.1)  # the window in which a duplicate would arrive: the check
         assert link.tcp_nodelay is True
     assert rec.seqs() == list(range(1, 101))
     assert outbox.marked == list(range(1, 101))
@@ -416,7 +425,7 @@ BROKER_DIES_AS_THE_LINK_CLOSES = textwrap.dedent(
         broker = int(sys.argv[3])
         os.kill(broker, signal.SIGSTOP)  # "offline" waits for a PUBACK that never comes
         closing = asyncio.create_task(link.close())
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # the scenario: the close waits (for ever) on a frozen broker
         os.kill(broker, signal.SIGKILL)  # and the connection drops under it
         await closing
         await task
@@ -472,11 +481,11 @@ async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
 
     async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
         await client.publish(f"{BASE}/request/void_roll", b"stale", qos=1, retain=True)
-    link = make_link(mosquitto, FakeOutbox(), on_request)
+    outbox = subscribed_probe()
+    link = make_link(mosquitto, outbox, on_request)
     async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
         await eventually(lambda: link.connected, "connected")
-        await eventually(lambda: link.tcp_nodelay is not None, "subscribed")
-        await asyncio.sleep(0.2)  # let the subscription settle before publishing
+        await eventually(lambda: outbox.marked == [1], "subscribed")
         sent = [
             ("roll_decision", b'{"operator":"ann","roll_id":1,"decision":"valid"}'),
             ("overturn", b"boom"),
@@ -726,11 +735,11 @@ async def test_a_flood_of_requests_is_bounded(mosquitto: Broker) -> None:
         await release.wait()
         got.append(incoming)
 
-    link = make_link(mosquitto, FakeOutbox(), slow, intake=RequestGate(rate=1e9, burst=10**9))
+    outbox = subscribed_probe()
+    link = make_link(mosquitto, outbox, slow, intake=RequestGate(rate=1e9, burst=10**9))
     big = b"[" * 5_000_000
     async with running(link), aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
-        await eventually(lambda: link.tcp_nodelay is not None, "subscribed")
-        await asyncio.sleep(0.2)
+        await eventually(lambda: outbox.marked == [1], "subscribed")
         await client.publish(f"{BASE}/request/overturn", big, qos=1)
         for i in range(REQUEST_QUEUE + 50):
             await client.publish(f"{BASE}/request/overturn", str(i).encode(), qos=1)
@@ -908,6 +917,11 @@ def kill(broker: Broker) -> None:
     broker.process.wait()
 
 
+def said(recorder: Recorder) -> bytes | None:
+    """The last payload the recorder received (the bridge's latest status)."""
+    return bytes(recorder.messages[-1].payload) if recorder.messages else None
+
+
 def make_floor_link(broker: Broker, outbox: FakeOutbox, floor_resend: float) -> MqttLink:
     return MqttLink(
         host=broker.host,
@@ -965,7 +979,7 @@ async def test_only_the_window_is_sent_again_and_zero_turns_it_off(tmp_path: Pat
             outbox.add("craps/roll", {"table": "t1", "roll_id": 1})
             link.notify()
             await eventually(lambda: len(outbox.marked) == 1, "the first acknowledged")
-            await asyncio.sleep(1.0)  # older than the window by now
+            await asyncio.sleep(1.0)  # older than the window (0.5 s) by now: time is the check
             last = outbox.add("craps/roll", {"table": "t1", "roll_id": 2})
             link.notify()
             await eventually(lambda: len(outbox.marked) == 2, "the second acknowledged")
@@ -975,13 +989,15 @@ async def test_only_the_window_is_sent_again_and_zero_turns_it_off(tmp_path: Pat
             await eventually(lambda: rolls.count(last.payload) >= 1, "the copy")
         remote.start()
         off = make_floor_link(local, FakeOutbox(), floor_resend=0)
-        async with running(off):
+        async with running(off), recording(local, "lammer-floor/bridge/c1") as bridge:
             off._outbox.add("craps/roll", {"table": "t1", "roll_id": 3})  # type: ignore[attr-defined]
             off.notify()
             await eventually(lambda: off.published == 1, "published")
-            await asyncio.sleep(2)  # the bridge reconnects (restart_timeout 1) and says 1
+            # The bridge reconnects (restart_timeout 1) and says 1.
+            await eventually(lambda: said(bridge) == b"1", "the bridge up again")
             kill(remote)
-            await asyncio.sleep(1.5)
+            await eventually(lambda: said(bridge) == b"0", "the bridge's 0")
+            await asyncio.sleep(0.5)  # the window in which a copy would go out: the check
             assert off.resent == 0
 
 
@@ -1031,7 +1047,7 @@ async def test_only_a_bare_0_on_the_bridge_status_sends_anything_again(
         client = aiomqtt.Client(mosquitto_private.host, mosquitto_private.port, timeout=UNBOUNDED)
         async with session(client, within=5, close_within=5):
             await client.publish("lammer-floor/bridge/c1", payload, qos=1)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the window in which a copy would go out: the check
             assert link.resent == 0
             await client.publish("lammer-floor/bridge/c1", b"0", qos=1)
             await eventually(lambda: link.resent == 1, "the copy after a bare 0")

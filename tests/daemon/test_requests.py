@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contract.requests import ResendRequest
+from contract.requests import REQUEST_MODELS, REQUEST_NAMES, ResendRequest
 from daemon.requests import (
     RETAINED_ERROR,
     Dropped,
@@ -25,6 +25,7 @@ from daemon.requests import (
     response_publication,
 )
 from rules.events import AlarmAcknowledged, RollDecided, RollVoided, VoidOverturned
+from tests import strategies as s
 from tests.spec_mqtt import SpecViolation, check_message
 
 AT = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
@@ -172,7 +173,7 @@ def test_oversized_request_is_refused() -> None:
 
 @given(st.binary(max_size=300))
 def test_any_bytes_give_a_decision_or_a_request_error(payload: bytes) -> None:
-    for name in ("roll_decision", "void_roll", "overturn", "other"):
+    for name in (*REQUEST_NAMES, "other"):
         message = "parsed"
         try:
             parse_request(name, payload, at=AT)
@@ -188,13 +189,16 @@ JSON = st.recursive(
     ),
     max_leaves=8,
 )
-FIELDS = st.sampled_from(["operator", "roll_id", "decision", "clause", "request_id", "x"])
+# Every field of every request of the contract, and one that none has.
+FIELDS = st.sampled_from(
+    [*sorted({f for model in REQUEST_MODELS.values() for f in s.request_fields(model)}), "x"]
+)
 
 
 @given(st.dictionaries(FIELDS, JSON | st.sampled_from(["valid", "2", 3, "Ann", 17]), max_size=6))
 def test_any_object_gives_a_decision_or_a_request_error(body: dict[str, Any]) -> None:
     payload = json.dumps(body).encode()
-    for name in ("roll_decision", "void_roll", "overturn"):
+    for name in REQUEST_NAMES:
         try:
             decision = parse_request(name, payload, at=AT).decision
         except RequestError as exc:

@@ -25,6 +25,7 @@ from daemon.logs import configure_logging
 from daemon.replay import Replay, Settings
 from daemon.requests import Incoming
 from rules.events import Device, DeviceFact, DiceRolled, NoRoll, RollCheck
+from tests import strategies as s
 from tests.daemon.test_journal import refuse
 from tests.rules.test_table import _facts
 
@@ -55,22 +56,8 @@ def config_for(folder: Path, game: str, **journal: Any) -> TableConfig:
 
 
 def _requests() -> st.SearchStrategy[Incoming]:
-    roll = st.integers(1, 5)
-    bodies = st.one_of(
-        st.fixed_dictionaries(
-            {
-                "operator": st.just("Ann"),
-                "roll_id": roll,
-                "decision": st.sampled_from(["valid", "invalid"]),
-            }
-        ).map(lambda b: ("roll_decision", b)),
-        st.fixed_dictionaries(
-            {"operator": st.just("Ann"), "roll_id": roll, "clause": st.sampled_from([2, 3, 6])}
-        ).map(lambda b: ("void_roll", b)),
-        st.fixed_dictionaries({"operator": st.just("Ann"), "roll_id": roll}).map(
-            lambda b: ("overturn", b)
-        ),
-    )
+    # Every request of the contract (tests/strategies.py), on the roll ids the facts use.
+    bodies = s.request_bodies(roll_id=st.integers(1, 5))
     return bodies.map(lambda nb: Incoming.receive(nb[0], json.dumps(nb[1]).encode()))
 
 

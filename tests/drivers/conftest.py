@@ -81,7 +81,11 @@ async def _no_loop_errors() -> AsyncIterator[None]:
     errors: list[dict[str, object]] = []
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
     yield
-    await asyncio.sleep(0.01)  # let closing transports finish their background tasks
+    # Closing transports finish in background tasks of this test's loop: wait for them.
+    for _ in range(500):
+        if not asyncio.all_tasks() - {asyncio.current_task()}:
+            break
+        await asyncio.sleep(0.01)
     loop.set_exception_handler(None)
     assert not errors, errors
 

@@ -68,7 +68,9 @@ async def pull(events: AsyncGenerator[DriverEvent, None]) -> DriverEvent:
 
 
 async def settle() -> None:
-    """Let the loop run every ready callback (the driver's writes, the device's reads)."""
+    """Let the loop run every ready callback (the driver's writes, the device's reads) and
+    the driver's short timers (reopen attempts, ``fast_driver``) fire a few times: a window
+    in which something must not happen, so its time is the check."""
     for _ in range(20):
         await asyncio.sleep(0.005)
 
@@ -577,7 +579,10 @@ async def test_the_private_parts_of_pyserial_asyncio_fast_the_driver_overrides_a
             "SerialTransport._write_buffer is gone: _Transport._write_ready reads it"
         )
         transport.abort()
-        await asyncio.sleep(0.05)  # the transport closes the port in a background task
+        # The transport closes the port in a background task.
+        async with asyncio.timeout(WAIT):
+            while port.is_open:  # noqa: ASYNC110
+                await asyncio.sleep(0.005)
     finally:
         port.close()
         os.close(master)

@@ -14,15 +14,16 @@ from drivers import messages as m
 from drivers.errors import FrameError
 from drivers.link import BadFrame, FrameDecoder, encode_frame
 from rules import events as ev
-from tests.drivers import strategies as s
+from tests import strategies as s
 
 
 def reader_of(msg: m.Message) -> ev.Device | None:
     """The device whose messages include ``msg`` (``None`` for the host's)."""
     if not isinstance(msg, m.DeviceMessage):
         return None
-    if isinstance(msg.fact, ev.DeviceHello | ev.DeviceStatus):
-        return msg.fact.device
+    if msg.message_type.names_device:  # HELLO, STATUS: the fact names its device
+        device: ev.Device = getattr(msg.fact, "device")  # noqa: B009
+        return device
     (device,) = msg.message_type.sent_by
     return device
 

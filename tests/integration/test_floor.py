@@ -31,6 +31,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,8 @@ async def test_floor_survives_a_node_and_loses_nothing(  # noqa: C901  one end-t
             30,
         )
         started = time.monotonic()
+        # The scenario's clock (a minute of play, node 1 killed and restarted in it): the
+        # sleeps below are the play under test, not waits for something to happen.
         await asyncio.sleep(KILL_AT)
         cluster.kill_node(1)
         killed_at = time.monotonic()
@@ -195,7 +198,18 @@ async def test_floor_survives_a_node_and_loses_nothing(  # noqa: C901  one end-t
             await c.stop_play()
 
         # Every message of every table reaches both pit systems, in seq order per table.
-        journals = {c.table.base: c.table.journal("--kind", "publish") for c in controllers}
+        # Off the loop, all at once: ten `lammer journal` processes in a row blocked it for
+        # 15 s and more on a loaded machine, 1.5 keepalives, and the nodes dropped both
+        # subscribers as silent.
+        with ThreadPoolExecutor(len(controllers)) as pool:
+            loop = asyncio.get_running_loop()
+            exports = await asyncio.gather(
+                *(
+                    loop.run_in_executor(pool, c.table.journal, "--kind", "publish")
+                    for c in controllers
+                )
+            )
+        journals = {c.table.base: e for c, e in zip(controllers, exports, strict=True)}
         expected = {base: {r["seq"] for r in records} for base, records in journals.items()}
         published = sum(len(v) for v in expected.values())
         # What each daemon published again when its floor bridge dropped (floor_resend):

@@ -14,6 +14,7 @@ from rules import table
 from rules.cards import DECK
 from rules.errors import ConfigError, DecisionError
 from rules.events import (
+    DECK_RESULTS,
     AlarmAcknowledged,
     AlarmCleared,
     AlarmRaised,
@@ -33,15 +34,14 @@ from rules.events import (
     DiceRolled,
     HandDealt,
     ModeReported,
-    NoRoll,
     Outcome,
-    RollCheck,
     RollDecided,
     RollRecorded,
     RoundDealt,
     RoundSettled,
     RoundVoided,
 )
+from tests import strategies as s
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -433,41 +433,21 @@ def test_a_late_copy_of_a_settled_roll_pays_nothing_again() -> None:
 _codes = [c.code for c in DECK]
 _positions = st.sampled_from(["P1", "P2", "P3", "P8", "DL", "CM"])
 _round = st.integers(1, 3)
-_facts: st.SearchStrategy[DeviceFact] = st.one_of(
-    st.builds(DeviceConnected, device=st.sampled_from(["shuffler", "dice_reader"])),
-    st.builds(BadFrameSeen, device=st.sampled_from(["shuffler", "dice_reader"])),
-    st.builds(
-        DeviceDisconnected, device=st.sampled_from(["shuffler", "dice_reader"]), reason=st.just("x")
-    ),
-    st.builds(
-        DeviceStatus,
-        device=st.sampled_from(["shuffler", "dice_reader"]),
-        code=st.sampled_from(["READY", "JAM", "CAMERA_FAULT"]),
-        text=st.just(""),
-    ),
-    st.builds(ModeReported, game=st.sampled_from(["CSP", "UTH", "BJ", "TCP"])),
-    st.builds(DeckChecked, result=st.sampled_from(["OK", "OK", "SHORT"])),
-    st.builds(
-        HandDealt,
-        round_id=_round,
-        position=_positions,
-        cards=st.lists(st.sampled_from(_codes), min_size=0, max_size=7).map(tuple),
-    ),
-    st.builds(RoundDealt, round_id=_round, hands=st.integers(0, 9)),
-    st.builds(RoundSettled, round_id=_round),
-    st.builds(RoundVoided, round_id=_round),
-    st.builds(CardDrawn, round_id=_round, position=_positions, card=st.sampled_from(_codes)),
-    st.builds(DealerDone, round_id=_round),
-    st.builds(
-        DiceRolled, roll_id=st.integers(1, 5), dice=st.tuples(st.integers(1, 6), st.integers(1, 6))
-    ),
-    st.builds(NoRoll, roll_id=st.integers(1, 5), reason=st.sampled_from(["OFF_TABLE"])),
-    st.builds(
-        RollCheck,
-        roll_id=st.integers(1, 5),
-        dice=st.tuples(st.integers(0, 6), st.integers(0, 6)),
-        reason=st.sampled_from(["BOWL", "UNREADABLE"]),
-    ),
+# Every device fact the event model has, HELLO apart (it may restart the round counter, which
+# assert_results_stand rules out), drawn as the declarations allow (tests/strategies.py: a new
+# fact or message is in without an edit here). Narrowed so that facts meet: few round and roll
+# ids, a READY among the status codes, a deck check that often passes, and hands of no card
+# (beyond the wire, as a journal could hold).
+_facts: st.SearchStrategy[DeviceFact] = s.device_facts(
+    exclude=[DeviceHello],
+    round_id=_round,
+    roll_id=st.integers(1, 5),
+    position=_positions,
+    cards=st.lists(st.sampled_from(_codes), min_size=0, max_size=7).map(tuple),
+    hands=st.integers(0, 9),
+    code=st.sampled_from(["READY", "JAM", "CAMERA_FAULT"]),
+    text=st.just(""),
+    result=st.one_of(st.just("OK"), st.sampled_from(DECK_RESULTS)),
 )
 
 

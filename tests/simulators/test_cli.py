@@ -84,7 +84,7 @@ async def test_linger_keeps_serving_until_sigterm(no_leaks: None, tmp_path: Path
     async with ScriptedHost("dice_reader", link) as host:
         delivered = await host.wait_for(4)
         assert [m.kind for m in delivered] == ["HELLO", "ROLL", "ROLL", "CHECK"]
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # the window in which it would exit: the check
         assert proc.returncode is None, "--linger: still serving"
         host.send(b"$QUERY,0*8F46\r\n")  # still answering
         await host.wait_for(5)
