@@ -330,9 +330,17 @@ async def test_silence_probes_with_query_then_disconnects(
         assert event.reason == "silent for 0.2 s (no answer to QUERY)"
         assert isinstance(await pull(events), Connected)
         assert await pty_device.expect() == m.Query()
-        # a device that answers the probe keeps the link up
+
+
+async def test_a_device_that_answers_the_silence_probe_keeps_the_link_up(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    # 3 s to answer the probe: the answer must not race a loaded machine's scheduler (at
+    # 0.2 s it lost once at load 13), while the silence itself is the other test's.
+    async with running(fast_driver("shuffler", str(link_path), silence_timeout=3.0)) as events:
+        await connect(events, pty_device)
         answered = asyncio.ensure_future(pull(events))
-        assert await pty_device.expect() == m.Query()
+        assert await pty_device.expect() == m.Query()  # the probe, after 3 s of silence
         pty_device.send(HELLO)
         assert isinstance(await answered, Received)
 
@@ -342,7 +350,8 @@ async def test_the_answer_to_the_silence_probe_is_marked(
 ) -> None:
     # link-layer.md: QUERY -> HELLO, then the configuration (MODE). The daemon keeps those
     # as probe replies: the device did not restart, it was asked how it is.
-    async with running(fast_driver("shuffler", str(link_path), silence_timeout=0.4)) as events:
+    # 3 s to answer the probe, as above: the answer must not race the scheduler.
+    async with running(fast_driver("shuffler", str(link_path), silence_timeout=3.0)) as events:
         await connect(events, pty_device)
         # The answer to the QUERY of the connect: not a probe's.
         pty_device.send(HELLO)
