@@ -1,10 +1,13 @@
 // The live feed of one page: a WebSocket to the server, and the store it fills.
 //
 // A page is a view of the retained MQTT state (docs/mqtt.md): the store keeps, per table,
-// the latest message of each topic, ordered by seq (a seq already seen is ignored, a
-// retained topic never goes back to an older seq), plus the last few messages of the
-// topics that are not retained. Nothing is computed from the rules: the daemon publishes
-// what the screen shows.
+// the latest message of each topic, plus the last few messages of the topics that are not
+// retained. The server sends each seq once, in order (its contract.feed orders, drops what
+// was seen and fills gaps), so the page keeps only trivial guards: a retained topic never
+// goes back to an older seq, a non-retained message at or below the last one is ignored.
+// The server also sends the gaps that will not be filled and, on the floor, each
+// controller's bridge status (the pit draws both). Nothing is computed from the rules: the
+// daemon publishes what the screen shows.
 //
 // Liveness: the server sends a tick every keepalive/3 s. The page is "live" while the
 // socket is open, the picture has arrived, the server's broker link is up, and a frame
@@ -12,17 +15,18 @@
 // page shows "table closed".
 
 const RECENT = 12;
-const SEEN = 4096;
+const GAPS = 20;
 
 export class Store {
   constructor() {
     this.tables = new Map();
+    this.bridges = new Map(); // controller -> {connected, since, tables}
   }
 
   table(id) {
     let t = this.tables.get(id);
     if (!t) {
-      t = { id, availability: null, topics: new Map(), recent: new Map(), seen: new Set(), order: [] };
+      t = { id, availability: null, topics: new Map(), recent: new Map(), last: 0, gaps: [] };
       this.tables.set(id, t);
     }
     return t;
@@ -39,22 +43,27 @@ export class Store {
       return t.topics.delete(m.topic);
     }
     const seq = m.payload.seq;
-    if (t.seen.has(seq)) return false;
     if (m.retained) {
       const current = t.topics.get(m.topic);
       if (current && current.seq >= seq) return false;
       t.topics.set(m.topic, m.payload);
     } else {
+      if (seq <= t.last) return false;
+      t.last = seq;
       const list = t.recent.get(m.topic) || [];
       list.push(m.payload);
       list.sort((a, b) => a.seq - b.seq);
       if (list.length > RECENT) list.shift();
       t.recent.set(m.topic, list);
     }
-    t.seen.add(seq);
-    t.order.push(seq);
-    if (t.order.length > SEEN) t.seen.delete(t.order.shift());
     return true;
+  }
+
+  // A gap the server's feed gave up on {table, from_seq, to_seq, reason, at}.
+  gap(m) {
+    const t = this.table(m.table);
+    t.gaps.push(m);
+    if (t.gaps.length > GAPS) t.gaps.shift();
   }
 }
 
@@ -158,6 +167,14 @@ export class Feed {
         } else if (this.store.apply(m)) {
           this.render(this);
         }
+        break;
+      case "gap":
+        (this.pending || this.store).gap(m);
+        if (!this.pending) this.render(this);
+        break;
+      case "bridge":
+        (this.pending || this.store).bridges.set(m.controller, m);
+        if (!this.pending) this.render(this);
         break;
       case "link":
         this.broker = m.broker;
