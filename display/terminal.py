@@ -72,6 +72,7 @@ from contract.payloads import (
     PendingRollModel,
     StateMessage,
     parse,
+    parse_as,
 )
 from contract.vocabulary import BET_NAMES, GAME_NAMES
 from display.session import UNBOUNDED, bounded, session
@@ -293,6 +294,15 @@ class Screen:
         if view is None:
             return False
         sub = topic[len(view.base) + 1 :]
+        if payload and sub != "availability" and not sub.startswith("request/"):
+            # Checked before the feed: junk must not take a seq from the real message.
+            try:
+                if sub in TOPICS:
+                    parse(sub, payload, table=view.table)
+                else:  # a response, or a topic the daemon added: its envelope at least
+                    parse_as(Envelope, payload, table=view.table)
+            except PayloadError:
+                return view.apply(topic, payload)  # the warning line, as it says
         return self._handle(self.feed.receive(view.base, sub, payload, now=now, retained=retained))
 
     def tick(self, now: float) -> bool:

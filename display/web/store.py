@@ -23,7 +23,8 @@ floor-controller declarations) the pit marks a lost controller's tables "control
 unreachable since hh:mm"; ``since`` is when this server learned it (for a ``0`` found
 retained at connect: at the latest then).
 
-Every payload is parsed with the contract (``contract.payloads.parse``); one that does not
+Every payload is parsed with the contract (``contract.payloads.parse``; a response or a
+topic the daemon added, its envelope) before it reaches the feed; one that does not
 validate is dropped,
 counted by reason in ``dropped`` and logged (rate-limited), and never reaches a browser.
 The browser receives one JSON text per message::
@@ -53,7 +54,15 @@ import structlog
 
 from contract.feed import Feed, Gap, Message, Other, Resend
 from contract.floor import BRIDGE_STATUS_ROOT
-from contract.payloads import TABLE_ID_PATTERN, TOPICS, PayloadError, parse, relayed
+from contract.payloads import (
+    TABLE_ID_PATTERN,
+    TOPICS,
+    Envelope,
+    PayloadError,
+    parse,
+    parse_as,
+    relayed,
+)
 
 log = structlog.get_logger("lammer.web")
 
@@ -151,6 +160,17 @@ class Store:
         if table not in self.tables and len(self.tables) >= self.max_tables:
             self._drop("too_many_tables", topic, f"more than {self.max_tables}")
             return []
+        if payload and sub != "availability" and not sub.startswith("request/"):
+            # Checked before the feed: a payload that is not the contract's (another
+            # client's junk on an open broker) must not take a seq from the real one.
+            try:
+                if sub in TOPICS:
+                    parse(sub, payload, table=table)
+                else:  # a response, or a topic the daemon added: its envelope at least
+                    parse_as(Envelope, payload, table=table)
+            except PayloadError as exc:
+                self._drop(exc.reason, topic, exc.detail)
+                return []
         events = self.feed.receive(head + table, sub, payload, now=now, retained=retained)
         return self._handle(events)
 

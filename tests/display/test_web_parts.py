@@ -155,6 +155,17 @@ def test_store_receives_through_the_feed_once_and_in_order() -> None:
     ]  # fmt: skip
 
 
+def test_junk_with_a_seq_never_takes_the_seq_of_the_real_message() -> None:
+    store = Store("lammer")
+    store.receive(*roll(3, None), now=0.0)
+    topic, real = roll(4, 3)
+    junk = json.dumps({"table": "t1", "seq": 4, "prev_seq": 3, "ts": TS}).encode()  # no dice
+    assert store.receive(topic, junk, now=0.1) == []
+    assert store.receive("lammer/t1/response/resend", b'{"seq": 5}', now=0.1) == []
+    assert seqs(store.receive(topic, real, now=0.2)) == [4]  # the real one is drawn
+    assert store.dropped == {"invalid": 2}
+
+
 def test_a_gap_that_will_not_be_filled_is_shown_to_the_pit() -> None:
     store = Store("lammer")
     store.receive(*roll(3, None), now=0.0)
