@@ -698,7 +698,8 @@ async def follow(
 
     ``synced`` is set once the retained state of every table has been delivered after a
     connect: the display publishes to a topic of its own after subscribing, and the broker
-    delivers that message after the retained ones it queued for the subscriptions.
+    delivers that message after the retained ones it queued for the subscriptions. Only
+    without a login: a ``display`` user may not publish it.
     """
     identifier = f"lammer-display-{os.getpid()}-{rng.getrandbits(32):08x}"
     sync_topic = f"lammer-display/{identifier}/sync"
@@ -739,8 +740,11 @@ async def follow(
             async with session(client):
                 for view in views:
                     await bounded(client.subscribe(f"{view.base}/#", qos=1))
-                await bounded(client.subscribe(sync_topic, qos=1))
-                await bounded(client.publish(sync_topic, b"sync", qos=1))
+                if link.user is None:
+                    # A logged-in display (broker-config's display-NAME, the floor's display)
+                    # may publish nothing but request/resend: no sync, --once waits its time.
+                    await bounded(client.subscribe(sync_topic, qos=1))
+                    await bounded(client.publish(sync_topic, b"sync", qos=1))
                 link.connected, link.ever_connected, link.error = True, True, None
                 attempt = 0
                 on_change()

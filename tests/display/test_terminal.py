@@ -40,6 +40,7 @@ from display.terminal import (
 )
 from drivers.backoff import Backoff
 from tests.conftest import Broker, free_port
+from tests.display.conftest import AuthBroker
 
 TS = "2026-06-15T20:31:07.412Z"
 
@@ -756,6 +757,52 @@ async def test_display_tries_the_next_node_of_its_list(mosquitto: Broker) -> Non
     assert status == 0, out
     assert f"broker {mosquitto.host}:{mosquitto.port}: connected" in out
     assert "Caribbean Stud Poker" in out
+
+
+async def test_display_logs_in_with_its_password_file(auth_broker: AuthBroker) -> None:
+    table = f"login-{uuid.uuid4().hex[:8]}"
+    async with aiomqtt.Client(
+        auth_broker.host,
+        auth_broker.port,
+        username="daemon",
+        password=(auth_broker.credentials / "daemon").read_text().strip(),
+    ) as client:
+        state = json.loads(csp_state())
+        body = json.dumps({**state, "table": table}).encode()
+        await client.publish(f"lammer/{table}/state", body, qos=1, retain=True)
+    status, out = await run_display(
+        "--mqtt-host",
+        f"{auth_broker.host}:{auth_broker.port}",
+        "--mqtt-user",
+        "display",
+        "--mqtt-password-file",
+        str(auth_broker.credentials / "display"),
+        "--table",
+        table,
+        "--once",
+        "--exit-after",
+        "3",
+    )
+    assert status == 0, out
+    assert f"broker {auth_broker.host}:{auth_broker.port}: connected" in out
+    assert "Caribbean Stud Poker" in out
+    wrong = auth_broker.workdir / "wrong-password"
+    wrong.write_text("not the password\n")
+    status, out = await run_display(
+        "--mqtt-host",
+        f"{auth_broker.host}:{auth_broker.port}",
+        "--mqtt-user",
+        "display",
+        "--mqtt-password-file",
+        str(wrong),
+        "--table",
+        table,
+        "--once",
+        "--exit-after",
+        "3",
+    )
+    assert status == 1, out  # the password is what the broker checked: refused
+    assert "Caribbean Stud Poker" not in out
 
 
 async def test_display_once_without_a_broker_says_so_and_fails() -> None:
