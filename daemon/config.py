@@ -274,8 +274,9 @@ class MqttSection(_Section):
     floor_resend: Annotated[StrictFloat, _range(0, 3600), _between(0, 3600)] = Field(
         default=30.0,
         description="When the controller's bridge to the floor drops, publish again the "
-        "messages of the last this many seconds (never retained; displays drop a seq they "
-        "have seen): what a dying floor node acknowledged but did not store. 0: never",
+        "newest message if it was acknowledged in the last this many seconds (never "
+        "retained): from it every floor subscriber learns the latest seq and asks for what "
+        "it lacks (request/resend). 0: never",
     )
 
     @field_validator("host")

@@ -60,15 +60,18 @@ answered busy, the rest only counted (a flood costs counts, not records).
 
 The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
-its connection drops (Mosquitto's notification, also published locally). nats-server 2.9
-acknowledges a QoS 1 message before JetStream has stored it, so the message a node held as
-it died is acknowledged to the bridge and gone from the floor. With ``floor_resend`` > 0 the
-link subscribes to that status and, at each ``0``, publishes again every message it had
-acknowledged in the last ``floor_resend`` seconds: same topic, same bytes (same ``seq``),
-never retained (the broker's retained state must not go back to an older one). Displays
-drop a ``seq`` they have seen, and on a retained topic one older than what they hold
-(mqtt-api.md "Conventions"); a floor subscriber gets what its node lost. Copies go out
-before any message queued after the ``0``.
+its connection drops (Mosquitto's notification, also published locally). A floor node may
+acknowledge a QoS 1 message and die before every subscriber has it. A floor subscriber
+fills such a hole itself (``contract.feed``: the next message's ``prev_seq`` shows it, and
+``request/resend`` brings it back), except at the very end of the stream: a lost last
+message is seen only when the table next publishes. That is all ``floor_resend`` still
+does: with ``floor_resend`` > 0 the link subscribes to that status and, at each ``0``,
+publishes again the newest message it had acknowledged in the last ``floor_resend``
+seconds (one copy per drop, not the window: the copies of the whole window were 55-110 per
+drop, nearly all duplicates): same topic, same bytes (same ``seq``), never retained (the
+broker's retained state must not go back to an older one). It reaches the floor when the
+bridge returns, so every subscriber learns the table's latest ``seq`` and asks for the rest
+by its ``prev_seq``. The copy goes out before any message queued after the ``0``.
 
 Stopping: cancelling ``run()`` (SIGTERM through the daemon's TaskGroup) or ``close()``
 publishes ``offline`` (retained) before a clean DISCONNECT, since the broker sends the
@@ -665,13 +668,16 @@ class MqttLink:
         while self._recent and self._recent[0][0] < since:
             self._recent.popleft()
         queued = {m.seq for m in self._resend}
-        again = [m for _, m in self._recent if m.seq not in queued]
+        # The newest only: a subscriber learns the table's latest seq from it and asks for
+        # whatever else it lacks (contract.feed, request/resend).
+        newest = [m for _, m in self._recent][-1:]
+        again = [m for m in newest if m.seq not in queued]
         if again:
             self._resend.extend(again)
             self._resend.sort(key=lambda m: m.seq)
             self._wake.set()
         log.warning(
-            "floor bridge down: publishing the last messages again",
+            "floor bridge down: publishing the newest message again",
             bridge=topic,
             seconds=self._floor_resend,
             messages=len(again),

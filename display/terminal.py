@@ -10,27 +10,37 @@ Three layers, so that everything but the socket is tested without a broker:
 
 * the contract's parse (``contract.payloads.parse``, the models every side shares): each
   topic's JSON validated, with a message that names the field when it is wrong;
-* ``TableView``, a pure model of one table, changed only by ``apply(topic, payload)``;
-  a bad payload or an unknown topic becomes a warning line, never an exception;
+* ``Screen``: the tables' ``TableView``s behind one ``contract.feed.Feed`` (the project's
+  one seq-order-and-dedup memory): every message goes through the feed, which releases
+  each ``seq`` once and in order, asks the table to resend a gap (``request/resend``) and
+  says what will not come (a warning line on the table's panel);
+* ``TableView``, a pure model of one table, changed only by ``apply(topic, payload)`` with
+  what the feed released; a bad payload or an unknown topic becomes a warning line, never
+  an exception;
 * ``render(views)``, a pure function from views to a rich renderable.
 
-The async shell (``follow``) only subscribes, feeds ``apply`` and reconnects with jittered,
-capped backoff; ``run`` puts it under a ``rich.live.Live`` (or prints one frame with
-``--once``).
+The async shell (``follow``) only subscribes, feeds the ``Screen``, publishes its resend
+requests and reconnects (the next node of ``--mqtt-host`` at once, jittered capped backoff
+once every node failed); ``run`` puts it under a ``rich.live.Live`` (or prints one frame
+with ``--once``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import signal
 import socket
+import ssl
+import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Final, Literal
 
 import aiomqtt
@@ -42,6 +52,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from contract.feed import Feed, Gap, Message, Other, Resend
 from contract.payloads import (
     TOPICS,
     Alarm,
@@ -61,6 +72,7 @@ from contract.payloads import (
     PendingRollModel,
     StateMessage,
     parse,
+    parse_as,
 )
 from contract.vocabulary import BET_NAMES, GAME_NAMES
 from display.session import UNBOUNDED, bounded, session
@@ -74,7 +86,6 @@ from rules.text import plural
 MAX_ROLLS = 8
 MAX_RESULTS = 8
 MAX_WARNINGS = 5
-_SEEN_LIMIT = 10_000  # seqs remembered; retained topics are also guarded by their own seq
 
 
 @dataclass
@@ -107,7 +118,6 @@ class TableView:
     bust_result: BustBonusResultMessage | None = None
     warnings: deque[str] = field(default_factory=lambda: deque(maxlen=MAX_WARNINGS))
     last_seq: int | None = None
-    _seen: set[int] = field(default_factory=set, repr=False)
     _topic_seq: dict[str, int] = field(default_factory=dict, repr=False)
     _alarms_seq: int = field(default=-1, repr=False)
 
@@ -125,8 +135,9 @@ class TableView:
         """Take one received message; True when what is drawn may have changed.
 
         Never raises: a topic outside the table, an unknown topic or a malformed payload
-        becomes a warning line; a ``seq`` already seen is ignored (mqtt-api.md
-        "Conventions": retained state republished after a reconnect keeps its ``seq``).
+        becomes a warning line. ``Screen`` gives it each ``seq`` once, in order; a retained
+        topic is still never drawn back to an older ``seq`` (a state given before the
+        table's stream started may be older than one drawn).
         """
         prefix = self.base + "/"
         if not topic.startswith(prefix):
@@ -147,8 +158,6 @@ class TableView:
             message = parse(sub, payload, table=self.table)
         except PayloadError as exc:
             return self._warn(f"{sub}: {_WHY.get(exc.reason, exc.reason)}{exc.detail}; ignored")
-        if message.seq in self._seen:
-            return False
         if retained and message.seq <= self._topic_seq.get(sub, -1):
             return False  # older than the state already drawn for this topic
         self._remember(sub, message.seq)
@@ -162,12 +171,14 @@ class TableView:
         return True
 
     def _remember(self, sub: str, seq: int) -> None:
-        self._seen.add(seq)
         self._topic_seq[sub] = seq
         self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
-        if len(self._seen) > _SEEN_LIMIT:
-            # Keep the newest half; a retained topic stays guarded by _topic_seq.
-            self._seen = set(sorted(self._seen)[_SEEN_LIMIT // 2 :])
+
+    def gap(self, gap: Gap) -> bool:
+        """Messages that will not come (the feed gave up): a warning line, never silent."""
+        return self._warn(
+            f"messages lost: seq {gap.from_seq}-{gap.to_seq} will not come ({gap.reason})"
+        )
 
     def _apply_availability(self, payload: bytes) -> bool:
         text = payload.decode("utf-8", errors="replace").strip()
@@ -267,6 +278,50 @@ _WHY: Final = {
     "too_large": "payload too large: ",
 }
 """How a warning line words each reason of ``PayloadError``."""
+
+
+@dataclass
+class Screen:
+    """The tables drawn, behind one ``Feed``: ``receive`` and ``tick`` return whether what
+    is drawn may have changed; the resend requests to publish collect in ``resends``."""
+
+    views: Sequence[TableView]
+    feed: Feed = field(default_factory=Feed)
+    resends: deque[Resend] = field(default_factory=lambda: deque(maxlen=256))
+
+    def receive(self, topic: str, payload: bytes, *, now: float, retained: bool = False) -> bool:
+        """One message as received."""
+        view = route(self.views, topic)
+        if view is None:
+            return False
+        sub = topic[len(view.base) + 1 :]
+        if payload and sub != "availability" and not sub.startswith("request/"):
+            # Checked before the feed: junk must not take a seq from the real message.
+            try:
+                if sub in TOPICS:
+                    parse(sub, payload, table=view.table)
+                else:  # a response, or a topic the daemon added: its envelope at least
+                    parse_as(Envelope, payload, table=view.table)
+            except PayloadError:
+                return view.apply(topic, payload)  # the warning line, as it says
+        return self._handle(self.feed.receive(view.base, sub, payload, now=now, retained=retained))
+
+    def tick(self, now: float) -> bool:
+        """Time passed: gaps asked for, or given up."""
+        return self._handle(self.feed.tick(now))
+
+    def _handle(self, events: Sequence[Message | Gap | Resend | Other]) -> bool:
+        changed = False
+        for event in events:
+            view = next((v for v in self.views if v.base == event.table), None)
+            match event:
+                case Resend():
+                    self.resends.append(event)
+                case Gap() if view is not None:
+                    changed = view.gap(event) or changed
+                case Message() | Other() if view is not None:
+                    changed = view.apply(f"{event.table}/{event.topic}", event.payload) or changed
+        return changed
 
 
 def route(views: Sequence[TableView], topic: str) -> TableView | None:
@@ -591,13 +646,27 @@ def render(
 
 @dataclass
 class Link:
-    """The display's own connection to the broker, drawn above the tables."""
+    """The display's own connection to the broker, drawn above the tables: ``host`` and
+    ``port`` are the node in use; ``nodes`` every node to try in turn (the floor's), the
+    login and the TLS context."""
 
     host: str
     port: int
     connected: bool = False
     ever_connected: bool = False
     error: str | None = None
+    nodes: list[tuple[str, int]] = field(default_factory=list)
+    user: str | None = None
+    password: str | None = None
+    tls: ssl.SSLContext | None = None
+
+    def next_node(self) -> bool:
+        """Move to the next node; True when a round of every node is complete."""
+        nodes = self.nodes or [(self.host, self.port)]
+        i = nodes.index((self.host, self.port)) if (self.host, self.port) in nodes else -1
+        i = (i + 1) % len(nodes)
+        self.host, self.port = nodes[i]
+        return i == 0
 
     def describe(self) -> str:
         """One line for the screen."""
@@ -617,7 +686,7 @@ def _payload_bytes(payload: object) -> bytes:
     return str(payload).encode()
 
 
-async def follow(
+async def follow(  # noqa: C901  the display loop over the feed's event kinds, each a call
     views: Sequence[TableView],
     link: Link,
     *,
@@ -626,22 +695,46 @@ async def follow(
     synced: asyncio.Event | None = None,
     backoff: Backoff | None = None,
 ) -> None:
-    """Subscribe to every table and feed ``apply`` until cancelled, reconnecting forever.
+    """Subscribe to every table and feed the ``Screen`` until cancelled, reconnecting
+    forever (the next node at once, the backoff after a round of every node failing).
 
     ``synced`` is set once the retained state of every table has been delivered after a
     connect: the display publishes to a topic of its own after subscribing, and the broker
-    delivers that message after the retained ones it queued for the subscriptions.
+    delivers that message after the retained ones it queued for the subscriptions. Only
+    without a login: a ``display`` user may not publish it.
     """
     identifier = f"lammer-display-{os.getpid()}-{rng.getrandbits(32):08x}"
     sync_topic = f"lammer-display/{identifier}/sync"
     delays = backoff or Backoff()
     attempt = 0
+    screen = Screen(views)  # one feed across reconnects: what was seen stays seen
+    loop = asyncio.get_running_loop()
+
+    async def requests(client: aiomqtt.Client) -> None:
+        while screen.resends:
+            resend = screen.resends.popleft()
+            payload = resend.payload(link.user or "display")
+            await bounded(client.publish(resend.topic, payload, qos=1))
+
+    async def ticker(client: aiomqtt.Client) -> None:
+        while True:
+            deadline = screen.feed.next_deadline()
+            await asyncio.sleep(0.25 if deadline is None else min(0.25, deadline - loop.time()))
+            if screen.tick(loop.time()):
+                on_change()
+            # A lost request is asked again after the feed's timeout.
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                await requests(client)
+
     while True:
         try:
             client = aiomqtt.Client(
                 link.host,
                 link.port,
                 identifier=identifier,
+                username=link.user,
+                password=link.password,
+                tls_context=link.tls,
                 timeout=UNBOUNDED,  # see display.session
                 # Nagle off, as everywhere in lammer (40 ms stalls otherwise).
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
@@ -649,32 +742,66 @@ async def follow(
             async with session(client):
                 for view in views:
                     await bounded(client.subscribe(f"{view.base}/#", qos=1))
-                await bounded(client.subscribe(sync_topic, qos=1))
-                await bounded(client.publish(sync_topic, b"sync", qos=1))
+                if link.user is None:
+                    # A logged-in display (broker-config's display-NAME, the floor's display)
+                    # may publish nothing but request/resend: no sync, --once waits its time.
+                    await bounded(client.subscribe(sync_topic, qos=1))
+                    await bounded(client.publish(sync_topic, b"sync", qos=1))
                 link.connected, link.ever_connected, link.error = True, True, None
                 attempt = 0
                 on_change()
-                async for message in client.messages:
-                    topic = message.topic.value
-                    if topic == sync_topic:
-                        if synced is not None:
-                            synced.set()
-                        continue
-                    target = route(views, topic)
-                    if target is not None and target.apply(topic, _payload_bytes(message.payload)):
-                        on_change()
+                tick = asyncio.create_task(ticker(client))
+                try:
+                    async for message in client.messages:
+                        topic = message.topic.value
+                        if topic == sync_topic:
+                            if synced is not None:
+                                synced.set()
+                            continue
+                        data = _payload_bytes(message.payload)
+                        retained = bool(message.retain)
+                        if screen.receive(topic, data, now=loop.time(), retained=retained):
+                            on_change()
+                        await requests(client)
+                finally:
+                    tick.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await tick
         except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
             link.connected, link.error = False, str(exc) or type(exc).__name__
             on_change()
-        # Jittered, capped backoff, so many displays do not reconnect in step.
-        await asyncio.sleep(delays.delay(attempt, rng))
-        attempt += 1
+        if link.next_node():
+            # A round of every node failed: jittered, capped backoff, so many displays do
+            # not reconnect in step.
+            await asyncio.sleep(delays.delay(attempt, rng))
+            attempt += 1
+        else:
+            await asyncio.sleep(0.05)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``lammer display``."""
     parser.add_argument("--host", default="127.0.0.1", help="MQTT broker host")
     parser.add_argument("--port", type=int, default=1883, help="MQTT broker port")
+    parser.add_argument(
+        "--mqtt-host",
+        metavar="HOST[:PORT],...",
+        help="the broker, or every node of the floor in the order to try "
+        "(instead of --host; a node without a port gets --port)",
+    )
+    parser.add_argument("--mqtt-user", metavar="NAME", help="log in as this user")
+    parser.add_argument(
+        "--mqtt-password-file",
+        type=Path,
+        metavar="FILE",
+        help="the user's password: the file's first line (broker-config's credentials/NAME)",
+    )
+    parser.add_argument(
+        "--mqtt-ca-file",
+        type=Path,
+        metavar="FILE",
+        help="connect over TLS, verifying the broker with this CA (the floor's ca.crt)",
+    )
     parser.add_argument("--prefix", default="lammer", help="topic prefix (mqtt-api.md)")
     parser.add_argument(
         "--table",
@@ -702,10 +829,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``lammer display``; 0, or 1 when the broker was never reached."""
+class OptionError(ValueError):
+    """An option of ``lammer display`` that cannot be used, said in one sentence."""
+
+
+def link_of(args: argparse.Namespace) -> Link:
+    """The ``Link`` the options describe; ``OptionError`` saying what is wrong."""
+    from display.web.config import parse_nodes
+
     try:
-        return asyncio.run(_display(args))
+        nodes = parse_nodes(args.mqtt_host, args.port) if args.mqtt_host else []
+    except ValueError as exc:
+        raise OptionError(f"--mqtt-host: {exc}") from None
+    if not nodes:
+        nodes = [(args.host, args.port)]
+    password: str | None = None
+    if args.mqtt_password_file is not None:
+        if args.mqtt_user is None:
+            raise OptionError("--mqtt-password-file needs --mqtt-user (whose password it is)")
+        try:
+            lines = args.mqtt_password_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise OptionError(f"--mqtt-password-file {args.mqtt_password_file}: {why}") from None
+        password = lines[0] if lines else ""
+    tls: ssl.SSLContext | None = None
+    if args.mqtt_ca_file is not None:
+        try:
+            tls = ssl.create_default_context(cafile=str(args.mqtt_ca_file))
+        except (OSError, ssl.SSLError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc)
+            raise OptionError(f"--mqtt-ca-file {args.mqtt_ca_file}: {why}") from None
+        tls.minimum_version = ssl.TLSVersion.TLSv1_2
+    host, port = nodes[0]
+    return Link(host=host, port=port, nodes=nodes, user=args.mqtt_user, password=password, tls=tls)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``lammer display``; 0, 1 when the broker was never reached, 2 for
+    an option that cannot be used."""
+    try:
+        link = link_of(args)
+    except OptionError as exc:
+        print(f"lammer display: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_display(args, link))
     except KeyboardInterrupt:
         return 0
 
@@ -716,9 +885,8 @@ def _side_by_side(layout: str, console: Console, tables: int) -> bool:
     return layout == "columns"
 
 
-async def _display(args: argparse.Namespace) -> int:
+async def _display(args: argparse.Namespace, link: Link) -> int:
     views = [TableView(table=table, prefix=args.prefix) for table in dict.fromkeys(args.table)]
-    link = Link(host=args.host, port=args.port)
     console = Console()
     side_by_side = _side_by_side(args.layout, console, len(views))
     changed, synced, stop = asyncio.Event(), asyncio.Event(), asyncio.Event()

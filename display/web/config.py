@@ -24,6 +24,10 @@ mqtt_ca_file = "floor/ca.crt"         # MQTT over TLS, the broker verified with 
 tls_cert = "tls/web.crt"              # serve HTTPS (then HSTS, Secure cookies) with this
 tls_key = "tls/web.key"               # certificate and its key (0600)
 
+floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controller.json
+                                      # files floor-config reads: the pit marks a lost
+                                      # controller's tables "controller unreachable"
+
 [areas]                               # the pit view's areas (filters): name -> table ids
 "Pit 1" = ["craps-1", "uth-1"]
 "High limit" = ["bj-7"]
@@ -53,6 +57,7 @@ from pydantic import (
     model_validator,
 )
 
+from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
 
 
@@ -179,6 +184,11 @@ class WebConfig(BaseModel):
         default=None, description="serve HTTPS with this certificate (chain first)"
     )
     tls_key: Path | None = Field(default=None, description="the certificate's key (0600)")
+    floor_controllers: list[Path] = Field(
+        default_factory=list,
+        description="the controllers' floor-controller.json (the files floor-config reads): "
+        "which tables each floor bridge carries, for the pit",
+    )
     areas: dict[str, list[str]] = Field(
         default_factory=dict,
         description="the pit view's areas: an area's name and its table ids (a table in one)",
@@ -231,6 +241,18 @@ class WebConfig(BaseModel):
     @classmethod
     def _password_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         return None if value is None else _existing_file(value, info)
+
+    @field_validator("floor_controllers")
+    @classmethod
+    def _floor_controllers(cls, value: list[Path], info: ValidationInfo) -> list[Path]:
+        paths = [_existing_file(path, info) for path in value]
+        seen: dict[str, Path] = {}
+        for path in paths:
+            controller = _declaration(path).controller
+            if controller in seen:
+                raise ValueError(f"controller {controller!r} declared twice: {seen[controller]}")
+            seen[controller] = path
+        return paths
 
     @field_validator("users")
     @classmethod
@@ -317,6 +339,14 @@ class WebConfig(BaseModel):
         """``listen`` as ``(host, port)``."""
         return parse_listen(self.listen)
 
+    def controllers(self) -> dict[str, list[str]]:
+        """Controller -> its tables' ids, from ``floor_controllers`` (read when called)."""
+        out: dict[str, list[str]] = {}
+        for path in self.floor_controllers:
+            declaration = _declaration(path)
+            out[declaration.controller] = [t.id for t in declaration.tables]
+        return out
+
     def mqtt_password(self) -> str | None:
         """The display user's password (the file's first line), or None."""
         return _first_line(self.mqtt_password_file)
@@ -333,6 +363,15 @@ def _loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _declaration(path: Path) -> Declaration:
+    try:
+        return parse_declaration(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from None
+    except FloorError as exc:
+        raise ValueError(f"{path}: not a floor-controller declaration: {exc}") from None
 
 
 def _first_line(path: Path | None) -> str | None:
@@ -409,6 +448,11 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
         ):
             if isinstance(data.get(key), str):
                 data[key] = str(_resolve_text(data[key], base_dir))
+        if isinstance(data.get("floor_controllers"), list):
+            data["floor_controllers"] = [
+                str(_resolve_text(v, base_dir)) if isinstance(v, str) else v
+                for v in data["floor_controllers"]
+            ]
     for key, value in overrides.items():
         if value is not None:
             data[key] = value

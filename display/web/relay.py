@@ -1,7 +1,11 @@
 """The server's two MQTT connections and its browsers.
 
-* ``Follower`` subscribes to ``<prefix>/+/#`` as the read-only ``display`` user, feeds every
-  message to the ``Store`` and pushes what changed to the browsers through the ``Hub``.
+* ``Follower`` subscribes to ``<prefix>/+/#`` as the ``display`` user (and, on the floor, to
+  the bridges' status), feeds every message to the ``Store`` (whose ``contract.feed`` puts
+  each table's messages in seq order, once), publishes the resend requests the feed asks
+  for (``request/resend``: the one topic ``display`` may publish) and pushes what changed to
+  the browsers through the ``Hub``. It follows one node at a time and relies on the gap
+  fill for what a failover loses (README, The casino floor: the pit).
 * ``Terminal`` is a second connection, as the ``terminal`` user (which may publish only
   ``request/...``): it publishes the stickperson's requests and waits for the daemon's
   answer on ``response/<name>`` (mqtt-api.md "Requests").
@@ -31,6 +35,7 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
+from contract.floor import BRIDGE_STATUS_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
 from contract.payloads import PayloadError, parse_as, relayed
 from contract.requests import ResponseMessage
@@ -221,6 +226,35 @@ class Follower:
         if changed:
             self.hub.broadcast(wire("link", broker=connected))
 
+    def _push(self, updates: list[tuple[str | None, str]]) -> None:
+        for table, text in updates:
+            if table is None:
+                self.hub.broadcast(text)
+            else:
+                self.hub.publish(table, text)
+
+    async def _requests(self, client: aiomqtt.Client) -> None:
+        """Publish the feed's resend requests (QoS 1, bounded: a lost one is asked again
+        by the feed after its timeout)."""
+        while self.store.resends:
+            resend = self.store.resends.popleft()
+            payload = resend.payload(self.config.mqtt_user or "display")
+            await bounded(client.publish(resend.topic, payload, qos=1))
+
+    async def _tick(self, client: aiomqtt.Client) -> None:
+        """Let the feed's waits run out while nothing arrives (a gap at a quiet table)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            deadline = self.store.feed.next_deadline()
+            now = loop.time()
+            wait = 0.25 if deadline is None else min(0.25, max(0.0, deadline - now))
+            await asyncio.sleep(wait)
+            self._push(self.store.tick(loop.time()))
+            # A lost request is asked again by the feed after its timeout; a dead link is
+            # the reader's to see.
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                await self._requests(client)
+
     async def run(self) -> None:
         """Follow the broker until cancelled, reconnecting forever."""
         config = self.config
@@ -233,18 +267,33 @@ class Follower:
                 )
                 async with session(client):
                     await subscribe(client, f"{config.prefix}/+/#")
+                    if self.store.controllers:  # on the floor: the bridges' status too
+                        await subscribe(client, f"{BRIDGE_STATUS_ROOT}+")
                     self._link(True)
                     self.login.connected()
                     self.nodes.connected()
                     log.info("subscribed", broker=str(self.nodes))
                     if self.on_connect is not None:
                         self.on_connect()
-                    async for message in client.messages:
-                        payload = message.payload
-                        data = payload if isinstance(payload, bytes) else b""
-                        update = self.store.apply(message.topic.value, data)
-                        if update is not None:
-                            self.hub.publish(*update)
+                    loop = asyncio.get_running_loop()
+                    ticker = asyncio.create_task(self._tick(client))
+                    try:
+                        async for message in client.messages:
+                            payload = message.payload
+                            data = payload if isinstance(payload, bytes) else b""
+                            self._push(
+                                self.store.receive(
+                                    message.topic.value,
+                                    data,
+                                    now=loop.time(),
+                                    retained=bool(message.retain),
+                                )
+                            )
+                            await self._requests(client)
+                    finally:
+                        ticker.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+                            await ticker
             except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
                 self.login.failed(exc, str(self.nodes))
                 if self.connected or self.error is None:

@@ -546,7 +546,7 @@ async def _redirect_pit(request: web.Request) -> web.StreamResponse:
 
 def make_state(config: WebConfig) -> WebState:
     """The shared state for ``config``: store, hub, both MQTT connections, users."""
-    store = Store(config.prefix)
+    store = Store(config.prefix, controllers=config.controllers())
     hub = Hub()
     return WebState(
         config=config,

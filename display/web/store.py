@@ -6,17 +6,34 @@ message of each retained topic, ``availability``, and the last few messages of t
 non-retained topics (so a page opened between two rolls still shows the last roll), so a
 browser that connects gets the whole picture at once (``snapshot``), then every update.
 
-Ordering follows mqtt-api.md "Conventions": a ``seq`` already seen is ignored (a retained
-state republished after a reconnect keeps its ``seq``), and a retained topic never goes
+Ordering is ``contract.feed``'s (the project's one seq-order-and-dedup memory):
+``Store.receive(topic, payload, now=..., retained=...)`` gives every table's message to the
+store's ``Feed``, which releases each ``seq`` once, in order, holds back what came too early,
+asks the table to resend a gap (the ``Resend`` actions collect in ``resends``, for the
+follower to publish as the ``display`` user, which may publish ``request/resend``) and says
+what will not come: a ``Gap``, kept per table and pushed to the pages (the pit shows it to
+staff; it is never dropped silently). ``tick(now)`` lets the feed's waits run out.
+``apply(topic, payload)`` draws one message the feed released: a retained topic never goes
 back to an older ``seq``. A zero-length retained message deletes a retained state (MQTT
 3.1.1, 3.3.1.3): the pages are told the topic is empty.
 
-Every payload is parsed with the contract (``contract.payloads.parse``); one that does not
+The floor's bridges (``lammer-floor/bridge/<controller>``, contract.floor): ``1`` connected,
+``0`` lost (the bridge's will). With ``controllers`` (controller -> table ids, from the
+floor-controller declarations) the pit marks a lost controller's tables "controller
+unreachable since hh:mm"; ``since`` is when this server learned it (for a ``0`` found
+retained at connect: at the latest then).
+
+Every payload is parsed with the contract (``contract.payloads.parse``; a response or a
+topic the daemon added, its envelope) before it reaches the feed; one that does not
 validate is dropped,
 counted by reason in ``dropped`` and logged (rate-limited), and never reaches a browser.
 The browser receives one JSON text per message::
 
     {"t": "msg", "table": "t1", "topic": "craps/board", "retained": true, "payload": {...}}
+    {"t": "gap", "table": "t1", "from_seq": 12, "to_seq": 14, "reason": "unanswered", "at": ...}
+    {"t": "bridge", "controller": "ctl1", "connected": false, "since": ..., "tables": [...]}
+
+(``at`` and ``since``: Unix seconds.)
 
 ``payload`` is the object as parsed (``contract.payloads.relayed``: the fields it came
 with, unknown ones included, in the contract's form), ``"online"``/``"offline"`` for
@@ -29,13 +46,24 @@ import json
 import re
 import time
 from collections import Counter, deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import structlog
 
-from contract.payloads import TABLE_ID_PATTERN, TOPICS, PayloadError, parse, relayed
+from contract.feed import Feed, Gap, Message, Other, Resend
+from contract.floor import BRIDGE_STATUS_ROOT
+from contract.payloads import (
+    TABLE_ID_PATTERN,
+    TOPICS,
+    Envelope,
+    PayloadError,
+    parse,
+    parse_as,
+    relayed,
+)
 
 log = structlog.get_logger("lammer.web")
 
@@ -49,7 +77,10 @@ HISTORY_TOPICS: Final = frozenset(
     {"cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"}
 )
 """The topics whose earlier messages a page is sent on connect, besides the latest."""
-_SEEN: Final = 4096
+GAPS: Final = 20
+"""Gaps kept per table for a page that connects later (the newest)."""
+MAX_RESENDS: Final = 256
+"""Resend requests waiting for the follower at most (the feed asks again when they are lost)."""
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
 _IGNORED_PREFIXES: Final = ("request/", "response/")
 
@@ -77,21 +108,11 @@ class TableEntry:
     recent: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
     history: dict[str, deque[tuple[int, str]]] = field(default_factory=dict)
     last_heard: float = 0.0
-    _seen: set[int] = field(default_factory=set)
-    _order: deque[int] = field(default_factory=deque)
-
-    def seen(self, seq: int) -> bool:
-        """Whether ``seq`` was taken already; remembers it if not (bounded memory)."""
-        if seq in self._seen:
-            return True
-        self._seen.add(seq)
-        self._order.append(seq)
-        if len(self._order) > _SEEN:
-            self._seen.discard(self._order.popleft())
-        return False
+    gaps: deque[str] = field(default_factory=lambda: deque(maxlen=GAPS))
 
     def snapshot(self) -> list[str]:
-        """Every message a page needs to draw this table now, oldest ``seq`` first."""
+        """Every message a page needs to draw this table now, oldest ``seq`` first, then
+        the gaps."""
         out = [] if self.availability_text is None else [self.availability_text]
         items = list(self.retained.values())
         for messages in self.recent.values():
@@ -100,22 +121,150 @@ class TableEntry:
             items.extend(messages)
         # A result is in history and in retained (or recent): sent once, oldest first.
         out.extend(text for _, text in sorted(dict(items).items()))
+        out.extend(self.gaps)
         return out
+
+
+@dataclass
+class BridgeEntry:
+    """A controller's floor bridge as last heard: connected, and since when (Unix s)."""
+
+    controller: str
+    connected: bool
+    since: float
+    text: str
 
 
 class Store:
     """Every table under ``<prefix>/`` as the browsers are shown it."""
 
-    def __init__(self, prefix: str, *, max_tables: int = MAX_TABLES) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        *,
+        max_tables: int = MAX_TABLES,
+        feed: Feed | None = None,
+        controllers: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.prefix = prefix
         self.max_tables = max_tables
         self.tables: dict[str, TableEntry] = {}
         self.dropped: Counter[str] = Counter()
         self.ignored: Counter[str] = Counter()
+        self.feed = feed if feed is not None else Feed(max_tables=max_tables)
+        """The seq order and gap filling of every table (keyed ``<prefix>/<table id>``)."""
+        self.resends: deque[Resend] = deque(maxlen=MAX_RESENDS)
+        """Resend requests the feed asked for, to publish (``Resend.topic``, ``payload``)."""
+        self.controllers = {name: list(tables) for name, tables in (controllers or {}).items()}
+        self.bridges: dict[str, BridgeEntry] = {}
+        self.gaps = 0
+        """Gaps reported since start (every table)."""
         self._last_log = 0.0
 
+    def receive(
+        self, topic: str, payload: bytes, *, now: float, retained: bool = False
+    ) -> list[tuple[str | None, str]]:
+        """Take one MQTT message as received, through the feed: ``(table, text)`` for the
+        browsers, in order (table None: for every page, a bridge's status)."""
+        if topic.startswith(BRIDGE_STATUS_ROOT):
+            return self._bridge(topic[len(BRIDGE_STATUS_ROOT) :], payload)
+        head = self.prefix + "/"
+        if not topic.startswith(head):
+            self.ignored["other_prefix"] += 1
+            return []
+        table, _, sub = topic[len(head) :].partition("/")
+        if not sub or not _TABLE_ID.match(table):
+            self._drop("bad_topic", topic, "not <prefix>/<table id>/<topic>")
+            return []
+        if table not in self.tables and len(self.tables) >= self.max_tables:
+            self._drop("too_many_tables", topic, f"more than {self.max_tables}")
+            return []
+        if payload and sub != "availability" and not sub.startswith("request/"):
+            # Checked before the feed: a payload that is not the contract's (another
+            # client's junk on an open broker) must not take a seq from the real one.
+            try:
+                if sub in TOPICS:
+                    parse(sub, payload, table=table)
+                else:  # a response, or a topic the daemon added: its envelope at least
+                    parse_as(Envelope, payload, table=table)
+            except PayloadError as exc:
+                self._drop(exc.reason, topic, exc.detail)
+                return []
+        events = self.feed.receive(head + table, sub, payload, now=now, retained=retained)
+        return self._handle(events)
+
+    def tick(self, now: float) -> list[tuple[str | None, str]]:
+        """Time passed: the feed asks for gaps whose wait is over, or gives them up."""
+        return self._handle(self.feed.tick(now))
+
+    def _handle(
+        self, events: Sequence[Message | Gap | Resend | Other]
+    ) -> list[tuple[str | None, str]]:
+        out: list[tuple[str | None, str]] = []
+        for event in events:
+            match event:
+                case Message() | Other():
+                    update = self.apply(f"{event.table}/{event.topic}", event.payload)
+                    if update is not None:
+                        out.append(update)
+                case Resend():
+                    self.resends.append(event)
+                case Gap():
+                    out.append(self._gap(event))
+        return out
+
+    def _gap(self, gap: Gap) -> tuple[str, str]:
+        table = gap.table[len(self.prefix) + 1 :]
+        self.gaps += 1
+        text = wire(
+            "gap",
+            table=table,
+            from_seq=gap.from_seq,
+            to_seq=gap.to_seq,
+            reason=gap.reason,
+            at=time.time(),
+        )
+        self._entry(table).gaps.append(text)
+        log.warning(
+            "messages will not come",
+            table=table,
+            from_seq=gap.from_seq,
+            to_seq=gap.to_seq,
+            reason=gap.reason,
+        )
+        return table, text
+
+    def _bridge(self, controller: str, payload: bytes) -> list[tuple[str | None, str]]:
+        if not controller or "/" in controller or len(controller) > 64:
+            self._drop("bad_topic", BRIDGE_STATUS_ROOT + controller[:64], "not a controller")
+            return []
+        if payload not in (b"0", b"1"):
+            if not payload:  # the retained status deleted: nothing known any more
+                self.bridges.pop(controller, None)
+            return []
+        connected = payload == b"1"
+        entry = self.bridges.get(controller)
+        if entry is not None and entry.connected == connected:
+            return []  # the same state, again (a node's retained copy after a move)
+        if entry is None and len(self.bridges) >= self.max_tables:
+            return []
+        since = time.time()
+        text = wire(
+            "bridge",
+            controller=controller,
+            connected=connected,
+            since=since,
+            tables=self.controllers.get(controller, []),
+        )
+        self.bridges[controller] = BridgeEntry(controller, connected, since, text)
+        if not connected:
+            log.warning("controller unreachable", controller=controller)
+        return [(None, text)]
+
     def apply(self, topic: str, payload: bytes) -> tuple[str, str] | None:  # noqa: C901  the relay's admission steps in order, each an early return
-        """Take one received message: ``(table, text for the browsers)``, or None."""
+        """Draw one message the feed released (``receive``): ``(table, text for the
+        browsers)``, or None. No seq memory of its own but the retained topics' (one
+        never goes back to an older ``seq``): the feed already dropped what was seen."""
         head = self.prefix + "/"
         if not topic.startswith(head):
             self.ignored["other_prefix"] += 1
@@ -156,8 +305,6 @@ class Store:
         seq: int = data["seq"]
         if retained and seq <= entry.retained.get(sub, (0, ""))[0]:
             return None  # older than what is drawn
-        if entry.seen(seq):
-            return None
         entry.last_heard = time.time()
         if retained:
             entry.retained[sub] = (seq, text)
@@ -225,7 +372,8 @@ class Store:
         if table is not None:
             entry = self.tables.get(table)
             return [] if entry is None else entry.snapshot()
-        return [text for entry in self.tables.values() for text in entry.snapshot()]
+        bridges = [entry.text for entry in self.bridges.values()]
+        return bridges + [text for entry in self.tables.values() for text in entry.snapshot()]
 
     def counters(self) -> dict[str, Any]:
         """The drop and ignore counters, for the pit and ``/api/health``."""
@@ -233,4 +381,6 @@ class Store:
             "dropped": dict(self.dropped),
             "dropped_total": sum(self.dropped.values()),
             "ignored": dict(self.ignored),
+            "gaps": self.gaps,
+            "duplicates_dropped": self.feed.dropped,
         }

@@ -938,10 +938,12 @@ def make_floor_link(broker: Broker, outbox: FakeOutbox, floor_resend: float) -> 
     )
 
 
-async def test_a_floor_bridge_that_drops_gets_the_last_messages_again(tmp_path: Path) -> None:
-    # nats-server 2.9 acknowledges a QoS 1 message before storing it: what the node that
-    # died held is gone from the floor. The bridge's 0 (real: the remote is SIGKILLed)
-    # makes the link publish the recent messages again, same bytes, never retained.
+async def test_a_floor_bridge_that_drops_gets_the_newest_message_again(tmp_path: Path) -> None:
+    # A floor node may acknowledge a message and die before its subscribers have it: a
+    # subscriber fills a hole by prev_seq (contract.feed), but a loss at the end of the
+    # stream shows only when the table publishes next. The bridge's 0 (real: the remote is
+    # SIGKILLed) makes the link publish the newest message again, same bytes, never
+    # retained: one copy, from which a subscriber learns the latest seq.
     async with bridged(tmp_path) as (local, remote), recording(local) as seen:
         outbox = FakeOutbox()
         link = make_floor_link(local, outbox, floor_resend=30)
@@ -957,21 +959,27 @@ async def test_a_floor_bridge_that_drops_gets_the_last_messages_again(tmp_path: 
             await eventually(lambda: len(seen.messages) >= 5, "the messages seen locally")
             before = len(seen.messages)
             kill(remote)  # SIGKILL: the floor node dies
-            await eventually(lambda: link.resent == 4, "the copies published")
-            await eventually(lambda: len(seen.messages) >= before + 4, "the copies seen")
+            await eventually(lambda: link.resent == 1, "the copy published")
+            await eventually(lambda: len(seen.messages) >= before + 1, "the copy seen")
+            await asyncio.sleep(0.5)  # anything more would come now
             copies = [
-                m for m in seen.messages[before:] if not m.topic.value.endswith("availability")
+                m
+                for m in seen.messages[before:]
+                if not m.topic.value.endswith("availability") and "/bridge/" not in m.topic.value
             ]
-            assert [bytes(m.payload) for m in copies] == [m.payload for m in sent]
-            assert [m.topic.value for m in copies] == [f"{BASE}/{m.topic}" for m in sent]
+            assert [bytes(m.payload) for m in copies] == [sent[3].payload]
+            assert [m.topic.value for m in copies] == [f"{BASE}/{sent[3].topic}"]
             assert not any(m.retain for m in copies)
-        # The local broker still holds the newest state, not the copy of the older one.
+            assert link.resent == 1
+        # The local broker still holds the newest state, as stored.
         async with recording(local, f"{BASE}/state") as fresh:
             await eventually(lambda: len(fresh.messages) == 1, "the retained state")
             assert bytes(fresh.messages[0].payload) == sent[3].payload
 
 
-async def test_only_the_window_is_sent_again_and_zero_turns_it_off(tmp_path: Path) -> None:
+async def test_only_a_message_of_the_window_is_sent_again_and_zero_turns_it_off(
+    tmp_path: Path,
+) -> None:
     async with bridged(tmp_path) as (local, remote), recording(local) as seen:
         outbox = FakeOutbox()
         link = make_floor_link(local, outbox, floor_resend=0.5)

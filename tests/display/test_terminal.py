@@ -7,6 +7,7 @@ Frames are rendered to plain text, as a person would read them.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 import json
@@ -15,6 +16,7 @@ import re
 import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiomqtt
@@ -25,9 +27,20 @@ from rich.console import Console
 
 from contract.payloads import TOPICS
 from contract.schemas import parse_message
-from display.terminal import Link, TableView, card_text, follow, render, route
+from display.terminal import (
+    Link,
+    Screen,
+    TableView,
+    add_arguments,
+    card_text,
+    follow,
+    render,
+    route,
+    run,
+)
 from drivers.backoff import Backoff
 from tests.conftest import Broker, free_port
+from tests.display.conftest import AuthBroker
 
 TS = "2026-06-15T20:31:07.412Z"
 
@@ -488,9 +501,10 @@ def test_the_test_payloads_are_valid_for_the_daemons_models(topic: str, body: by
 
 def test_a_seq_already_seen_is_ignored() -> None:
     view = TableView(table="t2")
+    screen = Screen([view])  # the display's feed: contract.feed
     result = payload(70, "t2", roll_id=5200, bet="all_small", outcome="win", pays="34")
-    assert view.apply("lammer/t2/craps/result", result)
-    assert not view.apply("lammer/t2/craps/result", result)  # QoS 1 redelivery
+    assert screen.receive("lammer/t2/craps/result", result, now=0.0)
+    assert not screen.receive("lammer/t2/craps/result", result, now=0.1)  # QoS 1 redelivery
     assert len(lines_with(frame([view]), "roll 5200")) == 1
     # A retained board republished after a reconnect, once a newer one was drawn.
     old, new = board(71, [2]), board(72, [2, 3])
@@ -498,6 +512,51 @@ def test_a_seq_already_seen_is_ignored() -> None:
     assert view.apply("lammer/t2/craps/board", new)
     assert not view.apply("lammer/t2/craps/board", old)
     assert lammers(frame([view]))[3] == "●"
+
+
+def test_the_screen_puts_a_table_in_seq_order_and_shows_what_will_not_come() -> None:
+    view = TableView(table="t2")
+    screen = Screen([view])
+    result = {"bet": "all_small", "outcome": "lose", "pays": None}
+    topic = "lammer/t2/craps/result"
+    assert screen.receive(topic, payload(10, "t2", roll_id=10, prev_seq=None, **result), now=0)
+    assert not screen.receive(topic, payload(14, "t2", roll_id=14, prev_seq=12, **result), now=0)
+    assert screen.receive(topic, payload(12, "t2", roll_id=12, prev_seq=10, **result), now=0.5)
+    assert not screen.receive(topic, payload(20, "t2", roll_id=20, prev_seq=18, **result), now=1)
+    now = 1.0
+    while not screen.resends:
+        now += 0.5
+        screen.tick(now)
+    asked = screen.resends.popleft()
+    assert (asked.topic, asked.from_seq, asked.to_seq) == ("lammer/t2/request/resend", 15, 18)
+    while not view.warnings and now < 200:  # the table never answers
+        now += 0.5
+        screen.tick(now)
+    text = frame([view])
+    assert "messages lost: seq 15-18 will not come (unanswered)" in text
+    rolls = [int(n) for n in re.findall(r"roll (\d+)\s+All Small", text)]
+    assert sorted(rolls) == [10, 12, 14, 20]  # 14 after 12, and 20 after the gap
+
+
+def test_display_options_that_cannot_be_used_end_in_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--table", "t1", "--once"]
+    for argv, said in [
+        (["--mqtt-host", "a,,b"], "--mqtt-host: an empty broker"),
+        (["--mqtt-password-file", str(tmp_path / "none")], "needs --mqtt-user"),
+        (
+            ["--mqtt-user", "display", "--mqtt-password-file", str(tmp_path / "none")],
+            "No such file",
+        ),
+        (["--mqtt-ca-file", str(tmp_path / "none")], "--mqtt-ca-file"),
+    ]:
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        assert run(parser.parse_args(base + argv)) == 2
+        err = capsys.readouterr().err
+        assert said in err, err
+        assert err.count("\n") == 1, err  # one sentence, no traceback
 
 
 @pytest.mark.parametrize(
@@ -677,6 +736,73 @@ async def test_display_once_draws_the_retained_state_from_the_broker(mosquitto: 
         n: ("●" if n in (4, 10) else "·") for n in LAMMER_NUMBERS
     }
     assert "! " not in out  # no warning
+
+
+async def test_display_tries_the_next_node_of_its_list(mosquitto: Broker) -> None:
+    prefix = f"n{uuid.uuid4().hex[:8]}"
+    async with aiomqtt.Client(mosquitto.host, mosquitto.port) as client:
+        await client.publish(f"{prefix}/t1/state", csp_state(), qos=1, retain=True)
+    dead = f"127.0.0.1:{free_port()}"
+    status, out = await run_display(
+        "--mqtt-host",
+        f"{dead},{mosquitto.host}:{mosquitto.port}",
+        "--prefix",
+        prefix,
+        "--table",
+        "t1",
+        "--once",
+        "--exit-after",
+        "20",
+    )
+    assert status == 0, out
+    assert f"broker {mosquitto.host}:{mosquitto.port}: connected" in out
+    assert "Caribbean Stud Poker" in out
+
+
+async def test_display_logs_in_with_its_password_file(auth_broker: AuthBroker) -> None:
+    table = f"login-{uuid.uuid4().hex[:8]}"
+    async with aiomqtt.Client(
+        auth_broker.host,
+        auth_broker.port,
+        username="daemon",
+        password=(auth_broker.credentials / "daemon").read_text().strip(),
+    ) as client:
+        state = json.loads(csp_state())
+        body = json.dumps({**state, "table": table}).encode()
+        await client.publish(f"lammer/{table}/state", body, qos=1, retain=True)
+    status, out = await run_display(
+        "--mqtt-host",
+        f"{auth_broker.host}:{auth_broker.port}",
+        "--mqtt-user",
+        "display",
+        "--mqtt-password-file",
+        str(auth_broker.credentials / "display"),
+        "--table",
+        table,
+        "--once",
+        "--exit-after",
+        "3",
+    )
+    assert status == 0, out
+    assert f"broker {auth_broker.host}:{auth_broker.port}: connected" in out
+    assert "Caribbean Stud Poker" in out
+    wrong = auth_broker.workdir / "wrong-password"
+    wrong.write_text("not the password\n")
+    status, out = await run_display(
+        "--mqtt-host",
+        f"{auth_broker.host}:{auth_broker.port}",
+        "--mqtt-user",
+        "display",
+        "--mqtt-password-file",
+        str(wrong),
+        "--table",
+        table,
+        "--once",
+        "--exit-after",
+        "3",
+    )
+    assert status == 1, out  # the password is what the broker checked: refused
+    assert "Caribbean Stud Poker" not in out
 
 
 async def test_display_once_without_a_broker_says_so_and_fails() -> None:

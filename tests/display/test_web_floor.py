@@ -159,15 +159,17 @@ async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
                 "terminal_user": "terminal",
                 "terminal_password_file": str(creds / "terminal"),
                 "mqtt_ca_file": str(cluster.ca_path),
+                "floor_controllers": [str(ctl.declaration)],
                 "areas": {"Pit 9": [ctl.table.table_id]},
             },
         )
         webs.append(web)
         await until(web.up, "lammer web up on the floor")
-        await page.goto(f"{web.url}/pit")
+        await page.goto(f"{web.url}/pit?view=cards")  # the card view draws the unreachable line
         card = page.locator(f'[data-table="{ctl.table.table_id}"]')
         await expect(card.locator(".last")).to_contain_text("roll", timeout=WAIT)
         await expect(page.locator("#seen")).to_contain_text("1 table seen")
+        await expect(page.locator("#bridges")).to_contain_text("1 of 1 controllers connected")
 
         node = web.health()["node"]
         index = next(i for i, (h, p) in enumerate(cluster.mqtt_endpoints, 1) if node == f"{h}:{p}")
@@ -190,6 +192,14 @@ async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
         await expect(page.locator("#seen")).to_contain_text("1 table seen")
         print(f"lammer web moved from {node} to {web.health()['node']} in {took:.2f} s")
         cluster.start_node(index)
+        # The controller dies (no goodbye): its bridge's will marks its tables on the pit.
+        assert ctl.broker.process is not None
+        ctl.broker.process.kill()
+        await expect(card.locator(".unreachable")).to_contain_text(
+            "controller webfloor unreachable since ", timeout=WAIT
+        )
+        await expect(page.locator("#bridges")).to_contain_text("webfloor lost since")
+        assert web.health()["gaps"] == 0  # every message of the table came, in order
     finally:
         await ctl.close()
         cluster.stop()

@@ -112,7 +112,7 @@ def test_a_card_of_another_form_or_odds_as_a_float_are_refused() -> None:
 # -- the store: a view ordered by seq ------------------------------------------------------
 
 
-def test_store_ignores_a_seq_seen_and_an_older_retained_state() -> None:
+def test_store_draws_no_older_retained_state() -> None:
     store = Store("lammer")
     board = craps_board_publication(craps_board(initial_state(1)), table="t1").body
     first = decoded(store.apply(*message("craps/board", 5, board)))
@@ -123,6 +123,81 @@ def test_store_ignores_a_seq_seen_and_an_older_retained_state() -> None:
     assert decoded(store.apply(*message("craps/board", 6, board)))["payload"]["seq"] == 6
     snapshot = [json.loads(text) for text in store.snapshot("t1")]
     assert [m["payload"]["seq"] for m in snapshot] == [6]
+
+
+ROLL = {"roll_id": 1, "dice": [1, 1], "total": 2, "status": "counted", "reason": None}
+
+
+def roll(seq: int, prev: int | None, table: str = "t1") -> tuple[str, bytes]:
+    """A ``craps/roll`` of ``table`` with its ``seq`` and ``prev_seq``."""
+    return message("craps/roll", seq, {**ROLL, "roll_id": seq, "prev_seq": prev}, table)
+
+
+def seqs(updates: list[tuple[str | None, str]]) -> list[int]:
+    return [json.loads(text)["payload"]["seq"] for _, text in updates]
+
+
+def test_store_receives_through_the_feed_once_and_in_order() -> None:
+    store = Store("lammer")
+    assert seqs(store.receive(*roll(10, 9), now=0.0)) == [10]  # the stream starts here
+    assert store.receive(*roll(10, 9), now=0.1) == []  # a QoS 1 repeat, a copy asked by another
+    assert store.receive(*roll(14, 12), now=0.2) == []  # 12 (at least) is missing: held
+    assert not store.resends  # a broker that reorders gets its wait first
+    assert seqs(store.receive(*roll(12, 10), now=0.3)) == [12, 14]  # in order, the hole closed
+    assert store.receive(*roll(16, 15), now=0.4) == []
+    assert store.tick(0.5 + store.feed.wait) == []
+    (asked,) = store.resends  # the wait is over: the follower publishes this
+    assert (asked.topic, asked.from_seq, asked.to_seq) == ("lammer/t1/request/resend", 15, 15)
+    assert json.loads(asked.payload("display"))["operator"] == "display"
+    assert seqs(store.receive(*roll(15, 14), now=2.0)) == [15, 16]  # the copy fills it
+    assert [m["payload"]["seq"] for m in map(json.loads, store.snapshot("t1"))] == [
+        10, 12, 14, 15, 16
+    ]  # fmt: skip
+
+
+def test_junk_with_a_seq_never_takes_the_seq_of_the_real_message() -> None:
+    store = Store("lammer")
+    store.receive(*roll(3, None), now=0.0)
+    topic, real = roll(4, 3)
+    junk = json.dumps({"table": "t1", "seq": 4, "prev_seq": 3, "ts": TS}).encode()  # no dice
+    assert store.receive(topic, junk, now=0.1) == []
+    assert store.receive("lammer/t1/response/resend", b'{"seq": 5}', now=0.1) == []
+    assert seqs(store.receive(topic, real, now=0.2)) == [4]  # the real one is drawn
+    assert store.dropped == {"invalid": 2}
+
+
+def test_a_gap_that_will_not_be_filled_is_shown_to_the_pit() -> None:
+    store = Store("lammer")
+    store.receive(*roll(3, None), now=0.0)
+    store.receive(*roll(9, 7), now=0.0)
+    now, shown = 0.0, list[tuple[str | None, str]]()
+    while not shown and now < 120:  # nobody answers the resend requests
+        now += 0.5
+        shown = store.tick(now)
+    gap = json.loads(shown[0][1])
+    assert shown[0][0] == "t1"
+    assert (gap["t"], gap["table"], gap["from_seq"], gap["to_seq"]) == ("gap", "t1", 4, 7)
+    assert gap["reason"] == "unanswered"
+    assert seqs(shown[1:]) == [9]  # then what came after it
+    assert store.counters()["gaps"] == 1
+    assert gap in [json.loads(text) for text in store.snapshot("t1")]  # a page opened later
+
+
+def test_the_store_follows_each_controllers_bridge() -> None:
+    store = Store("lammer", controllers={"ctl1": ["t1", "t2"]})
+    (lost,) = store.receive("lammer-floor/bridge/ctl1", b"0", now=0.0, retained=True)
+    body = json.loads(lost[1])
+    assert lost[0] is None  # for every page
+    assert (body["t"], body["controller"], body["connected"]) == ("bridge", "ctl1", False)
+    assert body["tables"] == ["t1", "t2"]
+    assert store.receive("lammer-floor/bridge/ctl1", b"0", now=0.1) == []  # nothing new
+    assert store.receive("lammer-floor/bridge/ctl1", b"junk", now=0.1) == []
+    (back,) = store.receive("lammer-floor/bridge/ctl1", b"1", now=0.2)
+    assert json.loads(back[1])["connected"] is True
+    (other,) = store.receive("lammer-floor/bridge/ctl9", b"1", now=0.3)
+    assert json.loads(other[1])["tables"] == []  # not declared: drawn, with no table
+    kinds = [json.loads(text)["t"] for text in store.snapshot()]
+    assert kinds == ["bridge", "bridge"]
 
 
 def test_store_keeps_the_last_rolls_and_forgets_a_deleted_state() -> None:

@@ -8,7 +8,10 @@ simulator on a pty playing honestly without end. The ``FloorCluster`` runs the n
 
 A ``FloorSubscriber`` is a pit system on the floor: user ``display``, a persistent session
 (clean session off) subscribed to every table at QoS 1, which moves to the next node when
-its node dies, and keeps every message it receives.
+its node dies, and keeps every message it receives. A ``FeedSubscriber`` reads through
+``contract.feed`` as every lammer consumer does (seq order once, gaps asked with
+``request/resend``) and keeps what the feed released; a ``PitSubscriber`` is ``lammer
+web``'s own store (``display.web.store.Store``) on such a connection.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ from typing import Any, TypeVar
 import aiomqtt
 
 from cli.main import main
+from contract.feed import Feed, Gap, Message, Other, Resend
+from contract.floor import BRIDGE_STATUS_ROOT
 from deploy.broker import Broker, free_port
 from deploy.floor_cluster import FloorCluster
+from display.web.store import Store
 from tests.integration.harness import (
     DEADLINE,
     LAMMER_SIM,
@@ -131,12 +137,16 @@ class FloorSubscriber(Subscriber):
                         subscribed = True
                     self._client = client
                     self.ready.set()
-                    async for message in client.messages:
-                        payload = message.payload
-                        data = payload if isinstance(payload, bytes) else str(payload).encode()
-                        self.messages.append(
-                            FloorMessage(message.topic.value, data, bool(message.retain), self.node)
-                        )
+                    ticker = asyncio.create_task(self._ticking(client))
+                    try:
+                        async for message in client.messages:
+                            payload = message.payload
+                            data = payload if isinstance(payload, bytes) else str(payload).encode()
+                            await self._take(client, message.topic.value, data, message.retain)
+                    finally:
+                        ticker.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+                            await ticker
             except aiomqtt.MqttError as exc:
                 self.events.append((time.monotonic(), self.node, f"left: {exc}"))
             finally:
@@ -145,6 +155,14 @@ class FloorSubscriber(Subscriber):
             # This node is gone (or refused us): the next one, as a pit system does.
             self.node = self.node % len(self.cluster.mqtt_endpoints) + 1
             await asyncio.sleep(0.1)
+
+    async def _take(
+        self, client: aiomqtt.Client, topic: str, payload: bytes, retained: bool
+    ) -> None:
+        self.messages.append(FloorMessage(topic, payload, retained, self.node))
+
+    async def _ticking(self, client: aiomqtt.Client) -> None:
+        await asyncio.Event().wait()  # nothing to do while connected
 
     async def publish(self, topic: str, payload: bytes) -> None:
         """Publish (QoS 1) through the subscriber's connection."""
@@ -234,3 +252,104 @@ class Controller:
         """Stop everything it started."""
         await self.table.close()
         self.broker.stop()
+
+
+class FeedSubscriber(FloorSubscriber):
+    """A floor subscriber reading through ``contract.feed`` from each table's first seq
+    (``start`` 0 for every base): ``released`` holds, per table, the seqs the feed released
+    (once each, in order, it claims), ``gaps`` what it gave up on, ``asked`` its resend
+    requests. It moves between nodes as a pit system does; the feed stays."""
+
+    def __init__(
+        self, cluster: FloorCluster, bases: Sequence[str], *, first: int, prefix: str = "lammer"
+    ) -> None:
+        super().__init__(cluster, [f"{prefix}/+/#"], first=first)
+        self.prefix = prefix
+        self.feed = Feed(start=dict.fromkeys(bases, 0))
+        self.released: dict[str, list[int]] = {base: [] for base in bases}
+        self.gaps: list[Gap] = []
+        self.asked: list[Resend] = []
+
+    def _name(self) -> str:
+        return "floor feed subscriber"
+
+    def _events(self, topic: str, payload: bytes, retained: bool, now: float) -> list[Resend]:
+        parts = topic.split("/", 2)
+        if len(parts) < 3:
+            return []
+        base = f"{parts[0]}/{parts[1]}"
+        return self._handle(self.feed.receive(base, parts[2], payload, now=now, retained=retained))
+
+    def _handle(self, events: Sequence[Message | Gap | Resend | Other]) -> list[Resend]:
+        out: list[Resend] = []
+        for event in events:
+            match event:
+                case Message():
+                    self.released.setdefault(event.table, []).append(event.seq)
+                case Gap():
+                    self.gaps.append(event)
+                case Resend():
+                    out.append(event)
+                case Other():
+                    pass
+        return out
+
+    def _tick_events(self, now: float) -> list[Resend]:
+        return self._handle(self.feed.tick(now))
+
+    async def _ask(self, client: aiomqtt.Client, asks: list[Resend]) -> None:
+        for resend in asks:
+            self.asked.append(resend)
+            await client.publish(resend.topic, resend.payload(self.user), qos=1)
+
+    async def _take(
+        self, client: aiomqtt.Client, topic: str, payload: bytes, retained: bool
+    ) -> None:
+        await super()._take(client, topic, payload, retained)
+        now = asyncio.get_running_loop().time()
+        await self._ask(client, self._events(topic, payload, retained, now))
+
+    async def _ticking(self, client: aiomqtt.Client) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.2)
+            await self._ask(client, self._tick_events(loop.time()))
+
+
+class PitSubscriber(FeedSubscriber):
+    """``lammer web``'s store on a floor connection, as its follower feeds it: every table
+    and the bridges' status through ``Store.receive``, its resend requests published."""
+
+    def __init__(
+        self,
+        cluster: FloorCluster,
+        bases: Sequence[str],
+        controllers: dict[str, list[str]],
+        *,
+        first: int,
+        prefix: str = "lammer",
+    ) -> None:
+        super().__init__(cluster, bases, first=first, prefix=prefix)
+        self.filters.append(f"{BRIDGE_STATUS_ROOT}+")
+        self.store = Store(prefix, feed=self.feed, controllers=controllers)
+
+    def _name(self) -> str:
+        return "floor pit (lammer web's store)"
+
+    def _events(self, topic: str, payload: bytes, retained: bool, now: float) -> list[Resend]:
+        for _, text in self.store.receive(topic, payload, now=now, retained=retained):
+            body = json.loads(text)
+            if body["t"] == "msg" and isinstance(body.get("payload"), dict):
+                self.released.setdefault(f"{self.prefix}/{body['table']}", []).append(
+                    body["payload"]["seq"]
+                )
+        return self._drain()
+
+    def _tick_events(self, now: float) -> list[Resend]:
+        self.store.tick(now)
+        return self._drain()
+
+    def _drain(self) -> list[Resend]:
+        out = list(self.store.resends)
+        self.store.resends.clear()
+        return out

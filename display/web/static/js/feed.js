@@ -1,10 +1,14 @@
 // The live feed of one page: a WebSocket to the server, and the store it fills.
 //
 // A page is a view of the retained MQTT state (docs/mqtt.md): the store keeps, per table,
-// the latest message of each topic, ordered by seq (a seq already seen is ignored, a
-// retained topic never goes back to an older seq), plus the last few messages of the
-// topics that are not retained. Nothing is computed from the rules: the daemon publishes
-// what the screen shows.
+// the latest message of each topic, plus the last few messages of the topics that are not
+// retained. The server sends each seq once, in order (its contract.feed orders, drops what
+// was seen and fills gaps), so the page keeps only guards: a retained topic never goes back
+// to an older seq, and a bounded memory of seqs drops the copy of a result a reconnect
+// sends again (as the latest and in the history).
+// The server also sends the gaps that will not be filled and, on the floor, each
+// controller's bridge status (the pit draws both). Nothing is computed from the rules: the
+// daemon publishes what the screen shows.
 //
 // Liveness: the server sends a tick every keepalive/3 s. The page is "live" while the
 // socket is open, the picture has arrived, the server's broker link is up, and a frame
@@ -23,18 +27,20 @@ export const HISTORY_ALL_TABLES = 12;
 // few; retained topics also never go back to an older seq): fewer on a page of every table.
 const SEEN_ALL_TABLES = 256;
 const HISTORY_TOPICS = new Set(["cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"]);
+const GAPS = 20;
 
 export class Store {
   constructor(history = HISTORY, seen = SEEN) {
     this.tables = new Map();
     this.historyBound = history;
     this.seenBound = seen;
+    this.bridges = new Map(); // controller -> {connected, since, tables}
   }
 
   table(id) {
     let t = this.tables.get(id);
     if (!t) {
-      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [], version: 0 };
+      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [], version: 0, gaps: [] };
       this.tables.set(id, t);
     }
     return t;
@@ -68,6 +74,13 @@ export class Store {
     if (t.order.length > this.seenBound) t.seen.delete(t.order.shift());
     t.version += 1; // a page may redraw only the tables whose version changed
     return true;
+  }
+
+  // A gap the server's feed gave up on {table, from_seq, to_seq, reason, at}.
+  gap(m) {
+    const t = this.table(m.table);
+    t.gaps.push(m);
+    if (t.gaps.length > GAPS) t.gaps.shift();
   }
 }
 
@@ -193,6 +206,14 @@ export class Feed {
         } else if (this.store.apply(m)) {
           this.render(this);
         }
+        break;
+      case "gap":
+        (this.pending || this.store).gap(m);
+        if (!this.pending) this.render(this);
+        break;
+      case "bridge":
+        (this.pending || this.store).bridges.set(m.controller, m);
+        if (!this.pending) this.render(this);
         break;
       case "link":
         this.broker = m.broker;

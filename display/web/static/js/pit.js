@@ -17,11 +17,32 @@ function lastResult(t) {
   return `round ${m.round_id}: ${what}${m.reason ? " \u2014 " + m.reason : ""}`;
 }
 
+// hh:mm of a Unix time in seconds (the server's clock: when it learned it).
+function hhmm(seconds) {
+  const d = new Date(seconds * 1000);
+  return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+}
+
+// The floor bridge carrying a table (web.toml's floor_controllers), or null.
+function bridgeOf(feed, id) {
+  for (const b of feed.store.bridges.values()) {
+    if (b.tables.includes(id)) return b;
+  }
+  return null;
+}
+
+// Why a table is unreachable on the floor: its controller's bridge is lost (its will).
+function unreachable(feed, t) {
+  const b = bridgeOf(feed, t.id);
+  return b && !b.connected ? `controller ${b.controller} unreachable since ${hhmm(b.since)}` : null;
+}
+
 function tableCard(feed, t) {
   const state = t.topics.get("state");
   const info = t.topics.get("info");
   const alarms = alarmsOf(t);
-  const closed = closedReason(feed, t);
+  const lost = unreachable(feed, t);
+  const closed = lost || closedReason(feed, t);
   const cls = closed ? ".offline" : alarms.length ? ".alarmed" : "";
   // An offline or closed table's last device state is stale: not shown.
   const devices = state && !closed ? Object.entries(state.devices).map(([name, d]) =>
@@ -29,7 +50,8 @@ function tableCard(feed, t) {
   return h(`div.tablecard${cls}`, { dataset: { table: t.id } },
     h("h2", {}, h("span.id", {}, t.id), h("span.muted", {}, GAMES[(state || info || {}).game] || ""),
       h(`span${closed ? ".lose" : ".win"}`, { dataset: { availability: t.availability || "unknown" } },
-        availabilityText(feed, t))),
+        lost ? "unreachable" : availabilityText(feed, t))),
+    lost ? h("div.alarm.unreachable", { dataset: { unreachable: "1" } }, `\u26a0 ${lost}`) : null,
     h("div.kv", {},
       h("span.muted", {}, "devices"), h("span.devices", {}, closed ? "unknown while closed" : devices.join(" \u00b7 ") || "-"),
       h("span.muted", {}, "last result"), h("span.last", {}, lastResult(t)),
@@ -39,6 +61,9 @@ function tableCard(feed, t) {
       a.acknowledged_by ? h("span.ack", {}, ` \u2713 acknowledged by ${a.acknowledged_by} at ${timeOf(a.acknowledged_at)}`)
         : canAck() ? h("button.ack-button", { type: "button", dataset: { code: a.code },
           onclick: () => acknowledge(t.id, a.code) }, "Acknowledge") : null)),
+    // What the server's feed gave up on: messages of the table that will not come.
+    t.gaps.map((g) => h("div.warn.gap", { dataset: { from: g.from_seq, to: g.to_seq, reason: g.reason } },
+      `messages lost: seq ${g.from_seq}\u2013${g.to_seq} will not come (${g.reason}) at ${hhmm(g.at)}`)),
     h("div", {}, h("a", { href: `/pit/${encodeURIComponent(t.id)}` }, "history"), " \u00b7 ",
       h("a", { href: `/table/${encodeURIComponent(t.id)}` }, "player display"), " \u00b7 ",
       h("a", { href: `/stick/${encodeURIComponent(t.id)}` }, "stickperson")));
@@ -46,6 +71,8 @@ function tableCard(feed, t) {
 
 // "online", "offline since 14:02" (when the server heard it), or "closed" (no link).
 function availabilityText(feed, t) {
+  const lost = unreachable(feed, t); // its controller's bridge is gone: says so in the list
+  if (lost) return lost;
   const closed = closedReason(feed, t);
   if (!closed) return "online";
   if (t.availability === "offline") return t.availabilitySince ? `offline since ${timeOf(t.availabilitySince)}` : "offline";
@@ -99,7 +126,7 @@ function cachedRow(feed, t) {
 }
 
 function listRow(feed, t) {
-  const closed = closedReason(feed, t);
+  const closed = unreachable(feed, t) || closedReason(feed, t);
   const alarms = alarmsOf(t);
   const check = checkWait(t);
   return h(`div.row${closed ? ".offline" : alarms.length ? ".alarmed" : ""}`, { role: "row", dataset: { table: t.id } },
@@ -202,7 +229,7 @@ function keep(feed, t) {
   if (filter.area && areaOf(feed, t.id) !== filter.area) return false;
   if (!filter.alarm) return true;
   const alarms = alarmsOf(t);
-  if (filter.alarm === "*") return alarms.length > 0 || Boolean(closedReason(feed, t));
+  if (filter.alarm === "*") return alarms.length > 0 || Boolean(unreachable(feed, t) || closedReason(feed, t));
   return alarms.some((a) => a.code === filter.alarm);
 }
 
@@ -243,13 +270,18 @@ function draw(feed) {
   const tables = [...feed.store.tables.values()].sort((a, b) => a.id.localeCompare(b.id));
   const link = !feed.open ? "no connection to the server" : feed.broker ? "broker connected" : "broker unreachable";
   const alarmed = tables.filter((t) => alarmsOf(t).length).length;
-  const closed = tables.filter((t) => closedReason(feed, t)).length;
+  const closed = tables.filter((t) => unreachable(feed, t) || closedReason(feed, t)).length;
+  const lostBridges = [...feed.store.bridges.values()].filter((b) => !b.connected);
   document.getElementById("top").replaceChildren(
     h("span.title", {}, "Pit"),
     h("span.sub#seen", { dataset: { tables: tables.length, alarmed, closed } },
       `${tables.length} table${tables.length === 1 ? "" : "s"} seen \u00b7 ${alarmed} with alarms \u00b7 ${closed} closed`),
     h("span.right", {}, h(`span${feed.broker && feed.open ? ".win" : ".lose"}#link`, {}, link),
-      feed.dropped ? h("span.warn", {}, ` \u00b7 ${feed.dropped} bad payloads dropped`) : ""));
+      feed.dropped ? h("span.warn", {}, ` \u00b7 ${feed.dropped} bad payloads dropped`) : "",
+      feed.store.bridges.size ? h(`span${lostBridges.length ? ".lose" : ".win"}#bridges`,
+        { dataset: { lost: lostBridges.map((b) => b.controller).join(",") } },
+        ` \u00b7 ${feed.store.bridges.size - lostBridges.length} of ${feed.store.bridges.size} controllers connected`
+        + lostBridges.map((b) => ` \u00b7 ${b.controller} lost since ${hhmm(b.since)}`).join("")) : ""));
   drawFilters(feed, tables);
   const shown = tables.filter((t) => keep(feed, t));
   document.getElementById("shown").textContent =
