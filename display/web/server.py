@@ -22,6 +22,7 @@ Routes::
     GET  /ws[?table=<id>]        the live feed (one table, or every table)
     GET  /api/session            who is logged in; the CSRF token (or a login token)
     POST /api/login  /api/logout
+    POST /api/users/<name>/unlock   a pit user lifts a name's login throttle
     POST /api/table/<id>/<roll_decision|void_roll|overturn>
     GET  /api/health             the broker link, tables seen, payloads dropped
 """
@@ -374,6 +375,29 @@ async def logout(request: web.Request) -> web.StreamResponse:
     return response
 
 
+async def unlock(request: web.Request) -> web.StreamResponse:
+    """A pit user lifts the login throttle of a user name (issue 20: a stickperson locked
+    out by guesses gets back in at once from a new browser). The address throttles and the
+    guesses' record stay; logged with who unlocked whom."""
+    state = request.app[STATE]
+    session = state.sessions.get(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        return _error(401, "log in first")
+    if not _same_origin(request) or not hmac.compare_digest(
+        session.csrf, request.headers.get("X-CSRF-Token", "")
+    ):
+        return _error(403, "refused: not sent by this server's page; reload it")
+    if "pit" not in state.users.roles(session.user):
+        log.warning("unlock refused: role", user=session.user)
+        return _error(403, f"refused: {session.user} is not a pit user (adduser --role pit)")
+    name = request.match_info["user"]
+    if not NAME_PATTERN.match(name):
+        return _error(400, "not a user name")
+    state.per_user.succeeded([f"user:{name}"])
+    log.warning("login throttle lifted", user=name, by=session.user)
+    return web.json_response({"status": "ok", "unlocked": name})
+
+
 async def action(request: web.Request) -> web.StreamResponse:
     """A stickperson's decision, published as MQTT user ``terminal`` with ``operator`` the
     logged-in user; the daemon's response is returned as it came."""
@@ -517,6 +541,7 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
     app.router.add_get("/api/session", session_info)
     app.router.add_post("/api/login", login)
     app.router.add_post("/api/logout", logout)
+    app.router.add_post("/api/users/{user}/unlock", unlock)
     app.router.add_post(f"/api/table/{TABLE}/{{name:[a-z_]{{1,32}}}}", action)
     app.router.add_get("/api/health", health)
     app.router.add_static("/static/", STATIC, follow_symlinks=False, show_index=False)

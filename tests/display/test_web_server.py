@@ -428,3 +428,41 @@ async def test_actions_per_user_are_limited_and_refused_ones_publish_nothing(web
     assert published == sorted(300 + i for i, code in enumerate(codes) if code == 200)
     health = await (await web.client.get("/api/health")).json()
     assert health["actions_refused"] == len(refused)
+
+
+async def test_a_pit_user_unlocks_a_stickperson_locked_out_by_guesses(web: Web) -> None:
+    # Issue 20: "a pit user can unlock a stickperson". Guesses lock alice's name for any
+    # browser alice never used; pat (pit) lifts it, and alice logs in from a new one.
+    users = web.state.users.path
+    assert users is not None
+    add_user(users, "pat", "pit user's password", roles=("pit",))
+    attackers = [Browser(web, f"127.0.0.{n}") for n in (8, 11, 12)]
+    newcomer = Browser(web, "127.0.0.9")
+    pit = Browser(web, "127.0.0.10")
+    try:
+        guesses = [await attackers[i % 3].login(password=f"guess {i:03d}!") for i in range(20)]
+        assert guesses == [401] * 20
+        assert await newcomer.login() == 429
+        assert await pit.login("pat", "pit user's password") == 200
+        csrf = (await (await pit.session.get("/api/session")).json())["csrf"]
+        headers = {"X-CSRF-Token": csrf, "Origin": pit.origin}
+        async with pit.session.post("/api/users/alice/unlock", headers=headers) as answer:
+            assert answer.status == 200
+            assert await answer.json() == {"status": "ok", "unlocked": "alice"}
+        assert await newcomer.login() == 200
+        # A stickperson cannot lift it: alice (stick) tries for another name.
+        stick_csrf = (await (await newcomer.session.get("/api/session")).json())["csrf"]
+        async with newcomer.session.post(
+            "/api/users/bob/unlock",
+            headers={"X-CSRF-Token": stick_csrf, "Origin": newcomer.origin},
+        ) as answer:
+            assert answer.status == 403
+            assert "alice is not a pit user" in (await answer.json())["error"]
+        # Without the page's CSRF token, nothing.
+        async with pit.session.post(
+            "/api/users/alice/unlock", headers={"Origin": pit.origin}
+        ) as answer:
+            assert answer.status == 403
+    finally:
+        for browser in (*attackers, newcomer, pit):
+            await browser.close()
