@@ -28,6 +28,9 @@ from display.errors import ListenError, LoginRefused, UsersFileError, WebConfigE
 from display.web.config import WebConfig, load_web_config
 from display.web.users import ROLES, add_user, check_name, check_password
 
+SHUTDOWN_S = 5.0
+"""Seconds a stopping server waits for requests in flight before it closes them."""
+
 _OPTIONS = (
     ("--mqtt-host", "mqtt_host", str, "the broker's host (default 127.0.0.1)"),
     ("--mqtt-port", "mqtt_port", int, "the broker's port (default 1883)"),
@@ -114,7 +117,9 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
         tls = config.http_tls()
     except (OSError, ssl.SSLError) as exc:
         raise WebConfigError(None, [f"tls_cert, tls_key: cannot be used: {exc}"]) from exc
-    site = web.TCPSite(runner, host, port, ssl_context=tls)
+    # A stop waits at most SHUTDOWN_S for requests in flight (pages are closed first, and
+    # reconnect to the next server): SIGTERM from systemd or a killed demo ends it promptly.
+    site = web.TCPSite(runner, host, port, ssl_context=tls, shutdown_timeout=SHUTDOWN_S)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

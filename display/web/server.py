@@ -557,10 +557,15 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
-        for client in list(state.hub.clients):
-            await client.ws.close(code=1001, message=b"server stopping")
         state.executor.shutdown(wait=True)
 
+    async def close_pages(app: web.Application) -> None:
+        # At shutdown, before the server waits for its connections to end: an open page
+        # would otherwise hold a stop for the whole shutdown timeout (the page reconnects).
+        for client in list(state.hub.clients):
+            await client.ws.close(code=1001, message=b"server stopping")
+
+    app.on_shutdown.append(close_pages)
     app.cleanup_ctx.append(tasks)
     return app
 
