@@ -241,7 +241,9 @@ def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
         ]
         os.kill(demo_pid, signal.SIGKILL)  # the demo alone, not its group
         del children[demo_pid]
-        deadline = time.monotonic() + 30
+        # Each child stops on its own (the kernel's SIGTERM); this bounds a hang only. At
+        # 30 s, lammer web outlived it twice with the machine loaded (cause not yet found).
+        deadline = time.monotonic() + 90
         while still_running(children) and time.monotonic() < deadline:
             demo.read()
             time.sleep(0.1)
