@@ -74,6 +74,7 @@ from contract.payloads import (
     parse,
     parse_as,
 )
+from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
 from contract.vocabulary import BET_NAMES, GAME_NAMES
 from display.session import UNBOUNDED, bounded, session
 from drivers.backoff import Backoff
@@ -764,9 +765,9 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
                             on_change()
                         await requests(client)
                 finally:
-                    tick.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await tick
+                    # Not ``cancel(); await tick`` under a suppress: that would swallow our
+                    # own cancellation if it came during the wait (contract.tasks).
+                    await cancel_and_wait([tick])
         except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
             link.connected, link.error = False, str(exc) or type(exc).__name__
             on_change()
@@ -893,7 +894,13 @@ async def _display(args: argparse.Namespace, link: Link) -> int:
     # SIGTERM (from ``lammer demo`` or a service manager) ends the display like Ctrl-C,
     # leaving Live to restore the terminal's cursor.
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
+
+    def stopping() -> None:
+        if not stop.is_set():  # the last resort of a stop that hangs (contract.tasks)
+            exit_after(STOP_DEADLINE_S, "lammer display")
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGTERM, stopping)
     follower = asyncio.create_task(
         follow(views, link, on_change=changed.set, rng=random.Random(), synced=synced)  # noqa: S311  reconnect jitter, not a secret
     )
@@ -911,9 +918,7 @@ async def _display(args: argparse.Namespace, link: Link) -> int:
             main.result()  # surfaces a failure of the painter instead of hiding it
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
-        for task in (follower, main, stopper):
-            task.cancel()
-        await asyncio.gather(follower, main, stopper, return_exceptions=True)
+        await cancel_and_wait([follower, main, stopper])
     if args.once:
         status = link.describe().removesuffix("; retrying")  # it is not: it exits now
         console.print(render(views, side_by_side=side_by_side, link=status))

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import structlog
 
+from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
 from display.errors import ListenError, LoginRefused, UsersFileError, WebConfigError
 from display.web.config import WebConfig, load_web_config
 from display.web.users import ROLES, add_user, check_name, check_password
@@ -122,8 +123,14 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     site = web.TCPSite(runner, host, port, ssl_context=tls, shutdown_timeout=SHUTDOWN_S)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def stopping() -> None:
+        if not stop.is_set():  # the last resort of a stop that hangs (contract.tasks)
+            exit_after(STOP_DEADLINE_S, "lammer web")
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopping)
     try:
         try:
             await site.start()
@@ -152,9 +159,7 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
         try:
             await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in waiting:
-                task.cancel()
-            await asyncio.gather(*waiting, return_exceptions=True)
+            await cancel_and_wait(waiting)
         for watch in watches:
             if watch.refused is not None:
                 raise watch.refused

@@ -39,6 +39,7 @@ from contract.floor import BRIDGE_STATUS_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
 from contract.payloads import PayloadError, parse_as, relayed
 from contract.requests import ResponseMessage
+from contract.tasks import cancel_and_wait
 from display.errors import LoginRefused
 from display.session import UNBOUNDED, bounded, session
 from display.web.config import WebConfig
@@ -291,9 +292,9 @@ class Follower:
                             )
                             await self._requests(client)
                     finally:
-                        ticker.cancel()
-                        with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
-                            await ticker
+                        # Not ``cancel(); await ticker`` under a suppress: that would swallow
+                        # our own cancellation if it came during the wait.
+                        await cancel_and_wait([ticker])
             except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
                 self.login.failed(exc, str(self.nodes))
                 if self.connected or self.error is None:

@@ -48,6 +48,7 @@ from aiohttp import WSMsgType, web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from contract.payloads import TABLE_ID_PATTERN
+from contract.tasks import cancel_and_wait
 from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
@@ -554,9 +555,10 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
                 asyncio.create_task(state.terminal.run()),
             ]
         yield
-        for task in running:
-            task.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        # Asked again until they end: one cancellation can be lost (contract.tasks).
+        stuck = await cancel_and_wait(running)
+        if stuck:
+            log.error("tasks did not stop", tasks=sorted(task.get_name() for task in stuck))
         state.executor.shutdown(wait=True)
 
     async def close_pages(app: web.Application) -> None:
