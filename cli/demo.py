@@ -44,6 +44,7 @@ from pathlib import Path
 import aiomqtt
 
 from cli.output import discard
+from contract.tasks import cancel_and_wait
 from daemon.mqtt import UNBOUNDED, session
 from deploy.broker import Broker, BrokerError, free_port
 from deploy.children import supervised
@@ -386,13 +387,9 @@ async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> N
                 return
             await asyncio.sleep(0.2)
     finally:
-        for task in tasks:
-            task.cancel()
-        # Bounded all the same: a stop must never wait on a client for ever.
-        await asyncio.wait(tasks, timeout=STOP_TIMEOUT)
-        for task in tasks:
-            if task.done() and not task.cancelled():
-                task.exception()  # retrieved: the stop is what matters now
+        # Asked again until they end (a cancellation can be lost: contract.tasks), and
+        # bounded all the same: a stop must never wait on a client for ever.
+        await cancel_and_wait(tasks, within=STOP_TIMEOUT)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -104,6 +104,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
+from contract.tasks import cancel_and_wait
 from daemon.errors import BrokerLoginRefused, JournalError, JournalValueError
 from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
@@ -309,8 +310,11 @@ class MqttLink:
         self._closing = True
         worker = self._worker
         if worker is not None and not worker.done():
-            worker.cancel()
-            await asyncio.wait({worker})
+            # Asked again until it ends (one cancellation can be lost: contract.tasks), but
+            # only once its own stop (requests handed on, offline published, each bounded
+            # by close_timeout) would have ended: a second cancel would cut that short.
+            graceful = 2 * self._close_timeout + 1
+            await cancel_and_wait([worker], within=3 * graceful, every=graceful)
 
     # -- connection loop -----------------------------------------------------------------
 
@@ -337,8 +341,7 @@ class MqttLink:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._close_timeout):
                     await self._requests.join()
-            dispatcher.cancel()
-            await asyncio.wait({dispatcher})
+            await cancel_and_wait([dispatcher], within=self._close_timeout)
 
     def _tls_params(self) -> aiomqtt.TLSParameters | None:
         if self._tls is None:
@@ -990,10 +993,5 @@ def _seq(payload: bytes) -> int:
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel tasks, wait for them, and retrieve their errors (no "never retrieved")."""
-    for task in tasks:
-        task.cancel()
-    await asyncio.wait(tasks)
-    for task in tasks:
-        if not task.cancelled():
-            task.exception()
+    """Cancel tasks until they end (contract.tasks), and retrieve their errors."""
+    await cancel_and_wait(tasks)
