@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from daemon.journal import canonical
-from daemon.segments import archived, segment_paths
+from daemon.segments import ARCHIVE, archived, segment_paths
 from daemon.verify import Report, verify_journal
 from tests.daemon.journals import (
     KEY,
@@ -588,7 +588,11 @@ def test_verify_passes_while_the_daemon_writes(tmp_path: Path) -> None:
     assert not failure, failure
     for result in results:
         assert result.returncode == 0, result.stdout + result.stderr
-    assert before == after  # the daemon's own -wal and -shm, nothing of the reader's
+    # Nothing of the reader's (no -journal, -wal or -shm of its own). The writer may rotate
+    # meanwhile, its clock crossing a gaming day: its archive folder and a rotation's
+    # .next segment (with its -wal and -shm) are its own.
+    made = after - before
+    assert {name for name in made if name != ARCHIVE and ".next" not in name} == set()
     counts = [int(r.stdout.split("records:")[1].split()[0]) for r in results]
     assert counts == sorted(counts)
     assert counts[-1] > counts[0] > 0  # it wrote while they read
