@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from contract.tasks import STOP_DEADLINE_S, exit_after
+
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_USAGE = 2
@@ -211,8 +213,14 @@ def _run(args: argparse.Namespace) -> int:
         # SIGTERM (systemd's stop) and SIGINT end it between messages, connections closed.
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def stopping() -> None:
+            if not stop.is_set():  # the last resort of a stop that hangs (contract.tasks)
+                exit_after(STOP_DEADLINE_S, "lammer records")
+            stop.set()
+
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, stopping)
         await serve(settings, stop)
 
     try:
