@@ -242,6 +242,16 @@ async def receive_rolls(
             arrivals[body["table"]].append((body["seq"], time.monotonic()))
 
 
+def missing_rolls(
+    published: dict[str, list[float]], arrivals: dict[str, list[tuple[int, float]]]
+) -> int:
+    """Seqs published (``feed_rolls``) and not (yet) received (``receive_rolls``)."""
+    return sum(
+        len(set(range(1, len(stamps) + 1)) - {seq for seq, _ in arrivals[table]})
+        for table, stamps in published.items()
+    )
+
+
 async def poll(done: Any, within: float) -> bool:
     """Call ``done()`` every 50 ms until it is true or ``within`` s passed; its last value."""
     deadline = time.monotonic() + within
@@ -591,14 +601,8 @@ async def _failover(
         stopping.set()
         await asyncio.sleep(5)
 
-        def lost_now() -> int:
-            return sum(
-                len(set(range(1, len(published[t]) + 1)) - {s for s, _ in arrivals[t]})
-                for t in arrivals
-            )
-
-        await poll(lambda: lost_now() == 0, 60)
-        lost = lost_now()
+        await poll(lambda: missing_rolls(published, arrivals) == 0, 60)
+        lost = missing_rolls(published, arrivals)
         for r in results:
             r["lost"] = lost
             r["published"] = sum(len(p) for p in published.values())

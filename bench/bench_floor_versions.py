@@ -50,7 +50,7 @@ import aiomqtt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_floor import feed_rolls, poll, receive_rolls, roll_floor
+from bench.bench_floor import feed_rolls, missing_rolls, poll, receive_rolls, roll_floor
 
 SUBSCRIBER_NODE: Final = 3
 BRIDGE_NODES: Final = (1, 2)
@@ -177,17 +177,11 @@ async def one_run(workdir: Path, label: str, server: str, kills: int, controller
             stopping.set()
             await asyncio.sleep(1)
 
-            def missing() -> int:
-                return sum(
-                    len(set(range(1, len(published[t]) + 1)) - {s for s, _ in arrivals[t]})
-                    for t in tables
-                )
-
-            await poll(lambda: missing() == 0, 60)
+            await poll(lambda: missing_rolls(published, arrivals) == 0, 60)
             await asyncio.sleep(2)  # late redeliveries count too
             result.rss_end_kib = cluster.rss_kib()
             result.published = sum(len(p) for p in published.values())
-            result.missing = missing()
+            result.missing = missing_rolls(published, arrivals)
             late: set[str] = set()
             for t in tables:
                 seen: set[int] = set()
