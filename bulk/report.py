@@ -10,10 +10,11 @@ JSON (one object per game, a list when no game was chosen)::
 
 with these additions: per column ``seed`` (null when exact), ``half_width_95`` (the 95 %
 confidence half-width of the house edge, 0 when exact, null when ``edge_drop_95`` replaces
-it), ``remainder_rounds`` and ``edge_drop_95`` (simulated columns only: the rounds with three
-hands or more at one level and, when there were none, so that the standard error of 0 says
-nothing, a one-sided 95 % bound on how far below ``house_edge`` the house edge may be, else
-null: ``bulk.cover_all_odds``), ``no_qualifier`` and
+it or when the simulation measured no spread: ``spread_measured``), ``remainder_rounds``
+and ``edge_drop_95`` (simulated columns only: the rounds with three hands or more at one
+level and, when there were none, so that the standard error of 0 says nothing, a
+one-sided 95 % bound on how far below ``house_edge`` the house edge may be, else null:
+``bulk.cover_all_odds``), ``no_qualifier`` and
 ``no_qualifier_fraction`` (the chance that no hand makes a row), ``rounds_asked`` (the
 ``--rounds`` asked for; a simulation stratified by board deals each board class its share,
 rounded, at least 2, so ``rounds`` may differ: the text says so) and ``board_classes``
@@ -51,7 +52,7 @@ def column_json(column: ColumnOdds) -> dict[str, Any]:
         "house_edge": column.house_edge,
         "house_edge_fraction": _fraction(column.house_edge_fraction),
         "std_error": column.std_error,
-        "half_width_95": None if column.edge_drop_95 is not None else column.half_width,
+        "half_width_95": column.half_width if spread_measured(column) else None,
         "no_qualifier": column.no_qualifier,
         "no_qualifier_fraction": _fraction(column.no_qualifier_fraction),
         # A simulated column only: what was asked and the strata (exact columns have neither).
@@ -94,6 +95,11 @@ def game_text(columns: Sequence[ColumnOdds]) -> list[str]:
         else:
             method = f"simulated: {c.rounds:,} rounds, seed {c.seed}{_why_rounds(c)}"
         lines.append(f"{c.hands:>5}  {c.house_edge * 100:>9.4f} %  {ci_text(c):>13}  {method}")
+    if any(not c.exact and c.edge_drop_95 is None and not spread_measured(c) for c in columns):
+        lines += [
+            "  (n/a: every board class dealt gave the same remainder in each of its rounds, so",
+            "  the simulation has no spread to measure its error by; deal more --rounds.)",
+        ]
     if any(c.edge_drop_95 is not None for c in columns):
         lines += [
             "  (+0/-x: no simulated round had three hands at one level, so there is no standard",
@@ -120,7 +126,18 @@ def ci_text(column: ColumnOdds) -> str:
         return "exact"
     if column.edge_drop_95 is not None:
         return f"+0/-{column.edge_drop_95 * 100:.4f} %"
+    if not spread_measured(column):
+        return "n/a"
     return f"± {column.half_width * 100:.4f} %"
+
+
+def spread_measured(column: ColumnOdds) -> bool:
+    """Whether a column's half-width means something: exact, or simulated with a standard
+    error above 0. A simulation stratified by board whose every class gave the same
+    remainder in each of its rounds (two rounds a class, a trips board making every hand
+    trips) has a standard error of 0 that measures nothing; one that dealt no remainder
+    round at all has ``edge_drop_95`` instead."""
+    return column.exact or (column.edge_drop_95 is None and bool(column.std_error))
 
 
 class _Bar:
