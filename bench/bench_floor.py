@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -165,6 +166,89 @@ def spawn_daemon(config: Path, log: io.BufferedWriter) -> subprocess.Popen[bytes
     lammer_bin = str(Path(sys.executable).parent / "lammer")
     return subprocess.Popen(
         [lammer_bin, "run", "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
+    )
+
+
+@contextlib.contextmanager
+def roll_floor(
+    workdir: Path,
+    server: str | None,
+    controllers: int,
+    name: str,
+    bridge_nodes: tuple[int, ...] = (),
+) -> Iterator[tuple[FloorCluster, list[Controller]]]:
+    """The failover rig (here and in ``bench_floor_versions.py``): a 3-node cluster on
+    ``server`` and ``controllers`` controllers, each its Mosquitto bridged to the floor
+    (to ``bridge_nodes`` only, when given) with one table ``<name><i>`` that logs in;
+    everything stopped on leaving, the controllers first."""
+    cluster = FloorCluster(workdir / "cluster", server=server)
+    ctls = [Controller(workdir / f"c{i}", f"c{i}", [f"{name}{i}"]) for i in range(controllers)]
+    for c in ctls:
+        c.configure(cluster, bridge_nodes)
+    cluster.configure([c.declaration for c in ctls])
+    cluster.start()
+    try:
+        for c in ctls:
+            c.toml(c.tables[0], login=True)
+            c.broker.start()
+        yield cluster, ctls
+    finally:
+        for c in ctls:
+            c.broker.stop()
+        cluster.stop()
+
+
+async def feed_rolls(c: Controller, stopping: asyncio.Event, stamps: list[float]) -> None:
+    """Publish to ``c``'s broker, as its table, a ``craps/roll`` every 0.5 s until
+    ``stopping``: the body ``{table, seq}``, seq ``n`` published at ``stamps[n - 1]``
+    (monotonic)."""
+    table = c.tables[0]
+    async with aiomqtt.Client(
+        "127.0.0.1",
+        c.broker.port,
+        username=f"lammer-{table}",
+        password=c.credential(f"lammer-{table}"),
+        timeout=10,
+    ) as client:
+        while not stopping.is_set():
+            stamps.append(time.monotonic())
+            body = {"table": table, "seq": len(stamps)}
+            await client.publish(f"{PREFIX}/{table}/craps/roll", json.dumps(body), qos=1)
+            await asyncio.sleep(0.5)
+
+
+async def receive_rolls(
+    cluster: FloorCluster,
+    node: int,
+    identifier: str,
+    arrivals: dict[str, list[tuple[int, float]]],
+) -> None:
+    """A pit system of the floor on ``node`` (user ``display``, persistent session, QoS 1):
+    each ``craps/roll``'s seq and monotonic arrival, by table, until the link fails
+    (``aiomqtt.MqttError``, also when the subscription is refused)."""
+    async with floor_client(
+        cluster,
+        node,
+        "display",
+        cluster.password("display"),
+        identifier=identifier,
+        clean_session=False,
+    ) as sub:
+        granted = await sub.subscribe(f"{PREFIX}/+/craps/roll", qos=1)
+        if any(getattr(g, "value", g) >= 0x80 for g in granted):
+            raise aiomqtt.MqttError("subscription refused")
+        async for message in sub.messages:
+            body = json.loads(bytes(message.payload))
+            arrivals[body["table"]].append((body["seq"], time.monotonic()))
+
+
+def missing_rolls(
+    published: dict[str, list[float]], arrivals: dict[str, list[tuple[int, float]]]
+) -> int:
+    """Seqs published (``feed_rolls``) and not (yet) received (``receive_rolls``)."""
+    return sum(
+        len(set(range(1, len(stamps) + 1)) - {seq for seq, _ in arrivals[table]})
+        for table, stamps in published.items()
     )
 
 
@@ -454,121 +538,80 @@ async def capacity(
 # ---------------------------------------------------------------------------- failover
 
 
-async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dict[str, float]]:  # noqa: C901  a benchmark's script: start, feed, kill, measure
+async def failover(workdir: Path, kills: int, controllers: int = 10) -> list[dict[str, float]]:
     """Kill the bridges' node ``kills`` times under load; each time's figures."""
-    cluster = FloorCluster(workdir / "cluster", server=SERVER)
-    ctls = [Controller(workdir / f"c{i}", f"c{i}", [f"f{i}"]) for i in range(controllers)]
-    for c in ctls:
-        c.configure(cluster)
-    cluster.configure([c.declaration for c in ctls])
-    cluster.start()
+    with roll_floor(workdir, SERVER, controllers, "f") as (cluster, ctls):
+        return await _failover(cluster, ctls, kills, controllers)
+
+
+async def _failover(
+    cluster: FloorCluster, ctls: list[Controller], kills: int, controllers: int
+) -> list[dict[str, float]]:
     results: list[dict[str, float]] = []
     arrivals: dict[str, list[tuple[int, float]]] = {c.tables[0]: [] for c in ctls}
-    published: dict[str, int] = {c.tables[0]: 0 for c in ctls}
+    published: dict[str, list[float]] = {c.tables[0]: [] for c in ctls}
     stopping = asyncio.Event()
+
+    async def listen() -> None:
+        # A pit system of the floor: a persistent session that moves to the next node
+        # when its node dies (or refuses the subscription while JetStream recovers).
+        node = 3
+        while True:
+            try:
+                await receive_rolls(cluster, node, "bench-failover", arrivals)
+            except aiomqtt.MqttError:
+                node = node % 3 + 1
+                await asyncio.sleep(0.1)
+
+    tasks = [asyncio.create_task(listen())] + [
+        asyncio.create_task(feed_rolls(c, stopping, published[c.tables[0]])) for c in ctls
+    ]
+
+    def bridges_on(nodes: tuple[int, ...]) -> int:
+        return sum(
+            cid.startswith("lammer-bridge-")
+            for n in nodes
+            if cluster.alive(n)
+            for cid in cluster.mqtt_clients(n)
+        )
+
     try:
-        for c in ctls:
-            c.toml(c.tables[0], login=True)
-            c.broker.start()
-
-        async def feed(c: Controller) -> None:
-            table = c.tables[0]
-            async with aiomqtt.Client(
-                "127.0.0.1",
-                c.broker.port,
-                username=f"lammer-{table}",
-                password=c.credential(f"lammer-{table}"),
-                timeout=10,
-            ) as client:
-                while not stopping.is_set():
-                    published[table] += 1
-                    body = {"table": table, "seq": published[table]}
-                    await client.publish(f"{PREFIX}/{table}/craps/roll", json.dumps(body), qos=1)
-                    await asyncio.sleep(0.5)
-
-        async def listen() -> None:
-            # A pit system of the floor: a persistent session that moves to the next node
-            # when its node dies (or refuses the subscription while JetStream recovers).
-            node = 3
-            while True:
-                try:
-                    async with floor_client(
-                        cluster,
-                        node,
-                        "display",
-                        cluster.password("display"),
-                        identifier="bench-failover",
-                        clean_session=False,
-                    ) as sub:
-                        granted = await sub.subscribe(f"{PREFIX}/+/craps/roll", qos=1)
-                        if any(getattr(g, "value", g) >= 0x80 for g in granted):
-                            raise aiomqtt.MqttError("subscription refused")
-                        async for message in sub.messages:
-                            body = json.loads(bytes(message.payload))
-                            arrivals[body["table"]].append((body["seq"], time.monotonic()))
-                except aiomqtt.MqttError:
-                    node = node % 3 + 1
-                    await asyncio.sleep(0.1)
-
-        tasks = [asyncio.create_task(listen())] + [asyncio.create_task(feed(c)) for c in ctls]
-
-        def bridges_on(nodes: tuple[int, ...]) -> int:
-            return sum(
-                cid.startswith("lammer-bridge-")
-                for n in nodes
-                if cluster.alive(n)
-                for cid in cluster.mqtt_clients(n)
+        await asyncio.sleep(5)
+        for _ in range(kills):
+            counts = {n: bridges_on((n,)) for n in (1, 2, 3)}
+            victim = max(counts, key=lambda n: counts[n])
+            others = tuple(n for n in (1, 2, 3) if n != victim)
+            mark = {t: len(a) for t, a in arrivals.items()}
+            killed = time.monotonic()
+            cluster.kill_node(victim)
+            await poll(lambda others=others: bridges_on(others) >= controllers, 120)
+            moved = time.monotonic() - killed
+            # Until every table was heard of again (the silence is then whole).
+            await poll(lambda mark=mark: all(len(a) > mark[t] for t, a in arrivals.items()), 120)
+            gap = 0.0
+            for table, got in arrivals.items():
+                times = [t for _, t in got[max(0, mark[table] - 1) :]]
+                gaps = [b - a for a, b in itertools.pairwise(times)]
+                gap = max(gap, max(gaps, default=0.0))
+            cluster.start_node(victim)
+            await asyncio.sleep(10)
+            results.append(
+                {"victim": victim, "moved": moved, "gap": gap, "bridges": counts[victim]}
             )
+        stopping.set()
+        await asyncio.sleep(5)
 
-        try:
-            await asyncio.sleep(5)
-            for _ in range(kills):
-                counts = {n: bridges_on((n,)) for n in (1, 2, 3)}
-                victim = max(counts, key=lambda n: counts[n])
-                others = tuple(n for n in (1, 2, 3) if n != victim)
-                mark = {t: len(a) for t, a in arrivals.items()}
-                killed = time.monotonic()
-                cluster.kill_node(victim)
-                await poll(lambda others=others: bridges_on(others) >= controllers, 120)
-                moved = time.monotonic() - killed
-                # Until every table was heard of again (the silence is then whole).
-                await poll(
-                    lambda mark=mark: all(len(a) > mark[t] for t, a in arrivals.items()), 120
-                )
-                gap = 0.0
-                for table, got in arrivals.items():
-                    times = [t for _, t in got[max(0, mark[table] - 1) :]]
-                    gaps = [b - a for a, b in itertools.pairwise(times)]
-                    gap = max(gap, max(gaps, default=0.0))
-                cluster.start_node(victim)
-                await asyncio.sleep(10)
-                results.append(
-                    {"victim": victim, "moved": moved, "gap": gap, "bridges": counts[victim]}
-                )
-            stopping.set()
-            await asyncio.sleep(5)
-
-            def lost_now() -> int:
-                return sum(
-                    len(set(range(1, published[t] + 1)) - {s for s, _ in arrivals[t]})
-                    for t in arrivals
-                )
-
-            await poll(lambda: lost_now() == 0, 60)
-            lost = lost_now()
-            for r in results:
-                r["lost"] = lost
-                r["published"] = sum(published.values())
-        finally:
-            stopping.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        return results
+        await poll(lambda: missing_rolls(published, arrivals) == 0, 60)
+        lost = missing_rolls(published, arrivals)
+        for r in results:
+            r["lost"] = lost
+            r["published"] = sum(len(p) for p in published.values())
     finally:
-        for c in ctls:
-            c.broker.stop()
-        cluster.stop()
+        stopping.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return results
 
 
 # ---------------------------------------------------------------------------- main

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -51,8 +50,7 @@ import aiomqtt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_floor import PREFIX, Controller, floor_client, poll
-from deploy.floor_cluster import FloorCluster
+from bench.bench_floor import feed_rolls, missing_rolls, poll, receive_rolls, roll_floor
 
 SUBSCRIBER_NODE: Final = 3
 BRIDGE_NODES: Final = (1, 2)
@@ -101,153 +99,112 @@ class Result:
 async def one_run(workdir: Path, label: str, server: str, kills: int, controllers: int) -> Result:  # noqa: C901  a benchmark's script: start, feed, kill, measure
     """A fresh cluster on ``server`` and ``kills`` kills under load; its figures."""
     result = Result(label, load_before=load())
-    cluster = FloorCluster(workdir / "cluster", server=server)
-    ctls = [Controller(workdir / f"c{i}", f"c{i}", [f"v{i}"]) for i in range(controllers)]
-    for c in ctls:
-        c.configure(cluster, BRIDGE_NODES)
-    cluster.configure([c.declaration for c in ctls])
-    cluster.start()
-    tables = [c.tables[0] for c in ctls]
-    arrivals: dict[str, list[tuple[int, float]]] = {t: [] for t in tables}
-    published: dict[str, list[float]] = {t: [] for t in tables}  # publish time of seq i+1
-    stopping = asyncio.Event()
-    tasks: list[asyncio.Task[None]] = []
-    try:
-        for c in ctls:
-            c.toml(c.tables[0], login=True)
-            c.broker.start()
+    with roll_floor(workdir, server, controllers, "v", BRIDGE_NODES) as (cluster, ctls):
+        tables = [c.tables[0] for c in ctls]
+        arrivals: dict[str, list[tuple[int, float]]] = {t: [] for t in tables}
+        published: dict[str, list[float]] = {t: [] for t in tables}  # publish time of seq i+1
+        stopping = asyncio.Event()
+        tasks: list[asyncio.Task[None]] = []
+        try:
 
-        async def feed(c: Controller) -> None:
-            table = c.tables[0]
-            async with aiomqtt.Client(
-                "127.0.0.1",
-                c.broker.port,
-                username=f"lammer-{table}",
-                password=c.credential(f"lammer-{table}"),
-                timeout=10,
-            ) as client:
-                while not stopping.is_set():
-                    published[table].append(time.monotonic())
-                    body = {"table": table, "seq": len(published[table])}
-                    await client.publish(f"{PREFIX}/{table}/craps/roll", json.dumps(body), qos=1)
-                    await asyncio.sleep(0.5)
+            async def listen() -> None:
+                identifier = f"bench-versions-{label.replace('.', '-')}"
+                while True:
+                    try:
+                        await receive_rolls(cluster, SUBSCRIBER_NODE, identifier, arrivals)
+                    except aiomqtt.MqttError:
+                        result.subscriber_drops += 1
+                        await asyncio.sleep(0.2)
 
-        async def listen() -> None:
-            while True:
+            tasks = [asyncio.create_task(listen())] + [
+                asyncio.create_task(feed_rolls(c, stopping, published[c.tables[0]])) for c in ctls
+            ]
+
+            def bridges_on(node: int) -> int:
+                if not cluster.alive(node):
+                    return 0
                 try:
-                    async with floor_client(
-                        cluster,
-                        SUBSCRIBER_NODE,
-                        "display",
-                        cluster.password("display"),
-                        identifier=f"bench-versions-{label.replace('.', '-')}",
-                        clean_session=False,
-                    ) as sub:
-                        granted = await sub.subscribe(f"{PREFIX}/+/craps/roll", qos=1)
-                        if any(getattr(g, "value", g) >= 0x80 for g in granted):
-                            raise aiomqtt.MqttError("subscription refused")
-                        async for message in sub.messages:
-                            body = json.loads(bytes(message.payload))
-                            arrivals[body["table"]].append((body["seq"], time.monotonic()))
-                except aiomqtt.MqttError:
-                    result.subscriber_drops += 1
-                    await asyncio.sleep(0.2)
+                    return sum(c.startswith("lammer-bridge-") for c in cluster.mqtt_clients(node))
+                except OSError:
+                    return 0
 
-        tasks = [asyncio.create_task(listen())] + [asyncio.create_task(feed(c)) for c in ctls]
+            await poll(lambda: sum(bridges_on(n) for n in (1, 2, 3)) >= controllers, 60)
+            await asyncio.sleep(5)
+            result.rss_start_kib = cluster.rss_kib()
+            for k in range(kills):
+                counts = {n: bridges_on(n) for n in (1, 2)}
+                victim = max(counts, key=lambda n: (counts[n], n == 1 + k % 2))
+                others = tuple(n for n in (1, 2, 3) if n != victim)
+                killed = time.monotonic()
+                cluster.kill_node(victim)
+                moved_at: float | None = None
 
-        def bridges_on(node: int) -> int:
-            if not cluster.alive(node):
-                return 0
-            try:
-                return sum(c.startswith("lammer-bridge-") for c in cluster.mqtt_clients(node))
-            except OSError:
-                return 0
+                def heard_after(table: str, killed: float = killed) -> bool:
+                    stamps = published[table]
+                    return any(
+                        seq <= len(stamps) and stamps[seq - 1] >= killed
+                        for seq, _ in arrivals[table]
+                    )
 
-        await poll(lambda: sum(bridges_on(n) for n in (1, 2, 3)) >= controllers, 60)
-        await asyncio.sleep(5)
-        result.rss_start_kib = cluster.rss_kib()
-        for k in range(kills):
-            counts = {n: bridges_on(n) for n in (1, 2)}
-            victim = max(counts, key=lambda n: (counts[n], n == 1 + k % 2))
-            others = tuple(n for n in (1, 2, 3) if n != victim)
-            killed = time.monotonic()
-            cluster.kill_node(victim)
-            moved_at: float | None = None
-
-            def heard_after(table: str, killed: float = killed) -> bool:
-                stamps = published[table]
-                return any(
-                    seq <= len(stamps) and stamps[seq - 1] >= killed for seq, _ in arrivals[table]
+                deadline = killed + FAILOVER_LIMIT
+                while time.monotonic() < deadline:
+                    if moved_at is None and sum(bridges_on(n) for n in others) >= controllers:
+                        moved_at = time.monotonic()
+                    if all(heard_after(t) for t in tables):
+                        break
+                    await asyncio.sleep(0.02)
+                firsts = []
+                for t in tables:
+                    after = [
+                        at
+                        for seq, at in arrivals[t]
+                        if seq <= len(published[t]) and published[t][seq - 1] >= killed
+                    ]
+                    firsts.append(min(after) if after else time.monotonic())
+                result.failover.append(max(firsts) - killed)
+                result.moved.append((moved_at or time.monotonic()) - killed)
+                print(
+                    f"    {label} kill {k + 1}: node {victim} ({counts[victim]} bridges): "
+                    f"failover {result.failover[-1]:.2f} s (bridges listed elsewhere "
+                    f"{result.moved[-1]:.2f} s); {load()}",
+                    flush=True,
                 )
+                cluster.start_node(victim)
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(cluster.wait_healthy, victim, timeout=60)
+                await asyncio.sleep(3)
+            result.kills = kills
+            stopping.set()
+            await asyncio.sleep(1)
 
-            deadline = killed + FAILOVER_LIMIT
-            while time.monotonic() < deadline:
-                if moved_at is None and sum(bridges_on(n) for n in others) >= controllers:
-                    moved_at = time.monotonic()
-                if all(heard_after(t) for t in tables):
-                    break
-                await asyncio.sleep(0.02)
-            firsts = []
+            await poll(lambda: missing_rolls(published, arrivals) == 0, 60)
+            await asyncio.sleep(2)  # late redeliveries count too
+            result.rss_end_kib = cluster.rss_kib()
+            result.published = sum(len(p) for p in published.values())
+            result.missing = missing_rolls(published, arrivals)
+            late: set[str] = set()
             for t in tables:
-                after = [
-                    at
-                    for seq, at in arrivals[t]
-                    if seq <= len(published[t]) and published[t][seq - 1] >= killed
-                ]
-                firsts.append(min(after) if after else time.monotonic())
-            result.failover.append(max(firsts) - killed)
-            result.moved.append((moved_at or time.monotonic()) - killed)
-            print(
-                f"    {label} kill {k + 1}: node {victim} ({counts[victim]} bridges): "
-                f"failover {result.failover[-1]:.2f} s (bridges listed elsewhere "
-                f"{result.moved[-1]:.2f} s); {load()}",
-                flush=True,
-            )
-            cluster.start_node(victim)
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(cluster.wait_healthy, victim, timeout=60)
-            await asyncio.sleep(3)
-        result.kills = kills
-        stopping.set()
-        await asyncio.sleep(1)
-
-        def missing() -> int:
-            return sum(
-                len(set(range(1, len(published[t]) + 1)) - {s for s, _ in arrivals[t]})
-                for t in tables
-            )
-
-        await poll(lambda: missing() == 0, 60)
-        await asyncio.sleep(2)  # late redeliveries count too
-        result.rss_end_kib = cluster.rss_kib()
-        result.published = sum(len(p) for p in published.values())
-        result.missing = missing()
-        late: set[str] = set()
-        for t in tables:
-            seen: set[int] = set()
-            top = 0
-            for seq, _ in arrivals[t]:
-                if seq in seen:
-                    result.duplicates += 1
+                seen: set[int] = set()
+                top = 0
+                for seq, _ in arrivals[t]:
+                    if seq in seen:
+                        result.duplicates += 1
+                        if seq < top:
+                            result.reordered += 1
+                        continue
+                    seen.add(seq)
                     if seq < top:
                         result.reordered += 1
-                    continue
-                seen.add(seq)
-                if seq < top:
-                    result.reordered += 1
-                    result.reorder_depth = max(result.reorder_depth, top - seq)
-                    late.add(t)
-                top = max(top, seq)
-            result.received += len(seen)
-        result.reordered_tables = len(late)
-    finally:
-        stopping.set()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for c in ctls:
-            c.broker.stop()
-        cluster.stop()
+                        result.reorder_depth = max(result.reorder_depth, top - seq)
+                        late.add(t)
+                    top = max(top, seq)
+                result.received += len(seen)
+            result.reordered_tables = len(late)
+        finally:
+            stopping.set()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     for node in (1, 2, 3):
         text = cluster.log(node).read_text(errors="replace")
         result.persist_refusals += text.count("unable to persist session")

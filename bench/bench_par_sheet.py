@@ -25,10 +25,23 @@ import numpy as np
 from bench.common import machine
 from bulk.chart import write_chart
 from bulk.cover_all_odds import DEFAULT_ROUNDS, DEFAULT_SEED, ColumnOdds, column_odds, exact_pieces
-from bulk.report import column_json
+from bulk.report import column_json, spread_measured
 from rules.cover_all import LAYOUTS
 from rules.events import POKER_GAMES
 from rules.paytables import cover_all_columns
+
+
+def _spread(c: ColumnOdds) -> str:
+    """After a house edge: nothing when exact, "± h" (95 %), "+0/-x" when the simulation
+    dealt no remainder round (a one-sided 95 % bound: bulk.cover_all_odds), or that it
+    measured no spread (bulk.report.spread_measured)."""
+    if c.exact:
+        return ""
+    if c.edge_drop_95 is not None:
+        return f" +0/-{c.edge_drop_95 * 100:.4f}"
+    if not spread_measured(c):
+        return " (no spread measured)"
+    return f" ± {c.half_width * 100:.4f}"
 
 
 def markdown(columns: list[ColumnOdds]) -> list[str]:
@@ -46,10 +59,7 @@ def markdown(columns: list[ColumnOdds]) -> list[str]:
     )
     lines.append(
         "| **house edge** | "
-        + " | ".join(
-            f"**{c.house_edge * 100:.4f} %**" + ("" if c.exact else f" ± {c.half_width * 100:.4f}")
-            for c in columns
-        )
+        + " | ".join(f"**{c.house_edge * 100:.4f} %**" + _spread(c) for c in columns)
         + " |"
     )
     lines.append(
@@ -101,7 +111,8 @@ def main() -> None:
     print("|---|---|---|---|")
     print("\n".join(timing))
     print(f"\ntotal {total:.0f} s")
-    worst = max((c.half_width, c.game, c.hands) for cs in results for c in cs)
+    # A column that dealt no remainder round: its one-sided bound is its width.
+    worst = max((c.edge_drop_95 or c.half_width, c.game, c.hands) for cs in results for c in cs)
     print(f"widest 95 % half-width: {worst[0] * 100:.4f} pp ({worst[1]}, {worst[2]} hands)")
     print("\n".join(tables))
 

@@ -9,13 +9,17 @@ private Mosquitto and ``lammer web``.
 * **Floor**: in the same run, a bare QoS 1 publish-to-receive through the same broker, one
   message every 50 ms, the size of a result.
 * **Memory**: the page's JavaScript heap after a forced garbage collection (Chromium's
-  DevTools protocol), sampled while ``--memory-messages`` results arrive at
-  ``--memory-rate`` a second (an hour of the floor is 144,000).
+  DevTools protocol), its DOM nodes and listeners, and ``lammer web``'s resident memory,
+  sampled ``--memory-samples`` times while ``--memory-messages`` results arrive at
+  ``--memory-rate`` a second from every table in turn (an hour of the floor, 200 tables
+  each with a result every 5 s, is 144,000: ``--memory-messages 144000``), with the
+  least-squares slope of each series, over the whole run and over its second half.
 * **Page weight**: the bytes each page transferred to load (HTML, CSS, modules, headers:
   Chromium's ``encodedDataLength``).
 
-Run: ``.venv/bin/python bench/bench_pit.py`` (about three minutes). Prints figures;
-asserts nothing about time.
+Run: ``.venv/bin/python bench/bench_pit.py`` (about three minutes); an hour of the floor:
+``--seconds 10 --memory-messages 144000 --memory-rate 200 --memory-samples 24`` (about 13
+minutes). Prints figures; asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -40,10 +44,9 @@ from playwright.async_api import Browser, Page, async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_daemon import BenchError, start_broker, stop
-from bench.bench_web import CHROMIUM, CHROMIUM_ARGS, GOAL_PAGE_BYTES
+from bench.bench_web import CHROMIUM, CHROMIUM_ARGS, GOAL_PAGE_BYTES, start_web
 from bench.common import machine, percentile
 from bench.pit_load import SimTable, floor, publish_floor
-from deploy.broker import free_port, wait_listening
 
 PREFIX: Final = "lammer-pit-bench"
 ECHO: Final = "lammer-pit-bench-floor/echo"
@@ -66,14 +69,18 @@ OBSERVER: Final = """() => {
 }"""
 
 
-ARRIVALS: Final = """() => {
+ARRIVALS: Final = r"""() => {
   // When each result's frame reached the page (before the page's own handler runs).
+  // And how many frames of each kind arrived (a count: it stays while the heap is read).
   window.__arrived = {};
+  window.__frames = {};
   const Native = window.WebSocket;
   window.WebSocket = class extends Native {
     constructor(...args) {
       super(...args);
       this.addEventListener("message", (event) => {
+        const kind = (/"t":\s*"([a-z]+)"/.exec(event.data) || ["", "?"])[1];
+        window.__frames[kind] = (window.__frames[kind] || 0) + 1;
         if (window.__arrived === null) return;
         const now = performance.timeOrigin + performance.now();
         const m = JSON.parse(event.data);
@@ -96,6 +103,17 @@ class Published:
 
 
 @dataclass
+class Sample:
+    """The memory read after ``done`` results of the memory phase."""
+
+    done: int
+    heap: int
+    nodes: int
+    listeners: int
+    web_rss: int
+
+
+@dataclass
 class Figures:
     """What one run measured."""
 
@@ -103,22 +121,12 @@ class Figures:
     page_ms: list[float] = field(default_factory=list)
     floor_ms: list[float] = field(default_factory=list)
     missed: int = 0
-    heap: list[tuple[int, int]] = field(default_factory=list)
+    heap: list[Sample] = field(default_factory=list)
     weights: dict[str, int] = field(default_factory=dict)
     loads: int = 0
-
-
-def start_web(workdir: Path, broker_port: int) -> tuple[subprocess.Popen[bytes], str]:
-    """``lammer web`` on the private broker, the bench's prefix; its URL once it listens."""
-    port = free_port()
-    argv = [str(Path(sys.executable).parent / "lammer"), "web", "--mqtt-port", str(broker_port)]
-    argv += ["--prefix", PREFIX, "--listen", f"127.0.0.1:{port}"]
-    with (workdir / "web.log").open("ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    if not wait_listening("127.0.0.1", port, timeout=20):
-        stop(proc)
-        raise BenchError("lammer web did not listen")
-    return proc, f"http://127.0.0.1:{port}"
+    frames: dict[str, int] = field(default_factory=dict)
+    memory_sent: int = 0
+    memory_seconds: float = 0.0
 
 
 async def weigh(browser: Browser, url: str) -> int:
@@ -135,13 +143,46 @@ async def weigh(browser: Browser, url: str) -> int:
         await page.close()
 
 
-async def heap_after_gc(page: Page) -> int:
-    """The page's used JavaScript heap, in bytes, after a forced garbage collection."""
+async def memory(page: Page, web: subprocess.Popen[bytes], done: int) -> Sample:
+    """The page's used JavaScript heap (bytes, after a forced garbage collection), its DOM
+    counters, and ``lammer web``'s resident memory."""
     cdp = await page.context.new_cdp_session(page)
     await cdp.send("HeapProfiler.collectGarbage")
     usage = await cdp.send("Runtime.getHeapUsage")
+    counters = await cdp.send("Memory.getDOMCounters")
     await cdp.detach()
-    return int(usage["usedSize"])
+    return Sample(
+        done=done,
+        heap=int(usage["usedSize"]),
+        nodes=int(counters["nodes"]),
+        listeners=int(counters["jsEventListeners"]),
+        web_rss=rss(web.pid),
+    )
+
+
+def rss(pid: int) -> int:
+    """A process's resident memory in bytes (``VmRSS``), 0 when it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def slope(points: list[tuple[int, int]]) -> float:
+    """The least-squares slope of ``(x, y)`` points (y per x), 0 for fewer than two."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx == 0:
+        return 0.0
+    return sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
 async def results(
@@ -150,13 +191,18 @@ async def results(
     rate: float,
     count: int,
     sent: list[Published] | None,
+    *,
+    every_table: bool = False,
+    first: int = 0,
 ) -> None:
-    """``count`` results at ``rate`` a second, round-robin over the poker tables."""
-    poker = [s for s in sims if s.game != "CRAPS"]
+    """``count`` results at ``rate`` a second, round-robin over the poker tables (the
+    frame-to-DOM phase times rounds) or over ``every_table`` (a craps table's result is
+    its board), starting at the ``first``-th of them."""
+    chosen = sims if every_table else [s for s in sims if s.game != "CRAPS"]
     loop = asyncio.get_running_loop()
     start = loop.time()
     for n in range(count):
-        sim = poker[n % len(poker)]
+        sim = chosen[(first + n) % len(chosen)]
         topic, payload = sim.result(datetime.now(UTC))
         at_ms = time.time() * 1000
         await client.publish(f"{PREFIX}/{sim.table}/{topic}", payload, qos=1, retain=True)
@@ -209,7 +255,7 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Figures:
             async_playwright() as playwright,
         ):
             await publish_floor(loader, PREFIX, sims)
-            web, url = start_web(workdir, port)
+            web, url = start_web(workdir, port, PREFIX)
             browser = await playwright.chromium.launch(
                 executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
             )
@@ -221,8 +267,13 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Figures:
                 page = await browser.new_page(viewport={"width": 1920, "height": 1080})
                 await page.add_init_script(f"({ARRIVALS})()")
                 await page.goto(f"{url}/pit")
-                rows = "document.querySelectorAll('#pit-list .row[data-table]').length"
-                await page.wait_for_function(f"{rows} === {len(sims)}", timeout=30_000)
+                # A function, not an expression: the page's CSP forbids the eval Playwright
+                # would poll an expression with.
+                await page.wait_for_function(
+                    "(n) => document.querySelectorAll('#pit-list .row[data-table]').length === n",
+                    arg=len(sims),
+                    timeout=60_000,
+                )
                 await page.evaluate(OBSERVER)
                 # Frame to DOM, beside the floor.
                 sent: list[Published] = []
@@ -255,14 +306,24 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Figures:
                 await page.evaluate(
                     "window.__observer.disconnect(); window.__seen = null; window.__arrived = null"
                 )
-                figures.heap.append((0, await heap_after_gc(page)))
-                step = max(1, args.memory_messages // 4)
+                before: dict[str, int] = await page.evaluate("window.__frames")
+                assert web is not None
+                figures.heap.append(await memory(page, web, 0))
+                step = max(1, -(-args.memory_messages // max(1, args.memory_samples)))
                 done = 0
+                began = time.perf_counter()
                 while done < args.memory_messages:
-                    await results(loader, sims, args.memory_rate, step, None)
-                    done += step
+                    count = min(step, args.memory_messages - done)
+                    await results(
+                        loader, sims, args.memory_rate, count, None, every_table=True, first=done
+                    )
+                    done += count
                     await asyncio.sleep(1)
-                    figures.heap.append((done, await heap_after_gc(page)))
+                    figures.heap.append(await memory(page, web, done))
+                figures.memory_seconds = time.perf_counter() - began
+                figures.memory_sent = done
+                after: dict[str, int] = await page.evaluate("window.__frames")
+                figures.frames = {k: v - before.get(k, 0) for k, v in after.items()}
                 figures.loads = int(await page.evaluate("window.__loads"))
             finally:
                 await browser.close()
@@ -301,15 +362,44 @@ def report(figures: Figures, args: argparse.Namespace) -> None:
     over = percentile(dom, 0.99) - percentile(flo, 0.99)
     verdict = "met" if over <= GOAL_OVER_FLOOR_MS else "NOT met"
     print(f"frame-to-DOM p99 over the floor's p99: {over:.1f} ms (goal <= 100 ms: {verdict})")
-    print("\n/pit JavaScript heap after GC, by results received since the first sample:")
-    for done, used in figures.heap:
-        print(f"  {done:>7,} results: {used / 1e6:.2f} MB")
+    memory_report(figures, args)
     print(f"page loads during the run: {figures.loads} (1: no reload)")
     print("\n| page | transferred |")
     print("|---|---|")
     for path, size in figures.weights.items():
         goal = "met" if size < GOAL_PAGE_BYTES else "NOT met"
         print(f"| `{path}` | {size:,} bytes (goal < 1 MB: {goal}) |")
+
+
+def memory_report(figures: Figures, args: argparse.Namespace) -> None:
+    """The memory series, its slopes, and what the page received meanwhile."""
+    if figures.memory_sent:
+        per_table = figures.memory_sent / args.tables
+        print(
+            f"\nmemory phase: {figures.memory_sent:,} results from all {args.tables} tables "
+            f"({per_table:,.0f} each: {per_table * args.period / 3600:.2f} h of a result every "
+            f"{args.period:g} s) in {figures.memory_seconds:.0f} s "
+            f"({figures.memory_sent / figures.memory_seconds:.0f} a second)"
+        )
+        print(
+            f"frames the page received meanwhile, by kind: {dict(sorted(figures.frames.items()))}"
+        )
+    print("\n| results | JS heap after GC | DOM nodes | JS listeners | lammer web RSS |")
+    print("|---|---|---|---|---|")
+    for s in figures.heap:
+        print(
+            f"| {s.done:,} | {s.heap / 1e6:.2f} MB | {s.nodes:,} | {s.listeners:,} "
+            f"| {s.web_rss / 1e6:.1f} MB |"
+        )
+    half = [s for s in figures.heap if s.done >= figures.memory_sent / 2]
+    for name, samples in (("whole run", figures.heap), ("second half", half)):
+        heap = slope([(s.done, s.heap) for s in samples]) * 10_000 / 1e3
+        nodes = slope([(s.done, s.nodes) for s in samples]) * 10_000
+        web = slope([(s.done, s.web_rss) for s in samples]) * 10_000 / 1e3
+        print(
+            f"slope, {name} ({len(samples)} samples), per 10,000 results: JS heap "
+            f"{heap:+.1f} kB, DOM nodes {nodes:+.1f}, lammer web RSS {web:+.1f} kB"
+        )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -320,6 +410,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=60.0, help="frame-to-DOM phase")
     parser.add_argument("--memory-messages", type=int, default=12_000)
     parser.add_argument("--memory-rate", type=float, default=100.0, help="results a second")
+    parser.add_argument(
+        "--memory-samples", type=int, default=4, help="memory reads after the first"
+    )
     return parser.parse_args(argv)
 
 

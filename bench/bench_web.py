@@ -101,11 +101,14 @@ class WebRun:
     dom: list[float] = field(default_factory=list)
 
 
-def start_web(workdir: Path, broker_port: int) -> tuple[subprocess.Popen[bytes], str]:
-    """``lammer web`` on the private broker; its URL once it listens."""
+def start_web(
+    workdir: Path, broker_port: int, prefix: str = PREFIX
+) -> tuple[subprocess.Popen[bytes], str]:
+    """``lammer web`` on the private broker, topics under ``prefix``; its URL once it
+    listens."""
     port = free_port()
     argv = [str(Path(sys.executable).parent / "lammer"), "web", "--mqtt-port", str(broker_port)]
-    argv += ["--prefix", PREFIX, "--listen", f"127.0.0.1:{port}"]
+    argv += ["--prefix", prefix, "--listen", f"127.0.0.1:{port}"]
     with (workdir / "web.log").open("ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
     if not wait_listening("127.0.0.1", port, timeout=20):

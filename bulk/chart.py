@@ -67,7 +67,14 @@ def write_chart(games: Sequence[Sequence[ColumnOdds]], path: str | Path) -> None
         axes.errorbar(
             [c.hands for c in simulated],
             [c.house_edge * 100 for c in simulated],
-            yerr=[c.half_width * 100 for c in simulated],
+            # Below, above: a column that dealt no remainder round has only a one-sided bound.
+            yerr=[
+                [
+                    (c.half_width if c.edge_drop_95 is None else c.edge_drop_95) * 100
+                    for c in simulated
+                ],
+                [(c.half_width if c.edge_drop_95 is None else 0.0) * 100 for c in simulated],
+            ],
             fmt="o",
             color=colour,
             markerfacecolor="white",

@@ -29,6 +29,17 @@ threshold, so the simulated part, and its standard error, are small (measured: a
 of the payout needs 15 to 7,000 times more rounds for the same precision). With community
 cards the simulation is also stratified by board (``simulate_by_board``).
 
+When no simulated round had three hands at one level, every ``E(m)`` drawn was 0 and so is
+the standard error: it says nothing then. The column carries instead a one-sided 95 % bound
+(``edge_drop_95``): the remainder only adds return, so the house edge is at most the figure
+shown, and it is at least that figure less ``sum_r e_r min(E(H) 3 / n, pairs_r (H - 2) / H)``
+for ``H`` hands. ``3 / n`` is the rule of three: an event not seen in n independent rounds
+has a chance below 3 / n at 95 % (were it higher, not seeing it would have a chance below
+``e**-3``); ``E(m) <= E(H)``, so ``E[E(m_r)] <= E(H) P(m_r >= 3)``. And ``pairs_r =
+E[C(m_r, 2)]``, the exact ``C(P, 2) q2PP + P D q2PD``, with ``E(m) <= C(m, 2) (H - 2) / H``
+for every ``m <= H``: a bound that needs no simulation. The smaller of the two is the most
+any distribution of ``m_r`` within both constraints allows (all its mass at ``m = H``).
+
 Exact ``q1``: every hand enumerated (3 to 6 cards), or, with community cards, every board
 up to a renaming of the suits (``combos.suit_classes``) with every holding of its remaining
 cards. Exact ``q2`` for two disjoint hands from sets A and B (the hands reaching ``r``), by
@@ -360,6 +371,13 @@ class ColumnOdds:
     stratified by board: each board class gets its share of them, rounded, and at least 2."""
     strata: int | None = None
     """The board classes of a stratified simulation, else None."""
+    remainder_rounds: int | None = None
+    """Simulated rounds in which three hands or more reached one level (the only rounds the
+    simulation adds to the exact part); None when exact."""
+    edge_drop_95: float | None = None
+    """When no such round was dealt (``remainder_rounds`` 0, so ``std_error`` 0, which says
+    nothing): how far below ``house_edge`` the house edge may be, a one-sided 95 % bound (rule
+    of three; the module docstring says how). None otherwise."""
 
     @property
     def half_width(self) -> float:
@@ -471,6 +489,11 @@ class Sample:
     highest: tuple[int, ...] = ()
     strata: int | None = None
     """Board classes dealt (a simulation stratified by board), else None."""
+    remainder_rounds: int | None = None
+    """Rounds in which three hands or more reached one level (``E(m_r)`` above 0)."""
+    effective_rounds: float | None = None
+    """The ``n`` of the rule of three: the rounds, or with strata the fewest rounds dealt per
+    unit of probability (``min k_s / p_s``), so that ``sum k_s pi_s >= n * P(remainder)``."""
 
 
 def _figures(
@@ -503,12 +526,13 @@ def simulate(deal: Deal, rounds: int, seed: int, progress: Progress = _quiet) ->
     remainder = np.zeros(top)
     highest = np.zeros(top + 1, dtype=np.int64)
     y = y2 = x = x2 = 0.0
-    done = 0
+    done = events = 0
     while done < rounds:
         n = min(CHUNK_ROUNDS, rounds - done)
         e, yr, xr, best = _figures(deal, shuffled_decks(rng, n, deal.cards))
         highest += np.bincount(best, minlength=top + 1)
         remainder += e.sum(axis=0)
+        events += int(e.any(axis=1).sum())
         y += float(yr.sum())
         y2 += float((yr * yr).sum())
         x += float(xr.sum())
@@ -521,6 +545,8 @@ def simulate(deal: Deal, rounds: int, seed: int, progress: Progress = _quiet) ->
         *_mean_se(y, y2, rounds),
         *_mean_se(x, x2, rounds),
         tuple(int(v) for v in highest),
+        remainder_rounds=events,
+        effective_rounds=float(rounds),
     )
 
 
@@ -548,7 +574,7 @@ def simulate_by_board(deal: Deal, rounds: int, seed: int, progress: Progress = _
     left = 52 - deal.community
     remainder = np.zeros(top)
     y = y_var = x = x_var = 0.0
-    done, total = 0, int(repeats.sum())
+    done, total, events = 0, int(repeats.sum()), 0
     for start in range(0, len(boards), BOARDS_PER_BATCH):
         board = boards[start : start + BOARDS_PER_BATCH]
         k = repeats[start : start + BOARDS_PER_BATCH]
@@ -560,6 +586,7 @@ def simulate_by_board(deal: Deal, rounds: int, seed: int, progress: Progress = _
         stratum = np.repeat(np.arange(n), k)
         holdings = rng.permuted(rest[stratum], axis=1)[:, :own]
         e, yr, xr, _ = _figures(deal, np.hstack([holdings, board[stratum]]))
+        events += int(e.any(axis=1).sum())
         for r in range(top):
             remainder[r] += float((p * np.bincount(stratum, e[:, r], n) / k).sum())
         for values, add in ((yr, "y"), (xr, "x")):
@@ -583,6 +610,8 @@ def simulate_by_board(deal: Deal, rounds: int, seed: int, progress: Progress = _
         x,
         sqrt(x_var),
         strata=len(boards),
+        remainder_rounds=events,
+        effective_rounds=float((repeats / share).min()),
     )
 
 
@@ -612,7 +641,42 @@ def column_odds(
         seed=seed,
         std_error=sample.y_se,
     )
-    return replace(column, rounds_asked=rounds, strata=sample.strata)
+    return replace(
+        column,
+        rounds_asked=rounds,
+        strata=sample.strata,
+        remainder_rounds=sample.remainder_rounds,
+        edge_drop_95=_unseen_remainder_bound(deal, pieces, sample),
+    )
+
+
+RULE_OF_THREE: Final = 3.0
+"""``-ln(0.05)``, rounded up: an event not seen in ``n`` independent rounds has a chance
+below ``3 / n`` at 95 % confidence (one-sided)."""
+
+
+def _unseen_remainder_bound(deal: Deal, pieces: Pieces, sample: Sample) -> float | None:
+    """A one-sided 95 % bound on the return the simulation would have added, when it dealt
+    no round with a remainder (None when it dealt some: its standard error then holds).
+
+    ``E[E(m_r)]`` is at most ``E(H) * 3 / n`` (the rule of three: no remainder round in
+    ``n``) and ``E[C(m_r, 2)] * (H - 2) / H`` (exact: the pairs of hands that reach ``r``).
+    """
+    if sample.remainder_rounds != 0 or sample.effective_rounds is None:
+        return None
+    _, steps = _returns(deal)
+    p, d = deal.players, deal.dealer
+    h = deal.hands
+    most = (h - 1) * (h - 2) // 2  # E(m) at m = every hand
+    unseen = most * RULE_OF_THREE / sample.effective_rounds
+    bound = 0.0
+    for r, step in enumerate(steps):
+        pairs = (
+            comb(p, 2) * pieces.pair["player", "player"][r]
+            + p * d * pieces.pair["player", "dealer"][r]
+        )
+        bound += float(step) * min(unseen, float(pairs * Fraction(h - 2, h)))
+    return bound
 
 
 def game_odds(

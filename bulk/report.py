@@ -9,7 +9,12 @@ JSON (one object per game, a list when no game was chosen)::
       "rows": [{"hand": name, "pays": "decimal string", "probability": float}, ...]}]}
 
 with these additions: per column ``seed`` (null when exact), ``half_width_95`` (the 95 %
-confidence half-width of the house edge, 0 when exact), ``no_qualifier`` and
+confidence half-width of the house edge, 0 when exact, null when ``edge_drop_95`` replaces
+it or when the simulation measured no spread: ``spread_measured``), ``remainder_rounds``
+and ``edge_drop_95`` (simulated columns only: the rounds with three hands or more at one
+level and, when there were none, so that the standard error of 0 says nothing, a
+one-sided 95 % bound on how far below ``house_edge`` the house edge may be, else null:
+``bulk.cover_all_odds``), ``no_qualifier`` and
 ``no_qualifier_fraction`` (the chance that no hand makes a row), ``rounds_asked`` (the
 ``--rounds`` asked for; a simulation stratified by board deals each board class its share,
 rounded, at least 2, so ``rounds`` may differ: the text says so) and ``board_classes``
@@ -47,14 +52,19 @@ def column_json(column: ColumnOdds) -> dict[str, Any]:
         "house_edge": column.house_edge,
         "house_edge_fraction": _fraction(column.house_edge_fraction),
         "std_error": column.std_error,
-        "half_width_95": column.half_width,
+        "half_width_95": column.half_width if spread_measured(column) else None,
         "no_qualifier": column.no_qualifier,
         "no_qualifier_fraction": _fraction(column.no_qualifier_fraction),
         # A simulated column only: what was asked and the strata (exact columns have neither).
         **(
             {}
             if column.exact
-            else {"rounds_asked": column.rounds_asked, "board_classes": column.strata}
+            else {
+                "rounds_asked": column.rounds_asked,
+                "board_classes": column.strata,
+                "remainder_rounds": column.remainder_rounds,
+                "edge_drop_95": column.edge_drop_95,
+            }
         ),
         "rows": [
             {
@@ -78,14 +88,24 @@ def game_text(columns: Sequence[ColumnOdds]) -> list[str]:
     """The readable par sheet of one game: a summary, then each column's rows."""
     game = columns[0].game
     lines = [f"Cover All Bonus, {_who(game)}", ""]
-    lines.append(f"{'hands':>5}  {'house edge':>11}  {'95 % CI ±':>10}  method")
+    lines.append(f"{'hands':>5}  {'house edge':>11}  {'95 % CI':>13}  method")
     for c in columns:
         if c.exact:
             method = f"exact: {_fraction(c.house_edge_fraction)}"
         else:
             method = f"simulated: {c.rounds:,} rounds, seed {c.seed}{_why_rounds(c)}"
-        ci = "exact" if c.exact else f"{c.half_width * 100:.4f} %"
-        lines.append(f"{c.hands:>5}  {c.house_edge * 100:>9.4f} %  {ci:>10}  {method}")
+        lines.append(f"{c.hands:>5}  {c.house_edge * 100:>9.4f} %  {ci_text(c):>13}  {method}")
+    if any(not c.exact and c.edge_drop_95 is None and not spread_measured(c) for c in columns):
+        lines += [
+            "  (n/a: every board class dealt gave the same remainder in each of its rounds, so",
+            "  the simulation has no spread to measure its error by; deal more --rounds.)",
+        ]
+    if any(c.edge_drop_95 is not None for c in columns):
+        lines += [
+            "  (+0/-x: no simulated round had three hands at one level, so there is no standard",
+            "  error to give; the house edge is at most the figure, and at 95 % (one-sided, the",
+            "  rule of three: unseen in n rounds, a chance below 3/n) at least x below it.)",
+        ]
     for c in columns:
         lines += ["", f"{plural(c.hands, 'hand')}: the highest hand at the table makes"]
         for row in c.rows:
@@ -97,6 +117,27 @@ def game_text(columns: Sequence[ColumnOdds]) -> list[str]:
         exact = f"  {_fraction(none)}" if none is not None else ""
         lines.append(f"  {'no qualifying hand':<24} {'loses':>11}  {c.no_qualifier:.8f}{exact}")
     return lines
+
+
+def ci_text(column: ColumnOdds) -> str:
+    """A column's 95 % confidence: "exact", "± h %", or "+0/-x %", the one-sided bound when
+    the simulation dealt no round that adds to the exact part."""
+    if column.exact:
+        return "exact"
+    if column.edge_drop_95 is not None:
+        return f"+0/-{column.edge_drop_95 * 100:.4f} %"
+    if not spread_measured(column):
+        return "n/a"
+    return f"± {column.half_width * 100:.4f} %"
+
+
+def spread_measured(column: ColumnOdds) -> bool:
+    """Whether a column's half-width means something: exact, or simulated with a standard
+    error above 0. A simulation stratified by board whose every class gave the same
+    remainder in each of its rounds (two rounds a class, a trips board making every hand
+    trips) has a standard error of 0 that measures nothing; one that dealt no remainder
+    round at all has ``edge_drop_95`` instead."""
+    return column.exact or (column.edge_drop_95 is None and bool(column.std_error))
 
 
 class _Bar:

@@ -18,10 +18,17 @@ before it is queued:
   and the core reports the count once a minute (``DropCounter``), so the record of a
   flood is a few lines whatever its size.
 
-MQTT 3.1.1 does not say which user published a request, so the gate is the table's, not a
-user's: under a flood a legitimate decision is refused busy too, and the stickperson sends
-it again (README "Operations": a flood and what the pit sees). The broker keeps the flood
-from everyone else (displays do not read requests: ``deploy.broker_config``).
+The gate is the table's, not a user's, because the daemon cannot tell who published a
+request. Neither MQTT 3.1.1 nor MQTT 5 (the link's protocol) carries the publisher's user
+or client id to a subscriber: Mosquitto delivers the same topic, payload and flags whoever
+sent them. What a request does carry is its sender's own claim: ``operator`` (mqtt-api.md
+"Requests") and, under MQTT 5, any user property, both passed on unchecked, so a flooding
+client can name the stickperson, or a new name for every request (a bucket per name would
+then bound nothing). The only part the broker checks is the topic (its ACL), and every
+request user may publish on the same ``<base>/request/+``. So under a flood a legitimate
+decision is refused busy too, and the stickperson sends it again (README "Operations": a
+flood, and what per-user limiting would need). The broker keeps the flood from everyone
+else (displays do not read requests: ``deploy.broker_config``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,11 @@ import pytest
 
 from bulk.combos import combinations_array, suit_classes
 from bulk.cover_all_odds import (
+    CHUNK_ROUNDS,
     ColumnOdds,
+    Sample,
+    _generator,
+    _unseen_remainder_bound,
     column_odds,
     deal_of,
     disjoint_pairs,
@@ -288,6 +292,64 @@ def test_a_seed_reproduces_a_column_and_another_seed_does_not() -> None:
     assert column_odds("CSP", 4, rounds=50_000, seed=1) == one
     assert column_odds("CSP", 4, rounds=50_000, seed=2).house_edge != one.house_edge
     assert (one.rounds, one.seed) == (50_000, 1)
+
+
+# ---------------------------------------------------------------------------------------
+# No remainder round dealt: a one-sided bound, not a standard error of 0
+
+
+def test_remainder_rounds_are_the_rounds_with_three_hands_at_one_level() -> None:
+    """Counted again from the same deals: rounds whose third-best hand qualifies."""
+    deal = deal_of("TCP", 6)
+    rounds = 5_000
+    assert rounds <= CHUNK_ROUNDS  # one chunk: the same draws as the simulation's
+    levels = table_levels(deal, shuffled_decks(_generator(9, deal), rounds, deal.cards))
+    third = np.sort(levels, axis=1)[:, -3]
+    sample = simulate(deal, rounds, seed=9)
+    assert sample.remainder_rounds == int((third >= 1).sum()) > 0
+    assert sample.effective_rounds == rounds
+
+
+def test_a_column_without_remainder_rounds_gives_a_one_sided_bound() -> None:
+    """200 rounds of three Three Card Poker hands (this seed deals no three hands at one
+    level): the standard error is 0, which would claim the figure exact; the column gives a
+    bound below instead, and a simulation 1,000 times longer lands between the two."""
+    few = column_odds("TCP", 3, rounds=200, seed=20261129)
+    assert (few.remainder_rounds, few.std_error) == (0, 0.0)
+    assert few.edge_drop_95 is not None
+    assert few.edge_drop_95 > 0
+    many = column_odds("TCP", 3, rounds=200_000, seed=5)
+    assert many.remainder_rounds is not None
+    assert many.remainder_rounds > 0
+    assert many.edge_drop_95 is None
+    assert many.std_error is not None
+    assert many.std_error > 0
+    # The remainder only adds return: the edge shown is an upper bound, the drop a lower one.
+    assert few.house_edge - few.edge_drop_95 <= many.house_edge <= few.house_edge
+    assert few.house_edge - many.house_edge <= few.edge_drop_95
+
+
+def test_the_bound_is_the_rule_of_three_or_the_exact_pairs_whichever_is_smaller() -> None:
+    """Endless rounds unseen: every level takes the rule of three, so the bound is the most a
+    round can add (E(H) at the top row's return) times 3 / n. Two rounds: the exact pairs
+    alone, which must still cover the remainder a long simulation measures."""
+    deal = deal_of("TCP", 4)
+    pieces = exact_pieces("TCP")
+    top_back = paytable("TCP").column(4)[0].pays + 1
+
+    def unseen(n: int) -> Sample:
+        return Sample(n, (0.0,) * 4, 0.0, 0.0, 0.0, 0.0, remainder_rounds=0, effective_rounds=n)
+
+    many = _unseen_remainder_bound(deal, pieces, unseen(10**12))
+    assert many == pytest.approx(float(top_back) * 3 * 3 / 10**12)  # E(4) = 3
+    pairs_only = _unseen_remainder_bound(deal, pieces, unseen(2))
+    assert pairs_only is not None
+    assert pairs_only < float(top_back) * 3 * 3 / 2  # the pairs, not the rule of three
+    measured = simulate(deal, 300_000, seed=6)
+    assert measured.remainder_rounds
+    assert measured.y + 4 * measured.y_se <= pairs_only
+    seen = Sample(10, (0.0,) * 4, 0.0, 0.0, 0.0, 0.0, remainder_rounds=1, effective_rounds=10)
+    assert _unseen_remainder_bound(deal, pieces, seen) is None
 
 
 def test_stratified_rounds_cover_every_board() -> None:

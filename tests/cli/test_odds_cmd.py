@@ -220,6 +220,50 @@ def test_cover_all_simulated_column_is_reproducible() -> None:
     assert other["house_edge"] != column["house_edge"]
 
 
+def summary_lines(text: str, hands: int) -> list[str]:
+    """The summary rows of a par sheet's text for a column of ``hands`` simulated."""
+    return [x for x in text.splitlines() if x.split()[:1] == [str(hands)] and "simulated" in x]
+
+
+def test_cover_all_without_a_remainder_round_prints_a_one_sided_bound() -> None:
+    """200 rounds of three Three Card Poker hands deal no three hands at one level (this
+    seed): no "± 0.0000 %", which would claim the figure exact, but the bound below it."""
+    args = ("cover-all", "--game", "TCP", "--hands", "3", "--rounds", "200")
+    (column,) = json.loads(lammer(*args, "--json").stdout)["columns"]
+    assert (column["remainder_rounds"], column["std_error"]) == (0, 0.0)
+    assert column["half_width_95"] is None
+    assert 0 < column["edge_drop_95"] < column["house_edge"]
+    done = lammer(*args)
+    assert done.returncode == 0, done.stderr
+    (line,) = summary_lines(done.stdout, 3)
+    assert f"+0/-{column['edge_drop_95'] * 100:.4f} %" in line
+    assert "±" not in line
+    assert "one-sided" in done.stdout
+    assert "rule of three" in done.stdout
+    with_remainder = lammer("cover-all", "--game", "TCP", "--hands", "8", "--rounds", "5000")
+    (line,) = summary_lines(with_remainder.stdout, 8)
+    assert "± " in line
+    assert "+0/-" not in line
+
+
+def test_cover_all_with_no_spread_in_any_board_class_says_so() -> None:
+    """Two rounds for each of Mississippi Stud's 1,755 flops: the remainder rounds are the
+    trips boards', where every hand makes trips in both rounds, so no class varies and the
+    standard error is 0 although the remainder was seen: "n/a", never "± 0.0000 %"."""
+    args = ("cover-all", "--game", "MSP", "--hands", "3", "--rounds", "2")
+    (column,) = json.loads(lammer(*args, "--json").stdout)["columns"]
+    assert (column["rounds"], column["board_classes"]) == (2 * 1755, 1755)
+    assert column["remainder_rounds"] > 0
+    assert column["std_error"] == 0.0
+    assert (column["half_width_95"], column["edge_drop_95"]) == (None, None)
+    done = lammer(*args)
+    assert done.returncode == 0, done.stderr
+    (line,) = summary_lines(done.stdout, 3)
+    assert " n/a " in line
+    assert "±" not in line
+    assert "no spread to measure" in done.stdout
+
+
 def test_cover_all_one_column_across_games_is_a_list() -> None:
     done = lammer("cover-all", "--hands", "8", "--rounds", "5000", "--json")
     assert done.returncode == 0, done.stderr

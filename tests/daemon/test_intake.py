@@ -1,16 +1,21 @@
 """The request gate (daemon.intake): its rates, checked against a count made by hand, and
-hostile settings refused."""
+hostile settings refused; and why it is the table's, not a user's (a real Mosquitto tells a
+subscriber nothing of who published)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
+import uuid
 from typing import Any
 
+import aiomqtt
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.intake import BUSY_ERROR, RequestGate, TokenBucket, Verdict
+from deploy.broker import Broker
 
 
 def test_a_burst_then_the_rate() -> None:
@@ -100,3 +105,45 @@ def test_every_request_is_admitted_or_refused_and_the_burst_holds(times: list[fl
 def test_the_busy_answer_says_what_to_do() -> None:
     assert BUSY_ERROR.startswith("busy: ")
     assert BUSY_ERROR.endswith("Send it again")
+
+
+async def test_a_request_does_not_say_who_published_it(mosquitto: Broker) -> None:
+    """What the gate could key a per-user rate on, as the daemon's MQTT 5 link receives it:
+    two users' identical requests arrive identical, and a user property naming a user is
+    the sender's claim, delivered as sent (daemon/intake.py, README "Deploying the broker")."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    v5 = aiomqtt.ProtocolVersion.V5
+    base = f"lammer/intake-{uuid.uuid4().hex[:8]}"
+    topic = f"{base}/request/roll_decision"
+    body = b'{"operator": "alice", "roll_id": 7, "decision": "valid"}'
+    host, port = mosquitto.host, mosquitto.port
+    async with aiomqtt.Client(host, port, protocol=v5) as daemon:
+        options = SubscribeOptions(qos=1, retainAsPublished=True)
+        await daemon.subscribe(f"{base}/request/+", options=options)
+        async with (
+            aiomqtt.Client(host, port, identifier="terminal-a", username="terminal-a") as a,
+            aiomqtt.Client(host, port, identifier="terminal-b", username="terminal-b") as b,
+            aiomqtt.Client(
+                host, port, identifier="terminal-c", username="terminal-c", protocol=v5
+            ) as c,
+        ):
+            await a.publish(topic, body, qos=1)
+            await b.publish(topic, body, qos=1)
+            claim = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            claim.UserProperty = [("user", "terminal-a")]
+            await c.publish(topic, body, qos=1, properties=claim)
+            got: list[aiomqtt.Message] = []
+            async with asyncio.timeout(10):
+                async for message in daemon.messages:
+                    got.append(message)
+                    if len(got) == 3:
+                        break
+    seen = [
+        (m.topic.value, m.payload, m.qos, m.retain, getattr(m.properties, "UserProperty", None))
+        for m in got
+    ]
+    assert seen[0] == seen[1] == (topic, body, 1, False, None)
+    assert seen[2] == (topic, body, 1, False, [("user", "terminal-a")])

@@ -100,23 +100,30 @@ class Recorder:
 
 
 @asynccontextmanager
+async def collected(client: aiomqtt.Client) -> AsyncIterator[Recorder]:
+    """Every message a subscribed ``client`` receives while the block runs."""
+    recorder = Recorder()
+
+    async def collect() -> None:
+        with contextlib.suppress(aiomqtt.MqttError):  # the broker may be stopped
+            async for message in client.messages:
+                recorder.messages.append(message)
+
+    task = asyncio.create_task(collect())
+    try:
+        yield recorder
+    finally:
+        task.cancel()
+        await asyncio.wait({task})
+
+
+@asynccontextmanager
 async def recording(broker: Broker, topic: str = f"{BASE}/#") -> AsyncIterator[Recorder]:
     """A subscriber connected and subscribed when the block starts."""
-    recorder = Recorder()
     async with aiomqtt.Client(broker.host, broker.port, identifier=None) as client:
         await client.subscribe(topic, qos=1)
-
-        async def collect() -> None:
-            with contextlib.suppress(aiomqtt.MqttError):  # the broker may be stopped
-                async for message in client.messages:
-                    recorder.messages.append(message)
-
-        task = asyncio.create_task(collect())
-        try:
+        async with collected(client) as recorder:
             yield recorder
-        finally:
-            task.cancel()
-            await asyncio.wait({task})
 
 
 async def eventually(check: Callable[[], bool], what: str, limit: float = 20.0) -> None:
@@ -1069,23 +1076,12 @@ async def recording_v5(broker: Broker, topic: str) -> AsyncIterator[Recorder]:
     """An MQTT 5 subscriber that sees the retain flag as published (and its properties)."""
     from paho.mqtt.subscribeoptions import SubscribeOptions
 
-    recorder = Recorder()
     async with aiomqtt.Client(
         broker.host, broker.port, protocol=aiomqtt.ProtocolVersion.V5
     ) as client:
         await client.subscribe(topic, options=SubscribeOptions(qos=1, retainAsPublished=True))
-
-        async def collect() -> None:
-            with contextlib.suppress(aiomqtt.MqttError):
-                async for message in client.messages:
-                    recorder.messages.append(message)
-
-        task = asyncio.create_task(collect())
-        try:
+        async with collected(client) as recorder:
             yield recorder
-        finally:
-            task.cancel()
-            await asyncio.wait({task})
 
 
 async def _retained_on(broker: Broker, topic: str) -> bytes | None:

@@ -155,27 +155,38 @@ def test_example_configs_use_the_udev_names_and_state_directory() -> None:
         assert data["journal"]["path"] == f"/var/lib/lammer/{data['table']['id']}.db"
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
-def test_systemd_analyze_verify(tmp_path: Path) -> None:
-    # verify checks that ExecStart's program exists: point it at this checkout's lammer.
+def with_this_lammer(unit: Path, path: Path) -> Path:
+    """``unit`` written to ``path`` with ExecStart's program this checkout's ``lammer``:
+    ``systemd-analyze verify`` checks that it exists."""
     lammer = Path(sys.executable).with_name("lammer")
     assert lammer.exists()
-    text = UNIT.read_text()
+    text = unit.read_text()
     installed = one(parse_unit(text), "Service", "ExecStart").split()[0]
-    instance = tmp_path / "lammer@t1.service"
-    instance.write_text(text.replace(installed, str(lammer)))
-    result = subprocess.run(
-        ["systemd-analyze", "verify", str(instance)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    path.write_text(text.replace(installed, str(lammer)))
+    return path
+
+
+def systemd_analyze(*args: str) -> subprocess.CompletedProcess[str]:
+    """``systemd-analyze ARGS``, its output captured."""
+    return subprocess.run(
+        ["systemd-analyze", *args], capture_output=True, text=True, timeout=60, check=False
     )
+
+
+def verify(unit_file: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``systemd-analyze verify`` of a unit file, and the lines it wrote about that unit."""
+    result = systemd_analyze("verify", str(unit_file))
     problems = [
         line
         for line in (result.stdout + result.stderr).splitlines()
-        if line.strip() and "lammer@t1.service" in line
+        if line.strip() and unit_file.name in line
     ]
+    return result, problems
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_analyze_verify(tmp_path: Path) -> None:
+    result, problems = verify(with_this_lammer(UNIT, tmp_path / "lammer@t1.service"))
     assert result.returncode == 0, result.stderr
     assert problems == []  # an unknown directive is only a warning: fail on it too
 
@@ -184,11 +195,17 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
 # The installation steps and the instance check, run for real (in a root of the test's own)
 
 
-def install_steps(text: str) -> list[str]:
-    """The commands of the README's installation block (comments dropped)."""
-    section = text[text.index("### systemd and udev") :]
+def sh_block(text: str, heading: str) -> list[str]:
+    """The commands of the first ``sh`` block after ``heading`` in the README (comments
+    dropped)."""
+    section = text[text.index(heading) :]
     block = section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh"))]
     return [normalize(line) for line in block.splitlines() if line.strip()]
+
+
+def install_steps(text: str) -> list[str]:
+    """The commands of the README's installation block (comments dropped)."""
+    return sh_block(text, "### systemd and udev")
 
 
 def unit_install_steps(text: str) -> list[str]:
@@ -300,21 +317,19 @@ def _offline_security_supported() -> bool:
     return "--offline" in probe.stdout
 
 
+def exposure(unit_file: Path) -> tuple[re.Match[str] | None, str]:
+    """``systemd-analyze security --offline``'s overall exposure line for a unit file (its
+    level the match's group 1), and all it wrote."""
+    result = systemd_analyze("security", "--offline=true", str(unit_file))
+    name = re.escape(unit_file.name)
+    found = re.search(rf"Overall exposure level for {name}: (\d+\.\d)", result.stdout)
+    return found, result.stdout + result.stderr
+
+
 @pytest.mark.skipif(not _offline_security_supported(), reason="no systemd-analyze --offline")
 def test_systemd_analyze_security_exposure(tmp_path: Path) -> None:
-    lammer = Path(sys.executable).with_name("lammer")
-    text = UNIT.read_text().replace("/opt/lammer/bin/lammer", str(lammer))
-    instance = tmp_path / "lammer@t1.service"
-    instance.write_text(text)
-    result = subprocess.run(
-        ["systemd-analyze", "security", "--offline=true", str(instance)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    found = re.search(r"Overall exposure level for lammer@t1\.service: (\d+\.\d)", result.stdout)
-    assert found, result.stdout + result.stderr
+    found, output = exposure(with_this_lammer(UNIT, tmp_path / "lammer@t1.service"))
+    assert found, output
     assert float(found.group(1)) <= 1.5  # 1.6 before PrivateMounts= and MemoryDenyWriteExecute=
 
 
@@ -382,9 +397,7 @@ DAEMON_ONLY = {
 
 def web_install_steps(text: str) -> list[str]:
     """The commands of the README's lammer-web block."""
-    section = text[text.index("### `lammer web` under systemd") :]
-    block = section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh"))]
-    return [normalize(line) for line in block.splitlines() if line.strip()]
+    return sh_block(text, "### `lammer web` under systemd")
 
 
 def test_the_web_unit_runs_lammer_web_with_the_daemon_s_hardening() -> None:
@@ -441,40 +454,15 @@ def test_the_web_unit_header_gives_the_readme_steps_and_they_work(tmp_path: Path
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
 def test_systemd_analyze_verify_the_web_unit(tmp_path: Path) -> None:
-    lammer = Path(sys.executable).with_name("lammer")
-    text = WEB_UNIT.read_text().replace("/opt/lammer/bin/lammer", str(lammer))
-    unit_file = tmp_path / "lammer-web.service"
-    unit_file.write_text(text)
-    result = subprocess.run(
-        ["systemd-analyze", "verify", str(unit_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    problems = [
-        line
-        for line in (result.stdout + result.stderr).splitlines()
-        if line.strip() and "lammer-web.service" in line
-    ]
+    result, problems = verify(with_this_lammer(WEB_UNIT, tmp_path / "lammer-web.service"))
     assert result.returncode == 0, result.stderr
     assert problems == []
 
 
 @pytest.mark.skipif(not _offline_security_supported(), reason="no systemd-analyze --offline")
 def test_systemd_analyze_security_of_the_web_unit(tmp_path: Path) -> None:
-    lammer = Path(sys.executable).with_name("lammer")
-    unit_file = tmp_path / "lammer-web.service"
-    unit_file.write_text(WEB_UNIT.read_text().replace("/opt/lammer/bin/lammer", str(lammer)))
-    result = subprocess.run(
-        ["systemd-analyze", "security", "--offline=true", str(unit_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    found = re.search(r"Overall exposure level for lammer-web\.service: (\d+\.\d)", result.stdout)
-    assert found, result.stdout + result.stderr
+    found, output = exposure(with_this_lammer(WEB_UNIT, tmp_path / "lammer-web.service"))
+    assert found, output
     print(f"systemd-analyze security lammer-web.service: {found.group(1)}")
     assert float(found.group(1)) <= 1.5  # as lammer@.service
 
