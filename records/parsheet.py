@@ -49,6 +49,16 @@ class Chance:
         return cls(estimate=float(value), std_error=0.0, exact=value)
 
 
+def simulated(p: float, rounds: int) -> Chance:
+    """A probability estimated as ``p`` from ``rounds`` simulated rounds, with its standard
+    error ``sqrt(p (1 - p) / rounds)``, floored at what a row seen 3 times would have (the
+    rule of three: a row seen rarely or never, ``p`` of 0, is not known to be impossible;
+    a standard error of 0 would make its first honest hit look impossible)."""
+    floor = min(3 / rounds, 0.5)
+    variance = max(p * (1 - p), floor * (1 - floor)) / rounds
+    return Chance(estimate=p, std_error=math.sqrt(variance), exact=None)
+
+
 @cache
 def _cover_all() -> dict[str, dict[int, dict[str, Chance]]]:
     raw: list[dict[str, Any]] = json.loads(
@@ -63,11 +73,7 @@ def _cover_all() -> dict[str, dict[int, dict[str, Chance]]]:
                 if row["probability_fraction"] is not None:
                     rows[row["hand"]] = Chance.of(Fraction(row["probability_fraction"]))
                 else:
-                    p = float(row["probability"])
-                    rounds = int(column["rounds"])
-                    rows[row["hand"]] = Chance(
-                        estimate=p, std_error=math.sqrt(p * (1 - p) / rounds), exact=None
-                    )
+                    rows[row["hand"]] = simulated(float(row["probability"]), int(column["rounds"]))
             columns[int(column["hands"])] = rows
         out[str(game["game"])] = columns
     return out
