@@ -23,7 +23,7 @@ from tests.display.conftest import (
     stop_web,
 )
 from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
-from tests.display.test_layouts import PLAYER_REGIONS, check_regions, measure
+from tests.display.test_layouts import PLAYER_REGIONS, SIZES, check_regions, inside, measure
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
@@ -156,4 +156,18 @@ async def test_craps_history_is_the_shooter_s_series_and_a_seven_starts_a_new_on
     await page.reload()
     await expect(caption).to_have_text("This series: 5 rolls", timeout=WAIT)
     assert await page.evaluate(SERIES_ROWS) == rows
-    await shoot(page, "table-craps-series")
+    # A series longer than the table: the newest ten, the count in the heading; the
+    # history fits every shape of kiosk.
+    doubles = [1 + i % 3 for i in range(8)]  # 2, 4 and 6: no seven
+    script = "".join(f"ROLL,{311 + i},{d},{d}\n" for i, d in enumerate(doubles))
+    await table.start_sim(script)
+    await expect(caption).to_have_text("This series: 13 rolls, the last 10 shown", timeout=WAIT)
+    rows = await page.evaluate(SERIES_ROWS)
+    assert [r[0] for r in rows] == [str(n) for n in range(318, 308, -1)]
+    for size, (width, height) in SIZES.items():
+        await page.set_viewport_size({"width": width, "height": height})
+        await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => r(null)))")
+        check_regions(await measure(page, PLAYER_REGIONS), width, height)
+        last_row = await measure(page, ["#history-table tbody tr:last-child", "#history"])
+        assert inside(last_row["#history-table tbody tr:last-child"], last_row["#history"]), size
+        await shoot(page, f"table-craps-series-{size}")
