@@ -34,6 +34,9 @@ Added to the spec (allowed: "add topics and fields freely"), each a documented c
 * ``info`` (retained): the lammer version, the contract version, the game and the whole
   pay tables in use, for the screens (as zigbee2mqtt's ``bridge/info``).
 * ``last_roll`` of ``craps/board``: the latest roll event, retained with the board;
+* ``series`` and ``series_count`` of ``craps/board``: the counted rolls of the current
+  series (the newest ``rules.craps.SERIES_SHOWN`` and the whole count), and ``since`` of its
+  ``pending_roll``: when that roll arrived (issue 22);
 * ``stops_payouts`` of each alarm; ``paytable_row`` of ``bust_bonus/state`` and
   ``bust_bonus/result``, and ``column`` of the result: what a screen highlights, so no
   screen maps codes or cards to rules itself.
@@ -72,7 +75,8 @@ from rules.events import (
 CONTRACT_VERSION: Final = "1.3"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
 lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
-``craps/board`` ``last_roll``, ``pending_roll`` ``clause``; docs/mqtt.md)."""
+``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
+``since``; docs/mqtt.md)."""
 
 
 # ---------------------------------------------------------------------------------------
