@@ -34,6 +34,9 @@ Added to the spec (allowed: "add topics and fields freely"), each a documented c
 * ``info`` (retained): the lammer version, the contract version, the game and the whole
   pay tables in use, for the screens (as zigbee2mqtt's ``bridge/info``).
 * ``last_roll`` of ``craps/board``: the latest roll event, retained with the board;
+* ``series`` and ``series_count`` of ``craps/board``: the counted rolls of the current
+  series (the newest ``rules.craps.SERIES_SHOWN`` and the whole count), and ``since`` of its
+  ``pending_roll``: when that roll arrived (issue 22);
 * ``stops_payouts`` of each alarm; ``paytable_row`` of ``bust_bonus/state`` and
   ``bust_bonus/result``, and ``column`` of the result: what a screen highlights, so no
   screen maps codes or cards to rules itself.
@@ -57,6 +60,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from rules.cards import parse_card
+from rules.craps import SERIES_SHOWN
 from rules.errors import CardError
 from rules.events import (
     MAX_ID,
@@ -71,7 +75,8 @@ from rules.events import (
 CONTRACT_VERSION: Final = "1.3"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
 lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
-``craps/board`` ``last_roll``, ``pending_roll`` ``clause``; docs/mqtt.md)."""
+``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
+``since``; docs/mqtt.md)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,6 +99,10 @@ MAX_PAYLOAD: Final = 64 * 1024
 MAX_ALARMS: Final = 128
 """Active alarms a consumer takes: more than the rules can raise at once (two devices with
 ``MAX_DEVICE_FAULTS`` codes and an ``OTHER`` each, plus the table's own)."""
+
+MAX_SERIES: Final = 4 * SERIES_SHOWN
+"""Rolls of ``craps/board`` ``series`` a consumer takes: wider than the daemon's
+``SERIES_SHOWN`` (50), so a later table that names more is still read."""
 
 
 def _odds_text(value: object) -> object:
@@ -442,6 +451,32 @@ class PendingRollModel(PayloadModel):
         description="the clause of 68 IAC 10-4-4(c) the reader's `CHECK` reason stands for",
         json_schema_extra=_added(),
     )
+    # Added (issue 22): since when it waits, so the pit and the stickperson see its age
+    # without holding the roll's own craps/roll message.
+    since: Timestamp | None = Field(
+        default=None,
+        description="when the roll arrived, by the table's clock, as `ts` (it has waited since; "
+        "it is the oldest roll of the queue); `null` where the daemon did not keep it",
+        json_schema_extra=_added(),
+    )
+
+
+class SeriesRollModel(PayloadModel):
+    """A counted roll of the current series on the board (added): what a player reads."""
+
+    roll_id: RollId
+    dice: Dice
+    total: Total
+    at: Timestamp | None = Field(
+        description="when the roll arrived, by the table's clock, as `ts`; `null` where the "
+        "daemon did not keep it (a table restored from a snapshot of an older lammer)"
+    )
+    new_number: bool = Field(
+        description="its total had not been rolled before in this series: it lit that number"
+    )
+    wins: Annotated[list[CrapsBet], Field(max_length=3)] = Field(
+        description="the bets it completed, `[]` for none"
+    )
 
 
 class LastRollModel(PayloadModel):
@@ -474,8 +509,9 @@ class CrapsBoardBody(PayloadModel):
     make_em_all: BetProgressModel = Field(description="as `all_small`")
     pending_roll: PendingRollModel | None = Field(
         description="the `CHECK` roll waiting for the stickperson: `{roll_id, dice, reason}`, and "
-        "(**added**) `clause`, the clause of 68 IAC 10-4-4(c) its reason stands for (`1` to `11`); "
-        "`null` when none"
+        "(**added**) `clause`, the clause of 68 IAC 10-4-4(c) its reason stands for (`1` to `11`), "
+        "and `since`, when it arrived by the table's clock, as `ts` (it has waited since then: "
+        "the oldest roll of the queue; `null` where not kept); `null` when none"
     )
     # Added: craps/roll is not retained, so a screen that connects later learns the last
     # roll here (the board changes with every roll event).
@@ -495,6 +531,22 @@ class CrapsBoardBody(PayloadModel):
     waiting: Annotated[list[RollId], Field(max_length=20)] = Field(
         default_factory=list,
         description="the roll ids waiting behind the pending roll, in order (the first 20)",
+        json_schema_extra=_added(),
+    )
+    # Added (issue 22): the current shooter's series, so a player display lists its rolls
+    # without working out in the page which rolls belong to it (a rule).
+    series: Annotated[list[SeriesRollModel], Field(max_length=MAX_SERIES)] = Field(
+        default_factory=list,
+        description="the counted rolls of the current series, oldest first (the newest "
+        f"{SERIES_SHOWN}): `{{roll_id, dice, total, at, new_number, wins}}`; a series begins "
+        "at start and after every counted seven, so it is `[]` after a seven; a roll declared "
+        "invalid leaves it, a reinstated one joins it again",
+        json_schema_extra=_added(),
+    )
+    series_count: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="how many rolls have counted in the current series (all of them: more than "
+        f"`series` holds past {SERIES_SHOWN})",
         json_schema_extra=_added(),
     )
 

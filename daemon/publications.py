@@ -50,6 +50,7 @@ from contract.payloads import (
     PaytablesModel,
     PendingRollModel,
     Publication,
+    SeriesRollModel,
     StateBody,
     format_odds,
     publication,
@@ -312,8 +313,9 @@ def _bet(progress: craps.BetBoard) -> BetProgressModel:
 def craps_board_publication(
     board: craps.CrapsBoard, *, table: str, last: craps.LastRoll | None = None
 ) -> Publication:
-    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll,
-    and (added) the last roll event, ``last``."""
+    """``craps/board``: pay table, betting, the lammers (sorted), each bet, a pending roll
+    (with, added, since when it waits), and (added) the last roll event, ``last``, the queue
+    behind the pending roll and the rolls of the current series."""
     pending = board.pending_roll
     body = CrapsBoardBody(
         table=table,
@@ -330,6 +332,7 @@ def craps_board_publication(
             dice=list(pending.dice),
             reason=pending.reason,
             clause=pending.clause,
+            since=None if pending.since is None else format_ts(pending.since),
         ),
         last_roll=None
         if last is None
@@ -338,6 +341,18 @@ def craps_board_publication(
         ),
         waiting_count=board.waiting_count,
         waiting=list(board.waiting),
+        series=[
+            SeriesRollModel(
+                roll_id=roll.roll_id,
+                dice=list(roll.dice),
+                total=roll.total,
+                at=None if roll.at is None else format_ts(roll.at),
+                new_number=roll.new_number,
+                wins=list(roll.wins),
+            )
+            for roll in board.series
+        ],
+        series_count=board.series_count,
     )
     return publication("craps/board", body)
 

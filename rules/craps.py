@@ -48,12 +48,23 @@ Choices where the specs are silent (documented for the README):
   roll, so an id is never ambiguous. A decision naming an id that none of the latest
   ``RECENT_ROLLS`` roll events carried is an "unknown roll".
 * A ``NOROLL`` never counts and never waits: it is recorded at once, with dice ``(0, 0)``.
+* **The series on the board** (issue 22: a player display shows "the rolls of the current
+  shooter's series"): the counted rolls of the current series, in counting order, each with
+  its dice, total, the time it arrived, whether it lit a number and the bets it completed.
+  A counted seven ends the series, so the board's series is empty after it; a voided roll
+  leaves it, a reinstated one joins it again. Bounded: the newest ``SERIES_SHOWN`` (50)
+  rolls and the whole count (a series passes 50 counted rolls about once in 9,000,
+  ``(5/6)**50``); the journal has every roll.
+* **Times.** The rules read no clock: the table passes the time each roll event arrived
+  (``apply(..., at=...)``, the journaled time), kept with it while it waits, so the board
+  says since when the pending ``CHECK`` waits and a replay says the same.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 from itertools import chain, islice
@@ -127,6 +138,9 @@ class Arrival:
 
     n: int
     fact: DiceFact
+    at: datetime | None = None
+    """When it arrived, by the table's clock (the journaled time); None in a state restored
+    from a snapshot written before lammer kept it."""
 
     @property
     def roll_id(self) -> int:
@@ -149,6 +163,31 @@ class CountedRoll:
     total: int
     hit: frozenset[int]
     """Numbers hit in the series after this roll; empty after a seven (a new series)."""
+    series: tuple[SeriesRoll, ...] = ()
+    """The newest ``SERIES_SHOWN`` counted rolls of the series after this roll, this one
+    last; empty after a seven (a new series)."""
+    series_count: int = 0
+    """How many rolls have counted in the series after this roll (0 after a seven)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeriesRoll:
+    """A counted roll of the current series, as the board shows it to players."""
+
+    roll_id: int
+    dice: tuple[int, int]
+    total: int
+    at: datetime | None
+    """When the roll arrived (the table's clock); None where a state restored from an
+    older snapshot did not keep it."""
+    new_number: bool
+    """Its total had not been rolled before in the series: it lit that number."""
+    wins: tuple[CrapsBet, ...]
+    """The bets it completed (each won the moment its last number was rolled)."""
+
+
+SERIES_SHOWN: Final = 50
+"""Counted rolls of the current series a board names, the newest (the count is whole)."""
 
 
 RECENT_ROLLS: Final = 100
@@ -250,6 +289,9 @@ class PendingRoll:
     reason: str
     clause: int
     """The clause of 68 IAC 10-4-4(c) its ``CHECK`` reason stands for (``CHECK_CLAUSES``)."""
+    since: datetime | None = None
+    """When it arrived (the table's clock): it has waited since then, being the oldest roll
+    of the queue. None where a state restored from an older snapshot did not keep it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,6 +319,10 @@ class CrapsBoard:
     """The roll ids waiting behind the pending roll, in order (at most ``WAITING_SHOWN``)."""
     waiting_count: int = 0
     """How many rolls wait behind the pending roll (all of them, however many)."""
+    series: tuple[SeriesRoll, ...] = ()
+    """The counted rolls of the current series, oldest first (the newest ``SERIES_SHOWN``)."""
+    series_count: int = 0
+    """How many rolls have counted in the current series (all of them)."""
 
     def bet(self, bet: CrapsBet) -> BetBoard:
         """The board of one bet by its name."""
@@ -321,7 +367,9 @@ def board(state: CrapsState) -> CrapsBoard:
             dice=front.dice,
             reason=_front_reason(front),
             clause=CHECK_CLAUSES[front.fact.reason],
+            since=front.at,
         )
+    last = state.counted[-1] if state.counted else None
     return CrapsBoard(
         paytable=state.paytable,
         # 20:18:33:12(1)(d), (2)(e): "at the beginning of the roll only"; a pending roll
@@ -334,6 +382,8 @@ def board(state: CrapsState) -> CrapsBoard:
         pending_roll=pending,
         waiting=tuple(a.roll_id for a in islice(state.queue, 1, 1 + WAITING_SHOWN)),
         waiting_count=max(0, len(state.queue) - 1),
+        series=last.series if last is not None else (),
+        series_count=last.series_count if last is not None else 0,
     )
 
 
@@ -384,14 +434,37 @@ def _count(
     die1, die2 = arrival.dice
     total = die1 + die2
     before = _series_hit(state.counted)
-    hit = frozenset() if total == SEVEN else before | {total}
+    settled = _settlements(bonus_craps_odds(state.paytable), before, arrival.roll_id, total)
+    if total == SEVEN:
+        hit: frozenset[int] = frozenset()
+        series: tuple[SeriesRoll, ...] = ()
+        count = 0
+    else:
+        hit = before | {total}
+        shown = SeriesRoll(
+            roll_id=arrival.roll_id,
+            dice=arrival.dice,
+            total=total,
+            at=arrival.at,
+            new_number=total not in before,
+            wins=tuple(s.bet for s in settled if s.outcome == "win"),
+        )
+        previous = state.counted[-1] if state.counted else None
+        earlier = previous.series if previous is not None else ()
+        series = (*earlier[max(0, len(earlier) - SERIES_SHOWN + 1) :], shown)
+        count = (previous.series_count if previous is not None else 0) + 1
     roll = CountedRoll(
-        n=arrival.n, roll_id=arrival.roll_id, dice=arrival.dice, total=total, hit=hit
+        n=arrival.n,
+        roll_id=arrival.roll_id,
+        dice=arrival.dice,
+        total=total,
+        hit=hit,
+        series=series,
+        series_count=count,
     )
     recorded = RollRecorded(
         roll_id=arrival.roll_id, dice=arrival.dice, total=total, status=status, reason=reason
     )
-    settled = _settlements(bonus_craps_odds(state.paytable), before, arrival.roll_id, total)
     # Only the latest counted roll can be voided, and undoing it needs only the one before.
     return replace(state, counted=(*state.counted[-1:], roll)), (recorded, *settled)
 
@@ -471,7 +544,9 @@ def _validate_fact(fact: DiceFact) -> None:
         )
 
 
-def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcome, ...]]:
+def _arrive(
+    state: CrapsState, fact: DiceFact, at: datetime | None
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
     _validate_fact(fact)
     latest = state.latest
     if latest is not None and latest.fact == fact:
@@ -479,7 +554,7 @@ def _arrive(state: CrapsState, fact: DiceFact) -> tuple[CrapsState, tuple[Outcom
         return state, ()
     if _known(state, fact.roll_id) == fact:
         return state, (_late(fact),)
-    arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact)
+    arrival = Arrival(n=latest.n + 1 if latest is not None else 0, fact=fact, at=at)
     # A new roll closes the void and overturn windows of the one before (module docstring).
     new = replace(
         state,
@@ -728,8 +803,14 @@ def _overturn(
 # The transition
 
 
-def apply(state: CrapsState, event: DiceFact | Decision) -> tuple[CrapsState, tuple[Outcome, ...]]:
+def apply(
+    state: CrapsState, event: DiceFact | Decision, *, at: datetime | None = None
+) -> tuple[CrapsState, tuple[Outcome, ...]]:
     """Apply a roll event or a stickperson decision; return the new state and its outcomes.
+
+    ``at`` is when a roll event arrived, by the table's clock (kept with the roll: the
+    board's ``since`` of a pending roll and each series roll's time); a decision carries
+    its own time.
 
     Outcomes, in order: ``RollRecorded`` for the roll the event is about, then what it
     settled (``CrapsBetSettled``) or took back (``CrapsBetReversed``), then the same for
@@ -740,7 +821,7 @@ def apply(state: CrapsState, event: DiceFact | Decision) -> tuple[CrapsState, tu
     """
     match event:
         case DiceRolled() | NoRoll() | RollCheck():
-            return _arrive(state, event)
+            return _arrive(state, event, at)
         case RollDecided():
             _validate_decision(state, event)
             return _decide(state, event)

@@ -328,7 +328,7 @@ def apply(  # noqa: C901  one match over the table's event kinds, each a call
         case DiceRolled() | NoRoll() | RollCheck():
             if state.craps is None:
                 return _unexpected(state, "dice_reader", event, at)
-            new_craps, outcomes = craps.apply(state.craps, event)
+            new_craps, outcomes = craps.apply(state.craps, event, at=at)
             state, outcomes = _game_alarms(replace(state, craps=new_craps), outcomes, at)
             if any(isinstance(o, RollRecorded) for o in outcomes):  # recorded in order
                 state, cleared = _clear(state, LATE_FRAME, "dice_reader")

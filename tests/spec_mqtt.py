@@ -13,7 +13,8 @@ raises ``SpecViolation`` (an ``AssertionError``) saying which clause is broken.
 
 Fields added to the spec by lammer are checked too (``craps/reversal``; ``void`` and
 ``reason`` in ``bust_bonus/result``; the ``info`` topic, ``stops_payouts`` of an alarm,
-``paytable_row`` and ``column`` of Bust Bonus), marked "lammer addition" below. Unknown extra fields
+``paytable_row`` and ``column`` of Bust Bonus, ``series`` and ``pending_roll`` ``since`` of
+``craps/board``), marked "lammer addition" below. Unknown extra fields
 are allowed: the spec lets the daemon add fields.
 """
 
@@ -150,6 +151,14 @@ class _Body:
             raise self.fail(f"{key} must be two dice of 0-6, got {value!r}")
         return value
 
+    def time(self, key: str, *, nullable: bool = False) -> str | None:
+        value = self.has(key)
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or not _TS.fullmatch(value):
+            raise self.fail(f"{key} must be a UTC time with milliseconds and Z, got {value!r}")
+        return value
+
     def sub(self, key: str, *, nullable: bool = False) -> _Body | None:
         value = self.has(key)
         if value is None and nullable:
@@ -260,6 +269,10 @@ def _board(body: _Body) -> None:
     if pending is not None:
         pending.integer("roll_id", 1, 999999)
         pending.dice("dice")
+        if "since" in pending.data:  # lammer addition
+            pending.time("since", nullable=True)
+    if "series" in body.data:  # lammer addition
+        _series(body)
     last = body.sub("last_roll", nullable=True)  # lammer addition
     if last is not None:
         last.integer("roll_id", 1, 999999)
@@ -268,6 +281,34 @@ def _board(body: _Body) -> None:
         total = last.has("total")
         if total is not None and (status == "noroll" or total != sum(dice)):
             raise last.fail(f"total {total} is not the sum of {dice}")
+
+
+def _series(body: _Body) -> None:
+    """``series`` and ``series_count`` of ``craps/board`` (lammer addition): the counted
+    rolls of the current series, oldest first; a seven ends a series, so none is in one."""
+    series = body.has("series")
+    if not isinstance(series, list):
+        raise body.fail("series must be a list")
+    totals = []
+    for i, item in enumerate(series):
+        if not isinstance(item, dict):
+            raise body.fail(f"series[{i}] must be an object")
+        roll = _Body(f"{body.topic} series[{i}]", item)
+        roll.integer("roll_id", 1, 999999)
+        dice = roll.dice("dice")
+        total = roll.integer("total")
+        if 0 in dice or total != sum(dice) or total == 7:
+            raise roll.fail(f"a counted roll of a series: total {total} of {dice}")
+        roll.time("at", nullable=True)
+        roll.boolean("new_number")
+        wins = roll.has("wins")
+        if not isinstance(wins, list) or any(w not in _BETS for w in wins):
+            raise roll.fail(f"wins must be a list of bets, got {wins!r}")
+        totals.append(total)
+    count = body.integer("series_count", len(series))
+    if count == len(series) and sorted(set(totals)) != body.has("numbers_hit"):
+        # The whole series is named: its totals are the numbers hit this series.
+        raise body.fail(f"numbers_hit {body.has('numbers_hit')} are not the series' {totals}")
 
 
 def _roll(body: _Body) -> None:

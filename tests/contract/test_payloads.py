@@ -44,6 +44,7 @@ from rules.events import (
     HighestHand,
     NoRoll,
     RollCheck,
+    RollDecided,
     RollRecorded,
     RoundVoided,
     TableGame,
@@ -312,6 +313,68 @@ def test_craps_board_from_the_rules_view() -> None:
     fresh = checked(craps_board_publication(craps.board(craps.initial_state(2)), table="t1"))
     assert fresh["betting_open"] is True
     assert fresh["make_em_all"]["pays"] == "150"
+
+
+def test_craps_board_names_the_series_and_since_when_a_check_waits() -> None:
+    # Times as the table passes them (the journaled time of each roll event).
+    t0 = datetime(2026, 11, 30, 21, 15, 4, 250_000, tzinfo=UTC)
+    state = initial_state("CRAPS", at=t0)
+    script: list[Any] = [
+        DiceRolled(roll_id=11, dice=(2, 2)),
+        DiceRolled(roll_id=12, dice=(1, 3)),
+        DiceRolled(roll_id=13, dice=(6, 5)),
+        RollCheck(roll_id=14, dice=(4, 6), reason="ON_CHIPS"),
+        DiceRolled(roll_id=15, dice=(1, 1)),
+    ]
+    for i, fact in enumerate(script):
+        state, _ = apply_table(state, fact, at=t0 + timedelta(seconds=10 * i))
+    body = checked(by_topic(state)["craps/board"])
+    # The CHECK arrived at t0 + 30 s: written as ts is (mqtt-api.md, Conventions).
+    assert body["pending_roll"]["roll_id"] == 14
+    assert body["pending_roll"]["since"] == "2026-11-30T21:15:34.250Z"
+    assert body["series"] == [
+        {"roll_id": 11, "dice": [2, 2], "total": 4, "at": "2026-11-30T21:15:04.250Z",
+         "new_number": True, "wins": []},
+        {"roll_id": 12, "dice": [1, 3], "total": 4, "at": "2026-11-30T21:15:14.250Z",
+         "new_number": False, "wins": []},
+        {"roll_id": 13, "dice": [6, 5], "total": 11, "at": "2026-11-30T21:15:24.250Z",
+         "new_number": True, "wins": []},
+    ]  # fmt: skip
+    assert body["series_count"] == 3
+    # Decided valid: the CHECK and the roll behind it join the series; no time is pending.
+    state, _ = apply_table(
+        state,
+        RollDecided(roll_id=14, valid=True, operator="stick-1", at=t0 + timedelta(minutes=2)),
+        at=t0 + timedelta(minutes=2),
+    )
+    body = checked(by_topic(state)["craps/board"])
+    assert body["pending_roll"] is None
+    assert [(r["roll_id"], r["at"]) for r in body["series"][-2:]] == [
+        (14, "2026-11-30T21:15:34.250Z"),
+        (15, "2026-11-30T21:15:44.250Z"),
+    ]
+    # A seven ends the series: the board's series is empty, the numbers are down.
+    state, _ = apply_table(state, DiceRolled(roll_id=16, dice=(3, 4)), at=t0 + timedelta(hours=1))
+    body = checked(by_topic(state)["craps/board"])
+    assert (body["series"], body["series_count"], body["numbers_hit"]) == ([], 0, [])
+
+
+def test_a_long_series_keeps_the_board_bounded() -> None:
+    # Far longer than any series (no seven in 2,000 rolls): the newest 50, the whole count.
+    state = craps.initial_state(1)
+    at = datetime(2026, 11, 30, tzinfo=UTC)
+    totals = [2, 3, 4, 5, 6, 8, 9, 10, 11, 12]
+    for i in range(2000):
+        total = totals[i % len(totals)]
+        dice = (1, total - 1) if total <= 7 else (6, total - 6)
+        state, _ = craps.apply(state, DiceRolled(roll_id=i + 1, dice=dice), at=at)
+    body = checked(craps_board_publication(craps.board(state), table="t1"))
+    assert body["series_count"] == 2000
+    assert [r["roll_id"] for r in body["series"]] == list(range(1951, 2001))
+    # The whole board at its largest, as published: a few KiB, far below what a consumer
+    # reads (MAX_PAYLOAD).
+    size = len(wire(craps_board_publication(craps.board(state), table="t1")))
+    assert size < payloads.MAX_PAYLOAD // 8, size
 
 
 def test_bust_bonus_state_shows_only_face_up_cards() -> None:

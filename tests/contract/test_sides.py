@@ -95,7 +95,10 @@ def test_a_consumer_keeps_a_newer_tables_fields_and_reads_an_older_one() -> None
     assert board.last_roll is None
     assert board.pending_roll is not None
     assert board.pending_roll.clause is None
+    assert board.pending_roll.since is None
+    assert (board.series, board.series_count) == ([], 0)
     assert "last_roll" not in relayed(board)  # passed on as it came
+    assert "series" not in relayed(board)
 
 
 @pytest.mark.parametrize(

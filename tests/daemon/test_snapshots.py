@@ -17,11 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from daemon.clock import format_ts
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
 from daemon.errors import JournalError
 from daemon.journal import Journal
 from daemon.logs import configure_logging
+from daemon.publications import state_publications
 from daemon.replay import Replay, Settings
 from daemon.requests import Incoming
 from rules.events import Device, DeviceFact, DiceRolled, NoRoll, RollCheck
@@ -235,3 +237,68 @@ def test_changed_pay_table_settings_apply_from_the_start_that_brought_them(
         assert full.state is not None
         assert full.state.craps is not None
         assert full.state.craps.paytable == 2
+
+
+def _last_board(journal: Journal) -> dict[str, Any]:
+    """The body of the last ``craps/board`` the table published (``seq``, ``ts`` aside)."""
+    boards = [
+        r.record for r in journal.records(kind="publish") if r.record["topic"] == "craps/board"
+    ]
+    payload = boards[-1]["payload"]
+    assert isinstance(payload, dict)
+    return {k: v for k, v in payload.items() if k not in ("seq", "prev_seq", "ts")}
+
+
+def _arrivals(journal: Journal) -> dict[int, str]:
+    """The journaled time of each roll event, by roll id, as ``ts`` is written."""
+    times = {}
+    for record in journal.records(kind="device"):
+        event = record.record.get("event")
+        if isinstance(event, dict) and event.get("type") in ("DiceRolled", "RollCheck"):
+            times[int(event["roll_id"])] = format_ts(record.ts)
+    return times
+
+
+@pytest.mark.parametrize("every", [1, 1000], ids=["from-a-snapshot", "from-the-records"])
+def test_a_restart_rebuilds_the_series_and_since_when_the_check_waits(
+    folder: Path, every: int
+) -> None:
+    # issue 22: craps/board pending_roll.since is the journaled time the CHECK arrived, and
+    # the series' times are the rolls' own: a start rebuilds both exactly, long after.
+    config = config_for(folder, "CRAPS", snapshot_every=every)
+    with Journal.open(config.journal_path) as journal:
+        core = TableCore(config, journal, version="test", clock=Clock(step=timedelta(seconds=7)))
+        core.start()
+        core.ingest("dice_reader", DiceRolled(roll_id=1, dice=(2, 2)))
+        core.ingest("dice_reader", DiceRolled(roll_id=2, dice=(5, 6)))
+        core.ingest("dice_reader", RollCheck(roll_id=3, dice=(3, 3), reason="BOWL"))
+        core.ingest("dice_reader", DiceRolled(roll_id=4, dice=(1, 1)))
+        # no clean stop: a SIGKILL
+        arrived = _arrivals(journal)
+        before = _last_board(journal)
+        assert before["pending_roll"]["roll_id"] == 3
+        assert before["pending_roll"]["since"] == arrived[3]
+        assert [(r["roll_id"], r["at"]) for r in before["series"]] == [
+            (1, arrived[1]),
+            (2, arrived[2]),
+        ]
+        assert len(set(arrived.values())) == 4  # four times: a mix-up would show
+    later = Clock(start=T0 + timedelta(days=1))
+    with Journal.open(config.journal_path) as journal:
+        again = TableCore(config, journal, version="test", clock=later)
+        assert again.state == core.state
+        rebuilt = state_publications(again.state, table="t1")
+        board = next(p.body for p in rebuilt if p.topic == "craps/board")
+        assert board == before
+        # The CHECK decided after the restart: it and the roll behind it count with the
+        # times they arrived, not the time of the decision.
+        again.start()
+        again.decide(
+            Incoming.receive(
+                "roll_decision",
+                json.dumps({"operator": "stick-1", "roll_id": 3, "decision": "valid"}).encode(),
+            )
+        )
+        after = _last_board(journal)
+        assert after["pending_roll"] is None
+        assert [(r["roll_id"], r["at"]) for r in after["series"]] == sorted(arrived.items())

@@ -8,14 +8,22 @@ or reloaded after the rounds draws the same history as a page that watched them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.display.conftest import AuthBroker, MakeTable, WebServer, start_web, stop_web
+from tests.display.conftest import (
+    AuthBroker,
+    MakeTable,
+    WebServer,
+    shoot,
+    start_web,
+    stop_web,
+)
 from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
-from tests.display.test_layouts import PLAYER_REGIONS, check_regions, measure
+from tests.display.test_layouts import PLAYER_REGIONS, SIZES, check_regions, inside, measure
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
@@ -99,3 +107,67 @@ async def test_attract_view_after_the_idle_time_then_play_ends_it(
         check_regions(await measure(page, PLAYER_REGIONS), 1080, 1920)
     finally:
         stop_web(own)
+
+
+SERIES_ROWS = """() => [...document.querySelectorAll("#history-table tbody tr")]
+    .map((tr) => [tr.dataset.roll || "", ...[...tr.children].map((td) => td.textContent)])"""
+
+
+def hhmm(ts: str) -> str:
+    """A ``ts`` as the page writes a time: hh:mm in the browser's (this machine's) zone."""
+    return datetime.fromisoformat(ts).astimezone().strftime("%H:%M")
+
+
+async def test_craps_history_is_the_shooter_s_series_and_a_seven_starts_a_new_one(
+    web: WebServer, make_table: MakeTable, page: Page
+) -> None:
+    table = make_table("CRAPS")
+    await page.goto(f"{web.url}/table/{table.table_id}")
+    # A no-roll never counts, so it is not in the series; the three rolls before it are.
+    await table.start("ROLL,301,2,2\nROLL,302,1,3\nROLL,303,5,6\nNOROLL,304,OFF_TABLE\n")
+    board = await table.wait_topic(
+        "craps/board", lambda b: (b["last_roll"] or {}).get("roll_id") == 304
+    )
+    at = {r["roll_id"]: hhmm(r["at"]) for r in board["series"]}
+    caption = page.locator("#history-table caption")
+    await expect(caption).to_have_text("This series: 3 rolls", timeout=WAIT)
+    # Newest first: the rolls that counted, the no-roll not among them; the first 4 and
+    # the 11 lit their numbers, the second 4 did not.
+    assert await page.evaluate(SERIES_ROWS) == [
+        ["303", "Roll 303", at[303], "5 + 6", "11", "New number"],
+        ["302", "Roll 302", at[302], "1 + 3", "4", ""],
+        ["301", "Roll 301", at[301], "2 + 2", "4", "New number"],
+    ]
+    # A seven ends the series: the history starts again, empty.
+    await table.start_sim("ROLL,305,3,4\n")
+    await expect(caption).to_have_text("This series", timeout=WAIT)
+    await expect(page.locator("#history-table tbody tr")).to_have_text(
+        ["No roll yet in this series"]
+    )
+    await expect(page.locator("#lastroll")).to_have_attribute("data-roll", "305")
+    # The next series: its rolls alone; All Small completed on its last number.
+    await table.start_sim("ROLL,306,1,1\nROLL,307,1,2\nROLL,308,2,2\nROLL,309,2,3\nROLL,310,3,3\n")
+    await expect(caption).to_have_text("This series: 5 rolls", timeout=WAIT)
+    rows = await page.evaluate(SERIES_ROWS)
+    assert [r[0] for r in rows] == ["310", "309", "308", "307", "306"]
+    assert rows[0][4:] == ["6", "All Small wins"]
+    assert await page.locator("#history-table tbody tr.win").count() == 1
+    # A page opened now draws the same series (it is retained with the board).
+    await page.reload()
+    await expect(caption).to_have_text("This series: 5 rolls", timeout=WAIT)
+    assert await page.evaluate(SERIES_ROWS) == rows
+    # A series longer than the table: the newest ten, the count in the heading; the
+    # history fits every shape of kiosk.
+    doubles = [1 + i % 3 for i in range(8)]  # 2, 4 and 6: no seven
+    script = "".join(f"ROLL,{311 + i},{d},{d}\n" for i, d in enumerate(doubles))
+    await table.start_sim(script)
+    await expect(caption).to_have_text("This series: 13 rolls, the last 10 shown", timeout=WAIT)
+    rows = await page.evaluate(SERIES_ROWS)
+    assert [r[0] for r in rows] == [str(n) for n in range(318, 308, -1)]
+    for size, (width, height) in SIZES.items():
+        await page.set_viewport_size({"width": width, "height": height})
+        await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => r(null)))")
+        check_regions(await measure(page, PLAYER_REGIONS), width, height)
+        last_row = await measure(page, ["#history-table tbody tr:last-child", "#history"])
+        assert inside(last_row["#history-table tbody tr:last-child"], last_row["#history"]), size
+        await shoot(page, f"table-craps-series-{size}")

@@ -7,6 +7,7 @@ table's results. A broker and a ``lammer web`` of this test's own, so the count 
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 from datetime import datetime
 from pathlib import Path
@@ -227,3 +228,36 @@ async def test_an_alarm_acknowledged_on_the_pit_shows_the_name_everywhere_and_is
         stop_web(own)
         for ctx in contexts:
             await ctx.close()
+
+
+async def test_the_pit_shows_how_long_a_check_has_waited_from_the_board(
+    web: WebServer, make_table: MakeTable, page: Page
+) -> None:
+    # issue 22: the age of a pending CHECK is the daemon's (craps/board pending_roll.since,
+    # the time journaled when it arrived). Sixty rolls behind it push its own craps/roll
+    # message out of what the server keeps of a table (store.RECENT, 12), so the pit can
+    # only know it from the board.
+    table = make_table("CRAPS")
+    script = "ROLL,400,1,1\nCHECK,401,2,2,BOWL\n" + "".join(
+        f"ROLL,{402 + i},{1 + i % 3},{1 + i % 3}\n" for i in range(60)
+    )
+    await table.start(script)
+    board = await table.wait_topic("craps/board", lambda b: b["waiting_count"] == 60)
+    since = board["pending_roll"]["since"]
+    arrived = [
+        r["ts"]
+        for r in table.journal("--kind", "device")
+        if r.get("event", {}).get("type") == "RollCheck"
+    ]
+    assert arrived == [since]
+    await page.goto(f"{web.url}/pit")
+    row = page.locator(f'#pit-list .row[data-table="{table.table_id}"]')
+    await expect(row.locator(".c-check")).to_have_text(
+        re.compile(r"^roll 401 \d+ (s|min) \+60$"), timeout=WAIT
+    )
+    # The table's own page: the CHECK, its reason, since when and how long it waits.
+    await page.goto(f"{web.url}/pit/{table.table_id}")
+    check = page.locator("#pending-check")
+    await expect(check).to_contain_text("CHECK roll 401: BOWL", timeout=WAIT)
+    at = datetime.fromisoformat(since).astimezone().strftime("%H:%M")
+    await expect(check).to_contain_text(re.compile(rf"waiting \d+ (s|min), since {at}; 60 behind"))

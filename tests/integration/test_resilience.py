@@ -92,6 +92,7 @@ async def test_sigkill_mid_series_keeps_lammers_and_the_pending_roll(
     sim = await table.start_sim(script, wait=False, debug=True)
     table.start_daemon()
     await table.wait_for(lambda: _logged(table, "RollCheck", roll=3), what="roll 3 journaled")
+    before = await table.wait_topic("craps/board", lambda b: b["pending_roll"] is not None)
     await table.stop_daemon(signal.SIGKILL)
     await table.wait_for(sim.retransmitted, what="roll 4 resent, unacknowledged")
     table.start_daemon()
@@ -103,12 +104,27 @@ async def test_sigkill_mid_series_keeps_lammers_and_the_pending_roll(
     roll_4 = await table.wait_topic("craps/roll", lambda b: b["roll_id"] == 4)
     assert roll_4["status"] == "pending"
     assert "waits for the decision on roll 3" in roll_4["reason"]
+    # Since when roll 3 waits (issue 22) is the time journaled when it arrived, before the
+    # kill, and the series the rolls before it: the same after the restart.
+    arrived = {
+        r["event"]["roll_id"]: r["ts"]
+        for r in table.journal("--kind", "device")
+        if r.get("event", {}).get("type") in ("DiceRolled", "RollCheck")
+    }
+    waiting = await table.wait_topic("craps/board", lambda b: b["waiting"] == [4])
+    assert waiting["pending_roll"]["since"] == before["pending_roll"]["since"] == arrived[3]
+    assert waiting["series"] == before["series"]
+    assert [(r["roll_id"], r["at"]) for r in waiting["series"]] == [
+        (1, arrived[1]),
+        (2, arrived[2]),
+    ]
     answer = await table.request(
         "roll_decision", {"operator": "stick-1", "roll_id": 3, "decision": "valid"}
     )
     assert answer["status"] == "ok"
     board = await table.wait_topic("craps/board", lambda b: b["numbers_hit"] == [2, 4, 6, 10])
     assert board["pending_roll"] is None
+    assert [(r["roll_id"], r["at"]) for r in board["series"]] == sorted(arrived.items())
     await table.wait_published()
     table.recorder.check_order()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from rules.craps import (
     RECENT_ROLLS,
+    SERIES_SHOWN,
     CrapsState,
     LastRoll,
     apply,
@@ -44,6 +45,7 @@ from rules.events import (
     RollVoided,
     VoidOverturned,
 )
+from rules.paytables import BET_RULES
 
 AT = datetime(2024, 3, 20, 21, 15, tzinfo=UTC)
 # The seed's pay tables, written out here by hand (test_craps_paytable compares the data
@@ -853,3 +855,188 @@ def test_last_roll_is_what_craps_roll_said_of_the_latest_roll_event() -> None:
     assert last_roll(table.state) == LastRoll(
         roll_id=unknown, dice=(0, 3), total=None, status="pending"
     )
+
+
+# --- The series on the board (issue 22) -------------------------------------------------
+
+
+def series_of(state: CrapsState) -> list[tuple[int, int]]:
+    """The board's series as (roll id, total), oldest first."""
+    return [(r.roll_id, r.total) for r in board(state).series]
+
+
+def test_the_board_names_the_series_and_a_seven_starts_a_new_one() -> None:
+    table = Table()
+    table.roll(4, 4, 9)
+    shown = board(table.state).series
+    assert [(r.roll_id, r.dice, r.total) for r in shown] == [
+        (5001, (2, 2), 4),
+        (5002, (2, 2), 4),
+        (5003, (4, 5), 9),
+    ]
+    # The second 4 lit nothing new; the count is the whole series.
+    assert [r.new_number for r in shown] == [True, False, True]
+    assert board(table.state).series_count == 3
+    table.roll(7)
+    assert series_of(table.state) == []
+    assert board(table.state).series_count == 0
+    table.roll(10)
+    assert series_of(table.state) == [(5005, 10)]
+    assert board(table.state).series_count == 1
+
+
+def test_a_series_roll_names_the_bets_it_completed() -> None:
+    table = Table()
+    table.roll(2, 3, 4, 5, 8, 9, 10, 11, 12, 6)
+    shown = board(table.state).series
+    assert [r.wins for r in shown[:-2]] == [()] * 8
+    assert shown[-2].wins == ("all_tall",)  # the 12: 8 to 12 all rolled
+    assert shown[-1].wins == ("all_small", "make_em_all")  # the 6: the last number of both
+
+
+def test_a_void_leaves_the_series_and_an_overturn_puts_it_back() -> None:
+    table = Table()
+    table.roll(5, 6)
+    before = board(table.state)
+    table.roll(7)
+    table.do(void(5003))
+    # Voiding the seven gives back the series it ended, exactly.
+    assert board(table.state).series == before.series
+    assert board(table.state).series_count == 2
+    table.do(overturn(5003))
+    assert series_of(table.state) == []
+    table.roll(8)
+    table.do(void(5004))
+    assert series_of(table.state) == []
+    table.do(overturn(5004))
+    assert series_of(table.state) == [(5004, 8)]
+
+
+def test_pending_and_invalid_rolls_are_not_in_the_series_until_they_count() -> None:
+    table = Table()
+    table.roll(3)
+    check = table.check(DICE[9])
+    table.roll(10)  # waits behind the CHECK
+    table.noroll()
+    assert series_of(table.state) == [(5001, 3)]
+    table.do(decide(check, valid=False))
+    assert series_of(table.state) == [(5001, 3), (5003, 10)]
+    check = table.check(DICE[11])
+    table.do(decide(check, valid=True))
+    assert series_of(table.state) == [(5001, 3), (5003, 10), (check, 11)]
+
+
+def test_a_long_series_names_its_newest_rolls_and_counts_them_all() -> None:
+    table = Table()
+    totals = [2 + i % 5 for i in range(SERIES_SHOWN + 30)]  # never a seven
+    table.roll(*totals)
+    shown = board(table.state)
+    assert shown.series_count == len(totals)
+    assert len(shown.series) == SERIES_SHOWN
+    assert [r.roll_id for r in shown.series] == list(range(5031, 5001 + len(totals)))
+    # Voiding the newest gives back the board before it, the oldest named included.
+    before = table.state
+    table.roll(8)
+    table.do(void(table.next_id - 1))
+    assert board(table.state).series == board(before).series
+    assert board(table.state).series_count == len(totals)
+
+
+# Each step: a proper roll of a total, a CHECK (dice of a total), a NOROLL, a decision on
+# the pending roll, a void of the latest roll, an overturn of it.
+SERIES_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("roll"), st.sampled_from(sorted(DICE))),
+        st.tuples(st.just("check"), st.sampled_from(sorted(DICE))),
+        st.tuples(st.sampled_from(["noroll", "valid", "invalid", "void", "overturn"]), st.just(0)),
+    ),
+    max_size=120,
+)
+
+
+def play_steps(table: Table, steps: list[tuple[str, int]]) -> None:
+    """Play ``SERIES_STEPS`` on a table; a refused decision changes nothing."""
+    for kind, total in steps:
+        latest = table.state.latest
+        try:
+            if kind == "roll":
+                table.roll(total)
+            elif kind == "check":
+                table.check(DICE[total])
+            elif kind == "noroll":
+                table.noroll()
+            elif kind in ("valid", "invalid") and table.state.queue:
+                table.do(decide(table.state.queue.first.roll_id, valid=kind == "valid"))
+            elif kind == "void" and latest is not None:
+                table.do(void(latest.roll_id))
+            elif kind == "overturn" and latest is not None:
+                table.do(overturn(latest.roll_id))
+        except DecisionError:
+            pass
+
+
+def series_by_definition(outcomes: Iterable[Outcome]) -> list[tuple[int, int]]:
+    """The current series from the published records alone (a second method): every roll
+    that counted, minus those declared invalid since, in counting order, after the last
+    seven."""
+    counted: list[tuple[int, int]] = []
+    for outcome in outcomes:
+        if not isinstance(outcome, RollRecorded):
+            continue
+        if outcome.status in ("counted", "reinstated"):
+            assert outcome.total is not None
+            counted.append((outcome.roll_id, outcome.total))
+        elif outcome.status == "declared_invalid" and counted and counted[-1][0] == outcome.roll_id:
+            counted.pop()  # a void takes back the latest counted roll (the ids are unique)
+    sevens = [i for i, (_, total) in enumerate(counted) if total == 7]
+    return counted[sevens[-1] + 1 :] if sevens else counted
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=SERIES_STEPS)
+def test_the_series_is_the_counted_rolls_since_the_last_seven(steps: list[tuple[str, int]]) -> None:
+    table = Table()
+    play_steps(table, steps)
+    expected = series_by_definition(table.outcomes)
+    shown = board(table.state)
+    assert shown.series_count == len(expected)
+    assert series_of(table.state) == expected[-SERIES_SHOWN:]
+    # New numbers and wins from the bets' numbers (BET_RULES), not from the settlements.
+    totals = [total for _, total in expected]
+    for i, roll in enumerate(shown.series, start=len(expected) - len(shown.series)):
+        assert roll.new_number == (totals[i] not in totals[:i])
+        won = [
+            bet
+            for bet, rule in BET_RULES.items()
+            if rule.numbers <= set(totals[: i + 1]) and not rule.numbers <= set(totals[:i])
+        ]
+        assert sorted(roll.wins) == sorted(won)
+        assert sum(roll.dice) == roll.total
+
+
+def test_a_pending_roll_waits_since_it_arrived_whatever_came_after() -> None:
+    state = initial_state(1)
+    at = [AT + timedelta(seconds=s) for s in range(5)]
+    state, _ = apply(state, DiceRolled(roll_id=1, dice=(1, 2)), at=at[0])
+    state, _ = apply(state, RollCheck(roll_id=2, dice=(2, 2), reason="BOWL"), at=at[1])
+    state, _ = apply(state, RollCheck(roll_id=3, dice=(5, 5), reason="RAIL"), at=at[2])
+    state, _ = apply(state, DiceRolled(roll_id=4, dice=(3, 3)), at=at[3])
+    pending = board(state).pending_roll
+    assert pending is not None
+    assert (pending.roll_id, pending.since) == (2, at[1])
+    assert [r.at for r in board(state).series] == [at[0]]
+    # Decided at a later time: the CHECK behind it is pending now, waiting since it came.
+    state, _ = apply(state, decide(2, valid=True), at=at[4])
+    pending = board(state).pending_roll
+    assert pending is not None
+    assert (pending.roll_id, pending.since) == (3, at[2])
+    assert [(r.roll_id, r.at) for r in board(state).series] == [(1, at[0]), (2, at[1])]
+    state, _ = apply(state, decide(3, valid=True))
+    assert board(state).pending_roll is None
+    # Each counted roll keeps the time it arrived, not the time it was decided.
+    assert [(r.roll_id, r.at) for r in board(state).series] == [
+        (1, at[0]),
+        (2, at[1]),
+        (3, at[2]),
+        (4, at[3]),
+    ]

@@ -1,10 +1,11 @@
 // Bonus Craps on the player display: the lammers 2-6 and 8-12, the three bets with their
-// progress, pays and live chance, betting open or closed, the last roll's dice, and the
-// last rolls under it.
+// progress, pays and live chance, betting open or closed, the last roll's dice, and under
+// it the rolls of the current series (craps/board series: the daemon says which rolls are
+// in it; a seven starts a new one).
 
 import { h, odds, oneIn, die, BETS } from "./dom.js";
 import { latest, historyOf } from "./feed.js";
-import { rollText } from "./player_text.js";
+import { rollText, seriesNote, seriesTitle } from "./player_text.js";
 import { historyTable, timeOf } from "./history.js";
 
 const NUMBERS = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
@@ -19,6 +20,21 @@ export function rollLine(roll, words = rollText) {
     h("span.roll-total", {}, words(roll)));
 }
 
+const SERIES_ROWS = 10;
+
+// The current series, newest first, as the daemon published it (no rule worked out here).
+function seriesTable(board) {
+  const rows = board.series.slice(-SERIES_ROWS).reverse().map((r) => ({
+    roll: r.roll_id,
+    cells: [`Roll ${r.roll_id}`, r.at ? timeOf(r.at) : "", r.dice.join(" + "), String(r.total), seriesNote(r)],
+    win: r.wins.length > 0,
+  }));
+  const count = Math.max(board.series_count || 0, board.series.length);
+  return historyTable(seriesTitle(count, rows.length), ["Roll", "Time", "Dice", "Total", "Note"], rows,
+    "No roll yet in this series");
+}
+
+// A table too old to publish its series: the last rolls.
 function historyRows(t, current) {
   return historyOf(t, "craps/roll", 11).filter((r) => !current || r.roll_id !== current.roll_id || r.seq !== current.seq)
     .slice(0, 10).map((r) => ({
@@ -68,7 +84,8 @@ export function craps(t) {
     status,
     pays: h("div.board", {}, numbers, h("div.bets", {}, bets)),
     round,
-    history: historyTable("Earlier rolls", ["Roll", "Time", "Dice", "Total"], historyRows(t, roll)),
+    history: Array.isArray(board.series) ? seriesTable(board)
+      : historyTable("Earlier rolls", ["Roll", "Time", "Dice", "Total"], historyRows(t, roll)),
     bet: "Bonus Craps",
     pitch: `${Object.values(BETS).join(", ")}: every number before a seven`,
     activity: [board, live],

@@ -11,11 +11,13 @@ export function timeOf(ts) {
   return at.toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit" });
 }
 
-// rows: [{seq, cells: [text...], win}] newest first.
-export function historyTable(title, columns, rows) {
+// rows: [{seq, cells: [text...], win}] newest first (a row of the craps series names its
+// roll instead: {roll, ...}); `empty` what the table says without rows.
+export function historyTable(title, columns, rows, empty = "Nothing yet") {
+  const key = (r) => (r.roll !== undefined ? { roll: String(r.roll) } : { seq: String(r.seq) });
   const body = rows.length
-    ? rows.map((r) => h(`tr${r.win ? ".win" : ""}`, { dataset: { seq: String(r.seq) } }, r.cells.map((c) => h("td", {}, c))))
-    : [h("tr", {}, h("td.muted", { colspan: String(columns.length) }, "Nothing yet"))];
+    ? rows.map((r) => h(`tr${r.win ? ".win" : ""}`, { dataset: key(r) }, r.cells.map((c) => h("td", {}, c))))
+    : [h("tr", {}, h("td.muted", { colspan: String(columns.length) }, empty))];
   const el = h("table.history#history-table", {},
     h("caption", {}, title),
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", {}, c)))),

@@ -79,13 +79,15 @@ function availabilityText(feed, t) {
   return "closed";
 }
 
-// The pending CHECK and since when it waits (its craps/roll "pending" message, while held).
+// The pending CHECK and since when it waits: the daemon's pending_roll.since (added); from a
+// table too old to send it, its craps/roll "pending" message, while held.
 function checkWait(t) {
   const board = t.topics.get("craps/board");
   const pending = board && board.pending_roll;
   if (!pending) return null;
-  const own = historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop();
-  return { roll: pending.roll_id, since: own ? own.ts : null, waiting: board.waiting_count || 0 };
+  const own = pending.since ? null
+    : historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop();
+  return { roll: pending.roll_id, since: pending.since || (own ? own.ts : null), waiting: board.waiting_count || 0 };
 }
 
 function gameOf(t) {

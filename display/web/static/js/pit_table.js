@@ -44,11 +44,17 @@ function render(feed) {
   const results = RESULT_TOPICS.flatMap((topic) => historyOf(t, topic).map((m) => [topic, m]))
     .sort(([, a], [, b]) => b.seq - a.seq).slice(0, 50);
   const alarmChanges = historyOf(t, "alarms");
+  // A CHECK waiting for the stickperson, and since when (craps/board pending_roll.since).
+  const board = t.topics.get("craps/board");
+  const pending = board && board.pending_roll;
+  const check = pending ? h("div.warn#pending-check", { dataset: { roll: String(pending.roll_id) } },
+    `CHECK roll ${pending.roll_id}: ${pending.reason}${pending.since ? ` \u2014 waiting ${age(pending.since)}, since ${timeOf(pending.since)}` : ""}`
+      + `${board.waiting_count ? `; ${board.waiting_count} behind it` : ""}`) : null;
   document.getElementById("main").replaceChildren(
     h("section.panel#now", {}, h("h2", {}, "Alarms now"),
       alarmsOf(t).length ? h("ul", {}, alarmsOf(t).map((a) => h("li.warn", { dataset: { code: a.code } },
         `${a.code}${a.stops_payouts ? " (payouts paused)" : ""}: ${a.message} \u2014 for ${age(a.since)}`)))
-        : h("div.muted", {}, "none")),
+        : h("div.muted", {}, "none"), check),
     h("section.panel.below#results", {}, h("h2", {}, `Last ${results.length} results`),
       h("table.log", {}, h("tbody", {}, results.map(([topic, m]) => h("tr", { dataset: { seq: String(m.seq) } },
         h("td", {}, timeOf(m.ts)), h("td", {}, resultText(topic, m))))))),
@@ -60,4 +66,4 @@ function render(feed) {
 
 const feed = new Feed(tableId, render);
 window.lammerFeed = feed;
-setInterval(() => render(feed), 5000); // ages
+setInterval(() => render(feed), 5000); // ages of the alarms and the pending CHECK

@@ -5,6 +5,8 @@
 // (the outcome and status literals of contract/payloads.py, the alarms that stop payouts in
 // rules/table.py) and that none of these words is a code.
 
+import { BETS } from "./contract.js";
+
 // cover_all/result, bust_bonus/result and craps/result `outcome`.
 export const OUTCOMES = {
   win: "Win",
@@ -58,6 +60,21 @@ export function rollText(roll) {
   if (words) return words;
   if (roll.total === null || roll.total === undefined) return "";
   return String(roll.total);
+}
+
+// A roll of the current series (craps/board series, added) as a player reads it: the bets
+// it completed, else that it lit a new number.
+export function seriesNote(roll) {
+  const wins = (roll.wins || []).filter((bet) => BETS[bet]);
+  if (wins.length) return wins.map((bet) => `${BETS[bet]} wins`).join(", ");
+  return roll.new_number ? "New number" : "";
+}
+
+// The heading of the series' table: how many rolls the series has, and how many are shown.
+export function seriesTitle(count, shown) {
+  if (!count) return "This series";
+  const rolls = `${count} roll${count === 1 ? "" : "s"}`;
+  return shown < count ? `This series: ${rolls}, the last ${shown} shown` : `This series: ${rolls}`;
 }
 
 // The banner's words for an alarm, or null when a player is not told of it.

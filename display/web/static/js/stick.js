@@ -72,18 +72,24 @@ function staffWords(roll) {
   return roll.status === "counted" ? total : `${total} ${roll.status}`.trim();
 }
 
+function waitedText(roll, at) {
+  return `Roll ${roll} is ${at ? `waiting since ${timeOf(at)} (${age(at)})` : "waiting since before the last 50 rolls"}.`;
+}
+
 // The queue behind the pending CHECK (craps/board waiting_count and waiting, added), and
-// how long the CHECK has waited: from its own craps/roll message (status pending), while
-// the page holds it (the server keeps the last 50 rolls).
+// how long the CHECK has waited: since pending_roll.since (added: when it arrived, the
+// oldest of the queue); from a table too old to send it, its own craps/roll message
+// (status pending), while the page holds it (the server keeps the last 50 rolls).
 function queueLine(t, board) {
   const pending = board.pending_roll;
-  const own = historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop() || null;
-  const since = own ? `waiting since ${timeOf(own.ts)} (${age(own.ts)})` : "waiting since before the last 50 rolls";
+  const own = pending.since ? null
+    : historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop() || null;
+  const at = pending.since || (own ? own.ts : null);
   const count = board.waiting_count || 0;
   const named = board.waiting || [];
   const more = count > named.length ? `, and ${count - named.length} more` : "";
   return h("div.queue#queue", { dataset: { count: String(count) } },
-    h("div.line#pending-since", {}, `Roll ${pending.roll_id} is ${since}.`),
+    h("div.line#pending-since", { dataset: { since: at || "", roll: String(pending.roll_id) } }, waitedText(pending.roll_id, at)),
     h(`div.line${count ? ".warn" : ".muted"}#queue-count`, {},
       count ? `${count} roll${count === 1 ? "" : "s"} wait behind it: roll${count === 1 ? "" : "s"} ${named.join(", ")}${more}.`
         : "No roll waits behind it."));
@@ -193,6 +199,12 @@ function start(info) {
     render(feed);
   }
 }
+
+// The CHECK's age goes on between messages: its line alone is redrawn (the buttons stay).
+setInterval(() => {
+  const line = $("pending-since");
+  if (line && line.dataset.since) line.textContent = waitedText(line.dataset.roll, line.dataset.since);
+}, 5000);
 
 build();
 $("table-name").textContent = `Table ${tableId}`;
