@@ -13,14 +13,15 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from daemon.journal import canonical
 from daemon.segments import ARCHIVE, archived, segment_paths
-from daemon.verify import Report, verify_journal
+from daemon.verify import ADDED_SNAPSHOT_KEYS, Report, verify_journal
 from tests.daemon.journals import (
     KEY,
     Clock,
@@ -732,3 +733,74 @@ def test_the_summary_counts_segments_in_plain_words(
     segments = [tmp_path / "archive" / f"t1-{i}.db" for i in range(archived)]
     report = Report(live=live, hmac=False, segments=[*segments, *([live] if with_live else [])])
     assert expected in report.summary()
+
+
+def _older(value: Any) -> Any:
+    """``value`` without the keys added since an older lammer (``ADDED_SNAPSHOT_KEYS``)."""
+    if isinstance(value, dict):
+        return {k: _older(v) for k, v in value.items() if k not in ADDED_SNAPSHOT_KEYS}
+    if isinstance(value, list):
+        return [_older(v) for v in value]
+    return value
+
+
+def _written_by_an_older_lammer(live: Path) -> list[int]:
+    """Make the one-segment journal ``live`` what an older lammer wrote: its snapshots
+    without the keys added since, the chain rebuilt. The snapshots' seqs."""
+    snapshots = seqs(live, "snapshot")
+    for seq in snapshots:
+        set_body(live, seq, _older(body(live, seq)))
+    rehash(live, snapshots[0])
+    return snapshots
+
+
+def test_a_journal_of_an_older_lammer_verifies_and_an_upgrade_goes_on_from_it(
+    tmp_path: Path,
+) -> None:
+    # A table upgraded in the middle of a craps series (the play has no seven): the new
+    # daemon restores from a snapshot without series or since, so what it publishes and
+    # snapshots afterwards differs from a full replay by the new code. Neither is a finding.
+    live = build(tmp_path / "t", days=1)
+    older = _written_by_an_older_lammer(live)
+    report = verify_journal(live)
+    assert report.intact, report.problem
+    assert report.older_snapshots == report.snapshots == len(older)
+
+    config = table_config(tmp_path / "t")
+    clock, state = Clock(), Play()
+    clock.now = datetime.fromisoformat(query(live, "SELECT max(ts) FROM records")[0][0])
+    clock.now += timedelta(minutes=5)
+    core = open_table(config, clock)  # the upgrade: restored from the older snapshot
+    play(core, clock, state, rolls=30)
+    stop_table(core)
+
+    report = verify_journal(live)
+    assert report.intact, report.problem
+    assert report.older_snapshots == len(older)
+    assert report.snapshots > len(older)  # the upgraded daemon's, compared in full
+
+
+def test_an_older_snapshot_is_still_compared_on_everything_it_has(tmp_path: Path) -> None:
+    live = build(tmp_path / "t", days=1)
+    snapshot = _written_by_an_older_lammer(live)[1]
+    value = body(live, snapshot)
+    value["state"]["craps"]["paytable"] = 2 if value["state"]["craps"]["paytable"] != 2 else 1
+    set_body(live, snapshot, value)
+    rehash(live, snapshot)
+    segment, at, what = _problem(verify_journal(live))
+    assert (segment, at) == (live.name, snapshot)
+    assert "first difference at state.craps.paytable" in what
+
+
+def test_a_key_of_today_missing_from_a_snapshot_is_a_finding(tmp_path: Path) -> None:
+    # Only the keys a later lammer added may be missing: a snapshot without any other key
+    # (a hand edit that removes what it should hold) is a finding.
+    live = build(tmp_path / "t", days=1)
+    snapshot = seqs(live, "snapshot")[1]
+    value = body(live, snapshot)
+    del value["state"]["craps"]["paytable"]
+    set_body(live, snapshot, value)
+    rehash(live, snapshot)
+    segment, at, what = _problem(verify_journal(live))
+    assert (segment, at) == (live.name, snapshot)
+    assert "state.craps.paytable" in what
