@@ -144,8 +144,11 @@ class WebServer:
         return self.log.read_text(errors="replace")
 
 
-def start_web(workdir: Path, broker: AuthBroker, *extra: str) -> WebServer:
-    """Start ``lammer web`` as the display and terminal users, with one stickperson."""
+def start_web(
+    workdir: Path, broker: AuthBroker, *extra: str, env: dict[str, str] | None = None
+) -> WebServer:
+    """Start ``lammer web`` as the display and terminal users, with one stickperson;
+    ``env`` is added to the server's environment (``PGPASSFILE``)."""
     bin_dir = Path(sys.executable).parent
     users = workdir / "users"
     if not users.exists():
@@ -182,7 +185,9 @@ def start_web(workdir: Path, broker: AuthBroker, *extra: str) -> WebServer:
         *extra,
     ]
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
     server = WebServer(proc, f"http://127.0.0.1:{port}", log, users)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
