@@ -25,7 +25,7 @@ function s(tag, attrs = {}, ...children) {
     if (key === "dataset") Object.assign(node.dataset, value);
     else node.setAttribute(key, String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -117,7 +117,6 @@ function draw(data) {
   el("tables").replaceChildren(...tables.map((t) => h("option", { value: t })));
   const where = asked.table ? `table ${asked.table}` : asked.area ? `area ${asked.area}` : "every table";
   say(`${where}; gaming days start at ${asked.day_starts} (${asked.timezone})`, "muted");
-  const width = Math.max(320, el("main").clientWidth - 60);
   const sections = tables.map((table) => {
     const days = data.days.filter((d) => d.table === table);
     return h("section.panel.below.table-report", { dataset: { table } },
@@ -127,7 +126,7 @@ function draw(data) {
         h("p.summary", {}, summary(day)),
         h("div.bets-report", {}, day.bets.map((bet) => betTable(day, bet))))),
       data.charts[table] && data.charts[table].length
-        ? h("figure.chart-box", {}, chart(table, data.charts[table], width),
+        ? h("figure.chart-box", { dataset: { table } },
           h("figcaption", {}, "Each paying row over these days: the band holds 95 % of an honest table's counts (binomial, the par sheet's chance); a dot outside it is marked."))
         : h("p.muted", {}, "No row with an expected count to chart."));
   });
@@ -149,6 +148,10 @@ function draw(data) {
       data.availability.map((a) => h("tr", {}, h("td", {}, when(a.received)), h("td", {}, a.table), h("td", {}, a.status))), "no change"),
     data.gaps.length ? listSection("gaps", "Gaps (seqs a table could not resend)", ["table", "seqs", "reason"],
       data.gaps.map((g) => h("tr", {}, h("td", {}, g.table), h("td", {}, `${g.from_seq}..${g.to_seq}`), h("td", {}, g.reason))), "") : null);
+  // The charts at the width their box got (beside the tables on a wide screen).
+  for (const box of document.querySelectorAll("figure.chart-box")) {
+    box.prepend(chart(box.dataset.table, data.charts[box.dataset.table], Math.max(300, box.clientWidth)));
+  }
   document.body.dataset.loaded = "1";
 }
 
