@@ -16,7 +16,8 @@ import pytest
 from playwright.async_api import Page, expect
 
 from contract.floor import IntegrityBody, integrity_topic
-from tests.display.conftest import AuthBroker, MakeTable, WebServer
+from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot
+from tests.display.test_accessibility import audit
 from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
@@ -86,6 +87,10 @@ async def test_an_integrity_alarm_is_drawn_on_its_table_until_cleared(
         )
         await expect(alarm).to_have_attribute("data-row", "Royal Flush")
         await expect(card).to_have_class("tablecard alarmed")
+        await shoot(page, "pit-integrity")
+        found = await audit(page, "/pit?view=cards (integrity)")
+        assert not found, "\n".join(found)
+        await page.set_viewport_size({"width": 1920, "height": 1080})
         await expect(
             page.locator(f'.tablecard[data-table="{other.table_id}"] [data-code="INTEGRITY"]')
         ).to_have_count(0)
