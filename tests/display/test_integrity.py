@@ -100,7 +100,10 @@ async def test_an_integrity_alarm_is_drawn_on_its_table_until_cleared(
         await page.goto(f"{web.url}/pit?alarm=INTEGRITY")
         row = page.locator(f'#pit-list .row[data-table="{tid}"]')
         await expect(row.locator(".c-alarms")).to_have_text(
-            "INTEGRITY 7 min Royal Flush", timeout=WAIT
+            f"INTEGRITY 7 min Royal Flush \u2014 {SENTENCE}", timeout=WAIT
+        )
+        await expect(row.locator(".c-alarms")).to_have_attribute(
+            "title", f"INTEGRITY: {SENTENCE} \u2014 for 7 min"
         )
         await expect(page.locator("#pit-list .row:not(.head)")).to_have_count(1)
 

@@ -150,7 +150,8 @@ function listRow(feed, t) {
     h("span.c-result.last", { role: "cell", title: lastResult(t) }, lastResult(t)),
     h("span.c-alarms", { role: "cell", title: [...alarms.map((a) => `${a.code}: ${a.message}`), ...integrity.map(integrityText)].join("\n") },
       [...alarms.map((a) => `${a.code} ${age(a.since)}${a.acknowledged_by ? " \u2713" + a.acknowledged_by : ""}`),
-        ...integrity.map((a) => `INTEGRITY ${age(a.since)} ${a.row}`)].join(", ")),
+        // The row first: the cell is narrow; the whole sentence follows (and in its title).
+        ...integrity.map((a) => `INTEGRITY ${age(a.since)} ${a.row} \u2014 ${a.message}`)].join(", ")),
     h("span.c-check", { role: "cell" }, check ? `roll ${check.roll}${check.since ? " " + age(check.since) : ""}${check.waiting ? ` +${check.waiting}` : ""}` : ""));
 }
 
