@@ -410,6 +410,9 @@ async def test_no_store_configured_and_a_store_down_are_said_plainly(
             page = await context.new_page()
             await login(page, web, PIT_USER, "/reports")
             await expect(page.locator("#unavailable")).to_contain_text(said, timeout=WAIT)
+            if web is none:  # the page that says so reads as well as the others
+                found = await audit(page, "/reports (no store)")
+                assert not found, "\n".join(found)
             answer = await page.request.get(f"{web.url}/api/reports")
             assert answer.status == 503
             assert (await answer.json())["error"].startswith(said)
