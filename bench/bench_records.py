@@ -151,9 +151,10 @@ async def _end_to_end(
     )
 
 
-def bench_report(pg: Postgres, tables: int, days: int, rounds: int) -> None:
-    """A month of a floor's Cover All results inserted in SQL, then its whole report."""
-    dsn = _database(pg, "bench_report")
+def load_month(pg: Postgres, name: str, tables: int, days: int, rounds: int) -> tuple[str, float]:
+    """A new store ``name`` holding ``tables`` x ``days`` gaming days (from 2026-11-01) x
+    ``rounds`` Cover All results (UTH), inserted in SQL: its DSN, and the seconds it took."""
+    dsn = _database(pg, name)
     first = date(2026, 11, 1)
     start = datetime.combine(first, clock(6, 0), UTC)
     total = tables * days * rounds
@@ -181,7 +182,14 @@ def bench_report(pg: Postgres, tables: int, days: int, rounds: int) -> None:
         conn.execute(insert, {"tables": tables, "start": start, "step": step, "total": total})
         conn.commit()
         conn.execute("ANALYZE")
-    loading = time.perf_counter() - t0
+    return dsn, time.perf_counter() - t0
+
+
+def bench_report(pg: Postgres, tables: int, days: int, rounds: int) -> None:
+    """A month of a floor's Cover All results inserted in SQL, then its whole report."""
+    dsn, loading = load_month(pg, "bench_report", tables, days, rounds)
+    first = date(2026, 11, 1)
+    total = tables * days * rounds
     times = []
     for _ in range(3):
         with psycopg.connect(dsn) as conn:

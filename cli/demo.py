@@ -8,7 +8,8 @@ terminal display, ``lammer web`` (the player displays, the pit view and the
 stickperson terminal in a browser; its URLs and a stickperson's login are printed), and
 ``lammer records`` on a private PostgreSQL (``deploy.postgres``; skipped, with a line that
 says so, where PostgreSQL is not installed): the command that prints the demo's report is
-printed with the URLs.
+printed with the URLs, and ``lammer web`` reads the store as its read-only role, so its
+``/reports`` page (a pit user's login, printed) shows the demo's gaming day.
 Plays until Ctrl-C, or until ``--rounds N`` rounds (and rolls) are
 done, then prints the final table and stops everything.
 
@@ -147,8 +148,11 @@ class Floor:
         self.web_port = web_port if _port_free(web_port) else free_port()
         self.stick_user = "stick"
         self.stick_password = secrets.token_urlsafe(9)
+        self.pit_user = "pit"
+        self.pit_password = secrets.token_urlsafe(9)
         self.postgres: Postgres | None = None
         self.records_db: str | None = None
+        self.reader_db: str | None = None
 
     def _spawn(
         self, name: str, argv: list[str], env: dict[str, str] | None = None
@@ -173,6 +177,8 @@ class Floor:
             raise SystemExit(f"lammer demo: {exc}") from exc
         # Before the tables, so nothing slow (the Argon2 hash of adduser) comes between the
         # daemons' start and the demo's counter subscribing: the rolls are not retained.
+        # The store first: lammer web reads it (/reports).
+        self._start_postgres()
         self._start_web()
         self._start_records()
         for i, t in enumerate(TABLES):
@@ -192,23 +198,34 @@ class Floor:
             self._spawn(f"lammer-{t.table_id}", [_bin("lammer"), "run", "--config", str(cfg)])
 
     def _start_web(self) -> None:
-        """``lammer web`` on the demo broker, with one stickperson (``urls()`` says where)."""
+        """``lammer web`` on the demo broker, with one stickperson and one pit user, and
+        the store's reader for /reports (``urls()`` says where)."""
         users = self.workdir / "web-users"
-        subprocess.run(  # noqa: S603  this venv's lammer, the demo's own user name and file
-            [_bin("lammer"), "web", "adduser", self.stick_user, "--users", str(users)],
-            input=f"{self.stick_password}\n".encode(),
-            capture_output=True,
-            check=True,
-        )
+        for name, password, role in (
+            (self.stick_user, self.stick_password, "stick"),
+            (self.pit_user, self.pit_password, "pit"),
+        ):
+            subprocess.run(  # noqa: S603  this venv's lammer, the demo's own user names and file
+                [_bin("lammer"), "web", "adduser", "--role", role, name, "--users", str(users)],
+                input=f"{password}\n".encode(),
+                capture_output=True,
+                check=True,
+            )
         argv = [_bin("lammer"), "web", "--mqtt-port", str(self.port), "--prefix", PREFIX]
         argv += ["--listen", f"127.0.0.1:{self.web_port}", "--users", str(users)]
-        self._spawn("web", argv)
+        env = None
+        if self.reader_db is not None:
+            argv += ["--records-db", self.reader_db]
+            env = {**os.environ, "PGPASSFILE": str(self.workdir / "pgpass")}
+        self._spawn("web", argv, env=env)
 
-    def _start_records(self) -> None:
-        """``lammer records`` on a private PostgreSQL (none, said once, without one)."""
+    def _start_postgres(self) -> None:
+        """A private PostgreSQL with the store's database, its owner ``records`` (the
+        service) and its reader ``records_reader`` (lammer web); none, said once, where
+        PostgreSQL is not installed."""
         import psycopg
 
-        from records.provision import provision
+        from records.provision import provision, provision_reader
 
         try:
             self.postgres = Postgres()
@@ -218,18 +235,34 @@ class Floor:
             _say(f"lammer demo: no records service: {exc}")
             return
         password = secrets.token_urlsafe(18)
+        reader_password = secrets.token_urlsafe(18)
         with psycopg.connect(self.postgres.admin_dsn(), autocommit=True) as admin:
             provision(admin, database="lammer_records", role="records", password=password)
-        # The password in a pgpass file (0600), never on a command line.
+            provision_reader(
+                admin,
+                database="lammer_records",
+                role="records_reader",
+                password=reader_password,
+                owner="records",
+            )
+        # The passwords in a pgpass file (0600), never on a command line.
         pgpass = self.workdir / "pgpass"
         pgpass.touch(mode=0o600)
+        server = f"{self.postgres.host}:{self.postgres.port}:lammer_records"
         pgpass.write_text(
-            f"{self.postgres.host}:{self.postgres.port}:lammer_records:records:{password}\n"
+            f"{server}:records:{password}\n{server}:records_reader:{reader_password}\n"
         )
-        where = f"host={self.postgres.host} port={self.postgres.port}"
-        self.records_db = f"{where} dbname=lammer_records user=records"
+        where = f"host={self.postgres.host} port={self.postgres.port} dbname=lammer_records"
+        self.records_db = f"{where} user=records"
+        self.reader_db = f"{where} user=records_reader"
+
+    def _start_records(self) -> None:
+        """``lammer records`` on the private PostgreSQL (``_start_postgres``), if any."""
+        if self.records_db is None:
+            return
         argv = [_bin("lammer"), "records", "run", "--db", self.records_db]
         argv += ["--mqtt", f"127.0.0.1:{self.port}", "--mqtt-user", "", "--prefix", PREFIX]
+        pgpass = self.workdir / "pgpass"
         self._spawn("records", argv, env={**os.environ, "PGPASSFILE": str(pgpass)})
 
     def urls(self) -> str:
@@ -243,6 +276,10 @@ class Floor:
             f"(user {self.stick_user}, password {self.stick_password})"
         )
         if self.records_db is not None:
+            lines.append(
+                f"  reports         {root}/reports  "
+                f"(pit user {self.pit_user}, password {self.pit_password})"
+            )
             lines.append(
                 f"  records report  PGPASSFILE={self.workdir / 'pgpass'} "
                 f"lammer records report --db '{self.records_db}'"

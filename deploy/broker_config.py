@@ -501,13 +501,19 @@ def _users(
     display = User(
         name=DISPLAY,
         role="display",
-        about="Displays: read every table but its requests; publish only resend requests",
+        about="Displays: read every table but its requests, and the integrity alarms; "
+        "publish only resend requests",
         # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
-        # that lost messages asks the table for them (contract.feed); nothing else.
-        grants=tuple(
-            g
-            for t in tables
-            for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/resend"))
+        # that lost messages asks the table for them (contract.feed); nothing else. The
+        # pit (lammer web) draws the integrity alarms lammer records publishes here when it
+        # runs against this controller's broker (floor-config grants the same on the floor).
+        grants=(
+            *(
+                g
+                for t in tables
+                for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/resend"))
+            ),
+            Grant("read", integrity_topic("+")),
         ),
     )
     terminal = User(

@@ -2,9 +2,10 @@
 
 ``lammer web --mqtt-host H --mqtt-port P [--mqtt-user U --mqtt-password-file F]
 [--terminal-user U --terminal-password-file F] [--listen HOST:PORT] [--users FILE]
-[--prefix lammer] [--mqtt-ca-file CA] [--tls-cert F --tls-key F] [--config web.toml]``
-serves ``/table/<id>``, ``/pit`` and
-``/stick/<id>`` until SIGTERM or SIGINT. A bad configuration exits 2 with every problem.
+[--prefix lammer] [--mqtt-ca-file CA] [--tls-cert F --tls-key F] [--records-db DSN]
+[--config web.toml]`` serves ``/table/<id>``, ``/pit``, ``/stick/<id>`` and (pit users,
+with ``--records-db``) ``/reports`` until SIGTERM or SIGINT. A bad configuration exits 2
+with every problem.
 
 ``lammer web adduser [--role pit|stick ...] NAME --users FILE`` adds a user (or changes
 the password and roles; the role is ``stick`` unless given: a stickperson), asking twice
@@ -47,6 +48,10 @@ _OPTIONS = (
     ("--tls-cert", "tls_cert", Path, "serve HTTPS with this certificate (with --tls-key)"),
     ("--tls-key", "tls_key", Path, "the certificate's private key (0600)"),
     ("--attract-seconds", "attract_seconds", int, "idle seconds before the attract view"),
+    ("--records-db", "records_db", str, "/reports: the records store's read-only DSN"),
+    ("--records-day-starts", "records_day_starts", str, "when a gaming day starts (06:00)"),
+    ("--records-timezone", "records_timezone", str, "the floor's time zone (system's)"),
+    ("--records-big-hit", "records_big_hit", int, "a big hit pays this to 1 or more (100)"),
 )
 
 

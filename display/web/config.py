@@ -24,6 +24,13 @@ mqtt_ca_file = "floor/ca.crt"         # MQTT over TLS, the broker verified with 
 tls_cert = "tls/web.crt"              # serve HTTPS (then HSTS, Secure cookies) with this
 tls_key = "tls/web.key"               # certificate and its key (0600)
 
+records_db = "host=floor-db dbname=lammer_records user=records_reader"  # /reports: the
+                                      # records store, as its read-only role; the password
+                                      # from PGPASSFILE or ~/.pgpass, never in this string
+records_day_starts = "06:00"          # when a gaming day starts (lammer records --day-starts)
+records_timezone = "America/Indiana/Indianapolis"   # the floor's (default: the system's)
+records_big_hit = 100                 # a big hit pays this to 1 or more
+
 floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controller.json
                                       # files floor-config reads: the pit marks a lost
                                       # controller's tables "controller unreachable"
@@ -41,9 +48,13 @@ import ipaddress
 import re
 import ssl
 import tomllib
+from datetime import time
 from pathlib import Path
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from psycopg import ProgrammingError
+from psycopg.conninfo import conninfo_to_dict
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -193,6 +204,56 @@ class WebConfig(BaseModel):
         default_factory=dict,
         description="the pit view's areas: an area's name and its table ids (a table in one)",
     )
+    records_db: str | None = Field(
+        default=None,
+        description="the records store for /reports: a libpq connection string of its "
+        "read-only role (its password from PGPASSFILE or ~/.pgpass)",
+    )
+    records_day_starts: str = Field(
+        default="06:00", description="when a gaming day starts, HH:MM local time"
+    )
+    records_timezone: str | None = Field(
+        default=None, description="the floor's time zone for gaming days (default: the system's)"
+    )
+    records_big_hit: Annotated[StrictInt, Field(ge=2, le=1_000_000)] = Field(
+        default=100, description="a big hit on /reports pays this to 1 or more"
+    )
+
+    @field_validator("records_db")
+    @classmethod
+    def _records_db(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            keys = conninfo_to_dict(value)
+        except ProgrammingError as exc:
+            raise ValueError(f"not a libpq connection string: {exc}") from None
+        if "password" in keys:
+            # A command line is readable by every user of the machine (ps).
+            raise ValueError("give its password in a pgpass file (PGPASSFILE), not here")
+        return value
+
+    @field_validator("records_day_starts")
+    @classmethod
+    def _day_starts(cls, value: str) -> str:
+        if not re.fullmatch(r"[0-9]{2}:[0-9]{2}", value):
+            raise ValueError(f"must be HH:MM, got {value!r}")
+        try:
+            time.fromisoformat(value)
+        except ValueError:
+            raise ValueError(f"must be HH:MM, got {value!r}") from None
+        return value
+
+    @field_validator("records_timezone")
+    @classmethod
+    def _timezone(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"not a time zone (Europe/Paris): {value!r}") from None
+        return value
 
     @field_validator("mqtt_host")
     @classmethod
@@ -292,6 +353,11 @@ class WebConfig(BaseModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    @property
+    def day_starts(self) -> time:
+        """``records_day_starts`` as a time."""
+        return time.fromisoformat(self.records_day_starts)
 
     @property
     def mqtt_nodes(self) -> list[tuple[str, int]]:

@@ -35,7 +35,7 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
-from contract.floor import BRIDGE_STATUS_ROOT
+from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
 from contract.payloads import PayloadError, parse_as, relayed
 from contract.requests import ResponseMessage
@@ -220,6 +220,8 @@ class Follower:
         self.on_connect = on_connect
         self.nodes = Nodes(config.mqtt_nodes, self.rng)
         self.login = LoginWatch(config.mqtt_user)
+        self.integrity: bool | None = None
+        """Whether the integrity alarms' subscription was granted (None: not tried yet)."""
 
     def _link(self, connected: bool, error: str | None = None) -> None:
         changed = connected != self.connected
@@ -233,6 +235,19 @@ class Follower:
                 self.hub.broadcast(text)
             else:
                 self.hub.publish(table, text)
+
+    async def _integrity(self, client: aiomqtt.Client) -> None:
+        """Subscribe to the integrity alarms (``lammer records``, retained per table), on
+        the floor or on a controller's broker. A broker that refuses (a display user
+        without the grant: broker-config and floor-config give it) is said in the log, and
+        the pit goes on without them rather than not at all."""
+        try:
+            await subscribe(client, f"{INTEGRITY_ROOT}+")
+        except SubscriptionRefused as exc:
+            self.integrity = False
+            log.error("integrity alarms not readable: check the broker's ACL", error=str(exc))
+        else:
+            self.integrity = True
 
     async def _requests(self, client: aiomqtt.Client) -> None:
         """Publish the feed's resend requests (QoS 1, bounded: a lost one is asked again
@@ -270,6 +285,7 @@ class Follower:
                     await subscribe(client, f"{config.prefix}/+/#")
                     if self.store.controllers:  # on the floor: the bridges' status too
                         await subscribe(client, f"{BRIDGE_STATUS_ROOT}+")
+                    await self._integrity(client)
                     self._link(True)
                     self.login.connected()
                     self.nodes.connected()

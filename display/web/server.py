@@ -19,12 +19,15 @@ Routes::
     GET  /                       -> /pit
     GET  /table/<id>             player display          GET /pit    pit view
     GET  /stick/<id>             stickperson terminal    GET /static/...
+    GET  /reports                gaming-day reports (pit users; -> /login without a session)
+    GET  /login[?next=/path]     log in, then back to the page that sent there
     GET  /ws[?table=<id>]        the live feed (one table, or every table)
     GET  /api/session            who is logged in; the CSRF token (or a login token)
     POST /api/login  /api/logout
     POST /api/users/<name>/unlock   a pit user lifts a name's login throttle
     POST /api/table/<id>/<roll_decision|void_roll|overturn>
     GET  /api/health             the broker link, tables seen, payloads dropped
+    GET  /api/reports?day=&from=&to=&table=&area=   the report's data (pit users)
 """
 
 from __future__ import annotations
@@ -46,12 +49,14 @@ from typing import Annotated, Any, Final, Literal
 import structlog
 from aiohttp import WSMsgType, web
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from yarl import URL
 
 from contract.payloads import TABLE_ID_PATTERN
 from contract.tasks import cancel_and_wait
 from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
 from display.web.relay import Follower, Hub, Terminal, TerminalUnavailable
+from display.web.reports import ReportUnavailable, fetch, question, today, zone
 from display.web.store import Store, wire
 from display.web.throttle import ActionLimit
 from display.web.users import (
@@ -184,6 +189,11 @@ class WebState:
     actions: ActionLimit = field(default_factory=ActionLimit)
     executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="argon2")
+    )
+    # The reports' queries (blocking psycopg) in threads of their own: a slow report never
+    # holds up a login's hash.
+    reports_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=2, thread_name_prefix="reports")
     )
     version: str = field(default_factory=lammer_version)
     request_timeout: float = 5.0
@@ -459,6 +469,70 @@ async def action(request: web.Request) -> web.StreamResponse:
     )
 
 
+def _pit_user(request: web.Request) -> tuple[str | None, bool]:
+    """The session's user (None: no session) and whether it has the pit role."""
+    state = request.app[STATE]
+    session = state.sessions.get(request.cookies.get(SESSION_COOKIE))
+    if session is None:
+        return None, False
+    return session.user, "pit" in state.users.roles(session.user)
+
+
+async def reports_page(request: web.Request) -> web.StreamResponse:
+    """``/reports``: pit users only. Without a session, the login page (which comes back
+    here); a session without the pit role (a stickperson) is refused with 403."""
+    user, pit = _pit_user(request)
+    if user is None:
+        raise web.HTTPSeeOther(URL("/login").with_query(next=request.path_qs))
+    if not pit:
+        log.warning("reports refused: role", user=user)
+        return web.FileResponse(
+            STATIC / "denied.html", status=403, headers={"Cache-Control": "no-cache"}
+        )
+    return web.FileResponse(STATIC / "reports.html", headers={"Cache-Control": "no-cache"})
+
+
+async def reports_data(request: web.Request) -> web.StreamResponse:
+    """The report the page asks for (``display.web.reports``), as JSON; every failure is
+    a sentence (400: the question; 503: no store configured, or it is down or refuses)."""
+    state = request.app[STATE]
+    user, pit = _pit_user(request)
+    if user is None:
+        return _error(401, "log in first")
+    if not pit:
+        return _error(403, f"refused: {user} is not a pit user (lammer web adduser --role pit)")
+    config = state.config
+    if config.records_db is None:
+        return _error(
+            503,
+            "no records store is configured on this server "
+            "(lammer web --records-db, or records_db in its configuration file)",
+        )
+    tz, tz_name = zone(config.records_timezone)
+    try:
+        asked = question(request.query, areas=config.areas, current=today(config.day_starts, tz))
+    except ReportUnavailable as exc:
+        return _error(exc.status, str(exc))
+    loop = asyncio.get_running_loop()
+    try:
+        data = await loop.run_in_executor(
+            state.reports_executor,
+            lambda: fetch(
+                config.records_db or "",
+                asked,
+                starts=config.day_starts,
+                tz=tz,
+                tz_name=tz_name,
+                big_hit=config.records_big_hit,
+            ),
+        )
+    except ReportUnavailable as exc:
+        log.warning("report unavailable", user=user, error=str(exc))
+        return _error(exc.status, str(exc))
+    log.info("report", user=user, first=str(asked.first), last=str(asked.last))
+    return web.json_response({"status": "ok", "areas": list(config.areas), **data})
+
+
 async def health(request: web.Request) -> web.StreamResponse:
     """The broker links, how many tables are known, and what was dropped."""
     state = request.app[STATE]
@@ -468,6 +542,7 @@ async def health(request: web.Request) -> web.StreamResponse:
             "broker": state.follower.connected,
             "node": str(state.follower.nodes) if state.follower.connected else None,
             "terminal": state.terminal.connected,
+            "integrity": state.follower.integrity,
             "tables": len(state.store.tables),
             "pages": len(state.hub.clients),
             "actions_refused": state.actions.refused,
@@ -538,6 +613,8 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
     app.router.add_get("/pit", _page("pit.html"))
     app.router.add_get(f"/pit/{TABLE}", _page("pit_table.html"))
     app.router.add_get(f"/stick/{TABLE}", _page("stick.html"))
+    app.router.add_get("/reports", reports_page)
+    app.router.add_get("/login", _page("login.html"))
     app.router.add_get("/ws", feed)
     app.router.add_get("/api/session", session_info)
     app.router.add_post("/api/login", login)
@@ -545,6 +622,7 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
     app.router.add_post("/api/users/{user}/unlock", unlock)
     app.router.add_post(f"/api/table/{TABLE}/{{name:[a-z_]{{1,32}}}}", action)
     app.router.add_get("/api/health", health)
+    app.router.add_get("/api/reports", reports_data)
     app.router.add_static("/static/", STATIC, follow_symlinks=False, show_index=False)
 
     async def tasks(app: web.Application) -> Any:
@@ -560,6 +638,8 @@ def build_app(state: WebState, *, background: bool = True) -> web.Application:
         if stuck:
             log.error("tasks did not stop", tasks=sorted(task.get_name() for task in stuck))
         state.executor.shutdown(wait=True)
+        # A query in flight ends within the store's statement timeout; none waits to start.
+        state.reports_executor.shutdown(wait=False, cancel_futures=True)
 
     async def close_pages(app: web.Application) -> None:
         # At shutdown, before the server waits for its connections to end: an open page

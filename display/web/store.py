@@ -17,6 +17,12 @@ staff; it is never dropped silently). ``tick(now)`` lets the feed's waits run ou
 back to an older ``seq``. A zero-length retained message deletes a retained state (MQTT
 3.1.1, 3.3.1.3): the pages are told the topic is empty.
 
+The integrity alarms (``lammer-floor/integrity/<table>``, contract.floor, retained):
+``lammer records`` publishes a table's when its outcomes stop looking like the par sheet,
+and an empty list (or deletes the retained message) when they look right again. The
+latest of each table is kept and sent to the pages (the pit draws each on its table, with
+its sentence and since when); one that does not validate is dropped and counted.
+
 The floor's bridges (``lammer-floor/bridge/<controller>``, contract.floor): ``1`` connected,
 ``0`` lost (the bridge's will). With ``controllers`` (controller -> table ids, from the
 floor-controller declarations) the pit marks a lost controller's tables "controller
@@ -32,6 +38,7 @@ The browser receives one JSON text per message::
     {"t": "msg", "table": "t1", "topic": "craps/board", "retained": true, "payload": {...}}
     {"t": "gap", "table": "t1", "from_seq": 12, "to_seq": 14, "reason": "unanswered", "at": ...}
     {"t": "bridge", "controller": "ctl1", "connected": false, "since": ..., "tables": [...]}
+    {"t": "integrity", "table": "t1", "ts": "...", "alarms": [{"message": ..., ...}]}
 
 (``at`` and ``since``: Unix seconds.)
 
@@ -52,14 +59,17 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import structlog
+from pydantic import ValidationError
 
 from contract.feed import Feed, Gap, Message, Other, Resend
-from contract.floor import BRIDGE_STATUS_ROOT
+from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT, IntegrityBody
 from contract.payloads import (
     TABLE_ID_PATTERN,
     TOPICS,
     Envelope,
     PayloadError,
+    decode,
+    describe,
     parse,
     parse_as,
     relayed,
@@ -89,6 +99,18 @@ def _iso(at: float) -> str:
     """A wall-clock time as the contract writes ``ts`` (UTC, milliseconds, ``Z``)."""
     stamp = datetime.fromtimestamp(at, tz=UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+
+
+def _integrity_body(payload: bytes, table: str) -> dict[str, Any]:
+    """An integrity payload parsed with the contract (``PayloadError`` if it is not one,
+    or names another table): what it came with, in the contract's form."""
+    data = decode(payload)
+    if data.get("table") != table:
+        raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
+    try:
+        return relayed(IntegrityBody.model_validate(data))
+    except ValidationError as exc:
+        raise PayloadError("invalid", describe(exc)) from None
 
 
 def wire(kind: str, **fields: Any) -> str:
@@ -157,6 +179,8 @@ class Store:
         """Resend requests the feed asked for, to publish (``Resend.topic``, ``payload``)."""
         self.controllers = {name: list(tables) for name, tables in (controllers or {}).items()}
         self.bridges: dict[str, BridgeEntry] = {}
+        self.integrity: dict[str, str] = {}
+        """Table id -> the text of its integrity alarms (only tables that have some)."""
         self.gaps = 0
         """Gaps reported since start (every table)."""
         self._last_log = 0.0
@@ -168,6 +192,8 @@ class Store:
         browsers, in order (table None: for every page, a bridge's status)."""
         if topic.startswith(BRIDGE_STATUS_ROOT):
             return self._bridge(topic[len(BRIDGE_STATUS_ROOT) :], payload)
+        if topic.startswith(INTEGRITY_ROOT):
+            return self._integrity(topic[len(INTEGRITY_ROOT) :], payload)
         head = self.prefix + "/"
         if not topic.startswith(head):
             self.ignored["other_prefix"] += 1
@@ -260,6 +286,35 @@ class Store:
         if not connected:
             log.warning("controller unreachable", controller=controller)
         return [(None, text)]
+
+    def _integrity(self, table: str, payload: bytes) -> list[tuple[str | None, str]]:
+        """A table's integrity alarms (retained; an empty list or no payload: none)."""
+        topic = INTEGRITY_ROOT + table[:64]
+        if not _TABLE_ID.match(table):
+            self._drop("bad_topic", topic, "not lammer-floor/integrity/<table id>")
+            return []
+        if table not in self.integrity and len(self.integrity) >= self.max_tables:
+            self._drop("too_many_tables", topic, f"more than {self.max_tables}")
+            return []
+        alarms: list[dict[str, Any]] = []
+        ts = None
+        if payload:
+            try:
+                data = _integrity_body(payload, table)
+            except PayloadError as exc:
+                self._drop(exc.reason, topic, exc.detail)
+                return []
+            alarms, ts = data["alarms"], data["ts"]
+        if not alarms:
+            if self.integrity.pop(table, None) is None:
+                return []  # nothing was drawn: nothing to clear
+            return [(table, wire("integrity", table=table, ts=ts, alarms=[]))]
+        text = wire("integrity", table=table, ts=ts, alarms=alarms)
+        if self.integrity.get(table) == text:
+            return []  # the same, again (a node's retained copy after a move)
+        self.integrity[table] = text
+        log.warning("integrity alarm", table=table, alarms=[a["message"] for a in alarms])
+        return [(table, text)]
 
     def apply(self, topic: str, payload: bytes) -> tuple[str, str] | None:  # noqa: C901  the relay's admission steps in order, each an early return
         """Draw one message the feed released (``receive``): ``(table, text for the
@@ -371,9 +426,11 @@ class Store:
         """What a page that connects now is sent: one table's picture, or every table's."""
         if table is not None:
             entry = self.tables.get(table)
-            return [] if entry is None else entry.snapshot()
+            integrity = [self.integrity[table]] if table in self.integrity else []
+            return ([] if entry is None else entry.snapshot()) + integrity
         bridges = [entry.text for entry in self.bridges.values()]
-        return bridges + [text for entry in self.tables.values() for text in entry.snapshot()]
+        tables = [text for entry in self.tables.values() for text in entry.snapshot()]
+        return bridges + tables + list(self.integrity.values())
 
     def counters(self) -> dict[str, Any]:
         """The drop and ignore counters, for the pit and ``/api/health``."""

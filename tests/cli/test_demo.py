@@ -4,16 +4,21 @@ simulated tables and their daemons, plays a few rounds and prints the final pict
 from __future__ import annotations
 
 import fcntl
+import http.cookiejar
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import sys
 import termios
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from deploy.broker import free_port
 
@@ -45,8 +50,10 @@ def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> 
     for page in ("/table/uth-1", "/pit", "/stick/craps-1"):
         assert page in done.stdout
     assert '"serving"' in (workdir / "web.log").read_text()
-    # lammer records ran beside them on a private PostgreSQL, and said how to report.
+    # lammer records ran beside them on a private PostgreSQL, and said how to report, and
+    # where the reports page is, with a pit user's login.
     assert "lammer records report --db" in done.stdout
+    assert "/reports  (pit user pit, password " in done.stdout
     assert '"subscribed"' in (workdir / "records.log").read_text()
     # Every daemon journaled what it published, and stopped cleanly (offline after SIGTERM).
     for table, topic in (("uth-1", "cover_all/result"), ("bj-1", "bust_bonus/result")):
@@ -144,6 +151,49 @@ def wait_until(check: Callable[[], bool], what: str, proc: subprocess.Popen[byte
         assert proc.poll() is None, f"the demo exited ({proc.returncode}) before: {what}"
         assert time.monotonic() < deadline, f"gave up waiting for: {what}"
         time.sleep(0.1)
+
+
+class DemoReports:
+    """The demo's ``/reports`` as its printed pit user sees it (``urls.txt``)."""
+
+    def __init__(self, urls: str) -> None:
+        found = re.search(
+            r"reports +(http://[0-9.:]+)/reports +\(pit user (\S+), password (\S+)\)", urls
+        )
+        assert found is not None, urls
+        self.root, self.user, self.password = found.groups()
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        self.logged_in = False
+
+    def _json(self, path: str, body: dict[str, str] | None = None, token: str = "") -> Any:
+        request = urllib.request.Request(  # noqa: S310  http to the demo's own server
+            f"{self.root}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Origin": self.root,
+                "X-CSRF-Token": token,
+            },
+        )
+        with self.opener.open(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    def has_rounds(self) -> bool:
+        """Whether the report of the gaming day now holds a round (logs in first)."""
+        if not self.logged_in:
+            token = self._json("/api/session")["login_token"]
+            self._json("/api/login", {"user": self.user, "password": self.password}, token)
+            self.logged_in = True
+        try:
+            data = self._json("/api/reports")
+        except urllib.error.HTTPError as exc:
+            # Until the service has made its tables: the store refuses, in a sentence.
+            if exc.code != 503:
+                raise
+            return False
+        return any(day["rounds"] or day["rolls"] for day in data["days"])
 
 
 class DemoOnTerminal:
@@ -273,6 +323,10 @@ def test_ctrl_c_stops_everything_with_no_unretrieved_mqtt_error(tmp_path: Path) 
         # broker, lammer web, 3 simulators, 3 daemons, lammer records and its PostgreSQL
         # (whose own processes, "postgres: checkpointer" and the like, are its business).
         assert len([c for c in running if "postgres: " not in c]) == 10, running
+        # lammer web reads the store as its reader: the printed pit user sees the demo's
+        # rounds on /reports (its data, /api/reports).
+        reports = DemoReports((workdir / "urls.txt").read_text())
+        wait_until(reports.has_rounds, "rounds on /reports", proc)
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal's foreground group
         # The demo bounds its own stop (three groups of 10 s, the broker, PostgreSQL); this
         # only bounds a hang, wide enough for a loaded machine.

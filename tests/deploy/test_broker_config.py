@@ -389,12 +389,14 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
         "lammer-t2": [bc.Grant("readwrite", "x/y/t2/#"), bc.Grant("read", "lammer-floor/bridge/+")],
         # Displays and terminals read every topic the daemon publishes, never the requests
         # (written out here, not derived: a new group must be granted on purpose); a
-        # display may ask for a resend and publish nothing else (mqtt-api.md 1.3).
+        # display may ask for a resend and publish nothing else (mqtt-api.md 1.3); it reads
+        # the integrity alarms lammer records publishes (the pit draws them).
         "display": [
             *_reads("lammer/t1"),
             bc.Grant("write", "lammer/t1/request/resend"),
             *_reads("x/y/t2"),
             bc.Grant("write", "x/y/t2/request/resend"),
+            bc.Grant("read", "lammer-floor/integrity/+"),
         ],
         "terminal": [
             *_reads("lammer/t1"),

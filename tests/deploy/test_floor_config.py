@@ -434,6 +434,8 @@ def test_each_user_gets_exactly_its_own_subjects(
     assert bridge["subscribe"] == {
         "allow": ["lammer.t1.request.*", "lammer.t2.request.*", "$MQTT.sub.>"]
     }
+    # Readers read the floor's own root too: the bridges' status and the integrity alarms
+    # lammer records publishes (lammer-floor.integrity.<table>), which the pit draws.
     readers = ["lammer", "lammer.>", "lammer-floor", "lammer-floor.>", "$MQTT.sub.>"]
     # mqtt-api.md 1.3: a reader may ask a table for what it lost, and nothing else.
     assert users["display"]["permissions"] == {

@@ -4,8 +4,10 @@ harness (real daemon, simulator on a pty) whose daemon logs in as an MQTT user.
 
 Users of the broker, with the roles ``lammer broker-config`` gives them (which plans one
 daemon user per table known up front; these tests make tables as they go): ``daemon``
-writes under ``lammer/``, ``display`` only reads, ``terminal`` reads and publishes
-``request/...`` only. Anonymous clients may only read: the harness's recorder is one.
+writes under ``lammer/``, ``display`` only reads (the tables, and the integrity alarms),
+``terminal`` reads and publishes ``request/...`` only, ``records`` publishes the integrity
+alarms (``lammer-floor/integrity/<table>``). Anonymous clients may only read: the
+harness's recorder is one.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ PASSWORDS = {
     "daemon": "daemon-secret-1",
     "display": "display-secret-2",
     "terminal": "term-3-secret",
+    "records": "records-secret-4",
 }
 STICKPERSON = ("alice", "correct horse battery")
 KEEPALIVE = 6
@@ -63,6 +66,10 @@ topic readwrite lammer/#
 
 user display
 topic read lammer/#
+topic read lammer-floor/integrity/+
+
+user records
+topic write lammer-floor/integrity/+
 
 user terminal
 topic read lammer/#
@@ -144,8 +151,11 @@ class WebServer:
         return self.log.read_text(errors="replace")
 
 
-def start_web(workdir: Path, broker: AuthBroker, *extra: str) -> WebServer:
-    """Start ``lammer web`` as the display and terminal users, with one stickperson."""
+def start_web(
+    workdir: Path, broker: AuthBroker, *extra: str, env: dict[str, str] | None = None
+) -> WebServer:
+    """Start ``lammer web`` as the display and terminal users, with one stickperson;
+    ``env`` is added to the server's environment (``PGPASSFILE``)."""
     bin_dir = Path(sys.executable).parent
     users = workdir / "users"
     if not users.exists():
@@ -182,7 +192,9 @@ def start_web(workdir: Path, broker: AuthBroker, *extra: str) -> WebServer:
         *extra,
     ]
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
     server = WebServer(proc, f"http://127.0.0.1:{port}", log, users)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

@@ -173,6 +173,11 @@ async def test_pit_at_every_size(web: WebServer, make_table: MakeTable, page: Pa
         # The session's server sees every test's tables: the first row drawn is measured.
         boxes = await measure(page, ["#top", "#filters", "#pit-list .row:not(.head)"])
         check_regions(boxes, width, height)
+        # The filters wrap rather than push the login and the reports' link out of view.
+        view = {"x": 0, "y": 0, "right": width, "bottom": height}
+        for sel, box in (await measure(page, ["#login-open", "#reports-link"])).items():
+            assert inside(box, view), f"{size}: {sel} out of view: {box}"
+            assert inside(box, boxes["#filters"]), f"{size}: {sel} outside the filters: {box}"
         await shoot(page, f"pit-{size}")
 
 

@@ -122,6 +122,7 @@ async def test_security_headers_on_pages_files_and_api(web: Web) -> None:
         "/pit",
         "/pit/t1",
         "/stick/t1",
+        "/login",
         "/static/app.css",
         "/static/js/feed.js",
     ):

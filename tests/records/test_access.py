@@ -61,7 +61,10 @@ async def test_records_reads_every_table_and_may_only_ask_for_resends(secured: S
             (f"{a}/request/resend", b'{"from_seq":1}'),
             (f"{a}/marker", b""),
         ]
-        # The display of a controller reads only the tables' topics (broker-config): the
-        # integrity topic is for the floor's pit (floor-config lets display read it there).
+        # The display of a controller reads the tables' topics and the integrity alarms
+        # (the pit draws them), nothing else of the floor's root (broker-config).
         seen = await next_messages(pit, f"{a}/marker")
-        assert [t for t, _, retained in seen if not retained] == [f"{a}/marker"]
+        assert [(t, p) for t, p, retained in seen if not retained] == [
+            ("lammer-floor/integrity/a", b'{"alarms":[]}'),
+            (f"{a}/marker", b""),
+        ]

@@ -40,7 +40,7 @@ export class Store {
   table(id) {
     let t = this.tables.get(id);
     if (!t) {
-      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [], version: 0, gaps: [] };
+      t = { id, availability: null, topics: new Map(), recent: new Map(), history: new Map(), seen: new Set(), order: [], version: 0, gaps: [], integrity: [] };
       this.tables.set(id, t);
     }
     return t;
@@ -74,6 +74,14 @@ export class Store {
     if (t.order.length > this.seenBound) t.seen.delete(t.order.shift());
     t.version += 1; // a page may redraw only the tables whose version changed
     return true;
+  }
+
+  // A table's integrity alarms as lammer records retains them {table, ts, alarms}: an
+  // empty list clears them.
+  integrity(m) {
+    const t = this.table(m.table);
+    t.integrity = m.alarms || [];
+    t.version += 1;
   }
 
   // A gap the server's feed gave up on {table, from_seq, to_seq, reason, at}.
@@ -110,6 +118,11 @@ export function latest(table, ...topics) {
     }
   }
   return best;
+}
+
+// The integrity alarms lammer records publishes for a table (lammer-floor/integrity/<id>).
+export function integrityOf(table) {
+  return table.integrity || [];
 }
 
 // The active alarms: from `alarms` or `state`, whichever is newer.
@@ -209,6 +222,10 @@ export class Feed {
         break;
       case "gap":
         (this.pending || this.store).gap(m);
+        if (!this.pending) this.render(this);
+        break;
+      case "integrity":
+        (this.pending || this.store).integrity(m);
         if (!this.pending) this.render(this);
         break;
       case "bridge":

@@ -2,7 +2,7 @@
 // dense sortable list (one row per table, 200 on one 1920x1080 screen in three columns)
 // and the cards; the view, the sort and the filters are kept in the address.
 
-import { Feed, latest, alarmsOf, historyOf } from "./feed.js";
+import { Feed, latest, alarmsOf, historyOf, integrityOf } from "./feed.js";
 import { h, odds, age, GAMES, BETS } from "./dom.js";
 import { closedReason } from "./chrome.js";
 import { timeOf } from "./history.js";
@@ -37,13 +37,24 @@ function unreachable(feed, t) {
   return b && !b.connected ? `controller ${b.controller} unreachable since ${hhmm(b.since)}` : null;
 }
 
+// An integrity alarm (lammer records): the sentence it came with, and since when.
+function integrityText(a) {
+  return `INTEGRITY: ${a.message} \u2014 for ${age(a.since)}`;
+}
+
+function integrityLine(a) {
+  return h("div.alarm.integrity", { dataset: { code: "INTEGRITY", bet: a.bet, row: a.row, window: a.window } },
+    `\u26a0 ${integrityText(a)}`);
+}
+
 function tableCard(feed, t) {
   const state = t.topics.get("state");
   const info = t.topics.get("info");
   const alarms = alarmsOf(t);
+  const integrity = integrityOf(t);
   const lost = unreachable(feed, t);
   const closed = lost || closedReason(feed, t);
-  const cls = closed ? ".offline" : alarms.length ? ".alarmed" : "";
+  const cls = closed ? ".offline" : alarms.length || integrity.length ? ".alarmed" : "";
   // An offline or closed table's last device state is stale: not shown.
   const devices = state && !closed ? Object.entries(state.devices).map(([name, d]) =>
     `${name}: ${d.connected ? "connected" : "NOT CONNECTED"}${d.status ? ", " + d.status : ""}${d.mode ? ", mode " + d.mode : ""}`) : [];
@@ -61,6 +72,7 @@ function tableCard(feed, t) {
       a.acknowledged_by ? h("span.ack", {}, ` \u2713 acknowledged by ${a.acknowledged_by} at ${timeOf(a.acknowledged_at)}`)
         : canAck() ? h("button.ack-button", { type: "button", dataset: { code: a.code },
           onclick: () => acknowledge(t.id, a.code) }, "Acknowledge") : null)),
+    integrity.map(integrityLine),
     // What the server's feed gave up on: messages of the table that will not come.
     t.gaps.map((g) => h("div.warn.gap", { dataset: { from: g.from_seq, to: g.to_seq, reason: g.reason } },
       `messages lost: seq ${g.from_seq}\u2013${g.to_seq} will not come (${g.reason}) at ${hhmm(g.at)}`)),
@@ -102,7 +114,7 @@ const SORTS = {
   area: (feed, t) => { const a = areaOf(feed, t.id); return a === OUTSIDE ? "\uffff" : a; },
   availability: (feed, t) => availabilityText(feed, t),
   result: (feed, t) => { const m = latestResult(t); return m ? -Date.parse(m.ts) : 0; },
-  alarms: (feed, t) => { const a = alarmsOf(t); return a.length ? Math.min(...a.map((x) => Date.parse(x.since))) : Infinity; },
+  alarms: (feed, t) => { const a = [...alarmsOf(t), ...integrityOf(t)]; return a.length ? Math.min(...a.map((x) => Date.parse(x.since))) : Infinity; },
   check: (feed, t) => { const c = checkWait(t); return c ? (c.since ? Date.parse(c.since) : 0) : Infinity; },
 };
 const COLUMNS = [["table", "Table"], ["game", "Game"], ["area", "Area"], ["availability", "Availability"],
@@ -130,15 +142,18 @@ function cachedRow(feed, t) {
 function listRow(feed, t) {
   const closed = unreachable(feed, t) || closedReason(feed, t);
   const alarms = alarmsOf(t);
+  const integrity = integrityOf(t);
   const check = checkWait(t);
-  return h(`div.row${closed ? ".offline" : alarms.length ? ".alarmed" : ""}`, { role: "row", dataset: { table: t.id } },
+  return h(`div.row${closed ? ".offline" : alarms.length || integrity.length ? ".alarmed" : ""}`, { role: "row", dataset: { table: t.id } },
     h("span.c-table", { role: "cell" }, h("a", { href: `/pit/${encodeURIComponent(t.id)}` }, t.id)),
     h("span.c-game", { role: "cell" }, gameOf(t)),
     h("span.c-area", { role: "cell" }, areaOf(feed, t.id) === OUTSIDE ? "" : areaOf(feed, t.id)),
     h(`span.c-availability${closed ? ".lose" : ""}`, { role: "cell", dataset: { availability: t.availability || "unknown" } }, availabilityText(feed, t)),
     h("span.c-result.last", { role: "cell", title: lastResult(t) }, lastResult(t)),
-    h("span.c-alarms", { role: "cell", title: alarms.map((a) => `${a.code}: ${a.message}`).join("\n") },
-      alarms.map((a) => `${a.code} ${age(a.since)}${a.acknowledged_by ? " \u2713" + a.acknowledged_by : ""}`).join(", ")),
+    h("span.c-alarms", { role: "cell", title: [...alarms.map((a) => `${a.code}: ${a.message}`), ...integrity.map(integrityText)].join("\n") },
+      [...alarms.map((a) => `${a.code} ${age(a.since)}${a.acknowledged_by ? " \u2713" + a.acknowledged_by : ""}`),
+        // The row first: the cell is narrow; the whole sentence follows (and in its title).
+        ...integrity.map((a) => `INTEGRITY ${age(a.since)} ${a.row} \u2014 ${a.message}`)].join(", ")),
     h("span.c-check", { role: "cell" }, check ? `roll ${check.roll}${check.since ? " " + age(check.since) : ""}${check.waiting ? ` +${check.waiting}` : ""}` : ""));
 }
 
@@ -230,7 +245,7 @@ function areaOf(feed, id) {
 function keep(feed, t) {
   if (filter.area && areaOf(feed, t.id) !== filter.area) return false;
   if (!filter.alarm) return true;
-  const alarms = alarmsOf(t);
+  const alarms = [...alarmsOf(t), ...integrityOf(t).map(() => ({ code: "INTEGRITY" }))];
   if (filter.alarm === "*") return alarms.length > 0 || Boolean(unreachable(feed, t) || closedReason(feed, t));
   return alarms.some((a) => a.code === filter.alarm);
 }
@@ -251,7 +266,8 @@ function drawFilters(feed, tables) {
     areas.push([OUTSIDE, "in no area"]);
   }
   options(document.getElementById("area"), areas, filter.area);
-  const codes = [...new Set(tables.flatMap((t) => alarmsOf(t).map((a) => a.code)))].sort();
+  const codes = [...new Set(tables.flatMap((t) => [...alarmsOf(t).map((a) => a.code),
+    ...(integrityOf(t).length ? ["INTEGRITY"] : [])]))].sort();
   if (filter.alarm && filter.alarm !== "*" && !codes.includes(filter.alarm)) codes.push(filter.alarm);
   options(document.getElementById("alarm"),
     [["", "every table"], ["*", "with an alarm, or closed"], ...codes.map((c) => [c, c])], filter.alarm);
@@ -271,7 +287,7 @@ function render(f) {
 function draw(feed) {
   const tables = [...feed.store.tables.values()].sort((a, b) => a.id.localeCompare(b.id));
   const link = !feed.open ? "no connection to the server" : feed.broker ? "broker connected" : "broker unreachable";
-  const alarmed = tables.filter((t) => alarmsOf(t).length).length;
+  const alarmed = tables.filter((t) => alarmsOf(t).length || integrityOf(t).length).length;
   const closed = tables.filter((t) => unreachable(feed, t) || closedReason(feed, t)).length;
   const lostBridges = [...feed.store.bridges.values()].filter((b) => !b.connected);
   document.getElementById("top").replaceChildren(

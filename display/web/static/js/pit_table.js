@@ -2,7 +2,7 @@
 // its alarms, from the time the server started watching (the server keeps them in memory,
 // bounded: display/web/store.py HISTORY). Staff register: codes and reasons shown.
 
-import { Feed, alarmsOf, historyOf } from "./feed.js";
+import { Feed, alarmsOf, historyOf, integrityOf } from "./feed.js";
 import { h, odds, age, GAMES, BETS } from "./dom.js";
 import { closedReason, overlay, banner, versionLine } from "./chrome.js";
 import { timeOf } from "./history.js";
@@ -52,8 +52,11 @@ function render(feed) {
       + `${board.waiting_count ? `; ${board.waiting_count} behind it` : ""}`) : null;
   document.getElementById("main").replaceChildren(
     h("section.panel#now", {}, h("h2", {}, "Alarms now"),
-      alarmsOf(t).length ? h("ul", {}, alarmsOf(t).map((a) => h("li.warn", { dataset: { code: a.code } },
-        `${a.code}${a.stops_payouts ? " (payouts paused)" : ""}: ${a.message} \u2014 for ${age(a.since)}`)))
+      alarmsOf(t).length || integrityOf(t).length ? h("ul", {}, alarmsOf(t).map((a) => h("li.warn", { dataset: { code: a.code } },
+        `${a.code}${a.stops_payouts ? " (payouts paused)" : ""}: ${a.message} \u2014 for ${age(a.since)}`)),
+      // The integrity watch's (lammer records): what is off against the par sheet.
+      integrityOf(t).map((a) => h("li.warn.integrity", { dataset: { code: "INTEGRITY", bet: a.bet, row: a.row, window: a.window } },
+        `INTEGRITY: ${a.message} \u2014 for ${age(a.since)}`)))
         : h("div.muted", {}, "none"), check),
     h("section.panel.below#results", {}, h("h2", {}, `Last ${results.length} results`),
       h("table.log", {}, h("tbody", {}, results.map(([topic, m]) => h("tr", { dataset: { seq: String(m.seq) } },

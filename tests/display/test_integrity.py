@@ -1,0 +1,132 @@
+"""INTEGRITY alarms on the pit (issue 23): ``lammer records`` retains a table's on
+``lammer-floor/integrity/<table>``; ``lammer web`` reads it as the ``display`` user and the
+pit draws it on that table, in the list, on the cards and on ``/pit/<id>``, with its sentence
+and its age, until the retained topic is cleared. A real daemon, Mosquitto with the users'
+ACL, the session's ``lammer web`` and Debian's Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiomqtt
+import pytest
+from playwright.async_api import Page, expect
+
+from contract.floor import IntegrityBody, integrity_topic
+from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot
+from tests.display.test_accessibility import audit
+from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
+
+SENTENCE = "cover_all, Royal Flush: 9 hits where 0.60 were expected in 4,210 rounds (all time)"
+
+
+def _ts(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def integrity(table: str, *, minutes_ago: int) -> dict[str, Any]:
+    """A payload as lammer records publishes it (checked against the contract here)."""
+    now = datetime.now(UTC)
+    payload = {
+        "table": table,
+        "ts": _ts(now),
+        "alarms": [
+            {
+                "bet": "cover_all",
+                "row": "Royal Flush",
+                "window": "all",
+                "observed": 9,
+                "expected": "0.60",
+                "p_value": "3.1e-13",
+                "since": _ts(now - timedelta(minutes=minutes_ago)),
+                "side": "high",
+                "rounds": 4210,
+                "message": SENTENCE,
+            }
+        ],
+    }
+    IntegrityBody.model_validate(payload)
+    return payload
+
+
+async def publish(broker: AuthBroker, table: str, payload: bytes) -> None:
+    """Retain ``payload`` on the table's integrity topic as the user records."""
+    password = (broker.credentials / "records").read_text().strip()
+    async with aiomqtt.Client(broker.host, broker.port, username="records", password=password) as c:
+        await c.publish(integrity_topic(table), payload, qos=1, retain=True)
+
+
+async def test_an_integrity_alarm_is_drawn_on_its_table_until_cleared(
+    auth_broker: AuthBroker, web: WebServer, make_table: MakeTable, page: Page
+) -> None:
+    table = make_table("UTH")
+    await table.start(UTH_ROYAL_AT_5)
+    tid = table.table_id
+    other = make_table("UTH")
+    await other.start(UTH_ROYAL_AT_5)
+    assert web.health()["integrity"] is True  # the display user may read the topic
+    dropped = web.health()["dropped"].get("wrong_table", 0)
+    try:
+        await page.goto(f"{web.url}/pit?view=cards")
+        card = page.locator(f'.tablecard[data-table="{tid}"]')
+        await expect(card).to_be_visible(timeout=WAIT)
+        # Another table's alarm sent on this table's topic is refused, never drawn (sent
+        # first: once the next is drawn, the server has read this one too).
+        await publish(
+            auth_broker, other.table_id, json.dumps(integrity(tid, minutes_ago=1)).encode()
+        )
+        await publish(auth_broker, tid, json.dumps(integrity(tid, minutes_ago=7)).encode())
+        alarm = card.locator('[data-code="INTEGRITY"]')
+        await expect(alarm).to_have_text(
+            f"\u26a0 INTEGRITY: {SENTENCE} \u2014 for 7 min", timeout=WAIT
+        )
+        await expect(alarm).to_have_attribute("data-row", "Royal Flush")
+        await expect(card).to_have_class("tablecard alarmed")
+        await shoot(page, "pit-integrity")
+        found = await audit(page, "/pit?view=cards (integrity)")
+        assert not found, "\n".join(found)
+        await page.set_viewport_size({"width": 1920, "height": 1080})
+        await expect(
+            page.locator(f'.tablecard[data-table="{other.table_id}"] [data-code="INTEGRITY"]')
+        ).to_have_count(0)
+        assert web.health()["dropped"].get("wrong_table", 0) == dropped + 1
+
+        # The list: the alarms column and the filter by code.
+        await page.goto(f"{web.url}/pit?alarm=INTEGRITY")
+        row = page.locator(f'#pit-list .row[data-table="{tid}"]')
+        await expect(row.locator(".c-alarms")).to_have_text(
+            f"INTEGRITY 7 min Royal Flush \u2014 {SENTENCE}", timeout=WAIT
+        )
+        await expect(row.locator(".c-alarms")).to_have_attribute(
+            "title", f"INTEGRITY: {SENTENCE} \u2014 for 7 min"
+        )
+        await expect(page.locator("#pit-list .row:not(.head)")).to_have_count(1)
+
+        # The table's own page, opened after the alarm: the server's picture holds it.
+        await page.goto(f"{web.url}/pit/{tid}")
+        now = page.locator('#now [data-code="INTEGRITY"]')
+        await expect(now).to_have_text(f"INTEGRITY: {SENTENCE} \u2014 for 7 min", timeout=WAIT)
+
+        # Cleared when the retained topic is: the page drops it as it happens.
+        await publish(auth_broker, tid, b"")
+        await expect(now).to_have_count(0, timeout=WAIT)
+        await expect(page.locator("#now")).to_contain_text("none")
+        await page.goto(f"{web.url}/pit?view=cards")
+        await expect(card).to_be_visible(timeout=WAIT)
+        await expect(card.locator('[data-code="INTEGRITY"]')).to_have_count(0)
+        # An empty list clears as well.
+        await publish(auth_broker, tid, json.dumps(integrity(tid, minutes_ago=2)).encode())
+        await expect(card.locator('[data-code="INTEGRITY"]')).to_contain_text(
+            "for 2 min", timeout=WAIT
+        )
+        cleared = {**integrity(tid, minutes_ago=2), "alarms": []}
+        await publish(auth_broker, tid, json.dumps(cleared).encode())
+        await expect(card.locator('[data-code="INTEGRITY"]')).to_have_count(0, timeout=WAIT)
+    finally:
+        for t in (tid, other.table_id):
+            await publish(auth_broker, t, b"")
