@@ -1152,7 +1152,13 @@ async def test_resend_copies_are_marked_never_retained_and_never_hold_results(
     old = [outbox.add("state", {"i": i}, retained=True) for i in range(3)]
     link = make_link(mosquitto, outbox)
     async with recording_v5(mosquitto, f"{BASE}/#") as rec, running(link):
+        # Acknowledged to the link is not yet delivered to the recorder: the three first
+        # publications must all be in before the copies are counted from here.
         await eventually(lambda: len(outbox.marked) == 3, "published")
+        await eventually(
+            lambda: sum(m.topic.value == f"{BASE}/state" for m in rec.messages) == 3,
+            "the originals received",
+        )
         mark = len(rec.messages)
         copies = old * 40  # 120 copies: six windows
         link.resend(copies)
