@@ -15,8 +15,10 @@ while the controller's broker is down):
 3. the records service is stopped (SIGTERM) and started again (its session waits on the
    floor).
 
-Then, once the simulators have stopped, every table's journal against the store: every
-message the table published is stored, once (the store's key), under its topic; every
+Then the simulators stop; once the store holds what the journals hold (resends asked
+and served while the tables are up), the daemons stop too, and every table's final journal
+is compared with the store: every message the table published is stored, once (the
+store's key), under its topic; every
 result row is there once; nothing the table did not publish; no gap given up;
 ``lammer records reconcile`` over the ten journals says 0 missing, 0 extra, 0 in recorded
 gaps; and the floor's ``display`` user reads every table's integrity topic (retained,
@@ -33,6 +35,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -186,13 +189,31 @@ def published(c: Controller) -> dict[int, str]:
     return out
 
 
-def stored(dsn: str) -> dict[str, dict[int, str]]:
-    """table -> seq -> topic of every message in the store."""
-    out: dict[str, dict[int, str]] = {}
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the store holds, read in one transaction."""
+
+    messages: dict[str, dict[int, str]]
+    """table -> seq -> topic of every message."""
+    results: dict[str, set[tuple[str, int]]]
+    """result topic -> the (table, seq) of its rows in the topic's own table."""
+    gaps: list[tuple[Any, ...]]
+
+
+def snapshot(dsn: str) -> Snapshot:
+    """The store as one transaction sees it (the service writes meanwhile)."""
+    messages: dict[str, dict[int, str]] = {}
+    results: dict[str, set[tuple[str, int]]] = {}
     with psycopg.connect(dsn) as conn:
-        for table, seq, topic in conn.execute("SELECT table_id, seq, topic FROM message"):
-            out.setdefault(table, {})[seq] = topic
-    return out
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        with conn.transaction():
+            for table, seq, topic in conn.execute("SELECT table_id, seq, topic FROM message"):
+                messages.setdefault(table, {})[seq] = topic
+            for topic, rows in RESULTS.items():
+                query = f"SELECT table_id, seq FROM {rows}"  # noqa: S608  a name from RESULTS
+                results[topic] = {(t, s) for t, s in conn.execute(query)}
+            gaps = conn.execute("SELECT table_id, from_seq, to_seq, reason FROM gap").fetchall()
+    return Snapshot(messages, results, gaps)
 
 
 async def in_threads(
@@ -261,6 +282,13 @@ async def test_ten_tables_through_a_node_kill_a_broker_restart_and_a_records_res
         await play_on(controllers, "node down")
         await asyncio.to_thread(cluster.start_node, RECORDS_NODE)
         step(f"node {RECORDS_NODE} back")
+        # The service lost its node too, and logs in to it again (its session kept).
+        await until(
+            lambda: sum(e.get("event") == "subscribed" for e in records.log_events()) >= 2,
+            "lammer records subscribed again after the kill",
+            DEADLINE,
+        )
+        step("records subscribed again")
         await play_on(controllers, "node back")
 
         # 2. A controller's Mosquitto restarts while its table plays (it queues in its
@@ -295,51 +323,49 @@ async def test_ten_tables_through_a_node_kill_a_broker_restart_and_a_records_res
             await c.stop_play()
         step("play stopped")
 
-        # Every message every table published is in the store, under its topic. A table
-        # still publishes after its simulator stopped (the device's loss), so the journals
-        # are read again each time.
-        want: dict[str, dict[int, str]] = {}
-        have: dict[str, dict[int, str]] = {}
+        # The store holds what the journals hold, no more, no less. A table still publishes
+        # after its simulator stopped (the device's loss), so each look reads the store,
+        # then the journals (a message stored was journaled before it was published).
+        async def caught_up(what: str) -> tuple[Snapshot, dict[str, dict[int, str]]]:
+            deadline = time.monotonic() + CATCH_UP
+            while True:
+                have = await asyncio.to_thread(snapshot, store_db.dsn)
+                journals = await in_threads(pool, published, controllers)
+                want = {c.table.table_id: j for c, j in zip(controllers, journals, strict=True)}
+                if have.messages == want:
+                    step(what)
+                    return have, want
+                if time.monotonic() > deadline:
+                    differ = {
+                        t: (
+                            f"missing {sorted(set(j) - set(have.messages.get(t, {})))[:30]}, "
+                            f"extra {sorted(set(have.messages.get(t, {})) - set(j))[:30]}"
+                        )
+                        for t, j in want.items()
+                        if have.messages.get(t) != j
+                    }
+                    raise AssertionError(
+                        f"the store is not the journals {CATCH_UP} s after {what}: {differ}; "
+                        f"tables {sorted(have.messages.keys() - want.keys())} never played; "
+                        f"steps {steps}\n{records.tails()}"
+                    )
+                await asyncio.sleep(1.0)
 
-        async def complete() -> bool:
-            nonlocal want, have
-            journals = await in_threads(pool, published, controllers)
-            want = {c.table.table_id: j for c, j in zip(controllers, journals, strict=True)}
-            have = await asyncio.to_thread(stored, store_db.dsn)
-            return all(j.items() <= have.get(t, {}).items() for t, j in want.items())
-
-        deadline = time.monotonic() + CATCH_UP
-        while not await complete():
-            if time.monotonic() > deadline:
-                lost = {
-                    t: sorted(set(j) - set(have.get(t, {})))[:30]
-                    for t, j in want.items()
-                    if not j.keys() <= have.get(t, {}).keys()
-                }
-                raise AssertionError(
-                    f"not stored within {CATCH_UP} s: {lost}; steps {steps}\n{records.tails()}"
-                )
-            await asyncio.sleep(1.0)
-        step("all stored")
+        await caught_up("all stored (tables up)")
+        # The tables close (what they publish as they stop must come too); then their
+        # journals are final, for reconcile to read.
+        for c in controllers:
+            assert await c.table.stop_daemon() == 0
+        have, want = await caught_up("all stored (tables closed)")
         total = sum(len(j) for j in want.values())
         assert total >= CONTROLLERS * 6 * AHEAD, f"too little play to show anything: {total}"
-
-        # Nothing else: no seq a table did not publish, no table the floor does not have.
-        assert have == want
-        # Every result is in its table once (the store's key is (table, seq)).
-        with psycopg.connect(store_db.dsn) as conn:
-            for topic, rows in RESULTS.items():
-                got = {
-                    (t, s)
-                    for t, s in conn.execute(f"SELECT table_id, seq FROM {rows}")  # noqa: S608  names from RESULTS above
-                }
-                expected = {(t, s) for t, j in want.items() for s, tp in j.items() if tp == topic}
-                assert got == expected, f"{rows}: {sorted(got ^ expected)[:20]}"
-            gaps = conn.execute("SELECT table_id, from_seq, to_seq, reason FROM gap").fetchall()
-        assert gaps == [], f"gaps recorded: {gaps}"
-        results = {
-            topic: sum(tp == topic for j in want.values() for tp in j.values()) for topic in RESULTS
-        }
+        # Every result is in its own table once (the store's key is (table, seq)), and no
+        # seq was given up.
+        for topic, got in have.results.items():
+            expected = {(t, s) for t, j in want.items() for s, tp in j.items() if tp == topic}
+            assert got == expected, f"{topic}: {sorted(got ^ expected)[:20]}"
+        assert have.gaps == [], f"gaps recorded: {have.gaps}"
+        results = {topic: len(rows) for topic, rows in have.results.items()}
         assert results["craps/roll"] > 0
         assert results["cover_all/result"] > 0
         assert results["bust_bonus/result"] > 0
