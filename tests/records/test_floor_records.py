@@ -36,6 +36,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -250,10 +251,12 @@ async def test_ten_tables_through_a_node_kill_a_broker_restart_and_a_records_res
     cluster, controllers = floor
     records = RecordsService(tmp_path / "records", cluster, store_db)
     steps: list[tuple[str, float]] = []
+    walls: list[float] = []  # each step's wall clock, to place the daemons' log lines
     began = time.monotonic()
 
     def step(what: str) -> None:
         steps.append((what, round(time.monotonic() - began, 1)))
+        walls.append(time.time())
 
     pool = ThreadPoolExecutor(CONTROLLERS)
     try:
@@ -402,15 +405,19 @@ async def test_ten_tables_through_a_node_kill_a_broker_restart_and_a_records_res
         status = await records.stop()
         assert status == 0, records.tails()
         warnings = [e["event"] for e in records.log_events() if e.get("level") == "warning"]
-        served = [
-            (c.name, e.get("operator"), e.get("sent"))
-            for c in controllers
-            for e in c.table.log_events()
-            if e.get("event") == "resend served"
-        ]
+        # Which step each resend the service asked for came after (what lost messages).
+        served: dict[str, list[str]] = {}
+        for c in controllers:
+            for e in c.table.log_events():
+                if e.get("event") == "resend served" and e.get("operator") == "records":
+                    at = datetime.fromisoformat(str(e["timestamp"])).timestamp()
+                    after = sum(w <= at for w in walls)
+                    what = steps[after - 1][0] if after else "start"
+                    served.setdefault(what, []).append(f"{c.name} {e['from_seq']}-{e['to_seq']}")
         print(
             f"\n{total} messages from {CONTROLLERS} tables, results {results}; steps {steps}; "
-            f"records' warnings {warnings[:20]}; resends served {served[:20]}"
+            f"records' warnings {warnings[:20]}; resends served to records, by the step they "
+            f"followed: {served}"
         )
     finally:
         records.close()
