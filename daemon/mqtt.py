@@ -69,9 +69,12 @@ does: with ``floor_resend`` > 0 the link subscribes to that status and, at each 
 publishes again the newest message it had acknowledged in the last ``floor_resend``
 seconds (one copy per drop, not the window: the copies of the whole window were 55-110 per
 drop, nearly all duplicates): same topic, same bytes (same ``seq``), never retained (the
-broker's retained state must not go back to an older one). It reaches the floor when the
-bridge returns, so every subscriber learns the table's latest ``seq`` and asks for the rest
-by its ``prev_seq``. The copy goes out before any message queued after the ``0``.
+broker's retained state must not go back to an older one), with the user property
+``resent`` = ``true`` of a ``request/resend`` copy (mqtt-api.md 1.3: a copy is marked; the
+mark does not cross the 3.1.1 bridge, and floor subscribers go by ``seq``). It reaches
+the floor when the bridge returns, so every subscriber learns the table's latest ``seq``
+and asks for the rest by its ``prev_seq``. The copy goes out before any message queued
+after the ``0``.
 
 Stopping: cancelling ``run()`` (SIGTERM through the daemon's TaskGroup) or ``close()``
 publishes ``offline`` (retained) before a clean DISCONNECT, since the broker sends the
@@ -692,7 +695,9 @@ class MqttLink:
         again, self._resend = self._resend, []
         copies = [replace(m, retained=False) for m in again]
         try:
-            await self._publish_all(client, copies, mark=False)
+            # Marked as a request/resend copy is (mqtt-api.md 1.3): a non-retained copy of
+            # a retained topic without the mark breaks the contract for a local display.
+            await self._publish_all(client, copies, mark=False, properties=resent_properties())
         except BaseException:
             # Not sent (the connection dropped): they go on the next connection, first.
             self._resend = sorted({m.seq: m for m in again + self._resend}.values(), key=_by_seq)
@@ -905,8 +910,8 @@ not come back to it."""
 
 
 def resent_properties() -> Properties:
-    """The PUBLISH properties of a ``request/resend`` copy: the user property
-    ``resent`` = ``true`` (mqtt-api.md 1.3)."""
+    """The PUBLISH properties of a ``request/resend`` copy and of a ``floor_resend`` copy:
+    the user property ``resent`` = ``true`` (mqtt-api.md 1.3)."""
     properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     properties.UserProperty = [RESENT_PROPERTY]
     return properties

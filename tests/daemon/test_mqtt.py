@@ -28,6 +28,7 @@ import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contract.follow import resent_mark
 from daemon.errors import JournalError, JournalValueError
 from daemon.intake import RequestGate
 from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
@@ -950,8 +951,14 @@ async def test_a_floor_bridge_that_drops_gets_the_newest_message_again(tmp_path:
     # subscriber fills a hole by prev_seq (contract.feed), but a loss at the end of the
     # stream shows only when the table publishes next. The bridge's 0 (real: the remote is
     # SIGKILLed) makes the link publish the newest message again, same bytes, never
-    # retained: one copy, from which a subscriber learns the latest seq.
-    async with bridged(tmp_path) as (local, remote), recording(local) as seen:
+    # retained, marked resent as a request/resend copy is (mqtt-api.md 1.3: a display
+    # must not take an unmarked non-retained copy of a retained topic for a broken table):
+    # one copy, from which a subscriber learns the latest seq.
+    async with (
+        bridged(tmp_path) as (local, remote),
+        recording(local) as seen,
+        recording_v5(local, f"{BASE}/#") as seen5,
+    ):
         outbox = FakeOutbox()
         link = make_floor_link(local, outbox, floor_resend=30)
         async with running(link):
@@ -978,6 +985,13 @@ async def test_a_floor_bridge_that_drops_gets_the_newest_message_again(tmp_path:
             assert [m.topic.value for m in copies] == [f"{BASE}/{sent[3].topic}"]
             assert not any(m.retain for m in copies)
             assert link.resent == 1
+
+            # As an MQTT 5 display sees them (retain as published, user properties).
+            def copies5() -> list[aiomqtt.Message]:
+                return [m for m in seen5.messages if bytes(m.payload) == sent[3].payload]
+
+            await eventually(lambda: len(copies5()) == 2, "the original and its copy (MQTT 5)")
+            assert [(m.retain, resent_mark(m)) for m in copies5()] == [(True, False), (False, True)]
         # The local broker still holds the newest state, as stored.
         async with recording(local, f"{BASE}/state") as fresh:
             await eventually(lambda: len(fresh.messages) == 1, "the retained state")

@@ -284,6 +284,10 @@ async def test_floor_survives_a_node_and_every_subscriber_gets_everything(  # no
             assert answer["error"]
         finally:
             await terminal.close()
+        # Each controller's own display (its recorder, MQTT 5, retain as published) saw
+        # only what the contract allows, the floor_resend copies included.
+        for c in controllers:
+            c.table.recorder.raise_violations()
         drops = [copies(c) for c in controllers]
         print(
             f"failover of {CONTROLLERS} bridges off node {victim}: {failover:.2f} s; "
