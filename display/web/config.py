@@ -68,14 +68,9 @@ from pydantic import (
     model_validator,
 )
 
+from contract.nodes import parse_listen, parse_nodes, parse_port
 from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
-
-
-def _port(value: int) -> int:
-    if not 1 <= value <= 65535:
-        raise ValueError(f"must be between 1 and 65535, got {value}")
-    return value
 
 
 def _resolve(value: Path, info: ValidationInfo) -> Path:
@@ -95,61 +90,12 @@ def _existing_file(value: Path, info: ValidationInfo) -> Path:
     return value
 
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:8080`` for IPv6) as ``(host, port)``; ``ValueError`` if bad."""
-    host, sep, port_text = value.rpartition(":")
-    if not sep or not host or not port_text.isdigit():
-        raise ValueError(f"must be HOST:PORT (e.g. 127.0.0.1:8080), got {value!r}")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{host!r} is not an IPv6 address") from None
-    elif ":" in host:
-        raise ValueError(f"write an IPv6 address in brackets ([::1]:8080), got {value!r}")
-    return host, _port(int(port_text))
+Port = Annotated[StrictInt, AfterValidator(parse_port)]
 
-
-Port = Annotated[StrictInt, AfterValidator(_port)]
-
-MAX_NODES = 16
 MAX_AREAS = 64
 MAX_AREA_TABLES = 1000
 # A table id as the pages take it in a URL (server.NAME_TABLE): no '/', '+', '#', spaces.
 _TABLE_ID = re.compile(r"[^/+#\s\x00-\x1f\x7f]{1,64}")
-
-
-def parse_nodes(value: str, default_port: int) -> list[tuple[str, int]]:
-    """``HOST[:PORT],HOST[:PORT],...`` (``[IPv6]:PORT`` for an IPv6 literal with a port) as
-    ``(host, port)`` pairs, in order; ``ValueError`` saying what is wrong."""
-    nodes: list[tuple[str, int]] = []
-    items = [item.strip() for item in value.split(",")]
-    if len(items) > MAX_NODES:
-        raise ValueError(f"at most {MAX_NODES} brokers, got {len(items)}")
-    for item in items:
-        if not item:
-            raise ValueError(f"an empty broker in {value!r}")
-        if item.startswith("[") and "]:" in item:
-            host, port = parse_listen(item)
-        elif item.startswith("["):
-            if not item.endswith("]"):
-                raise ValueError(f"write an IPv6 address in brackets ([::1]:1883), got {item!r}")
-            host, port = item[1:-1], default_port
-            try:
-                ipaddress.IPv6Address(host)
-            except ValueError:
-                raise ValueError(f"{host!r} is not an IPv6 address") from None
-        elif item.count(":") == 1:
-            host, port = parse_listen(item)
-        else:
-            host, port = item, default_port
-        if not host or any(c.isspace() or not c.isprintable() for c in host):
-            raise ValueError(f"not a host: {host!r}")
-        if (host, port) in nodes:
-            raise ValueError(f"{host}:{port} is given twice")
-        nodes.append((host, port))
-    return nodes
 
 
 class WebConfig(BaseModel):

@@ -37,6 +37,7 @@ from aiohttp import web
 
 from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
+from contract.nodes import Nodes
 from contract.payloads import PayloadError, parse_as, relayed
 from contract.requests import ResponseMessage
 from contract.tasks import cancel_and_wait
@@ -76,43 +77,6 @@ async def subscribe(client: aiomqtt.Client, topic: str) -> None:
     codes = [getattr(code, "value", code) for code in granted]
     if not codes or any(not isinstance(c, int) or c >= 0x80 for c in codes):
         raise SubscriptionRefused(f"the broker refused the subscription to {topic} ({codes})")
-
-
-class Nodes:
-    """The brokers to try, in order (``WebConfig.mqtt_nodes``): after a failure the next
-    one at once, and once every one has failed in a row, the jittered ``BACKOFF`` (capped
-    at 5 s) before the next round, so a floor that is down is not hammered."""
-
-    def __init__(self, nodes: list[tuple[str, int]], rng: random.Random) -> None:
-        self.nodes = nodes
-        self.rng = rng
-        self.index = 0
-        self.failures = 0
-        self.rounds = 0  # rounds of every node failing in a row: the backoff's attempt
-
-    @property
-    def current(self) -> tuple[str, int]:
-        """The broker to connect to now."""
-        return self.nodes[self.index]
-
-    def __str__(self) -> str:
-        host, port = self.current
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-    def failed(self) -> float:
-        """The current broker failed: move to the next; seconds to wait before trying."""
-        self.failures += 1
-        self.index = (self.index + 1) % len(self.nodes)
-        if self.failures % len(self.nodes):
-            return 0.05
-        wait = BACKOFF.delay(self.rounds, self.rng)
-        self.rounds += 1
-        return wait
-
-    def connected(self) -> None:
-        """The current broker answered: the next failure starts a new round."""
-        self.failures = 0
-        self.rounds = 0
 
 
 @dataclass(eq=False)
@@ -218,7 +182,7 @@ class Follower:
         self.connected = False
         self.error: str | None = None
         self.on_connect = on_connect
-        self.nodes = Nodes(config.mqtt_nodes, self.rng)
+        self.nodes = Nodes(config.mqtt_nodes, self.rng, BACKOFF.delay)
         self.login = LoginWatch(config.mqtt_user)
         self.integrity: bool | None = None
         """Whether the integrity alarms' subscription was granted (None: not tried yet)."""
@@ -368,7 +332,7 @@ class Terminal:
         self.config = config
         self.rng = rng or random.Random()  # noqa: S311  reconnect jitter, not a secret
         self.client: aiomqtt.Client | None = None
-        self.nodes = Nodes(config.mqtt_nodes, self.rng)
+        self.nodes = Nodes(config.mqtt_nodes, self.rng, BACKOFF.delay)
         self.login = LoginWatch(config.terminal_user, required=config.terminal_user is not None)
         self._down = False
         self._waiting: dict[tuple[str, str, str], asyncio.Future[dict[str, Any]]] = {}
@@ -453,4 +417,4 @@ class Terminal:
                 future.cancel()
 
 
-__all__ = ["Client", "Follower", "Hub", "Nodes", "Terminal", "TerminalUnavailable"]
+__all__ = ["Client", "Follower", "Hub", "Terminal", "TerminalUnavailable"]

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
+from contract.nodes import Nodes, parse_nodes
 from display.errors import WebConfigError
-from display.web.config import parse_nodes, validate_web_config
-from display.web.relay import Nodes
+from display.web.config import validate_web_config
+from display.web.relay import BACKOFF
 
 
 def test_every_node_of_the_floor_in_order_with_its_port_or_the_default() -> None:
@@ -51,7 +52,7 @@ def test_areas_name_tables_once_each() -> None:
 
 
 def test_after_a_failure_the_next_node_at_once_and_a_backoff_after_a_round() -> None:
-    nodes = Nodes([("a", 1), ("b", 2), ("c", 3)], random.Random(1))
+    nodes = Nodes([("a", 1), ("b", 2), ("c", 3)], random.Random(1), BACKOFF.delay)
     assert nodes.current == ("a", 1)
     assert nodes.failed() == 0.05
     assert nodes.current == ("b", 2)
