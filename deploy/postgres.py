@@ -89,6 +89,10 @@ class Postgres:
     user: str | None = field(default_factory=cluster_user)
     folder: Path | None = None
     process: subprocess.Popen[bytes] | None = None
+    durable: bool = False
+    """``fsync`` on, as a floor's server runs (a commit returns once its WAL is on disk);
+    off by default: a test cluster loses nothing worth a disk flush. ``synchronous_commit``
+    is on either way (a commit waits for its WAL write, flushed when ``fsync`` is on)."""
 
     @property
     def data(self) -> Path:
@@ -155,7 +159,9 @@ class Postgres:
                     "-c",
                     f"unix_socket_directories={self.folder}",
                     "-c",
-                    "fsync=off",
+                    f"fsync={'on' if self.durable else 'off'}",
+                    "-c",
+                    "synchronous_commit=on",  # PostgreSQL's default, said: never async
                     "-c",
                     "max_connections=50",
                 ],
