@@ -329,6 +329,13 @@ class Records:
                 if families:
                     self._integrity(item.table, self._watch(item.table).evaluate(item.ts, families))
 
+    def committed(self, batch: Batch) -> None:
+        """After ``commit``, in the event loop: the positions are the store's, and the
+        messages the batch released are acknowledged to the broker."""
+        self.positions.update(batch.positions or {})
+        for ack in batch.acks:
+            ack.send()
+
     def reconnect(self) -> None:
         """A new database connection in place of a lost one (blocking: a thread)."""
         with contextlib.suppress(psycopg.Error):
@@ -416,7 +423,8 @@ async def _writer(records: Records, closing: asyncio.Event) -> None:
                 log.error(
                     "store unreachable",
                     error=str(exc).strip().splitlines()[0],
-                    waiting=len(batch.items),
+                    batch=len(batch.items),
+                    behind=sum(not isinstance(i, Ack) for i in records.pending),
                     retry_in=round(delay, 2),
                 )
                 with contextlib.suppress(TimeoutError):
@@ -426,9 +434,7 @@ async def _writer(records: Records, closing: asyncio.Event) -> None:
                     return
                 with contextlib.suppress(StoreUnreachable):
                     await asyncio.to_thread(records.reconnect)
-        records.positions.update(batch.positions or {})  # committed: the feed's, kept
-        for ack in batch.acks:
-            ack.send()
+        records.committed(batch)
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
