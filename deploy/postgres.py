@@ -82,7 +82,11 @@ def cluster_user() -> str | None:
 @dataclass
 class Postgres:
     """A private PostgreSQL cluster: ``start()`` initialises and starts it, ``stop()``
-    stops it and removes its folder; ``restart()`` keeps the data."""
+    stops it and removes its folder; ``restart()`` keeps the data.
+
+    Call ``start()`` from a thread that outlives the cluster: the death signal is the
+    starting *thread*'s (prctl(2), ``PR_SET_PDEATHSIG``), so a cluster started from an
+    ``asyncio.to_thread`` worker stops when that worker ends."""
 
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
