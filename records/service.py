@@ -557,9 +557,17 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
                 await asyncio.wait_for(records.idle.wait(), records.settings.settle)
     finally:
         connection.open = False
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Cancelled again until they end: Python 3.11's asyncio.wait_for (under aiomqtt's
+        # publish) loses a cancellation that comes as its future completes, and a ticker
+        # that lost it would run on (seen: a stop that hung in a test).
+        waiting = set(tasks)
+        while waiting:
+            for task in waiting:
+                task.cancel()
+            _, waiting = await asyncio.wait(waiting, timeout=0.5)
+        for task in tasks:  # retrieved, so none is reported as never retrieved
+            if not task.cancelled():
+                task.exception()
     for task in done:
         if not task.cancelled() and (error := task.exception()) is not None:
             raise error
