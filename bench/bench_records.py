@@ -1,12 +1,18 @@
 """The floor's records: what the store keeps up with, report time, and the watch's power.
 
-    .venv/bin/python bench/bench_records.py [--messages N] [--tables T] [--days D] [--rounds R]
+    .venv/bin/python bench/bench_records.py [--messages N] [--paced-messages N] [--rate R]
+        [--batch B] [--tables T] [--days D] [--rounds R] [--skip-report] [--skip-watch]
 
-1. Store: ``records.messages.parse`` + ``Store.write`` (one transaction a message, as the
-   service does) on a private PostgreSQL (``deploy.postgres``), messages per second and the
-   write's p50/p99; then end to end through a private Mosquitto and the service (its own
-   task), publish to committed row: the ``received`` column (``now()``, the transaction's
-   start, a little before its commit) minus the publisher's clock (the same machine).
+1. Store, on two private PostgreSQL clusters side by side (``deploy.postgres``): fsync off
+   (as the tests run it) and fsync on (``durable``: a commit returns once its WAL is on
+   disk, as a floor's server runs), both on the machine's disk. In process:
+   ``records.messages.parse`` + ``Store.write`` (one transaction a message) against
+   ``Store.write_batch`` (B messages a transaction), messages per second and the
+   transaction's p50/p99. Then end to end through a private Mosquitto (broker-config's
+   window and queue: 20 messages in flight, 10,000 queued) and the service (its own task)
+   with ``--batch 1`` and ``--batch B``: flooded, and paced at the 1,000-table rate;
+   publish to committed row is the time the service's writer saw the batch commit (its
+   ``Records.committed``, wrapped here) minus the publisher's clock (the same machine).
 2. Report: T tables x D gaming days x R rounds of Cover All (Ultimate Texas Hold'em)
    inserted in SQL, then ``records.reports.build`` for the whole month, median of 3.
 3. Watch: rounds for a 2x, 5x and 10x Royal Flush rate (UTH, 6 hands) to be flagged with
@@ -22,6 +28,8 @@ import argparse
 import asyncio
 import json
 import math
+import os
+import pwd
 import statistics
 import sys
 import tempfile
@@ -39,16 +47,18 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import machine, percentile
-from deploy.broker import Broker
+from deploy.broker import Broker, broker_config
+from deploy.broker_config import MAX_INFLIGHT_MESSAGES, MAX_QUEUED_MESSAGES
 from deploy.postgres import Postgres
+from records import service
 from records.integrity import ALPHA, Z_SIMULATION, Watch, binomial_upper, cover_all_family
-from records.messages import parse
+from records.messages import Message, parse
 from records.migrate import migrate
 from records.observe import GamingDay
 from records.parsheet import cover_all_chance, cover_all_rows
 from records.provision import provision
 from records.reports import build
-from records.service import Settings, run
+from records.service import Batch, Records, Settings, run
 from records.store import Store
 
 
@@ -73,45 +83,84 @@ def _database(pg: Postgres, name: str) -> str:
     return dsn
 
 
-def bench_store(pg: Postgres, messages: int, tables: int, rate: float) -> None:
-    """The store in process, then end to end through Mosquitto: flooded, then paced."""
-    dsn = _database(pg, "bench_store")
+def bench_store(
+    clusters: list[tuple[str, Postgres]], messages: int, paced: int, tables: int, rate: float,
+    batch: int,
+) -> None:  # fmt: skip
+    """Each cluster in process, then end to end through Mosquitto: flooded, then paced;
+    one transaction a message beside batches of ``batch``."""
+    for label, pg in clusters:
+        bench_in_process(label, pg, messages, tables, batch)
+    for label, pg in clusters:
+        for size in (1, batch):
+            asyncio.run(_end_to_end(label, pg, "flood", messages, tables, None, size))
+    for label, pg in clusters:
+        for size in (1, batch):
+            asyncio.run(_end_to_end(label, pg, "paced", paced, tables, rate, size))
+
+
+def bench_in_process(label: str, pg: Postgres, messages: int, tables: int, batch: int) -> None:
+    """``Store.write`` a message at a time, then ``Store.write_batch`` by ``batch``."""
     now = datetime.now(UTC)
     bodies = [
         (f"t{i % tables}", json.dumps(_result(f"t{i % tables}", i // tables + 1, now)).encode())
         for i in range(messages)
     ]
-    latencies: list[float] = []
-    with psycopg.connect(dsn) as conn:
-        store = Store(conn)
-        start = time.perf_counter()
-        for table, payload in bodies:
-            t0 = time.perf_counter()
-            store.write(parse(table, "cover_all/result", payload))
-            latencies.append(time.perf_counter() - t0)
-        elapsed = time.perf_counter() - start
-    print(
-        f"store, in process: {messages / elapsed:,.0f} messages/s "
-        f"(p50 {statistics.median(latencies) * 1e3:.2f} ms, p99 "
-        f"{percentile(latencies, 0.99) * 1e3:.2f} ms a write, one transaction each)"
-    )
-    asyncio.run(_end_to_end(pg, "bench_flood", messages, tables, None))
-    asyncio.run(_end_to_end(pg, "bench_paced", messages, tables, rate))
+    for size in (1, batch):
+        dsn = _database(pg, f"bench_store_{size}")
+        latencies: list[float] = []
+        with psycopg.connect(dsn) as conn:
+            store = Store(conn)
+            start = time.perf_counter()
+            for i in range(0, messages, size):
+                t0 = time.perf_counter()
+                chunk = [parse(t, "cover_all/result", body) for t, body in bodies[i : i + size]]
+                if size == 1:
+                    store.write(chunk[0])
+                else:
+                    store.write_batch(chunk)
+                latencies.append(time.perf_counter() - t0)
+            elapsed = time.perf_counter() - start
+        print(
+            f"{label}, in process, batch {size}: {messages / elapsed:,.0f} messages/s "
+            f"(a transaction p50 {statistics.median(latencies) * 1e3:.2f} ms, p99 "
+            f"{percentile(latencies, 0.99) * 1e3:.2f} ms)"
+        )
 
 
 async def _end_to_end(
-    pg: Postgres, name: str, messages: int, tables: int, rate: float | None
-) -> None:
-    dsn = _database(pg, name)
+    label: str, pg: Postgres, how: str, messages: int, tables: int, rate: float | None,
+    batch: int,
+) -> None:  # fmt: skip
+    dsn = _database(pg, f"bench_{how}_{batch}")
+    committed: dict[tuple[str, int], float] = {}
+    batches: list[int] = []
+    original = Records.committed
+
+    def seen(records: Records, done: Batch) -> None:
+        at = time.time()
+        batches.append(len(done.items))
+        for item in done.items:
+            if isinstance(item, Message):
+                committed.setdefault((item.table, item.seq), at)
+        original(records, done)
+
+    service.Records.committed = seen  # type: ignore[method-assign,assignment]
     with tempfile.TemporaryDirectory() as folder:
-        broker = Broker(Path(folder))
+        # broker-config's window and queue: a flood waits on the broker, never dropped.
+        broker = Broker(Path(folder), config_file=Path(folder) / "bench.conf")
+        broker.conf.write_text(
+            broker_config(broker.port, user=pwd.getpwuid(os.geteuid()).pw_name)
+            + f"max_inflight_messages {MAX_INFLIGHT_MESSAGES}\n"
+            + f"max_queued_messages {MAX_QUEUED_MESSAGES}\n"
+        )
         broker.start()
         stop = asyncio.Event()
         settings = Settings(
             mqtt_host="127.0.0.1", mqtt_port=broker.port, mqtt_user=None, mqtt_password=None,
-            prefixes=("lammer",), dsn=dsn, day=GamingDay(),
+            prefixes=("lammer",), dsn=dsn, day=GamingDay(), batch=batch,
         )  # fmt: skip
-        service = asyncio.create_task(run(settings, stop))
+        task = asyncio.create_task(run(settings, stop))
         try:
             sent: dict[tuple[str, int], float] = {}
             async with aiomqtt.Client("127.0.0.1", broker.port) as client:
@@ -127,27 +176,30 @@ async def _end_to_end(
                         if ahead > 0:
                             await asyncio.sleep(ahead)
                 publishing = time.perf_counter() - start
-            while True:
-                with psycopg.connect(dsn) as conn:
-                    rows = conn.execute(
-                        "SELECT table_id, seq, extract(epoch FROM received) FROM message"
-                    ).fetchall()
-                if len(rows) >= messages:
-                    break
-                await asyncio.sleep(0.2)
-            drained = time.perf_counter() - start
+                while len(committed) < messages:
+                    if task.done():
+                        task.result()  # the service's error
+                        raise RuntimeError("the service stopped")
+                    await asyncio.sleep(0.05)
+                drained = time.perf_counter() - start
         finally:
             stop.set()
-            await service
+            await task
             broker.stop()
-    delays = [float(r[2]) - sent[(r[0], r[1])] for r in rows]
-    how = "as fast as published" if rate is None else f"paced at {rate:g}/s"
+            service.Records.committed = original  # type: ignore[method-assign]
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT count(*), count(DISTINCT (table_id, seq)) FROM message")
+        assert rows.fetchone() == (messages, messages)  # each once (a figure's sanity)
+    delays = [committed[key] - sent[key] for key in sent]
+    what = "flooded" if rate is None else f"paced at {rate:g}/s"
+    sizes = [n for n in batches if n]
     print(
-        f"store, end to end (Mosquitto -> lammer records -> PostgreSQL), {how}: "
-        f"{messages:,} messages "
-        f"of {tables} tables published in {publishing:.1f} s, all stored after {drained:.1f} s "
-        f"= {messages / drained:,.0f} messages/s; publish to row p50 "
-        f"{statistics.median(delays) * 1e3:.0f} ms, p99 {percentile(delays, 0.99) * 1e3:.0f} ms"
+        f"{label}, end to end, batch {batch}, {what}: {messages:,} messages of {tables} tables "
+        f"published in {publishing:.1f} s, all committed after {drained:.1f} s = "
+        f"{messages / drained:,.0f} messages/s; publish to committed row p50 "
+        f"{statistics.median(delays) * 1e3:.0f} ms, p99 {percentile(delays, 0.99) * 1e3:.0f} ms; "
+        f"{len(sizes):,} transactions, {statistics.mean(sizes):.1f} messages each on average "
+        f"(largest {max(sizes)})"
     )
 
 
@@ -270,28 +322,38 @@ def bench_watch(tables: int, rounds: int) -> None:
 def main() -> None:
     """Run the three parts and print their figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=5_000)
+    parser.add_argument("--messages", type=int, default=5_000, help="in process and flooded")
+    parser.add_argument("--paced-messages", type=int, default=3_000)
     parser.add_argument(
         "--rate",
         type=float,
         default=100.0,
         help="paced publishes a second (1,000 tables publishing a result every 10 s)",
     )
+    parser.add_argument("--batch", type=int, default=200, help="the batched runs' size")
     parser.add_argument("--tables", type=int, default=200)
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=200, help="rounds per table-day")
     parser.add_argument("--honest-tables", type=int, default=200)
     parser.add_argument("--honest-rounds", type=int, default=100_000)
+    parser.add_argument("--skip-report", action="store_true")
+    parser.add_argument("--skip-watch", action="store_true")
     args = parser.parse_args()
     print(machine())
-    pg = Postgres()
-    pg.start()
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    clusters = [("fsync off", Postgres()), ("fsync on", Postgres(durable=True))]
     try:
-        bench_store(pg, args.messages, 100, args.rate)
-        bench_report(pg, args.tables, args.days, args.rounds)
+        for _, pg in clusters:
+            pg.start()
+        bench_store(clusters, args.messages, args.paced_messages, 100, args.rate, args.batch)
+        print(f"load average after the store: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        if not args.skip_report:
+            bench_report(clusters[0][1], args.tables, args.days, args.rounds)
     finally:
-        pg.stop()
-    bench_watch(args.honest_tables, args.honest_rounds)
+        for _, pg in clusters:
+            pg.stop()
+    if not args.skip_watch:
+        bench_watch(args.honest_tables, args.honest_rounds)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 
     lammer records run --db DSN [--mqtt HOST:PORT] [--mqtt-user records]
         [--mqtt-password-file FILE] [--mqtt-ca-file CA] [--prefix lammer ...]
-        [--day-starts 06:00] [--timezone TZ]
+        [--day-starts 06:00] [--timezone TZ] [--batch 200]
     lammer records report --db DSN [--day YYYY-MM-DD | --from DAY --to DAY]
         [--table ID | --area NAME --areas FILE] [--format text|json|csv] [--big-hit 100]
         [--plot DIR]
@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run_p.add_argument(
         "--prefix", action="append", metavar="PREFIX", help="a tables' prefix (default lammer)"
+    )
+    run_p.add_argument(
+        "--batch",
+        type=_batch,
+        default=None,
+        metavar="N",
+        help="messages stored in one transaction at most (default 200; 1: one each)",
     )
     _day(run_p)
     run_p.set_defaults(_action=_run)
@@ -156,6 +163,12 @@ def _hour(text: str) -> time:
         raise argparse.ArgumentTypeError(f"{text!r} is not a time HH:MM") from None
 
 
+def _batch(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a batch size from 1 to 10000")
+    return int(text)
+
+
 def _zone(text: str) -> ZoneInfo:
     try:
         return ZoneInfo(text)
@@ -172,7 +185,7 @@ def _endpoint(text: str) -> tuple[str, int]:
 
 def _run(args: argparse.Namespace) -> int:
     from records.observe import GamingDay, system_zone
-    from records.service import Settings, prefixes_of
+    from records.service import BATCH, Settings, prefixes_of
     from records.service import run as serve
 
     try:
@@ -206,6 +219,7 @@ def _run(args: argparse.Namespace) -> int:
         dsn=args.db,
         day=GamingDay(args.day_starts, args.timezone or system_zone()),
         mqtt_ca_file=args.mqtt_ca_file,
+        batch=args.batch or BATCH,
     )
     import psycopg
 

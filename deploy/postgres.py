@@ -82,13 +82,21 @@ def cluster_user() -> str | None:
 @dataclass
 class Postgres:
     """A private PostgreSQL cluster: ``start()`` initialises and starts it, ``stop()``
-    stops it and removes its folder; ``restart()`` keeps the data."""
+    stops it and removes its folder; ``restart()`` keeps the data.
+
+    Call ``start()`` from a thread that outlives the cluster: the death signal is the
+    starting *thread*'s (prctl(2), ``PR_SET_PDEATHSIG``), so a cluster started from an
+    ``asyncio.to_thread`` worker stops when that worker ends."""
 
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
     user: str | None = field(default_factory=cluster_user)
     folder: Path | None = None
     process: subprocess.Popen[bytes] | None = None
+    durable: bool = False
+    """``fsync`` on, as a floor's server runs (a commit returns once its WAL is on disk);
+    off by default: a test cluster loses nothing worth a disk flush. ``synchronous_commit``
+    is on either way (a commit waits for its WAL write, flushed when ``fsync`` is on)."""
 
     @property
     def data(self) -> Path:
@@ -155,7 +163,9 @@ class Postgres:
                     "-c",
                     f"unix_socket_directories={self.folder}",
                     "-c",
-                    "fsync=off",
+                    f"fsync={'on' if self.durable else 'off'}",
+                    "-c",
+                    "synchronous_commit=on",  # PostgreSQL's default, said: never async
                     "-c",
                     "max_connections=50",
                 ],

@@ -12,6 +12,7 @@ Exceptions::
 
     RecordsError
      +-- StoreError (RuntimeError)      the database refused or is unreachable
+     |    +-- StoreUnreachable (ConnectionError)  the connection was lost: write again
      |    +-- MigrationError            a migration failed (nothing of it applied)
      +-- MessageError (ValueError)      a message that is not the contract's
      +-- ReportError (ValueError)       a report asked for something that does not exist

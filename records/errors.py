@@ -11,6 +11,11 @@ class StoreError(RecordsError, RuntimeError):
     """The database refused an operation or could not be reached."""
 
 
+class StoreUnreachable(StoreError, ConnectionError):
+    """The connection to the database was lost (a restart, the network): what was being
+    written was not committed, and may be written again on a new connection."""
+
+
 class MigrationError(StoreError):
     """A migration failed; its transaction was rolled back, so none of it applied."""
 

@@ -15,13 +15,24 @@ restart asks for what came meanwhile.
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
 
-A broker that goes away is reconnected to with a jittered backoff; a message that is not
-the contract's is logged (once per table and reason a minute) and dropped, never stored.
-A database that refuses a write stops the service with a clear error: systemd restarts
-it, and the broker keeps the session's messages meanwhile. The MQTT client acknowledges a
-message when it arrives, before it is stored, so a message that arrived as the service
-died is lost from the live feed: the feed, restarted at its kept position, asks the
-table for it when the next message shows the hole (``prev_seq``).
+Batches (README "The floor's records"). The consumer only orders and checks (the feed
+and ``records.messages``, no I/O) and queues what is to be stored; one writer takes what
+waits, at most ``Settings.batch`` messages, and stores it in one transaction with the
+feed's positions (``Store.write_batch``): the messages that arrived while the previous
+transaction committed go together (a group commit, no added wait). Only once a batch has
+committed are its messages acknowledged to the broker (PUBACK, QoS 1, sent by hand:
+``manual_ack``) and counted by the watches. A message the feed holds back (waiting for a
+gap to fill) is acknowledged with the batch that was open when it came, so the broker's
+window of unacknowledged messages never stalls the resends it waits for; lost with the
+service, it is asked for again by the restarted feed (its kept position is below it).
+
+A broker that goes away is reconnected to with a jittered backoff (what was not
+acknowledged comes again on the persistent session: stored once, by (table, seq)); a
+message that is not the contract's is logged (once per table and reason a minute) and
+dropped, never stored. A database connection that is lost (the server restarted) is
+opened again with a jittered backoff and the same batch written again, unacknowledged
+meanwhile; a database that refuses a write stops the service with a clear error: systemd
+restarts it, and the broker keeps what was not acknowledged meanwhile.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ import json
 import random
 import ssl
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,14 +57,14 @@ import structlog
 from contract.feed import Event, Feed, Gap, Message, Other, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
-from records.errors import MessageError
+from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
 from records.messages import Message as Stored
 from records.messages import parse
 from records.migrate import migrate
 from records.observe import GamingDay, TableWatch
 from records.publish import integrity_payload
-from records.store import Store
+from records.store import Item, Missing, Store, refused
 
 log = structlog.get_logger("lammer.records")
 
@@ -73,6 +85,9 @@ _REPLAY = """
 SELECT table_id, topic, payload FROM message
 WHERE topic = ANY(%s) ORDER BY table_id, seq
 """
+
+BATCH: Final = 200
+"""Messages a transaction stores at most (README "The floor's records": the figures)."""
 
 GAP_REASONS: Final = {
     "gone": "the table's journal no longer holds them",
@@ -102,6 +117,11 @@ class Settings:
     """How long a message that came early waits before its gap is asked for (the feed's)."""
     resend_timeout: float = 5.0
     tick: float = 1.0
+    batch: int = BATCH
+    """Messages one transaction stores at most (1: a transaction a message)."""
+    settle: float = 5.0
+    """At a stop, how long the writer may take to store what waits (then the broker keeps
+    what was not acknowledged)."""
 
 
 def now_ts() -> str:
@@ -109,14 +129,37 @@ def now_ts() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A received message's acknowledgement to the broker, sent once what came before it
+    (and it, when the feed released it) is committed."""
+
+    send: Callable[[], object]
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What one transaction stores: ``items`` in order, the feed's ``positions`` that moved
+    (only when the batch takes everything that waited), and the acknowledgements it
+    releases."""
+
+    items: list[Item]
+    positions: dict[str, int] | None
+    acks: list[Ack]
+
+
 class Records:
-    """The service's state: the store, the feed and one watch per table."""
+    """The service's state: the store, the feed, what waits to be stored and one watch per
+    table."""
 
     def __init__(self, settings: Settings, conn: psycopg.Connection[Any]) -> None:
+        if settings.batch < 1:
+            raise ValueError("a batch holds one message at least")
         self.settings = settings
         self.conn = conn
         self.store = Store(conn)
         self.positions = self.store.positions()
+        """The feed's positions as the store keeps them (committed)."""
         self.feed = Feed(
             start=self.positions,
             wait=settings.resend_wait,
@@ -126,10 +169,15 @@ class Records:
         self.watches: dict[str, TableWatch] = {}
         self.published: dict[str, list[tuple[str, str, str, str, int]]] = {}
         self.outbox: list[tuple[str, dict[str, Any]]] = []
+        self.pending: deque[Item | Ack] = deque()
+        """Received and released, not yet committed, in order; acks after what they follow."""
+        self.ready = asyncio.Event()
+        """Set when something waits for the writer."""
+        self.idle = asyncio.Event()
+        """Set while nothing waits and no batch is being written."""
         self.stored = 0
         self.dropped = 0
-        self.lock = asyncio.Lock()
-        """One database user at a time: the consumer and the ticker share the connection."""
+        self.batches = 0
         self._warned: dict[tuple[str, str], float] = {}
 
     def replay(self) -> None:
@@ -166,21 +214,32 @@ class Records:
         *,
         retained: bool = False,
         resent: bool = False,
+        ack: Callable[[], object] | None = None,
     ) -> list[Resend]:
-        """One received message through the feed; the resend requests to publish."""
+        """One received message through the feed, what it releases queued for the writer
+        (then ``ack``); the resend requests to publish."""
+        asks: list[Resend] = []
         where = self.split(topic)
-        if where is None:
-            return []
-        base, table, rel = where
-        if rel.startswith("request/"):
-            # Requests carry no seq and are not the table's: kept for their operator (not
-            # the resend asks, ours or a display's: they decide nothing).
-            if rel != "request/resend":
-                self._keep(table, rel, payload, now)
-            return []
-        return self._events(
-            self.feed.receive(base, rel, payload, now=now, retained=retained, resent=resent), now
-        )
+        if where is not None:
+            base, table, rel = where
+            if rel.startswith("request/"):
+                # Requests carry no seq and are not the table's: kept for their operator
+                # (not the resend asks, ours or a display's: they decide nothing).
+                if rel != "request/resend":
+                    self._keep(table, rel, payload, now)
+            else:
+                events = self.feed.receive(
+                    base, rel, payload, now=now, retained=retained, resent=resent
+                )
+                asks = self._events(events, now)
+        if ack is not None:
+            self._queue(Ack(ack))
+        return asks
+
+    def _queue(self, item: Item | Ack) -> None:
+        self.pending.append(item)
+        self.idle.clear()
+        self.ready.set()
 
     def _events(self, events: list[Event], now: float) -> list[Resend]:
         asks: list[Resend] = []
@@ -191,7 +250,13 @@ class Records:
                 case Other():
                     self._keep(_table_of(event.table), event.topic, event.payload, now)
                 case Gap():
-                    self._gap(_table_of(event.table), event)
+                    reason = f"{event.reason}: {GAP_REASONS.get(event.reason, event.reason)}"
+                    table = _table_of(event.table)
+                    self._queue(
+                        Missing(
+                            table=table, from_seq=event.from_seq, to_seq=event.to_seq, reason=reason
+                        )
+                    )
                 case Resend():
                     asks.append(event)
         return asks
@@ -203,40 +268,84 @@ class Records:
             self.dropped += 1
             self._warn(table, str(exc), now)
             return
-        new = self.store.write(received)
-        if not isinstance(received, Stored) or not new:
-            return
-        self.stored += 1
-        if rel in WATCHED:
-            families = self._watch(table).feed(rel, received.payload)
-            if families:
-                self._integrity(table, self._watch(table).evaluate(received.ts, families))
+        self._queue(received)
 
     def tick(self, now: float) -> list[Resend]:
-        """Time passed: the feed's asks and gaps; its positions kept when they moved."""
+        """Time passed: the feed's asks and gaps; the writer woken when positions moved."""
         asks = self._events(self.feed.tick(now), now)
-        positions = self.feed.positions()
-        if positions != self.positions:
-            self.store.keep_positions(positions)
-            self.positions = positions
+        if self.feed.positions() != self.positions:
+            self.idle.clear()
+            self.ready.set()
         return asks
 
-    def _gap(self, table: str, gap: Gap) -> None:
-        # Only the seqs not stored: a range given up may hold messages that did arrive
-        # (a retained state before the stream started, say).
-        reason = f"{gap.reason}: {GAP_REASONS.get(gap.reason, gap.reason)}"
-        have = set(self.store.stored_seqs(table, gap.from_seq, gap.to_seq))
-        start: int | None = None
-        for seq in range(gap.from_seq, gap.to_seq + 2):
-            missing = seq <= gap.to_seq and seq not in have
-            if missing and start is None:
-                start = seq
-            elif not missing and start is not None:
-                self.store.record_gap(table, start, seq - 1, reason)
-                log.warning(
-                    "gap recorded", table=table, from_seq=start, to_seq=seq - 1, reason=reason
-                )
-                start = None
+    def take(self) -> Batch | None:
+        """The next batch: what waits, ``Settings.batch`` messages at most, with the acks
+        that follow them; the positions too when it takes everything (they may count
+        messages still waiting otherwise). None when nothing is to be done."""
+        items: list[Item] = []
+        acks: list[Ack] = []
+        while self.pending:
+            head = self.pending[0]
+            if isinstance(head, Ack):
+                acks.append(head)
+            elif len(items) < self.settings.batch:
+                items.append(head)
+            else:
+                break
+            self.pending.popleft()
+        positions = None
+        if not self.pending:
+            moved = {k: v for k, v in self.feed.positions().items() if self.positions.get(k) != v}
+            positions = moved or None
+        if not items and not acks and positions is None:
+            return None
+        return Batch(items, positions, acks)
+
+    def commit(self, batch: Batch) -> None:
+        """Store a batch in one transaction, then count what was new (blocking: a thread).
+        Raises ``StoreUnreachable`` (write it again) or ``StoreError``."""
+        results = (
+            self.store.write_batch(batch.items, batch.positions)
+            if batch.items or batch.positions
+            else []
+        )
+        self.batches += 1
+        for item, result in zip(batch.items, results, strict=True):
+            if isinstance(item, Missing):
+                for first, last in result if isinstance(result, list) else []:
+                    log.warning(
+                        "gap recorded",
+                        table=item.table,
+                        from_seq=first,
+                        to_seq=last,
+                        reason=item.reason,
+                    )
+                continue
+            if not isinstance(item, Stored) or result is not True:
+                continue
+            self.stored += 1
+            if item.topic in WATCHED:
+                families = self._watch(item.table).feed(item.topic, item.payload)
+                if families:
+                    self._integrity(item.table, self._watch(item.table).evaluate(item.ts, families))
+
+    def committed(self, batch: Batch) -> None:
+        """After ``commit``, in the event loop: the positions are the store's, and the
+        messages the batch released are acknowledged to the broker."""
+        self.positions.update(batch.positions or {})
+        for ack in batch.acks:
+            ack.send()
+
+    def reconnect(self) -> None:
+        """A new database connection in place of a lost one (blocking: a thread)."""
+        with contextlib.suppress(psycopg.Error):
+            self.conn.close()
+        try:
+            conn = _connect(self.settings.dsn)
+            conn.autocommit = False
+        except psycopg.Error as exc:
+            raise refused(exc, "a new connection") from exc
+        self.conn = self.store.conn = conn
 
     def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
         key: list[tuple[str, str, str, str, int]] = sorted(
@@ -264,6 +373,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set (or forever); the database and the broker as settings say."""
     stop = stop or asyncio.Event()
     conn: psycopg.Connection[Any] = await asyncio.to_thread(_connect, settings.dsn)
+    records: Records | None = None
     try:
         applied = await asyncio.to_thread(migrate, conn)
         if applied:
@@ -271,9 +381,60 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         conn.autocommit = False
         records = Records(settings, conn)
         await asyncio.to_thread(records.replay)
-        await _serve(records, stop)
+        closing = asyncio.Event()
+        writer = asyncio.create_task(_writer(records, closing))
+        serve = asyncio.create_task(_serve(records, stop))
+        try:
+            await asyncio.wait({writer, serve}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            serve.cancel()  # the broker: nothing more is received
+            closing.set()  # the writer: what waits is written once more, then it ends
+            records.ready.set()
+            ended = await asyncio.gather(serve, writer, return_exceptions=True)
+        for error in ended:  # the writer's (a refused write), the broker's
+            if isinstance(error, Exception):
+                raise error
     finally:
-        await asyncio.to_thread(conn.close)
+        # The writer may have opened another connection (the first one was lost).
+        await asyncio.to_thread((records.conn if records is not None else conn).close)
+
+
+async def _writer(records: Records, closing: asyncio.Event) -> None:
+    """Store what waits, a batch at a time, until ``closing``; a lost connection is opened
+    again and the same batch written again (nothing of it is acknowledged meanwhile)."""
+    rng = random.Random()  # noqa: S311  reconnect jitter, not a secret
+    while True:
+        batch = records.take()
+        if batch is None:
+            records.idle.set()
+            if closing.is_set():
+                return
+            await records.ready.wait()
+            records.ready.clear()
+            continue
+        attempt = 0
+        while True:
+            try:
+                await asyncio.to_thread(records.commit, batch)
+                break
+            except StoreUnreachable as exc:
+                attempt += 1
+                delay = min(5.0, 0.2 * 2 ** min(attempt, 5)) * (0.5 + rng.random() / 2)
+                log.error(
+                    "store unreachable",
+                    error=str(exc).strip().splitlines()[0],
+                    batch=len(batch.items),
+                    behind=sum(not isinstance(i, Ack) for i in records.pending),
+                    retry_in=round(delay, 2),
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(closing.wait(), delay)
+                if closing.is_set():
+                    log.warning("stopped with a batch unstored: the broker sends it again")
+                    return
+                with contextlib.suppress(StoreUnreachable):
+                    await asyncio.to_thread(records.reconnect)
+        records.committed(batch)
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
@@ -295,7 +456,7 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
     rng = random.Random()  # noqa: S311  reconnect jitter, not a secret
     while not stop.is_set():
         try:
-            async with aiomqtt.Client(
+            client = aiomqtt.Client(
                 s.mqtt_host,
                 s.mqtt_port,
                 identifier=s.client_id,
@@ -304,7 +465,12 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
                 clean_session=False,
                 keepalive=15,
                 tls_context=tls_context(s.mqtt_ca_file),
-            ) as client:
+            )
+            # PUBACK only once stored (module docstring): set before connecting, since a
+            # persistent session's waiting messages come right after CONNACK. aiomqtt 2.5
+            # has no option of its own: this is paho's, on the client aiomqtt wraps.
+            client._client.manual_ack_set(True)
+            async with client:
                 attempt = 0
                 for prefix in s.prefixes:
                     await client.subscribe(f"{prefix}/+/#", qos=1)
@@ -318,20 +484,39 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
                 await asyncio.wait_for(stop.wait(), delay)
 
 
+class _Connection:
+    """One MQTT connection's manual PUBACKs (see ``_serve``)."""
+
+    def __init__(self, client: aiomqtt.Client) -> None:
+        self.paho = client._client
+        self.open = True
+
+    def acker(self, mid: int, qos: int) -> Callable[[], object] | None:
+        """What acknowledges the message ``mid`` (None for QoS 0: nothing to send)."""
+        if qos == 0:
+            return None
+
+        def ack() -> None:
+            # Only on the connection it came by: after a reconnect the broker sends it
+            # again (a packet id of an old connection may name another message now).
+            if self.open:
+                self.paho.ack(mid, qos)
+
+        return ack
+
+
 async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event) -> None:  # noqa: C901  one consumer loop over the feed's event kinds, each a call
     flushing = asyncio.Lock()  # the consumer and the ticker both flush: one at a time
+    connection = _Connection(client)
 
     async def flush() -> None:
         async with flushing:
-            await _flush()
-
-    async def _flush() -> None:
-        while records.outbox:
-            table, payload = records.outbox[0]
-            await client.publish(
-                integrity_topic(table), json.dumps(payload).encode(), qos=1, retain=True
-            )
-            records.outbox.pop(0)  # only once published: a lost connection keeps it
+            while records.outbox:
+                table, payload = records.outbox[0]
+                await client.publish(
+                    integrity_topic(table), json.dumps(payload).encode(), qos=1, retain=True
+                )
+                records.outbox.pop(0)  # only once published: a lost connection keeps it
 
     async def send(asks: list[Resend]) -> None:
         for ask in asks:
@@ -339,9 +524,7 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
 
     async def ticker() -> None:
         while True:
-            async with records.lock:
-                asks = await asyncio.to_thread(records.tick, time.monotonic())
-            await send(asks)
+            await send(records.tick(time.monotonic()))
             await flush()
             await asyncio.sleep(records.settings.tick)
 
@@ -349,15 +532,14 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
         async for message in client.messages:
             payload = message.payload
             data = payload if isinstance(payload, bytes) else str(payload).encode()
-            async with records.lock:
-                asks = await asyncio.to_thread(
-                    records.handle,
-                    message.topic.value,
-                    data,
-                    time.monotonic(),
-                    retained=bool(message.retain),
-                    resent=resent_mark(message),
-                )
+            asks = records.handle(
+                message.topic.value,
+                data,
+                time.monotonic(),
+                retained=bool(message.retain),
+                resent=resent_mark(message),
+                ack=connection.acker(message.mid, message.qos),
+            )
             await send(asks)
             await flush()
 
@@ -368,10 +550,24 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
     ]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            # Stopping: what waits is stored and acknowledged before the connection closes
+            # (bounded: a store that is down leaves it to the broker).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(records.idle.wait(), records.settings.settle)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        connection.open = False
+        # Cancelled again until they end: Python 3.11's asyncio.wait_for (under aiomqtt's
+        # publish) loses a cancellation that comes as its future completes, and a ticker
+        # that lost it would run on (seen: a stop that hung in a test).
+        waiting = set(tasks)
+        while waiting:
+            for task in waiting:
+                task.cancel()
+            _, waiting = await asyncio.wait(waiting, timeout=0.5)
+        for task in tasks:  # retrieved, so none is reported as never retrieved
+            if not task.cancelled():
+                task.exception()
     for task in done:
         if not task.cancelled() and (error := task.exception()) is not None:
             raise error

@@ -8,17 +8,26 @@ returns ``False``, so replaying a feed twice, a resend and a redelivery are harm
 ``availability`` and requests carry no seq: an availability is stored when it differs
 from the table's last one, a request as received. ``record_gap`` keeps what a table could
 no longer resend, with its reason; ``keep_positions`` where each table's feed stands.
+
+``Store.write_batch(items, positions)`` does all of that for many in **one** transaction
+(the service's batches, README "The floor's records"): the messages, the gaps the feed gave
+up on (only their seqs not stored, the batch's own messages included) and the feed's
+positions, committed together or not at all. A batch that fails leaves nothing, and
+writing it again is harmless (idempotent by (table, seq)). ``StoreUnreachable`` says the
+connection was lost (the server restarted, the network): the same batch may be written
+again on a new connection; any other ``StoreError`` is a refusal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from records.errors import StoreError
+from records.errors import StoreError, StoreUnreachable
 from records.messages import Availability, Message, Received, Request
 
 _INSERT_MESSAGE = """
@@ -104,6 +113,28 @@ ON CONFLICT (base) DO UPDATE SET seq = greatest(position.seq, excluded.seq)
 """
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Missing:
+    """Seqs ``from_seq`` to ``to_seq`` of ``table`` that will not come (the feed gave up on
+    them), with why: only those not stored are recorded as gaps."""
+
+    table: str
+    from_seq: int
+    to_seq: int
+    reason: str
+
+
+Item = Received | Missing
+"""What a batch holds, in the order it is written."""
+
+
+def refused(exc: psycopg.Error, what: str) -> StoreError:
+    """``exc`` as the store's error: ``StoreUnreachable`` when the connection is gone."""
+    if isinstance(exc, psycopg.OperationalError):
+        return StoreUnreachable(f"the store cannot be reached ({what}): {exc}")
+    return StoreError(f"the store refused {what}: {exc}")
+
+
 class Store:
     """The store on one connection (not in autocommit: each write is one transaction)."""
 
@@ -115,29 +146,70 @@ class Store:
         or an availability equal to the last one)."""
         try:
             with self.conn.transaction():
-                match received:
-                    case Message():
-                        return self._message(received)
-                    case Availability():
-                        last = self.conn.execute(_LAST_AVAILABILITY, (received.table,)).fetchone()
-                        if last is not None and last[0] == received.status:
-                            return False
-                        self.conn.execute(_INSERT_AVAILABILITY, (received.table, received.status))
-                        return True
-                    case Request():
-                        self.conn.execute(
-                            _INSERT_REQUEST,
-                            (
-                                received.table,
-                                received.name,
-                                received.request_id,
-                                received.operator,
-                                Jsonb(received.payload),
-                            ),
-                        )
-                        return True
+                return self._write(received)
         except psycopg.Error as exc:
-            raise StoreError(f"the store refused a message of {received.table}: {exc}") from exc
+            raise refused(exc, f"a message of {received.table}") from exc
+
+    def write_batch(
+        self, items: Sequence[Item], positions: Mapping[str, int] | None = None
+    ) -> list[list[tuple[int, int]] | bool]:
+        """Store ``items`` in order and keep ``positions``, all in one transaction. For each
+        item: a message, whether it was new; a ``Missing``, the (from, to) ranges recorded
+        as gaps. Raises ``StoreUnreachable`` (write it again on a new connection) or
+        ``StoreError``; either way nothing of the batch is stored."""
+        try:
+            with self.conn.transaction():
+                out: list[list[tuple[int, int]] | bool] = [
+                    self._missing(item) if isinstance(item, Missing) else self._write(item)
+                    for item in items
+                ]
+                if positions:
+                    self._keep_positions(positions)
+                return out
+        except psycopg.Error as exc:
+            raise refused(exc, f"a batch of {len(items)}") from exc
+
+    def _write(self, received: Received) -> bool:
+        match received:
+            case Message():
+                return self._message(received)
+            case Availability():
+                last = self.conn.execute(_LAST_AVAILABILITY, (received.table,)).fetchone()
+                if last is not None and last[0] == received.status:
+                    return False
+                self.conn.execute(_INSERT_AVAILABILITY, (received.table, received.status))
+                return True
+            case Request():
+                self.conn.execute(
+                    _INSERT_REQUEST,
+                    (
+                        received.table,
+                        received.name,
+                        received.request_id,
+                        received.operator,
+                        Jsonb(received.payload),
+                    ),
+                )
+                return True
+
+    def _missing(self, gap: Missing) -> list[tuple[int, int]]:
+        # Only the seqs not stored: a range given up may hold messages that did arrive
+        # (a retained state before the stream started, say).
+        have = {
+            r[0] for r in self.conn.execute(_STORED_SEQS, (gap.table, gap.from_seq, gap.to_seq))
+        }
+        ranges: list[tuple[int, int]] = []
+        start: int | None = None
+        for seq in range(gap.from_seq, gap.to_seq + 2):
+            missing = seq <= gap.to_seq and seq not in have
+            if missing and start is None:
+                start = seq
+            elif not missing and start is not None:
+                ranges.append((start, seq - 1))
+                start = None
+        for first, last in ranges:
+            self.conn.execute(_INSERT_GAP, (gap.table, first, last, gap.reason))
+        return ranges
 
     def write_many(self, messages: Iterable[Received]) -> int:
         """Store several messages; how many were new."""
@@ -254,7 +326,7 @@ class Store:
             with self.conn.transaction():
                 self.conn.execute(_INSERT_GAP, (table, from_seq, to_seq, reason))
         except psycopg.Error as exc:
-            raise StoreError(f"the store refused a gap of {table}: {exc}") from exc
+            raise refused(exc, f"a gap of {table}") from exc
 
     def stored_seqs(self, table: str, first: int, last: int) -> list[int]:
         """The seqs of ``table`` stored between ``first`` and ``last`` inclusive."""
@@ -266,14 +338,17 @@ class Store:
         with self.conn.transaction():
             return {r[0]: r[1] for r in self.conn.execute(_POSITIONS)}
 
-    def keep_positions(self, positions: dict[str, int]) -> None:
+    def keep_positions(self, positions: Mapping[str, int]) -> None:
         """Keep the feed's positions (never moving one backwards)."""
         try:
             with self.conn.transaction():
-                for base, seq in positions.items():
-                    self.conn.execute(_POSITION, (base, seq))
+                self._keep_positions(positions)
         except psycopg.Error as exc:
-            raise StoreError(f"the store refused the feed's positions: {exc}") from exc
+            raise refused(exc, "the feed's positions") from exc
+
+    def _keep_positions(self, positions: Mapping[str, int]) -> None:
+        for base, seq in positions.items():
+            self.conn.execute(_POSITION, (base, seq))
 
     def last_seqs(self) -> dict[str, int]:
         """Each table's highest stored seq."""
