@@ -57,6 +57,7 @@ import structlog
 from contract.feed import Event, Feed, Gap, Message, Other, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
+from contract.tasks import cancel_and_wait
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
 from records.messages import Message as Stored
@@ -390,9 +391,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             serve.cancel()  # the broker: nothing more is received
             closing.set()  # the writer: what waits is written once more, then it ends
             records.ready.set()
-            ended = await asyncio.gather(serve, writer, return_exceptions=True)
-        for error in ended:  # the writer's (a refused write), the broker's
-            if isinstance(error, Exception):
+            await cancel_and_wait([serve])  # asked again: a cancellation can be lost
+            await asyncio.wait({writer})
+        for task in (serve, writer):  # the writer's error (a refused write), the broker's
+            error = task.exception() if task.done() and not task.cancelled() else None
+            if error is not None:
                 raise error
     finally:
         # The writer may have opened another connection (the first one was lost).
@@ -505,7 +508,7 @@ class _Connection:
         return ack
 
 
-async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event) -> None:  # noqa: C901  one consumer loop over the feed's event kinds, each a call
+async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event) -> None:
     flushing = asyncio.Lock()  # the consumer and the ticker both flush: one at a time
     connection = _Connection(client)
 
@@ -557,17 +560,9 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
                 await asyncio.wait_for(records.idle.wait(), records.settings.settle)
     finally:
         connection.open = False
-        # Cancelled again until they end: Python 3.11's asyncio.wait_for (under aiomqtt's
-        # publish) loses a cancellation that comes as its future completes, and a ticker
-        # that lost it would run on (seen: a stop that hung in a test).
-        waiting = set(tasks)
-        while waiting:
-            for task in waiting:
-                task.cancel()
-            _, waiting = await asyncio.wait(waiting, timeout=0.5)
-        for task in tasks:  # retrieved, so none is reported as never retrieved
-            if not task.cancelled():
-                task.exception()
+        # Cancelled again until they end (contract.tasks): a ticker that lost its
+        # cancellation to aiomqtt's publish ran on (seen: a stop that hung in a test).
+        await cancel_and_wait(tasks)
     for task in done:
         if not task.cancelled() and (error := task.exception()) is not None:
             raise error
