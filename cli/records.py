@@ -2,7 +2,7 @@
 
 ::
 
-    lammer records run --db DSN [--mqtt HOST:PORT] [--mqtt-user records]
+    lammer records run --db DSN [--mqtt HOST:PORT[,HOST:PORT...]] [--mqtt-user records]
         [--mqtt-password-file FILE] [--mqtt-ca-file CA] [--prefix lammer ...]
         [--day-starts 06:00] [--timezone TZ] [--batch 200]
     lammer records report --db DSN [--day YYYY-MM-DD | --from DAY --to DAY]
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from contract.nodes import parse_nodes
 from contract.tasks import STOP_DEADLINE_S, exit_after
 
 EXIT_OK = 0
@@ -49,7 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "missing, and publish integrity alarms on lammer-floor/integrity/<table>.",
     )
     _db(run_p)
-    run_p.add_argument("--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT")
+    run_p.add_argument(
+        "--mqtt",
+        default="127.0.0.1:1883",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the broker, or every node of the floor, tried in order (default 127.0.0.1:1883)",
+    )
     run_p.add_argument("--mqtt-user", default="records")
     run_p.add_argument("--mqtt-password-file", type=Path, metavar="FILE")
     run_p.add_argument(
@@ -176,11 +182,11 @@ def _zone(text: str) -> ZoneInfo:
         raise argparse.ArgumentTypeError(f"{text!r} is not a time zone (Europe/Paris)") from None
 
 
-def _endpoint(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--mqtt {text!r} is not HOST:PORT")
-    return host, int(port)
+def _nodes(text: str) -> list[tuple[str, int]]:
+    try:
+        return parse_nodes(text, 1883)
+    except ValueError as exc:
+        raise ValueError(f"--mqtt {text!r}: {exc}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -189,7 +195,7 @@ def _run(args: argparse.Namespace) -> int:
     from records.service import run as serve
 
     try:
-        host, port = _endpoint(args.mqtt)
+        (host, port), *others = _nodes(args.mqtt)
         prefixes = prefixes_of(args.prefix or ["lammer"])
         password = None
         if args.mqtt_ca_file is not None:
@@ -213,6 +219,7 @@ def _run(args: argparse.Namespace) -> int:
     settings = Settings(
         mqtt_host=host,
         mqtt_port=port,
+        other_nodes=tuple(others),
         mqtt_user=args.mqtt_user or None,
         mqtt_password=password,
         prefixes=prefixes,

@@ -57,6 +57,7 @@ import structlog
 from contract.feed import Event, Feed, Gap, Message, Other, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
+from contract.nodes import Nodes
 from contract.tasks import cancel_and_wait
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
@@ -113,6 +114,10 @@ class Settings:
     mqtt_ca_file: Path | None = None
     """MQTT over TLS (the floor's listeners speak nothing else): the CA that verifies the
     broker's certificate and name; None for plain MQTT (a controller's loopback)."""
+    other_nodes: tuple[tuple[str, int], ...] = ()
+    """The floor's other nodes, tried in order after ``mqtt_host``:``mqtt_port`` when it
+    fails (``contract.nodes``): the persistent session lives in the cluster, so it goes on
+    at whichever node answers."""
     client_id: str = CLIENT_ID
     resend_wait: float = 1.0
     """How long a message that came early waits before its gap is asked for (the feed's)."""
@@ -453,15 +458,23 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=True)
 
 
+def _backoff(attempt: int, rng: random.Random) -> float:
+    """Seconds before round ``attempt`` of every node failing: 0.5 s doubling to 5 s,
+    jittered to between half and all of it."""
+    step: float = min(5.0, 0.5 * 2.0 ** min(attempt, 4))
+    return step * (0.5 + rng.random() / 2)
+
+
 async def _serve(records: Records, stop: asyncio.Event) -> None:
     s = records.settings
-    attempt = 0
     rng = random.Random()  # noqa: S311  reconnect jitter, not a secret
+    nodes = Nodes([(s.mqtt_host, s.mqtt_port), *s.other_nodes], rng, _backoff)
     while not stop.is_set():
+        host, port = nodes.current
         try:
             client = aiomqtt.Client(
-                s.mqtt_host,
-                s.mqtt_port,
+                host,
+                port,
                 identifier=s.client_id,
                 username=s.mqtt_user,
                 password=s.mqtt_password,
@@ -474,15 +487,17 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
             # has no option of its own: this is paho's, on the client aiomqtt wraps.
             client._client.manual_ack_set(True)
             async with client:
-                attempt = 0
+                nodes.connected()
                 for prefix in s.prefixes:
                     await client.subscribe(f"{prefix}/+/#", qos=1)
-                log.info("subscribed", prefixes=list(s.prefixes))
+                log.info("subscribed", prefixes=list(s.prefixes), broker=str(nodes))
                 await _session(records, client, stop)
         except aiomqtt.MqttError as exc:
-            attempt += 1
-            delay = min(5.0, 0.5 * 2 ** min(attempt, 4)) * (0.5 + rng.random() / 2)
-            log.warning("broker unreachable", error=str(exc), retry_in=round(delay, 2))
+            where = str(nodes)
+            delay = nodes.failed()
+            log.warning(
+                "broker unreachable", broker=where, error=str(exc), retry_in=round(delay, 2)
+            )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), delay)
 

@@ -15,8 +15,12 @@ LAMMER = str(Path(sys.executable).parent / "lammer")
     ("args", "sentence"),
     [
         (
-            ["run", "--db", "x", "--mqtt", "nowhere"],
-            "lammer records: --mqtt 'nowhere' is not HOST:PORT",
+            ["run", "--db", "x", "--mqtt", "floor1:1884,floor2:99999"],
+            "lammer records: --mqtt 'floor1:1884,floor2:99999': must be between 1 and 65535",
+        ),
+        (
+            ["run", "--db", "x", "--mqtt", "floor1,,floor2"],
+            "lammer records: --mqtt 'floor1,,floor2': an empty broker",
         ),
         (
             ["run", "--db", "x", "--mqtt-password-file", "/nonexistent/pw"],

@@ -289,3 +289,34 @@ async def test_over_tls_with_the_brokers_ca(tmp_path: Path, store_db: StoreDb) -
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
         broker.stop()
+
+
+async def test_a_dead_first_node_is_passed_for_the_next(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    # On the floor the service is given every node; the first is down (nothing listens on
+    # its port): it goes on to the next at once and stores what the tables publish there.
+    settings = Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=free_port(),
+        other_nodes=(("127.0.0.1", mosquitto_private.port),),
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+    )
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    try:
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
+
+            async def stored() -> bool:
+                body = json.dumps(craps_roll("t7", 1, 1, 2, 3)).encode()
+                await table.publish("lammer/t7/craps/roll", body, qos=1)
+                with psycopg.connect(store_db.dsn) as conn:
+                    return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
+
+            await until(stored, "a roll stored through the second node")
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
