@@ -24,7 +24,7 @@ import os
 import pwd
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -353,3 +353,27 @@ class PitSubscriber(FeedSubscriber):
         out = list(self.store.resends)
         self.store.resends.clear()
         return out
+
+
+@contextlib.asynccontextmanager
+async def running_floor(
+    folder: Path, games: Sequence[str], count: int
+) -> AsyncIterator[tuple[FloorCluster, list[Controller]]]:
+    """A floor cluster with ``count`` controllers (their games in turn from ``games``),
+    configured as an operator would (broker-config, then floor-config) and started; every
+    controller closed and the cluster stopped on the way out."""
+    cluster = FloorCluster(folder / "cluster")
+    controllers = [
+        Controller(folder / f"ctl{i}", f"ctl{i}", games[i % len(games)], cluster)
+        for i in range(count)
+    ]
+    try:
+        for c in controllers:
+            c.configure()
+        cluster.configure([c.declaration for c in controllers])
+        cluster.start()
+        yield cluster, controllers
+    finally:
+        for c in controllers:
+            await c.close()
+        cluster.stop()

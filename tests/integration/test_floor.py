@@ -40,6 +40,7 @@ from tests.integration.floor import (
     FeedSubscriber,
     FloorSubscriber,
     PitSubscriber,
+    running_floor,
     until,
 )
 
@@ -55,21 +56,8 @@ CATCH_UP = 90.0  # after play stops, every subscriber must have everything withi
 
 @pytest.fixture
 async def floor(tmp_path: Path) -> AsyncIterator[tuple[FloorCluster, list[Controller]]]:
-    cluster = FloorCluster(tmp_path / "cluster")
-    controllers = [
-        Controller(tmp_path / f"ctl{i}", f"ctl{i}", GAMES[i % len(GAMES)], cluster)
-        for i in range(CONTROLLERS)
-    ]
-    try:
-        for c in controllers:
-            c.configure()
-        cluster.configure([c.declaration for c in controllers])
-        cluster.start()
-        yield cluster, controllers
-    finally:
-        for c in controllers:
-            await c.close()
-        cluster.stop()
+    async with running_floor(tmp_path, GAMES, CONTROLLERS) as running:
+        yield running
 
 
 def expected_retained(controller: Controller) -> dict[str, Any]:

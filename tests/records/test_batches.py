@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import psycopg
 import pytest
@@ -22,24 +21,11 @@ from deploy.broker import Broker
 from records.errors import StoreError, StoreUnreachable
 from records.messages import Message as Stored
 from records.messages import parse
-from records.service import Records, Settings, run
+from records.service import Records, run
 from records.store import Missing, Store
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
-from tests.records.test_service import DEADLINE, FakeTable, until
-
-
-def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:
-    """The service's settings on the test's database (``port``: its broker)."""
-    return Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
-        **extra,
-    )
+from tests.records.test_service import DEADLINE, FakeTable, settings_for, until
 
 
 def roll(table: str, seq: int, prev: int | None) -> bytes:

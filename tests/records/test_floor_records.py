@@ -44,7 +44,7 @@ import psycopg
 import pytest
 
 from deploy.floor_cluster import FloorCluster
-from tests.integration.floor import Controller, FloorSubscriber, until
+from tests.integration.floor import Controller, FloorSubscriber, running_floor, until
 from tests.integration.harness import DEADLINE, _json_lines, _stop, _tail
 from tests.records.conftest import StoreDb
 
@@ -74,21 +74,8 @@ RESULTS = {
 
 @pytest.fixture
 async def floor(tmp_path: Path) -> AsyncIterator[tuple[FloorCluster, list[Controller]]]:
-    cluster = FloorCluster(tmp_path / "cluster")
-    controllers = [
-        Controller(tmp_path / f"ctl{i}", f"ctl{i}", GAMES[i % len(GAMES)], cluster)
-        for i in range(CONTROLLERS)
-    ]
-    try:
-        for c in controllers:
-            c.configure()
-        cluster.configure([c.declaration for c in controllers])
-        cluster.start()
-        yield cluster, controllers
-    finally:
-        for c in controllers:
-            await c.close()
-        cluster.stop()
+    async with running_floor(tmp_path, GAMES, CONTROLLERS) as running:
+        yield running
 
 
 class RecordsService:

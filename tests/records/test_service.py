@@ -103,6 +103,32 @@ async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
     assert await check(), what
 
 
+def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:
+    """The service's settings on the test's database (``port``: its broker)."""
+    return Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        **extra,
+    )
+
+
+async def wait_stored_roll(table: aiomqtt.Client, store_db: StoreDb, what: str) -> None:
+    """Publish a roll of table t9 until the service has stored it (it subscribes at some
+    point after its start: what comes before is not for it)."""
+
+    async def stored() -> bool:
+        body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
+        await table.publish("lammer/t9/craps/roll", body, qos=1)
+        with psycopg.connect(store_db.dsn) as conn:
+            return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
+
+    await until(stored, what)
+
+
 async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
     mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
@@ -263,28 +289,13 @@ async def test_over_tls_with_the_brokers_ca(tmp_path: Path, store_db: StoreDb) -
         f"cafile {pki.ca}\ncertfile {pki.cert}\nkeyfile {pki.key}\ntls_version tlsv1.2\n"
     )
     broker.start()
-    settings = Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
-        mqtt_ca_file=pki.ca,
-    )
+    settings = settings_for(store_db, port, mqtt_ca_file=pki.ca)
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
     try:
         context = ssl.create_default_context(cafile=str(pki.ca))
         async with aiomqtt.Client("127.0.0.1", port, tls_context=context) as table:
-
-            async def stored() -> bool:
-                body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
-                await table.publish("lammer/t9/craps/roll", body, qos=1)
-                with psycopg.connect(store_db.dsn) as conn:
-                    return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
-
-            await until(stored, "a roll stored over TLS")
+            await wait_stored_roll(table, store_db, "a roll stored over TLS")
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
@@ -296,27 +307,13 @@ async def test_a_dead_first_node_is_passed_for_the_next(
 ) -> None:
     # On the floor the service is given every node; the first is down (nothing listens on
     # its port): it goes on to the next at once and stores what the tables publish there.
-    settings = Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=free_port(),
-        other_nodes=(("127.0.0.1", mosquitto_private.port),),
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
-    )
+    live = ("127.0.0.1", mosquitto_private.port)
+    settings = settings_for(store_db, free_port(), other_nodes=(live,))
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
     try:
         async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
-
-            async def stored() -> bool:
-                body = json.dumps(craps_roll("t7", 1, 1, 2, 3)).encode()
-                await table.publish("lammer/t7/craps/roll", body, qos=1)
-                with psycopg.connect(store_db.dsn) as conn:
-                    return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
-
-            await until(stored, "a roll stored through the second node")
+            await wait_stored_roll(table, store_db, "a roll stored through the second node")
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
