@@ -44,14 +44,34 @@ Memory is bounded: per table the last seq released, at most ``max_held`` message
 and at most ``MAX_EARLY`` seqs of retained states released before the stream started;
 at most ``max_tables`` tables (messages of more are ignored and counted).
 
-Not seen: a loss at the very end of a stream (nothing follows it yet) is noticed when the
-table next publishes (its ``state`` changes with every event).
+The end of a stream: the tail probe. A loss at the very end of a stream has nothing after
+it to show it by ``prev_seq``. So when a table has released nothing new for
+``probe_after`` seconds (plus this feed's share of ``probe_spread``, below), the feed asks
+once for the seq after its last: a ``Resend`` of ``last + 1 .. last + 1``. The table's
+answer (``response/resend``) is itself a message with a ``seq`` and a ``prev_seq``: if
+the ``prev_seq`` is beyond what the feed released, the ordinary gap fill takes over; if
+not, nothing was lost. The answer's ``sent`` and ``missing_before`` are not used (a range
+past the table's last seq is answered ``sent`` 0, and a journal that began above it would
+say ``missing_before``: neither says anything was lost). Bounded: one probe per quiet
+period per table. A quiet period starts at the release of a new message of the table's
+own (live, not a ``resent`` copy, not a ``response/resend``: answering the probe is not
+new play, or every quiet table would be probed for ever) and ends with the probe, or
+earlier with any ``response/resend`` released (another subscriber's probe answered: it
+shows the stream up to it, so this feed need not ask). No probe for a table not seen
+live since the feed started, one that is ``offline`` (its ``availability``), or one with a
+gap being filled; a probe refused (the table's rate limit, no link) or not answered is
+not asked again in that quiet period. Each feed adds to ``probe_after`` a fixed share of
+``probe_spread`` of its own (from ``ident`` and the table), so the subscribers of one
+table do not all ask in the same second (the table serves 4 resends a second, 8 at
+once, all clients together), and the first answer spares the others their probe.
+A loss after the probe (the table's next message, lost too) waits for what follows it.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
@@ -62,6 +82,16 @@ RESEND_TOPIC: Final = "request/resend"
 ANSWER_TOPIC: Final = "response/resend"
 MAX_EARLY: Final = 1024
 """Retained states released before a table's stream started, remembered at most."""
+PROBE_AFTER: Final = 30.0
+"""Seconds a table has released nothing new before the tail probe. A table at play
+publishes every few seconds (a roll, its board, its state) and its stickperson's
+decisions in between, so 30 s of silence is a pause, not play: the probe does not
+add a resend to every roll cycle; and a loss at the end of a stream is known within
+a minute instead of at the table's next event (hours at night). It matches
+``floor_resend``'s 30 s."""
+PROBE_SPREAD: Final = 15.0
+"""Seconds at most added to ``PROBE_AFTER``, a share fixed per feed and table, so that
+the subscribers of one table do not ask in the same second."""
 
 GapReason = Literal["gone", "not_resent", "unanswered", "overflow"]
 
@@ -160,6 +190,12 @@ class _Table:
     asks: int = 0
     round: list[_Ask] = field(default_factory=list)
     asked_at: float = 0.0
+    quiet_since: float | None = None
+    """When the table's last new message was released (None: none live yet)."""
+    probed: bool = False
+    """The tail of this quiet period is asked for, or shown by a resend answer."""
+    offline: bool = False
+    spread: float = 0.0
 
 
 class Feed:
@@ -170,7 +206,9 @@ class Feed:
     again; ``max_asks`` rounds of asking and ``patience`` seconds at most per gap;
     ``max_chunks`` resend requests per round; ``max_held`` messages held per table;
     ``start``: ``{table: last seq}`` a consumer persisted (``positions()``); ``ident``:
-    what makes this feed's ``request_id`` its own (random by default).
+    what makes this feed's ``request_id`` its own (random by default); ``probe_after``:
+    seconds a table has released nothing new before the tail probe (None: no probe),
+    ``probe_spread``: at most that many seconds more, a fixed share per feed and table.
     """
 
     def __init__(
@@ -185,9 +223,17 @@ class Feed:
         max_tables: int = 10_000,
         start: Mapping[str, int] | None = None,
         ident: str | None = None,
+        probe_after: float | None = PROBE_AFTER,
+        probe_spread: float = PROBE_SPREAD,
     ) -> None:
         if wait < 0 or timeout <= 0 or max_asks < 1 or max_chunks < 1 or max_held < 1:
             raise ValueError("wait >= 0, timeout > 0, max_asks, max_chunks, max_held >= 1")
+        if (probe_after is not None and probe_after <= 0) or probe_spread < 0:
+            raise ValueError("probe_after > 0 (or None) and probe_spread >= 0")
+        self.probe_after = probe_after
+        self.probe_spread = probe_spread
+        self.probes = 0
+        """Tail probes asked (``Resend`` of one seq past the last released)."""
         self.wait = wait
         self.timeout = timeout
         self.max_asks = max_asks
@@ -203,7 +249,7 @@ class Feed:
         self.dropped = 0
         """Messages dropped as already seen."""
         for name, last in (start or {}).items():
-            self._tables[name] = _Table(name, last=last)
+            self._tables[name] = self._new_table(name, last)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -224,6 +270,8 @@ class Feed:
                 times.append(t.asked_at + self.timeout)
             elif t.gap_since is not None:
                 times.append(t.gap_since + self.wait)
+            elif (probe := self._probe_at(t)) is not None:
+                times.append(probe)
         return min(times, default=None)
 
     # -- feeding -------------------------------------------------------------------------
@@ -247,7 +295,7 @@ class Feed:
             return []
         body = _body(payload)
         if body is None:
-            return [Other(table=table, topic=topic, payload=payload)]
+            return [self._other(t, topic, payload)]
         seq, prev = body["seq"], body.get("prev_seq")
         if not _is_seq(seq) or not (prev is None or _is_seq(prev)):
             self.ignored += 1
@@ -286,14 +334,31 @@ class Feed:
             t.held[seq] = message
             t.held_prev[seq] = prev
         self._advance(t, now, out)
+        self._quiet(t, out, now)
         return out
 
     def tick(self, now: float) -> list[Event]:
-        """Time passed: ask for gaps whose wait is over, give up on what cannot come."""
+        """Time passed: ask for gaps whose wait is over, give up on what cannot come,
+        probe the tail of a table quiet for ``probe_after``."""
         out: list[Event] = []
         for t in self._tables.values():
             if t.held or t.round:
+                start = len(out)
                 self._advance(t, now, out)
+                self._quiet(t, out[start:], now)
+            elif (probe := self._probe_at(t)) is not None and now >= probe:
+                assert t.last is not None  # noqa: S101  narrows for mypy: _probe_at checked it
+                t.probed = True  # once: its answer, refused or not, is not asked again
+                self.probes += 1
+                self._asked += 1
+                out.append(
+                    Resend(
+                        table=t.name,
+                        from_seq=t.last + 1,
+                        to_seq=t.last + 1,
+                        request_id=f"feed-{self._ident}-{self._asked}",
+                    )
+                )
         return out
 
     # -- inside --------------------------------------------------------------------------
@@ -303,8 +368,45 @@ class Feed:
         if t is None:
             if len(self._tables) >= self.max_tables:
                 return None
-            t = self._tables[name] = _Table(name)
+            t = self._tables[name] = self._new_table(name)
         return t
+
+    def _new_table(self, name: str, last: int | None = None) -> _Table:
+        # A fixed share of the spread per feed and table (crc32: the same in every run).
+        share = zlib.crc32(f"{self._ident}/{name}".encode()) / 2**32
+        return _Table(name, last=last, spread=share * self.probe_spread)
+
+    @staticmethod
+    def _other(t: _Table, topic: str, payload: bytes) -> Other:
+        if topic == "availability":
+            t.offline = payload.strip() == b"offline"  # no probe: it could not answer
+        return Other(table=t.name, topic=topic, payload=payload)
+
+    def _probe_at(self, t: _Table) -> float | None:
+        """When the tail probe of ``t`` is due (None: none is, module docstring)."""
+        if (
+            self.probe_after is None
+            or t.quiet_since is None
+            or t.probed
+            or t.offline
+            or t.last is None
+            or t.held
+            or t.round
+        ):
+            return None
+        return t.quiet_since + self.probe_after + t.spread
+
+    def _quiet(self, t: _Table, events: list[Event], now: float) -> None:
+        """Start a quiet period at a new message of the table's own released, end it at a
+        resend answer released (module docstring, "The end of a stream")."""
+        for event in events:
+            if not isinstance(event, Message) or event.resent or event.body.get("resent"):
+                continue  # a copy is old news, its marking lost or not
+            if event.topic == ANSWER_TOPIC:
+                t.probed = True  # the stream is shown up to this answer: no probe needed
+            else:
+                t.quiet_since = now
+                t.probed = False
 
     def _answer(self, t: _Table, body: Mapping[str, Any]) -> None:
         request_id = body.get("request_id")

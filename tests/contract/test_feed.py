@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from contract.feed import Event, Feed, Gap, Message, Other, Resend
@@ -96,9 +96,11 @@ def run(
     *,
     now: float = 0.0,
     lossy_copies: bool = False,
+    heartbeat: bool = True,
 ) -> None:
     """Deliver, then let time pass and the table answer until nothing waits. With
-    ``lossy_copies`` the first copy of every seq is lost too (so is its first answer)."""
+    ``lossy_copies`` the first copy of every seq is lost too (so is its first answer);
+    without ``heartbeat`` nothing follows the deliveries but the tail probe's answer."""
     feed = consumer.feed
     lost_once: set[int] = set()
     for payload in deliveries:
@@ -106,8 +108,9 @@ def run(
         consumer.take(feed.receive(T, "craps/roll", payload, now=now))
     # The table goes on publishing (its state changes with every event): a loss at the
     # very end is seen by what follows it.
-    heartbeat = table.message("state")
-    consumer.take(feed.receive(T, "state", table.published[heartbeat], now=now))
+    if heartbeat:
+        beat = table.message("state")
+        consumer.take(feed.receive(T, "state", table.published[beat], now=now))
     for _ in range(10_000):
         if consumer.asks:
             ask = consumer.asks.pop(0)
@@ -183,6 +186,19 @@ def test_any_order_duplicates_and_losses_come_out_once_in_order_or_as_gaps(
         assert ask.to_seq - ask.from_seq < 1000  # split: 1,000 seqs a request at most
 
 
+@settings(max_examples=150, deadline=None)
+@given(histories(), st.booleans())
+def test_with_nothing_after_the_losses_the_tail_probe_finds_them(
+    history: tuple[SimTable, list[bytes], set[int]], lossy_copies: bool
+) -> None:
+    table, deliveries, delivered = history
+    assume(deliveries)  # a table never seen live is not probed
+    consumer = Consumer(Feed(wait=1.0, timeout=3.0, start={T: 0}, ident="x"))
+    run(table, consumer, deliveries, lossy_copies=lossy_copies, heartbeat=False)
+    check(table, consumer, delivered, start=0)
+    assert consumer.feed.probes <= 1  # none when a gap fill's answer showed the tail
+
+
 @settings(max_examples=100, deadline=None)
 @given(histories(), st.integers(0, 3))
 def test_a_subscriber_that_starts_in_the_middle_resumes_from_its_position(
@@ -253,7 +269,8 @@ def test_a_table_restarted_with_a_reused_id_goes_on_above_its_old_seqs() -> None
     first = new.message()
     got = feed.receive(T, "state", new.published[first], now=0)
     assert [m.seq for m in got if isinstance(m, Message)] == [first]  # prev_seq null
-    assert feed.next_deadline() is None
+    assert feed.held(T) == 0
+    assert feed.tick(1.0) == []  # nothing asked (a tail probe waits for a quiet table)
 
 
 def test_a_table_that_never_answers_gives_a_gap_after_bounded_asks() -> None:
@@ -306,3 +323,176 @@ def test_a_long_gap_is_asked_in_parts_of_1000_seqs() -> None:
         (first + 2001, after - 1),
     ]  # prev_seq of `after` is after - 1: the gap ends there
     assert lost == first + 1
+
+
+# -- the tail probe ----------------------------------------------------------------------
+
+
+def _probes(events: list[Event]) -> list[Resend]:
+    return [e for e in events if isinstance(e, Resend) and e.from_seq == e.to_seq]
+
+
+def _answer_body(
+    table: SimTable, ask: Resend, *, error: str | None, missing_before: int | None
+) -> bytes:
+    """An answer to ``ask`` published by ``table`` as it is (no copies): for answers the
+    simulated table would not give (refused, or a journal that began above the range)."""
+    seq = table.message(
+        "response/resend",
+        request_id=ask.request_id,
+        status="ok" if error is None else "error",
+        error=error,
+        sent=0 if error is None else None,
+        missing_before=missing_before,
+    )
+    return table.published[seq]
+
+
+def test_a_lost_last_message_is_asked_for_by_the_tail_probe() -> None:
+    table = SimTable()
+    a = table.message()
+    table.record(3)  # records between: the lost message is not at a + 1
+    lost = table.message("state")
+    feed = Feed(wait=1.0, probe_after=30.0, probe_spread=0.0, ident="t")
+    consumer = Consumer(feed)
+    consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0.0))
+    assert feed.next_deadline() == 30.0
+    assert feed.tick(29.9) == []
+    probe = feed.tick(30.0)
+    assert [(e.from_seq, e.to_seq) for e in _probes(probe)] == [(a + 1, a + 1)]
+    assert feed.probes == 1
+    # The table answers: nothing at a + 1 (a record, not a message), and the answer's
+    # prev_seq names the lost message: the ordinary gap fill takes over.
+    copies, answer = table.answer(_probes(probe)[0])
+    assert copies == []
+    assert feed.receive(T, "response/resend", answer, now=30.1) == []  # held
+    consumer.take(feed.tick(31.2))
+    (ask,) = consumer.asks
+    assert (ask.from_seq, ask.to_seq) == (a + 1, lost)
+    copies, answer2 = table.answer(ask)
+    assert [s for s, _ in copies] == [lost]
+    consumer.take(feed.receive(T, "state", copies[0][1], now=31.3, resent=True))
+    consumer.take(feed.receive(T, "response/resend", answer2, now=31.3))
+    assert [m.seq for m in consumer.released] == [a, lost, _seq_of(answer), _seq_of(answer2)]
+    assert consumer.gaps == []
+    # The answers and the copy are not new play: no second probe in this quiet period.
+    for step in range(1, 3600 * 4):
+        assert feed.tick(31.3 + step / 4) == []
+    assert feed.next_deadline() is None
+
+
+def test_the_tail_probe_answer_says_nothing_was_lost_and_no_gap_is_made() -> None:
+    table = SimTable()
+    a = table.message()
+    feed = Feed(probe_after=30.0, probe_spread=0.0, ident="u")
+    consumer = Consumer(feed)
+    consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0.0))
+    (probe,) = _probes(feed.tick(30.0))
+    # The range is past the table's last seq; the table answers it ok, sent 0, and here
+    # says missing_before (a journal that began above it): no gap for that.
+    answer = _answer_body(table, probe, error=None, missing_before=a + 2)
+    consumer.take(feed.receive(T, "response/resend", answer, now=30.1))
+    assert [m.seq for m in consumer.released] == [a, _seq_of(answer)]
+    assert consumer.gaps == []
+    assert feed.next_deadline() is None
+    assert feed.positions() == {T: _seq_of(answer)}
+
+
+def test_a_refused_or_unanswered_probe_is_not_asked_again() -> None:
+    for answered in (True, False):
+        table = SimTable()
+        a = table.message()
+        feed = Feed(probe_after=30.0, probe_spread=0.0, ident="v")
+        consumer = Consumer(feed)
+        consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0.0))
+        (probe,) = _probes(feed.tick(30.0))
+        if answered:  # the table's rate limit (4 a second, all clients together)
+            refused = _answer_body(
+                table,
+                probe,
+                error="too many resend requests: ask again in a moment",
+                missing_before=None,
+            )
+            consumer.take(feed.receive(T, "response/resend", refused, now=30.1))
+            assert [m.seq for m in consumer.released] == [a, _seq_of(refused)]
+        for step in range(1, 3600 * 4):
+            consumer.take(feed.tick(30.1 + step / 4))
+        assert consumer.asks == []
+        assert consumer.gaps == []
+        assert feed.probes == 1
+
+
+def test_no_probe_storm_one_probe_per_quiet_period_among_subscribers() -> None:
+    """Three subscribers of one quiet table for an hour of ticks, each seeing every answer:
+    one probe in all (the first answer spares the others theirs); a new message of the
+    table starts a new quiet period, and one probe again."""
+    table = SimTable()
+    consumers = [
+        Consumer(Feed(probe_after=30.0, probe_spread=15.0, ident=i)) for i in ("a", "b", "c")
+    ]
+
+    def deliver(topic: str, payload: bytes, now: float, *, resent: bool = False) -> None:
+        for c in consumers:
+            c.take(c.feed.receive(T, topic, payload, now=now, resent=resent))
+
+    def hour(start: float) -> list[Resend]:
+        asked: list[Resend] = []
+        for step in range(1, 3600 * 20):  # every 50 ms
+            now = start + step / 20
+            for c in consumers:
+                c.take(c.feed.tick(now))
+                while c.asks:
+                    ask = c.asks.pop(0)
+                    asked.append(ask)
+                    copies, answer = table.answer(ask)
+                    for _seq, payload in copies:
+                        deliver("x", payload, now, resent=True)
+                    deliver("response/resend", answer, now)
+        return asked
+
+    first = table.message()
+    deliver("craps/roll", table.published[first], 0.0)
+    asked = hour(0.0)
+    assert len(asked) == 1
+    assert (asked[0].from_seq, asked[0].to_seq) == (first + 1, first + 1)
+    # The probe came from the feed whose share of the spread is the smallest.
+    assert [c.feed.probes for c in consumers] == [1, 0, 0]
+    second = table.message("state")
+    deliver("state", table.published[second], 3600.0)
+    asked = hour(3600.0)
+    assert len(asked) == 1
+    assert all(c.gaps == [] for c in consumers)
+    released = [[m.seq for m in c.released] for c in consumers]
+    assert released[0] == released[1] == released[2] == sorted(table.published)
+
+
+def test_a_table_never_seen_live_or_offline_is_not_probed() -> None:
+    table = SimTable()
+    state = table.message("state")
+    # Only a start position, or only the retained state handed over at subscription.
+    for feed in (Feed(start={T: state}, ident="w"), Feed(ident="w")):
+        feed.receive(T, "state", table.published[state], now=0.0, retained=True)
+        assert all(feed.tick(step / 4) == [] for step in range(3600 * 4))
+        assert feed.next_deadline() is None
+    # Offline: no probe while it is; back online in the same quiet period, one probe.
+    feed = Feed(probe_after=30.0, probe_spread=0.0, ident="w")
+    roll = table.message()
+    feed.receive(T, "craps/roll", table.published[roll], now=0.0)
+    feed.receive(T, "availability", b"offline", now=10.0)
+    assert all(feed.tick(10.0 + step / 4) == [] for step in range(3600 * 4))
+    feed.receive(T, "availability", b"online", now=3610.0)
+    assert [(p.from_seq, p.to_seq) for p in _probes(feed.tick(3610.0))] == [(roll + 1, roll + 1)]
+    assert feed.tick(3700.0) == []
+
+
+def test_no_probe_while_a_gap_is_being_filled() -> None:
+    table = SimTable()
+    a, _lost, c = table.message(), table.message(), table.message()
+    feed = Feed(wait=1.0, timeout=100.0, max_asks=1, patience=1000.0, probe_after=30.0, ident="g")
+    consumer = Consumer(feed)
+    consumer.take(feed.receive(T, "x", table.published[a], now=0.0))
+    consumer.take(feed.receive(T, "x", table.published[c], now=0.0))
+    for step in range(1, 100 * 4):
+        consumer.take(feed.tick(step / 4))
+    assert [(r.from_seq, r.to_seq) for r in consumer.asks] == [(a + 1, c - 1)]  # the gap's only
+    assert feed.probes == 0
