@@ -180,15 +180,16 @@ async def test_resend_publishes_the_same_bytes_again_marked_and_bounded(
 
 class Lossy:
     """An aiomqtt client between the broker and ``follow`` that loses, on purpose, the
-    first delivery of every third message of the table (never a copy asked for) while
-    ``losing``. A lost message is seen only by the ``prev_seq`` of a later one: the test stops
-    losing before the table's last messages, or a lost last answer would never be noticed
-    (no later message to reveal it) and the test would wait for ever."""
+    first delivery of every ``every``-th message of the table (never a copy asked for)
+    while ``losing``. The gap fill sees a lost message by the ``prev_seq`` of a later one;
+    a lost last message, with nothing after it, only by the feed's tail probe (the test
+    after this one)."""
 
-    def __init__(self, client: aiomqtt.Client) -> None:
+    def __init__(self, client: aiomqtt.Client, *, every: int = 3, losing: bool = True) -> None:
         self.client = client
         self.lost: list[int] = []
-        self.losing = True
+        self.losing = losing
+        self.every = every
 
     async def subscribe(self, topic: str, qos: int = 0) -> Any:
         return await self.client.subscribe(topic, qos=qos)
@@ -206,7 +207,7 @@ class Lossy:
             if isinstance(payload, bytes) and payload.startswith(b"{"):
                 seq = json.loads(payload).get("seq")
                 first = isinstance(seq, int) and seq not in self.lost
-                if self.losing and first and seq % 3 == 0 and not resent_mark(message):
+                if self.losing and first and seq % self.every == 0 and not resent_mark(message):
                     self.lost.append(seq)
                     continue
             yield message
@@ -217,8 +218,9 @@ async def test_the_feed_fills_from_the_table_what_a_lossy_subscriber_lost(
 ) -> None:
     table = make_table("CRAPS")
     # Short waits: the test's broker does not reorder, and an answer lost (every third
-    # message is, answers included) is asked again soon.
-    feed = Feed(wait=0.2, timeout=1.0, start={table.base: 0})
+    # message is, answers included) is asked again soon. No tail probe: the losses are
+    # stopped before the table's last messages, which reveal them (the next test probes).
+    feed = Feed(wait=0.2, timeout=1.0, start={table.base: 0}, probe_after=None)
     released: list[Message] = []
     gaps: list[Gap] = []
     async with v5_client(table) as client:
@@ -261,5 +263,92 @@ async def test_the_feed_fills_from_the_table_what_a_lossy_subscriber_lost(
     served = [r["resend"] for r in table.journal() if r["kind"] == "decision" and "resend" in r]
     assert served
     assert all(r["operator"] == "test-feed" for r in served)
+    assert table.daemon is not None
+    assert table.daemon.proc.poll() is None
+
+
+class Clock:
+    """The feed's clock: the loop's, stopped while the test sets up a loss (so that the
+    tail probe cannot come before the loss is over, however loaded the machine)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.stopped_at: float | None = self.loop.time()
+        self.behind = 0.0
+
+    def __call__(self) -> float:
+        now = self.loop.time() if self.stopped_at is None else self.stopped_at
+        return now - self.behind
+
+    def go(self) -> None:
+        assert self.stopped_at is not None
+        self.behind += self.loop.time() - self.stopped_at
+        self.stopped_at = None
+
+
+async def test_the_feed_gets_a_lost_last_message_through_the_tail_probe(
+    make_table: MakeTable,
+) -> None:
+    table = make_table("CRAPS")
+    feed = Feed(wait=0.2, timeout=1.0, start={table.base: 0}, probe_after=1.0, probe_spread=0.0)
+    released: list[Message] = []
+    gaps: list[Gap] = []
+    clock = Clock()
+    async with v5_client(table) as client:
+        lossy = Lossy(client, every=1, losing=False)
+
+        async def consume() -> None:
+            async for event in follow(
+                cast(aiomqtt.Client, lossy), [table.base], feed, operator="test-feed", clock=clock
+            ):
+                if isinstance(event, Message):
+                    released.append(event)
+                elif isinstance(event, Gap):
+                    gaps.append(event)
+
+        task = asyncio.create_task(consume())
+        try:
+            await asyncio.sleep(0)  # subscribed before the table starts: nothing before
+            await table.start(ROLLS)
+            await table.wait_published()
+            await table.wait_for(
+                lambda: {m.seq for m in released} >= table.recorder.seqs() or None,
+                what="every message through the feed, nothing lost yet",
+            )
+            before = max(m.seq for m in released)
+            # The table's last messages (a roll, its board, its state) are all lost.
+            lossy.losing = True
+            await table.start_sim("ROLL,13,2,2\n")
+            await table.wait_published()
+            await table.wait_for(lambda: len(lossy.lost) >= 3 or None, what="the tail lost")
+            lossy.losing = False
+            assert max(m.seq for m in released) == before  # nothing after it shows the loss
+            clock.go()  # the table has been quiet since `before`: the probe comes
+            await table.wait_for(
+                lambda: {m.seq for m in released} >= table.recorder.seqs() or None,
+                what="the lost tail through the tail probe",
+            )
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    seqs = [m.seq for m in released]
+    assert seqs == sorted(set(seqs))  # once each, in order
+    assert gaps == []
+    # The lost ones were the table's last: only resend answers came after them.
+    tail = set(lossy.lost)
+    after = {m.topic for m in table.recorder.messages if m.seq and m.seq > max(tail)}
+    assert after <= {"response/resend"}, after
+    # They came as copies, the same bytes.
+    by_seq = {m.seq: m.payload for m in table.recorder.messages if m.seq is not None}
+    copies = [m for m in released if m.seq in tail]
+    assert [m.seq for m in copies] == sorted(tail)
+    assert all(m.resent and m.payload == by_seq[m.seq] for m in copies)
+    # One probe, of the seq after the last released, then the ordinary gap fill.
+    assert feed.probes == 1
+    served = [r["resend"] for r in table.journal() if r["kind"] == "decision" and "resend" in r]
+    assert (served[0]["from_seq"], served[0]["to_seq"]) == (before + 1, before + 1)
+    assert all(r["operator"] == "test-feed" for r in served)
+    assert all(any(r["from_seq"] <= s <= r["to_seq"] for r in served) for s in tail)
     assert table.daemon is not None
     assert table.daemon.proc.poll() is None
