@@ -57,7 +57,9 @@ period per table. A quiet period starts at the release of a new message of the t
 own (live, not a ``resent`` copy, not a ``response/resend``: answering the probe is not
 new play, or every quiet table would be probed for ever) and ends with the probe, or
 earlier with any ``response/resend`` released (another subscriber's probe answered: it
-shows the stream up to it, so this feed need not ask). No probe for a table not seen
+shows the stream up to it, so this feed need not ask). A copy whose marking was lost on
+the way (the floor's 3.1.1 bridges drop it) is released before the answer that revealed
+its loss, so that answer ends the quiet period all the same. No probe for a table not seen
 live since the feed started, one that is ``offline`` (its ``availability``), or one with a
 gap being filled; a probe refused (the table's rate limit, no link) or not answered is
 not asked again in that quiet period. Each feed adds to ``probe_after`` a fixed share of

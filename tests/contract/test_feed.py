@@ -371,7 +371,8 @@ def test_a_lost_last_message_is_asked_for_by_the_tail_probe() -> None:
     assert (ask.from_seq, ask.to_seq) == (a + 1, lost)
     copies, answer2 = table.answer(ask)
     assert [s for s, _ in copies] == [lost]
-    consumer.take(feed.receive(T, "state", copies[0][1], now=31.3, resent=True))
+    # Unmarked, as on the floor (the 3.1.1 bridges drop the MQTT 5 property).
+    consumer.take(feed.receive(T, "state", copies[0][1], now=31.3))
     consumer.take(feed.receive(T, "response/resend", answer2, now=31.3))
     assert [m.seq for m in consumer.released] == [a, lost, _seq_of(answer), _seq_of(answer2)]
     assert consumer.gaps == []
