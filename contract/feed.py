@@ -54,15 +54,17 @@ not, nothing was lost. The answer's ``sent`` and ``missing_before`` are not used
 past the table's last seq is answered ``sent`` 0, and a journal that began above it would
 say ``missing_before``: neither says anything was lost). Bounded: one probe per quiet
 period per table. A quiet period starts at the release of a new message of the table's
-own (live, not a ``resent`` copy, not a ``response/resend``: answering the probe is not
+own (not a ``resent`` copy, not a ``response/resend``: answering the probe is not
 new play, or every quiet table would be probed for ever) and ends with the probe, or
 earlier with any ``response/resend`` released (another subscriber's probe answered: it
 shows the stream up to it, so this feed need not ask). A copy whose marking was lost on
 the way (the floor's 3.1.1 bridges drop it) is released before the answer that revealed
-its loss, so that answer ends the quiet period all the same. No probe for a table not seen
-live since the feed started, one that is ``offline`` (its ``availability``), or one with a
-gap being filled; a probe refused (the table's rate limit, no link) or not answered is
-not asked again in that quiet period. Each feed adds to ``probe_after`` a fixed share of
+its loss, so that answer ends the quiet period all the same. No probe for a table the
+feed has released nothing new of since it started (the retained states handed over
+before a fresh stream starts do not count; a newer one after a ``start`` position does),
+one that is ``offline`` (its ``availability``), or one with a gap being filled; a probe
+refused (the table's rate limit, no link) or not answered is not asked again in that
+quiet period. Each feed adds to ``probe_after`` a fixed share of
 ``probe_spread`` of its own (from ``ident`` and the table), so the subscribers of one
 table do not all ask in the same second (the table serves 4 resends a second, 8 at
 once, all clients together), and the first answer spares the others their probe.

@@ -486,6 +486,17 @@ def test_a_table_never_seen_live_or_offline_is_not_probed() -> None:
     assert feed.tick(3700.0) == []
 
 
+def test_a_resumed_feed_handed_a_newer_retained_state_probes_after_it() -> None:
+    table = SimTable()
+    saved = table.message()
+    state = table.message("state")  # published while the consumer was away
+    feed = Feed(start={T: saved}, probe_after=30.0, probe_spread=0.0, ident="s")
+    got = feed.receive(T, "state", table.published[state], now=0.0, retained=True)
+    assert [m.seq for m in got if isinstance(m, Message)] == [state]
+    assert feed.tick(29.0) == []
+    assert [(p.from_seq, p.to_seq) for p in _probes(feed.tick(30.0))] == [(state + 1, state + 1)]
+
+
 def test_no_probe_while_a_gap_is_being_filled() -> None:
     table = SimTable()
     a, _lost, c = table.message(), table.message(), table.message()
