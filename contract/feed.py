@@ -404,7 +404,7 @@ class Feed:
         resend answer released (module docstring, "The end of a stream")."""
         for event in events:
             if not isinstance(event, Message) or event.resent or event.body.get("resent"):
-                continue  # a copy is old news, its marking lost or not
+                continue  # a copy is old news (an unmarked one is, see the docstring)
             if event.topic == ANSWER_TOPIC:
                 t.probed = True  # the stream is shown up to this answer: no probe needed
             else:
