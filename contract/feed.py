@@ -34,7 +34,9 @@ Per table (keyed by its base topic, ``<prefix>/<table id>``), ``Feed``:
 Where a subscriber starts. Without a position, the first message received live (not
 from the broker's retained store) is where the table's stream starts; the retained
 states that the broker hands over at subscription are released as they come (they are
-the current state, each the latest of its topic). A consumer that persisted
+the current state, each the latest of its topic), also when one comes after the first live
+message (a floor node interleaves them) with a seq older than the stream's start (a
+topic that changes seldom: a table's ``state``). A consumer that persisted
 ``positions()`` passes them back as ``start`` and resumes exactly there (gaps asked for,
 retained states it has already seen dropped). A table restarted with its id but a new
 journal goes on above its old seqs (mqtt-api.md), its first message with ``prev_seq``
@@ -184,6 +186,9 @@ class _Ask:
 class _Table:
     name: str
     last: int | None = None
+    first: int | None = None
+    """The seq at which the stream started live (None: not yet, or resumed from a
+    position: then what is older was seen before)."""
     held: dict[int, Message] = field(default_factory=dict)
     held_prev: dict[int, int | None] = field(default_factory=dict)
     early: set[int] = field(default_factory=set)
@@ -318,18 +323,17 @@ class Feed:
             retained=retained,
             resent=resent,
         )
+        if retained and _before_stream(t, seq):
+            # The broker's retained states at subscription: the current state, before the
+            # stream starts (module docstring); released once each, bounded.
+            if seq not in t.early and len(t.early) < MAX_EARLY:
+                t.early.add(seq)
+                out.append(message)
+            else:
+                self.dropped += 1
+            return out
         if t.last is None:
-            if retained:
-                # The broker's retained states at subscription: the current state, before
-                # the stream starts (module docstring).
-                if seq not in t.early and len(t.early) < MAX_EARLY:
-                    t.early.add(seq)
-                    out.append(message)
-                else:
-                    self.dropped += 1
-                return out
-            t.last = seq  # the stream starts here
-            t.early = {s for s in t.early if s > seq}
+            t.last = t.first = seq  # the stream starts here
             out.append(message)
         elif seq <= t.last or seq in t.held or seq in t.early:
             self.dropped += 1
@@ -547,6 +551,14 @@ class Feed:
         t.known = 0
         if t.gone_below is not None and t.last is not None and t.gone_below <= t.last + 1:
             t.gone_below = None
+
+
+def _before_stream(t: _Table, seq: int) -> bool:
+    """Whether a retained message of ``seq`` is a state from before ``t``'s stream: the
+    stream has not started, or started live above it (a floor node hands retained states
+    over interleaved with live messages; a topic that changes seldom, a table's ``state``,
+    is older than the stream). Not when resumed from a position: what is older was seen."""
+    return t.last is None or (t.first is not None and seq < t.first)
 
 
 def _body(payload: bytes) -> dict[str, Any] | None:

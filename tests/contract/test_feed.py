@@ -240,6 +240,39 @@ def test_a_held_message_waits_then_the_gap_is_asked_and_filled() -> None:
     assert feed.dropped == 1
 
 
+def test_a_retained_state_older_than_the_stream_comes_after_its_first_live_message() -> None:
+    # A floor node hands retained states over interleaved with live messages: a table's
+    # state (seldom changed, so old) may come after the stream started. It is the table's
+    # current state: released once, never taken for a repeat of what the stream had.
+    table = SimTable()
+    state = table.message("state")
+    table.record(40)
+    roll = table.message("craps/roll")
+    board = table.message("craps/board")
+    feed = Feed(ident="r")
+    first = feed.receive(T, "craps/roll", table.published[roll], now=0)
+    late = feed.receive(T, "state", table.published[state], now=0, retained=True)
+    assert [m.seq for m in first + late if isinstance(m, Message)] == [roll, state]
+    assert feed.receive(T, "state", table.published[state], now=1, retained=True) == []
+    # A retained republish of what the stream released is still a repeat.
+    assert feed.receive(T, "craps/roll", table.published[roll], now=1, retained=True) == []
+    got = feed.receive(T, "craps/board", table.published[board], now=1, retained=True)
+    assert [m.seq for m in got if isinstance(m, Message)] == [board]
+    assert feed.positions() == {T: board}
+    assert feed.dropped == 2
+
+
+def test_a_resumed_feed_drops_retained_states_older_than_its_position() -> None:
+    # Resumed from a stored position, what is older was seen before: dropped.
+    table = SimTable()
+    state = table.message("state")
+    table.record(40)
+    roll = table.message("craps/roll")
+    feed = Feed(ident="r", start={T: roll})
+    assert feed.receive(T, "state", table.published[state], now=0, retained=True) == []
+    assert feed.dropped == 1
+
+
 def test_retained_states_at_subscription_come_first_then_the_stream() -> None:
     table = SimTable()
     board = table.message("craps/board")
