@@ -87,6 +87,9 @@ from rules.text import plural
 MAX_ROLLS = 8
 MAX_RESULTS = 8
 MAX_WARNINGS = 5
+RETAINED_SETTLE_S = 0.5
+"""A logged-in display's ``--once``: seconds without a retained message after every table's
+state came, taken as the end of the subscriptions' retained burst (``follow``)."""
 
 
 @dataclass
@@ -701,8 +704,11 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
 
     ``synced`` is set once the retained state of every table has been delivered after a
     connect: the display publishes to a topic of its own after subscribing, and the broker
-    delivers that message after the retained ones it queued for the subscriptions. Only
-    without a login: a ``display`` user may not publish it.
+    delivers that message after the retained ones it queued for the subscriptions. A
+    logged-in display (broker-config's ``display-NAME``, the floor's ``display``) may not
+    publish it: for it, ``synced`` is set once every table's ``availability`` and ``state``
+    have come and no topic's first retained message has come for ``RETAINED_SETTLE_S``
+    (the broker sends a subscription's retained messages together, at once).
     """
     identifier = f"lammer-display-{os.getpid()}-{rng.getrandbits(32):08x}"
     sync_topic = f"lammer-display/{identifier}/sync"
@@ -710,6 +716,16 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
     attempt = 0
     screen = Screen(views)  # one feed across reconnects: what was seen stays seen
     loop = asyncio.get_running_loop()
+    last_retained = [loop.time()]  # when a topic's first retained message last came
+    retained_topics: set[str] = set()
+
+    def settled() -> bool:
+        """A logged-in display's sync: every table's state in, the retained burst over."""
+        return (
+            link.user is not None
+            and all(v.availability is not None and v.state is not None for v in views)
+            and loop.time() - last_retained[0] >= RETAINED_SETTLE_S
+        )
 
     async def requests(client: aiomqtt.Client) -> None:
         while screen.resends:
@@ -723,6 +739,8 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
             await asyncio.sleep(0.25 if deadline is None else min(0.25, deadline - loop.time()))
             if screen.tick(loop.time()):
                 on_change()
+            if synced is not None and not synced.is_set() and settled():
+                synced.set()
             # A lost request is asked again after the feed's timeout.
             with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
                 await requests(client)
@@ -745,7 +763,7 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
                     await bounded(client.subscribe(f"{view.base}/#", qos=1))
                 if link.user is None:
                     # A logged-in display (broker-config's display-NAME, the floor's display)
-                    # may publish nothing but request/resend: no sync, --once waits its time.
+                    # may publish nothing but request/resend: it syncs by settled() instead.
                     await bounded(client.subscribe(sync_topic, qos=1))
                     await bounded(client.publish(sync_topic, b"sync", qos=1))
                 link.connected, link.ever_connected, link.error = True, True, None
@@ -761,6 +779,11 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
                             continue
                         data = _payload_bytes(message.payload)
                         retained = bool(message.retain)
+                        if retained and topic not in retained_topics:
+                            # A topic's first retained message: the burst goes on. (A floor
+                            # node may flag its live messages retained too: not counted.)
+                            retained_topics.add(topic)
+                            last_retained[0] = loop.time()
                         if screen.receive(topic, data, now=loop.time(), retained=retained):
                             on_change()
                         await requests(client)
