@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import aiomqtt
@@ -213,6 +213,26 @@ class Lossy:
             yield message
 
 
+async def consume(
+    lossy: Lossy,
+    base: str,
+    feed: Feed,
+    released: list[Message],
+    gaps: list[Gap],
+    *,
+    clock: Callable[[], float] | None = None,
+) -> None:
+    """``follow`` through the lossy client as the test-feed operator: what the feed
+    releases, and its gaps, into the lists."""
+    async for event in follow(
+        cast(aiomqtt.Client, lossy), [base], feed, operator="test-feed", clock=clock
+    ):
+        if isinstance(event, Message):
+            released.append(event)
+        elif isinstance(event, Gap):
+            gaps.append(event)
+
+
 async def test_the_feed_fills_from_the_table_what_a_lossy_subscriber_lost(
     make_table: MakeTable,
 ) -> None:
@@ -226,16 +246,7 @@ async def test_the_feed_fills_from_the_table_what_a_lossy_subscriber_lost(
     async with v5_client(table) as client:
         lossy = Lossy(client)
 
-        async def consume() -> None:
-            async for event in follow(
-                cast(aiomqtt.Client, lossy), [table.base], feed, operator="test-feed"
-            ):
-                if isinstance(event, Message):
-                    released.append(event)
-                elif isinstance(event, Gap):
-                    gaps.append(event)
-
-        task = asyncio.create_task(consume())
+        task = asyncio.create_task(consume(lossy, table.base, feed, released, gaps))
         try:
             await asyncio.sleep(0)  # subscribed before the table starts: nothing before
             await table.start(ROLLS)
@@ -297,16 +308,7 @@ async def test_the_feed_gets_a_lost_last_message_through_the_tail_probe(
     async with v5_client(table) as client:
         lossy = Lossy(client, every=1, losing=False)
 
-        async def consume() -> None:
-            async for event in follow(
-                cast(aiomqtt.Client, lossy), [table.base], feed, operator="test-feed", clock=clock
-            ):
-                if isinstance(event, Message):
-                    released.append(event)
-                elif isinstance(event, Gap):
-                    gaps.append(event)
-
-        task = asyncio.create_task(consume())
+        task = asyncio.create_task(consume(lossy, table.base, feed, released, gaps, clock=clock))
         try:
             await asyncio.sleep(0)  # subscribed before the table starts: nothing before
             await table.start(ROLLS)
