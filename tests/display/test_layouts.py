@@ -168,6 +168,11 @@ async def test_pit_at_every_size(web: WebServer, make_table: MakeTable, page: Pa
     await expect(page.locator(f'[data-table="{table.table_id}"] .last')).to_contain_text(
         "Royal Flush"
     )
+    # The longest login the users file allows (64 characters, both roles), as a pit user
+    # logged in by another test of the session's page would show it: the worst case.
+    await page.evaluate(
+        "() => { document.getElementById('who').textContent = 'p'.repeat(64) + ' (pit, stick)'; }"
+    )
     for size, (width, height) in SIZES.items():
         await page.set_viewport_size({"width": width, "height": height})
         # The session's server sees every test's tables: the first row drawn is measured.
