@@ -89,22 +89,22 @@ WHERE topic = 'info' AND (%(tables)s::text[] IS NULL OR table_id = ANY(%(tables)
 ORDER BY table_id, seq DESC
 """
 
+# The big hits of every bet in one shape: table, seq, time, round (or roll), bet, row,
+# pays, cards, seat (``_big_hits`` maps them alike).
 _BIG_COVER_ALL = f"""
-SELECT table_id, seq, ts, round_id, hand, position, cards, pays, hands
+SELECT table_id, seq, ts, round_id, 'cover_all', hand, pays, cards, position
 FROM cover_all_result WHERE {_WHERE} AND outcome = 'win' AND pays >= %(big)s
-ORDER BY ts, table_id, seq
 """  # noqa: S608  only the constants _DAY and _WHERE go in; values are parameters
 
 _BIG_BUST = f"""
-SELECT table_id, seq, ts, round_id, paytable_row || ' ' || pay_column, dealer_cards, pays
+SELECT table_id, seq, ts, round_id, 'bust_bonus', paytable_row || ' ' || pay_column, pays,
+       dealer_cards, 'DL'
 FROM bust_bonus_result WHERE {_WHERE} AND outcome = 'win' AND pays >= %(big)s
-ORDER BY ts, table_id, seq
 """  # noqa: S608  only the constants _DAY and _WHERE go in; values are parameters
 
 _BIG_CRAPS = f"""
-SELECT table_id, seq, ts, roll_id, bet, pays
+SELECT table_id, seq, ts, roll_id, bet, 'win', pays, NULL::text[], NULL::text
 FROM craps_result WHERE {_WHERE} AND outcome = 'win' AND pays >= %(big)s
-ORDER BY ts, table_id, seq
 """  # noqa: S608  only the constants _DAY and _WHERE go in; values are parameters
 
 _DECISIONS = """
@@ -379,45 +379,18 @@ def build(
 def _big_hits(conn: psycopg.Connection[Any], params: dict[str, Any]) -> list[BigHit]:
     out = [
         BigHit(
-            table=r[0],
-            seq=r[1],
-            ts=r[2],
-            round_id=r[3],
-            bet="cover_all",
-            row=r[4],
-            pays=r[7],
-            cards=list(r[6] or []),
-            seat=r[5],
+            table=table,
+            seq=seq,
+            ts=ts,
+            round_id=round_id,
+            bet=bet,
+            row=row,
+            pays=pays,
+            cards=list(cards or []),
+            seat=seat,
         )
-        for r in conn.execute(_BIG_COVER_ALL, params)
-    ]
-    out += [
-        BigHit(
-            table=r[0],
-            seq=r[1],
-            ts=r[2],
-            round_id=r[3],
-            bet="bust_bonus",
-            row=r[4],
-            pays=r[6],
-            cards=list(r[5] or []),
-            seat="DL",
-        )
-        for r in conn.execute(_BIG_BUST, params)
-    ]
-    out += [
-        BigHit(
-            table=r[0],
-            seq=r[1],
-            ts=r[2],
-            round_id=r[3],
-            bet=r[4],
-            row="win",
-            pays=r[5],
-            cards=[],
-            seat=None,
-        )
-        for r in conn.execute(_BIG_CRAPS, params)
+        for query in (_BIG_COVER_ALL, _BIG_BUST, _BIG_CRAPS)
+        for table, seq, ts, round_id, bet, row, pays, cards, seat in conn.execute(query, params)
     ]
     return sorted(out, key=lambda h: (h.ts, h.table, h.seq))
 
