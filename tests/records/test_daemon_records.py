@@ -23,9 +23,10 @@ import pytest
 
 from deploy.broker import Broker
 from records.observe import GamingDay
-from records.service import Settings, run
+from records.service import run
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
+from tests.records.test_service import settings_for
 
 __all__ = ["make_table"]
 
@@ -51,13 +52,9 @@ ROLL,108,6,1
 async def test_every_result_is_stored_once_through_a_records_restart(
     make_table: MakeTable, mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
-    settings = Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=mosquitto_private.port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
+    settings = settings_for(
+        store_db,
+        mosquitto_private.port,
         day=GamingDay(),
     )
 
@@ -149,14 +146,7 @@ async def test_three_tables_through_a_broker_restart_and_a_records_restart(
     (tmp_path / "broker").mkdir()
     broker = persistent_broker(tmp_path / "broker")
     broker.start()
-    settings = Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=broker.port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
-    )
+    settings = settings_for(store_db, broker.port)
 
     async def stored() -> set[tuple[str, int]]:
         with psycopg.connect(store_db.dsn) as conn:

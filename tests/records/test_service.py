@@ -132,13 +132,9 @@ async def wait_stored_roll(table: aiomqtt.Client, store_db: StoreDb, what: str) 
 async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
     mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
-    settings = Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=mosquitto_private.port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
+    settings = settings_for(
+        store_db,
+        mosquitto_private.port,
         day=GamingDay(),
         resend_wait=0.3,
         resend_timeout=2.0,
@@ -208,14 +204,7 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
 async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm(
     mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
-    settings = Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=mosquitto_private.port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
-    )
+    settings = settings_for(store_db, mosquitto_private.port)
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
     try:
