@@ -52,6 +52,9 @@ PLAY = 45.0  # seconds of play
 KILL_AT = PLAY / 3
 RESTART_AT = 2 * PLAY / 3
 CATCH_UP = 90.0  # after play stops, every subscriber must have everything within this
+RETAINED_WITHIN = (
+    120.0  # a bound on a failure only: new subscribers until a node's retained state is right
+)
 
 
 @pytest.fixture
@@ -220,30 +223,7 @@ async def test_floor_survives_a_node_and_every_subscriber_gets_everything(  # no
         want = {k: v for c in controllers for k, v in expected_retained(c).items()}
         want |= {f"lammer-floor/bridge/{c.name}": 1 for c in controllers}  # payload "1"
         for node in (1, 2, 3):
-            fresh = FloorSubscriber(
-                cluster, ["lammer/+/#", "lammer-floor/#"], first=node, clean=True
-            )
-            await fresh.start()
-            try:
-
-                def stored(f: FloorSubscriber = fresh) -> dict[str, Any]:
-                    return {m.topic: m.body for m in f.messages if m.retained}
-
-                def right(f: FloorSubscriber = fresh) -> bool:
-                    return stored(f) == want
-
-                try:
-                    await until(right, f"node {node}'s retained state", 30)
-                except AssertionError:
-                    got = stored()
-                    wrong = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
-                    shown_wrong = {k: (got.get(k), want.get(k)) for k in wrong}
-                    raise AssertionError(
-                        f"node {node} (via {fresh.connections}): retained (got, want): "
-                        f"{shown_wrong}"
-                    ) from None
-            finally:
-                await fresh.close()
+            await _retained_state_on(cluster, node, want)
 
         # The pit is whole: every table with its latest state, every controller connected.
         await until(lambda: not pit_problems(pit, controllers), "the pit whole", 30)
@@ -288,3 +268,43 @@ async def test_floor_survives_a_node_and_every_subscriber_gets_everything(  # no
     finally:
         for sub in subscribers:
             await sub.close()
+
+
+async def _retained_state_on(cluster: FloorCluster, node: int, want: dict[str, Any]) -> None:
+    """A new subscriber on ``node`` is handed exactly ``want`` as retained messages.
+
+    The first MQTT client of a node that has just been restarted can subscribe before that
+    node has its retained store back (nats-server 2.15.1: a fresh subscriber on the restarted
+    node got only what was retained after the restart, once in 9 runs of a loaded loop), so
+    a new subscriber tries again, bounded at RETAINED_WITHIN in all; a retry says so on
+    stdout, for the record of how often and how long.
+    """
+    started = time.monotonic()
+    for attempt in itertools.count(1):
+        fresh = FloorSubscriber(cluster, ["lammer/+/#", "lammer-floor/#"], first=node, clean=True)
+        await fresh.start()
+        try:
+
+            def stored(f: FloorSubscriber = fresh) -> dict[str, Any]:
+                return {m.topic: m.body for m in f.messages if m.retained}
+
+            try:
+                await until(lambda: stored() == want, f"node {node}'s retained state", 10)
+            except AssertionError:
+                if time.monotonic() - started < RETAINED_WITHIN:
+                    continue
+                got = stored()
+                wrong = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+                shown_wrong = {k: (got.get(k), want.get(k)) for k in wrong}
+                raise AssertionError(
+                    f"node {node} (via {fresh.connections}), {attempt} subscribers in "
+                    f"{time.monotonic() - started:.0f} s: retained (got, want): {shown_wrong}"
+                ) from None
+            if attempt > 1:
+                print(
+                    f"node {node}: the retained state whole for subscriber {attempt}, "
+                    f"{time.monotonic() - started:.1f} s after the first"
+                )
+            return
+        finally:
+            await fresh.close()
