@@ -45,8 +45,8 @@ from pathlib import Path
 import aiomqtt
 
 from cli.output import discard
+from contract.session import UNBOUNDED, session
 from contract.tasks import cancel_and_wait
-from daemon.mqtt import UNBOUNDED, session
 from deploy.broker import Broker, BrokerError, free_port
 from deploy.children import supervised
 from deploy.postgres import Postgres, PostgresError

@@ -89,12 +89,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import random
 import socket
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Final, Protocol
@@ -107,6 +106,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
+from contract.session import UNBOUNDED, session
 from contract.tasks import cancel_and_wait
 from daemon.errors import BrokerLoginRefused, JournalError, JournalValueError
 from daemon.intake import RequestGate, Verdict
@@ -493,6 +493,7 @@ class MqttLink:
             client,
             within=self._timeout if within is None else within,
             close_within=self._close_timeout,
+            on_close_error=_log_close_error,
         )
 
     async def _say_offline(self, client: aiomqtt.Client) -> None:
@@ -921,70 +922,8 @@ def _by_seq(message: OutboxMessage) -> int:
     return message.seq
 
 
-UNBOUNDED: Final = math.inf
-"""The ``timeout`` to give every ``aiomqtt.Client``: aiomqtt bounds its own waits with
-``asyncio.wait_for``, which in Python 3.11 swallows a cancellation that arrives as the awaited
-acknowledgement does (the wait returns normally and the task runs on: a SIGTERM or a Ctrl-C
-that never stops the program). So aiomqtt waits without a bound, and each wait is bounded by
-``asyncio.timeout`` instead (``session``, and ``asyncio.timeout`` around each call)."""
-
-
-@contextlib.asynccontextmanager
-async def session(
-    client: aiomqtt.Client, *, within: float, close_within: float
-) -> AsyncIterator[aiomqtt.Client]:
-    """``async with client`` for a client made with ``timeout=UNBOUNDED``: the connect
-    bounded by ``within`` seconds, the disconnect by ``close_within`` (``TimeoutError``, an
-    ``OSError``, when either takes longer). When the body fails or is cancelled, that is
-    what propagates: a failed DISCONNECT on top of it (the broker went away meanwhile) is
-    only logged, and never replaces a cancellation."""
-    try:
-        async with asyncio.timeout(within):
-            await client.__aenter__()
-    except BaseException:
-        abandon(client)
-        raise
-    observe_disconnect(client)
-    try:
-        yield client
-    except BaseException as exc:
-        try:
-            async with asyncio.timeout(close_within):
-                await client.__aexit__(type(exc), exc, exc.__traceback__)
-        except (aiomqtt.MqttError, OSError) as close_exc:
-            log.debug("mqtt disconnect after an error failed", error=str(close_exc))
-        raise
-    async with asyncio.timeout(close_within):
-        await client.__aexit__(None, None, None)
-
-
-def abandon(client: aiomqtt.Client) -> None:
-    """Close the socket of a connect that did not finish (no CONNACK in time, or
-    cancelled). aiomqtt leaves it open then, with its reader and its once-a-second task
-    running until the keepalive gives up: one more of each per attempt against a broker
-    that accepts connections and never answers."""
-    client._client._reset_sockets()  # paho: closes it, its callbacks stop the task
-
-
-def observe_disconnect(client: aiomqtt.Client) -> None:
-    """Retrieve the error of ``client``'s lost connection whenever it comes. Call it just
-    after entering ``async with client``.
-
-    aiomqtt 2.x keeps a future that fails when the connection drops unasked. Only its
-    message iterator reads it; ``__aexit__`` returns early without reading it when the
-    drop came first (a broker that died while we were stopping: the ``offline`` publish
-    fails, then the exit finds the connection gone), and asyncio reports the future when
-    it is collected: "Future exception was never retrieved ... MqttCodeError". The error
-    is not hidden by this: the publish or the iterator that met the drop raises it, and
-    that is where an outage is handled and logged.
-    """
-    # __aenter__ replaces the future of an earlier connection: this is this connection's.
-    client._disconnected.add_done_callback(_retrieve)
-
-
-def _retrieve(future: asyncio.Future[None]) -> None:
-    if not future.cancelled():
-        future.exception()
+def _log_close_error(exc: BaseException) -> None:
+    log.debug("mqtt disconnect after an error failed", error=str(exc))
 
 
 def _seq(payload: bytes) -> int:

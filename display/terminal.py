@@ -74,9 +74,9 @@ from contract.payloads import (
     parse,
     parse_as,
 )
+from contract.session import UNBOUNDED, bounded, session
 from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
 from contract.vocabulary import BET_NAMES, GAME_NAMES
-from display.session import UNBOUNDED, bounded, session
 from drivers.backoff import Backoff
 from rules.events import POKER_GAMES, CrapsBet, TableGame
 from rules.text import plural
@@ -754,7 +754,7 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
                 username=link.user,
                 password=link.password,
                 tls_context=link.tls,
-                timeout=UNBOUNDED,  # see display.session
+                timeout=UNBOUNDED,  # see contract.session
                 # Nagle off, as everywhere in lammer (40 ms stalls otherwise).
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
             )

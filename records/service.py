@@ -58,6 +58,7 @@ from contract.feed import Event, Feed, Gap, Message, Other, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
 from contract.nodes import Nodes
+from contract.session import observe_disconnect
 from contract.tasks import cancel_and_wait
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
@@ -487,6 +488,7 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
             # has no option of its own: this is paho's, on the client aiomqtt wraps.
             client._client.manual_ack_set(True)
             async with client:
+                observe_disconnect(client)  # no "Future exception was never retrieved"
                 nodes.connected()
                 for prefix in s.prefixes:
                     await client.subscribe(f"{prefix}/+/#", qos=1)

@@ -40,9 +40,9 @@ from contract.follow import LOGIN_TRIES, login_refused
 from contract.nodes import Nodes
 from contract.payloads import PayloadError, parse_as, relayed
 from contract.requests import ResponseMessage
+from contract.session import UNBOUNDED, bounded, session
 from contract.tasks import cancel_and_wait
 from display.errors import LoginRefused
-from display.session import UNBOUNDED, bounded, session
 from display.web.config import WebConfig
 from display.web.store import Store, wire
 from drivers.backoff import Backoff

@@ -29,9 +29,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contract.follow import resent_mark
+from contract.session import UNBOUNDED, session
 from daemon.errors import JournalError, JournalValueError
 from daemon.intake import RequestGate
-from daemon.mqtt import REQUEST_QUEUE, UNBOUNDED, MqttLink, session
+from daemon.mqtt import REQUEST_QUEUE, MqttLink
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
 from deploy.broker import broker_config

@@ -34,6 +34,7 @@ import aiomqtt
 from cli.main import main
 from contract.feed import Feed, Gap, Message, Other, Resend
 from contract.floor import BRIDGE_STATUS_ROOT
+from contract.session import observe_disconnect
 from deploy.broker import Broker, free_port
 from deploy.floor_cluster import FloorCluster
 from display.web.store import Store
@@ -126,6 +127,7 @@ class FloorSubscriber(Subscriber):
                     keepalive=10,
                     tls_context=self.cluster.tls_context(),
                 ) as client:
+                    observe_disconnect(client)
                     self.connections.append(self.node)
                     self.events.append((time.monotonic(), self.node, "connected"))
                     if self.clean or not subscribed:
