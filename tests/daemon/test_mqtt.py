@@ -20,7 +20,6 @@ import textwrap
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import aiomqtt
 import pytest
@@ -807,88 +806,6 @@ async def test_requests_beyond_the_rate_are_refused_unread_and_counted_while_res
     assert link.intake.refused == flood - len(admitted)
     # Admitted requests are the first ones, whole and in order.
     assert [g.payload for g in admitted[:20]] == [b'{"request_id": %d}' % i for i in range(20)]
-
-
-async def _cancelled_as_the_puback_arrives(client: aiomqtt.Client, *, bounded: bool) -> str:
-    """Publish at QoS 1 from a task that is cancelled in the very callback that delivers
-    the PUBACK (the race a Ctrl-C or a SIGTERM meets at a busy table); what happened."""
-    task = asyncio.current_task()
-    assert task is not None
-    deliver: Any = client._client.on_publish
-
-    def puback_then_cancel(*args: Any) -> None:
-        deliver(*args)
-        task.cancel()
-
-    client._client.on_publish = puback_then_cancel
-    try:
-        if bounded:
-            async with asyncio.timeout(10):
-                await client.publish("race/puback", b"1", qos=1)
-        else:
-            await client.publish("race/puback", b"1", qos=1)
-    except asyncio.CancelledError:
-        task.uncancel()
-        return "cancelled"
-    return "ran on"
-
-
-async def test_a_cancellation_with_the_puback_is_not_lost(mosquitto: Broker) -> None:
-    # The hazard, first: aiomqtt's own timeout (asyncio.wait_for, Python 3.11) returns
-    # normally and the cancellation is gone. It hung `lammer demo` on Ctrl-C: its
-    # stickperson's task ran on after being cancelled. When this fails, Python no longer
-    # has the bug and UNBOUNDED could go.
-    async with aiomqtt.Client(mosquitto.host, mosquitto.port, timeout=10) as client:
-        assert await _cancelled_as_the_puback_arrives(client, bounded=False) == "ran on"
-    # What lammer does: no aiomqtt bound, asyncio.timeout around the wait, session().
-    client = aiomqtt.Client(mosquitto.host, mosquitto.port, timeout=UNBOUNDED)
-    async with session(client, within=10, close_within=2):
-        assert await _cancelled_as_the_puback_arrives(client, bounded=True) == "cancelled"
-
-
-async def test_a_session_keeps_the_cancellation_when_the_disconnect_fails(
-    mosquitto_private: Broker,
-) -> None:
-    # The broker dies while the task is being cancelled: the DISCONNECT fails on top of
-    # the cancellation, and the cancellation is what comes out (a loop that catches
-    # MqttError to reconnect would otherwise never stop).
-    client = aiomqtt.Client(mosquitto_private.host, mosquitto_private.port, timeout=UNBOUNDED)
-    entered = asyncio.Event()
-
-    async def body() -> None:
-        async with session(client, within=10, close_within=2):
-            entered.set()
-            await asyncio.sleep(3600)
-
-    task = asyncio.create_task(body())
-    await entered.wait()
-    mosquitto_private.stop()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        async with asyncio.timeout(10):
-            await task
-    assert task.cancelled()
-
-
-async def test_a_broker_that_never_answers_is_a_timeout_and_leaves_nothing_open() -> None:
-    # Accepts the connection, never sends a CONNACK. aiomqtt alone would leave the socket,
-    # its reader and its once-a-second task behind at every attempt (the autouse leak
-    # check fails then).
-    accepted: list[asyncio.StreamWriter] = []
-    server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        for _ in range(3):
-            client = aiomqtt.Client("127.0.0.1", port, timeout=UNBOUNDED)
-            with pytest.raises(TimeoutError):
-                async with session(client, within=0.3, close_within=0.3):
-                    pass  # pragma: no cover - never connected
-        assert len(accepted) == 3
-    finally:
-        for writer in accepted:
-            writer.close()
-        server.close()
-        await server.wait_closed()
 
 
 @asynccontextmanager
