@@ -46,7 +46,7 @@ import aiomqtt
 
 from cli.output import discard
 from contract.session import UNBOUNDED, session
-from contract.tasks import cancel_and_wait
+from contract.tasks import cancel_and_wait, exit_after
 from deploy.broker import Broker, BrokerError, free_port
 from deploy.children import supervised
 from deploy.postgres import Postgres, PostgresError
@@ -58,6 +58,9 @@ STOP_SIGNALS = (signal.SIGHUP, signal.SIGTERM)
 
 STOP_TIMEOUT = 10.0
 """Seconds each group of children (daemons, then simulators) has to stop before SIGKILL."""
+STOP_DEADLINE = 120.0
+"""Seconds from a Ctrl-C to the demo's exit whatever hangs: its own steps take at most
+about 65 s (the clients, the daemons, the simulators, the broker, PostgreSQL)."""
 
 WAIT = 10.0
 """Seconds the demo's own MQTT clients (stickperson, progress) wait for the broker."""
@@ -424,6 +427,14 @@ async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> N
                 return
             await asyncio.sleep(0.2)
     finally:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Ctrl-C (asyncio.run cancels this task): the stop has begun, and it ends, at
+            # the latest, STOP_DEADLINE after it (contract.tasks.exit_after: one line, status
+            # 70). The stop's own steps are bounded; asyncio.run's last wait for every task
+            # (and its executor's threads) is not, and a demo once outlived its Ctrl-C by
+            # 180 s in a quiet full run (cause not found).
+            exit_after(STOP_DEADLINE, "lammer demo")
         # Asked again until they end (a cancellation can be lost: contract.tasks), and
         # bounded all the same: a stop must never wait on a client for ever.
         await cancel_and_wait(tasks, within=STOP_TIMEOUT)
