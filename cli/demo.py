@@ -431,9 +431,10 @@ async def _supervise(floor: Floor, display: subprocess.Popen[bytes] | None) -> N
         if task is not None and task.cancelling():
             # Ctrl-C (asyncio.run cancels this task): the stop has begun, and it ends, at
             # the latest, STOP_DEADLINE after it (contract.tasks.exit_after: one line, status
-            # 70). The stop's own steps are bounded; asyncio.run's last wait for every task
-            # (and its executor's threads) is not, and a demo once outlived its Ctrl-C by
-            # 180 s in a quiet full run (cause not found).
+            # 70), as lammer web's, display's and records' do. The stop's own steps are
+            # bounded; asyncio.run's last wait for every task and its executor's threads is
+            # not. (A demo started with SIGINT ignored, as a shell's background job is,
+            # never sees a Ctrl-C at all: Python keeps an ignored SIGINT ignored.)
             exit_after(STOP_DEADLINE, "lammer demo")
         # Asked again until they end (a cancellation can be lost: contract.tasks), and
         # bounded all the same: a stop must never wait on a client for ever.

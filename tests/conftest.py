@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -143,3 +144,15 @@ def _no_leaked_threads() -> Iterator[None]:
             break
         time.sleep(0.02)
     assert not leaked, f"test leaked threads: {leaked}"
+
+
+def sigint_as_from_a_terminal() -> None:
+    """``preexec_fn`` for a command a test stops with Ctrl-C: SIGINT back to its default.
+
+    A command started by a shell as a background job (``make test &``, ``( ... &)``) has
+    SIGINT and SIGQUIT ignored, and so has everything it starts, the test's commands
+    included: Python keeps an ignored SIGINT ignored, so ``lammer demo`` never saw the test's
+    Ctrl-C (hung 180 s in two full runs started that way). A terminal's Ctrl-C reaches a
+    foreground command whose SIGINT is not ignored; this makes the test's command one.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from deploy.broker import free_port
+from tests.conftest import sigint_as_from_a_terminal
 from tests.integration.harness import LAMMER
 from tests.integration.test_broker_access import Secured, secured, table_toml
 
@@ -122,8 +123,7 @@ def test_ctrl_c_in_a_long_command_is_a_sentence_and_status_130(tmp_path: Path) -
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        # The test's own process may ignore SIGINT (a background job): the command must not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_from_a_terminal,
     )
     try:
         deadline = time.monotonic() + 120
