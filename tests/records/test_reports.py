@@ -234,6 +234,53 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
     assert "has no area 'Pit 9' (areas: High limit, Pit 1)" in done.stderr
 
 
+def test_big_hits_of_every_bet_name_their_row_cards_and_seat(store_db: StoreDb) -> None:
+    # Cover All, Bust Bonus and Bonus Craps each pay at a row of their own: a big hit names
+    # it, with the cards and the seat where the bet has them (the dealer's cards at Bust
+    # Bonus, none at craps), in time order across the tables.
+    craps = [
+        {"table": "craps-1", "seq": 5, "ts": _ts(1, 8, 5), "roll_id": 12,
+         "bet": "make_em_all", "outcome": "win", "pays": "175"},
+        {"table": "craps-1", "seq": 6, "ts": _ts(1, 8, 6), "roll_id": 12,
+         "bet": "all_small", "outcome": "win", "pays": "34"},
+        {"table": "craps-1", "seq": 7, "ts": _ts(1, 8, 7), "roll_id": 13,
+         "bet": "all_tall", "outcome": "lose", "pays": None},
+    ]  # fmt: skip
+    _store(
+        store_db,
+        [
+            (
+                "lir-1",
+                "cover_all/result",
+                _poker("lir-1", 1, _ts(1, 8, 0), 1, "Royal Flush", "500"),
+            ),
+            ("lir-1", "cover_all/result", _poker("lir-1", 2, _ts(1, 8, 1), 2, "Flush", "2")),
+            ("bj-1", "info", _info_bj("bj-1", 1)),
+            ("bj-1", "bust_bonus/result", _bust("bj-1", 2, _ts(1, 8, 2), "6h", "suited", "3")),
+            ("bj-1", "bust_bonus/result", _bust("bj-1", 3, _ts(1, 8, 3), "6c", "off_suit", "1")),
+            *[("craps-1", "craps/result", c) for c in craps],
+        ],
+    )
+
+    def big_hits(*args: str) -> list[tuple[Any, ...]]:
+        done = _report(store_db, "--day", "2026-12-01", "--format", "json", *args)
+        assert done.returncode == 0, done.stderr
+        return [
+            (h["table"], h["round_id"], h["bet"], h["row"], h["pays"], h["cards"], h["seat"])
+            for h in json.loads(done.stdout)["big_hits"]
+        ]
+
+    royal = ("lir-1", 1, "cover_all", "Royal Flush", "500", ["Ah", "Kh", "Qh", "Jh", "Th"], "P3")
+    make_em_all = ("craps-1", 12, "make_em_all", "win", "175", [], None)
+    assert big_hits("--big-hit", "3") == [
+        royal,
+        ("bj-1", 2, "bust_bonus", "6 suited", "3", ["6h", "6s", "Ks"], "DL"),
+        make_em_all,
+        ("craps-1", 12, "all_small", "win", "34", [], None),
+    ]
+    assert big_hits() == [royal, make_em_all]  # 100 to 1 by default
+
+
 def test_operator_mistakes_are_one_sentence_and_status_2(store_db: StoreDb) -> None:
     done = _report(store_db, "--from", "2026-12-02", "--to", "2026-12-01")
     assert (done.returncode, done.stderr.strip()) == (
