@@ -271,7 +271,7 @@ def test_big_hits_of_every_bet_name_their_row_cards_and_seat(store_db: StoreDb) 
         ]
 
     royal = ("lir-1", 1, "cover_all", "Royal Flush", "500", ["Ah", "Kh", "Qh", "Jh", "Th"], "P3")
-    make_em_all = ("craps-1", 12, "make_em_all", "win", "175", [], None)
+    make_em_all: tuple[Any, ...] = ("craps-1", 12, "make_em_all", "win", "175", [], None)
     assert big_hits("--big-hit", "3") == [
         royal,
         ("bj-1", 2, "bust_bonus", "6 suited", "3", ["6h", "6s", "Ks"], "DL"),
