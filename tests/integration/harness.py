@@ -40,6 +40,7 @@ import aiomqtt
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.follow import resent_mark
+from contract.session import observe_disconnect
 from tests.conftest import Broker
 from tests.spec_mqtt import SpecViolation, check_message, check_seq_order
 
@@ -139,6 +140,7 @@ class Recorder(Subscriber):
                     protocol=aiomqtt.ProtocolVersion.V5,
                     timeout=5,
                 ) as client:
+                    observe_disconnect(client)  # a broker restarted under it: no stray error
                     options = SubscribeOptions(qos=1, noLocal=True, retainAsPublished=True)
                     await client.subscribe(f"{self.base}/#", options=options)
                     self.connections += 1

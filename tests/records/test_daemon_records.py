@@ -98,24 +98,7 @@ async def test_every_result_is_stored_once_through_a_records_restart(
         results = conn.execute("SELECT bet, outcome FROM craps_result ORDER BY seq").fetchall()
     assert [r[0] for r in rows] == list(range(101, 109))
     assert ("all_small", "win") in results
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [
-            LAMMER,
-            "records",
-            "reconcile",
-            "--db",
-            store_db.dsn,
-            "--journal",
-            str(table.journal_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert ", 0 missing, 0 extra, 0 in recorded gaps" in done.stdout
+    await _reconciled(store_db, table.journal_path)
 
 
 THIRD = """\
@@ -207,21 +190,19 @@ async def test_three_tables_through_a_broker_restart_and_a_records_restart(
             await t.stop_daemon()
         broker.stop()
     for t in tables:
-        done = await asyncio.to_thread(
-            subprocess.run,
-            [
-                LAMMER,
-                "records",
-                "reconcile",
-                "--db",
-                store_db.dsn,
-                "--journal",
-                str(t.journal_path),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert ", 0 missing, 0 extra, 0 in recorded gaps" in done.stdout
+        await _reconciled(store_db, t.journal_path)
+
+
+async def _reconciled(store_db: StoreDb, journal: Path) -> None:
+    """``lammer records reconcile`` finds the store and ``journal`` agree: nothing missing,
+    nothing extra, no recorded gap."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [LAMMER, "records", "reconcile", "--db", store_db.dsn, "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ", 0 missing, 0 extra, 0 in recorded gaps" in done.stdout
