@@ -41,6 +41,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.follow import resent_mark
 from contract.session import observe_disconnect
+from contract.tasks import cancel_and_wait
 from tests.conftest import Broker
 from tests.spec_mqtt import SpecViolation, check_message, check_seq_order
 
@@ -98,12 +99,16 @@ class Subscriber:
             await self.ready.wait()
 
     async def close(self) -> None:
-        """Disconnect and stop."""
+        """Disconnect and stop: cancelled until it ends (contract.tasks.cancel_and_wait). A
+        single cancel was once lost to aiomqtt's ``wait_for`` (Python 3.11) on a loaded
+        machine, and the floor test's subscriber went on reconnecting until the test's
+        timeout. An error of its own, other than the cancellation, is raised here."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+            task, self._task = self._task, None
+            left = await cancel_and_wait([task], within=DEADLINE)
+            assert not left, f"{self._name()} did not stop within {DEADLINE:g} s"
+            if not task.cancelled() and (error := task.exception()) is not None:
+                raise error
 
 
 class Recorder(Subscriber):
