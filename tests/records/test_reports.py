@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from datetime import date
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -224,8 +224,14 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
                    "--format", "json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert {d["table"] for d in json.loads(done.stdout)["days"]} == {"bj-1"}
-    # Availability has no seq or ts: kept as received, so today's report holds it.
-    done = _report(store_db, "--day", date.today().isoformat(), "--format", "json")
+    # Availability has no seq or ts: kept as received, so the current gaming day's report
+    # holds it. That day began at 06:00 UTC (the report's default start, --timezone UTC),
+    # so between midnight and 06:00 it is yesterday's date (the test failed at 00:02 when it
+    # asked for today's); and it may roll over between the store and the report, so the
+    # day before is asked too.
+    current = (datetime.now(UTC) - timedelta(hours=6)).date()
+    done = _report(store_db, "--from", (current - timedelta(days=1)).isoformat(),
+                   "--to", current.isoformat(), "--format", "json")  # fmt: skip
     assert done.returncode == 0, done.stderr
     changes = json.loads(done.stdout)["availability"]
     assert [(a["table"], a["status"]) for a in changes] == [("bj-1", "online"), ("bj-1", "offline")]
