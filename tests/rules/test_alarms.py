@@ -45,9 +45,8 @@ def resolve(expr: ast.expr, module: str, params: set[str]) -> str | None:
         assert expr.func.id == "_fault_code", ast.unparse(expr)
         return f"{DEVICE_FAULT_PREFIX}<code>"
     # A game's AlarmRaised handed on by the table: its code was read where it was made.
-    assert isinstance(expr, ast.Attribute) and ast.unparse(expr) == "outcome.code", (
-        f"{module}: cannot tell which alarm {ast.unparse(expr)} is"
-    )
+    assert isinstance(expr, ast.Attribute), f"{module}: cannot tell which alarm {expr} is"
+    assert ast.unparse(expr) == "outcome.code", f"{module}: which alarm is {ast.unparse(expr)}?"
     return None
 
 
@@ -79,12 +78,13 @@ def test_every_code_the_rules_raise_is_declared_with_its_clearing_condition() ->
     assert found.keys() - declared == set(), "raised but not declared in rules/alarms.py"
     assert declared - found.keys() == set(), "declared in rules/alarms.py but never raised"
     for kind in ALARMS:
-        assert kind.raised.strip() and kind.cleared.strip(), kind.code
+        assert kind.raised.strip(), kind.code
+        assert kind.cleared.strip(), kind.code
     assert len(declared) == len(ALARMS)
 
 
 def test_payout_alarms_are_the_declared_ones_that_stop_payouts() -> None:
-    assert PAYOUT_ALARMS == {"MODE_MISMATCH", "DECK_FAULT"}
+    assert {"MODE_MISMATCH", "DECK_FAULT"} == PAYOUT_ALARMS
 
 
 def test_a_device_fault_code_is_its_family() -> None:
