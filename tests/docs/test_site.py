@@ -126,3 +126,13 @@ async def test_the_site_opens_from_the_file_system_with_the_network_unused(site:
             await browser.close()
     assert refused == [], f"requests outside the file system: {refused}"
     assert errors == [], errors
+
+
+def test_every_screenshot_is_shown_on_a_page() -> None:
+    # The screen tests write docs/screens/ (LAMMER_SCREENSHOTS): each belongs on the page
+    # that describes its screen (mkdocs --strict checks that every link resolves).
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md"))
+    shots = sorted((ROOT / "docs" / "screens").glob("*.png"))
+    assert len(shots) > 20
+    for shot in shots:
+        assert f"screens/{shot.name})" in pages, f"{shot.name} is shown on no page"
