@@ -115,3 +115,51 @@ def test_a_table_configuration_the_docs_show_validates(
 def test_the_docs_show_a_configuration_of_each_kind() -> None:
     games = {tomllib.loads(text)["table"]["game"] for _, text in CONFIGURATIONS}
     assert {"UTH", "CRAPS"} <= games
+
+
+def environment(path: Path) -> dict[str, str]:
+    """An EnvironmentFile's assignments (comments and blank lines left out)."""
+    found: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        name, equals, value = line.partition("=")
+        if equals and not name.startswith("#"):
+            found[name] = value
+    return found
+
+
+def unit_command_lines() -> list[tuple[str, list[str]]]:
+    """Every ``lammer`` command line systemd runs from the units, as systemd expands it:
+    ``%i`` the instance, ``${X}`` one word, ``$X`` split at spaces (systemd.service(5))."""
+    found = []
+    env = environment(ROOT / "systemd" / "lammer-records.env")
+    for unit in sorted((ROOT / "systemd").glob("*.service")):
+        text = unit.read_text().replace("\\\n", " ")
+        for line in re.findall(r"^ExecStart(?:Pre)?=(.*)$", text, re.M):
+            words: list[str] = []
+            for word in shlex.split(line.replace("%i", "poker1")):
+                if (name := re.fullmatch(r"\$\{(\w+)\}", word)) is not None:
+                    words.append(env[name[1]])
+                elif (name := re.fullmatch(r"\$(\w+)", word)) is not None:
+                    words += env[name[1]].split()
+                else:
+                    words.append(word)
+            if Path(words[0]).name in PROGRAMS:
+                found.append((unit.name, words))
+    return found
+
+
+UNITS = unit_command_lines()
+
+
+@pytest.mark.parametrize(("unit", "argv"), UNITS, ids=[" ".join(a[1:3]) for _, a in UNITS])
+def test_a_command_line_a_unit_runs_is_one_the_parser_accepts(unit: str, argv: list[str]) -> None:
+    assert len(UNITS) >= 4  # lammer@'s check and run, lammer-web, lammer-records
+    parser: argparse.ArgumentParser = PROGRAMS[Path(argv[0]).name]()
+    stderr = io.StringIO()
+    status: int | str | None = 0
+    try:
+        with contextlib.redirect_stderr(stderr):
+            parser.parse_args(argv[1:])
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 0, f"{unit}: {shlex.join(argv)}\n{stderr.getvalue()}"
