@@ -7,7 +7,7 @@ Every test fails if it leaves a thread, an asyncio task or a file descriptor beh
 (pymodbus' autouse hygiene fixtures): a daemon that leaks one per reconnect dies in a week.
 
 The suite runs in parallel (pytest-xdist, ``make test``: ``--dist loadgroup``), so a test
-shares nothing with the tests beside it (README, "Tests and benchmarks"):
+shares nothing with the tests beside it (docs/developers/tests.md):
 
 * folders: ``tmp_path`` (a session fixture: ``tmp_path_factory``, per worker); never a
   fixed path;

@@ -229,7 +229,7 @@ def test_records_cut_from_the_end_of_the_live_segment(journal: Copy) -> None:
 
 
 def test_a_tail_cut_with_its_sequence_rewritten_is_beyond_the_chain(journal: Copy) -> None:
-    # The documented limit (README, "The journal"): the end of the live segment has no
+    # The documented limit (docs/auditors/journal.md): the end of the live segment has no
     # successor; someone who can write the file and also rewrites sqlite_sequence cuts it
     # unseen, key or no key. What the displays received (seq on MQTT) still shows it.
     live = journal("plain")
@@ -633,8 +633,8 @@ def test_a_fresh_table_restarted_under_another_game_and_pay_table_verifies(tmp_p
 
 
 def test_hashes_are_what_the_documented_recipe_gives(journal: Copy) -> None:
-    # README: hash = SHA-256(previous hash + canonical bytes), the first on 32 zero bytes;
-    # an auditor can recompute the first records without lammer.
+    # docs/auditors/journal.md: hash = SHA-256(previous hash + canonical bytes), the first on
+    # 32 zero bytes; an auditor can recompute the first records without lammer.
     live = journal("plain")
     oldest = _segments(live)[0]
     rows = query(

