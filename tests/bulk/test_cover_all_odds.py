@@ -33,6 +33,10 @@ from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_columns
 from rules.paytables import cover_all_table as paytable
 
+# make check leaves these out (make test runs them): the tests share cached enumerations
+# (seconds of CPU for whichever test of a worker asks first).
+pytestmark = pytest.mark.heavy
+
 C = math.comb
 
 
@@ -47,7 +51,6 @@ def at_least(counts: list[int], whole: int) -> tuple[Fraction, ...]:
 FIVE_CARD = [54912, 10200, 5108, 3744, 624, 36, 4]  # trips .. royal, of C(52, 5)
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("game", ["CSP", "LIR", "MSP"])
 def test_one_hand_is_a_five_card_hand_in_the_stud_games(game: PokerGame) -> None:
     """CSP enumerates five-card hands; LIR and MSP condition on the community cards and
@@ -56,7 +59,6 @@ def test_one_hand_is_a_five_card_hand_in_the_stud_games(game: PokerGame) -> None
     assert pieces.single["player"] == at_least(FIVE_CARD, C(52, 5))
 
 
-@pytest.mark.heavy
 def test_one_uth_hand_is_the_best_five_of_seven() -> None:
     full_house_up = [3473184, 224848, 37260, 4324]  # of C(52, 7): textbook counts
     assert exact_pieces("UTH").single["player"] == at_least(full_house_up, C(52, 7))
@@ -68,7 +70,6 @@ def test_one_three_card_hand() -> None:
     assert exact_pieces("TCP").single["player"] == at_least(straight_up, C(52, 3))
 
 
-@pytest.mark.heavy
 def test_four_card_poker_dealer_holds_six_cards() -> None:
     """Four aces: AAAA plus any card in five, plus any two cards in six."""
     pieces = exact_pieces("FCP")
@@ -87,7 +88,6 @@ def brute_pairs(a: list[tuple[int, ...]], b: list[tuple[int, ...]]) -> int:
     return sum(1 for x, y in product(a, b) if not set(x) & set(y))
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize(("size_a", "size_b"), [(3, 3), (5, 5), (5, 6), (2, 2)])
 def test_disjoint_pairs_against_brute_force(size_a: int, size_b: int) -> None:
     rng = np.random.default_rng(size_a * 10 + size_b)
@@ -110,7 +110,6 @@ def test_disjoint_pairs_against_brute_force(size_a: int, size_b: int) -> None:
     assert same[0] == brute_pairs([tuple(h) for h in a[0]], [tuple(h) for h in a[0]])
 
 
-@pytest.mark.heavy
 def test_two_royal_flushes() -> None:
     """Both hands royal: 4 * 3 ordered pairs in CSP; never in LIR or MSP (the community
     cards would have to be in both suits), nor both four aces in FCP."""
@@ -121,7 +120,6 @@ def test_two_royal_flushes() -> None:
     assert exact_pieces("FCP").pair["player", "dealer"][-1] == 0
 
 
-@pytest.mark.heavy
 def test_two_uth_hands_both_royal_only_with_a_royal_board() -> None:
     """Two hands of seven sharing five board cards both hold a royal flush only when the
     board is one: a royal in another suit than the board's would need five cards of that
@@ -274,7 +272,6 @@ def test_plain_simulation_agrees_with_exact_uth_two_hands() -> None:
     assert binomial_close(sample.highest[0] / 300_000, exact.no_qualifier, 300_000)
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("game", "hands"), [("CSP", 3), ("FCP", 4), ("TCP", 5), ("LIR", 3), ("MSP", 4), ("UTH", 3)]
 )
@@ -372,7 +369,6 @@ def test_columns_the_table_lacks_are_refused() -> None:
         column_odds("UTH", 1)
 
 
-@pytest.mark.heavy
 def test_suit_classes_count_known_figures() -> None:
     """169 starting hands, 1,755 flops, 134,459 five-card boards up to suits."""
     for k, classes in ((2, 169), (3, 1755), (5, 134459)):

@@ -16,10 +16,13 @@ from rules.errors import ConfigError
 from rules.paytables import BUST_BONUS
 from tests.rules.test_bust_bonus import SEED_ROWS, dealt_hand, seed_pays
 
+# make check leaves these out (make test runs them): the tests share the cached exact odds of
+# every shoe (seconds of CPU for whichever test of a worker asks first).
+pytestmark = pytest.mark.heavy
+
 CONFIGS = [(1, False), (1, True), (6, False), (6, True), (8, True)]
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize(("decks", "h17"), CONFIGS)
 def test_outcomes_partition_and_ev_follows_the_seed(decks: int, h17: bool) -> None:
     table = odds_table(decks, h17)
@@ -177,7 +180,6 @@ def within(observed: int, trials: int, p: Fraction, sigmas: float = 5.0) -> bool
     return abs(observed - expected) <= sigmas * sd + 1
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize(("decks", "h17", "seed"), [(1, False, 2024), (6, True, 7)])
 def test_agrees_with_an_independent_simulation(decks: int, h17: bool, seed: int) -> None:
     hands = 60_000
