@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lammer-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo lint typecheck bench mutate schemas reference docs setup system-deps clean
+.PHONY: test check demo lint typecheck bench mutate schemas reference docs setup system-deps clean
 
 setup: system-deps $(STAMP)
 
@@ -85,6 +85,19 @@ test: setup
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
+# The quick tier for the edit-test loop (under a minute on 2 cores): lint, types, the import
+# contracts and the tests that need no broker, browser, cluster or database and take under half
+# a second of CPU each. Under LAMMER_QUICK=1 a test that starts a service itself fails with a
+# sentence, and the summary names any test over the CPU budget (tests/conftest.py).
+QUICK := not service and not heavy and not slow and not exhaustive
+
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	LAMMER_QUICK=1 $(BIN)/pytest -q -n $(TEST_WORKERS) -m "$(QUICK)"
 
 demo: setup
 	$(BIN)/lammer demo

@@ -249,6 +249,7 @@ def in_root(command: str, root: Path) -> str:
     return command.replace("/opt/lammer/bin/lammer", lammer).replace("/etc/", f"{root}/etc/")
 
 
+@pytest.mark.heavy
 def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
     # The steps that touch only files, in a root where /etc has what systemd and udev
     # give it (no /etc/lammer): they ran `cp config/uth.toml /etc/lammer/...` into nothing.
@@ -279,6 +280,7 @@ def unit_commands(
     ]
 
 
+@pytest.mark.heavy
 def test_the_unit_refuses_a_config_of_another_table(
     unit: dict[str, dict[str, list[str]]], tmp_path: Path
 ) -> None:
@@ -424,6 +426,7 @@ def test_the_web_unit_runs_lammer_web_with_the_daemon_s_hardening() -> None:
     assert "SupplementaryGroups" not in web  # no dialout: no serial port
 
 
+@pytest.mark.heavy
 def test_the_web_unit_header_gives_the_documented_steps_and_they_work(tmp_path: Path) -> None:
     documented = web_install_steps(SCREENS_DOC.read_text())
     assert unit_install_steps(WEB_UNIT.read_text()) == documented
@@ -471,6 +474,7 @@ def test_systemd_analyze_security_of_the_web_unit(tmp_path: Path) -> None:
     assert float(found.group(1)) <= 1.5  # as lammer@.service
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not _mdwe_supported(), reason="the kernel has no PR_SET_MDWE (Linux 6.3+)")
 def test_lammer_web_serves_and_logs_in_with_no_writable_code(tmp_path: Path) -> None:
     # MemoryDenyWriteExecute=yes for the screens: aiohttp and Argon2id (argon2-cffi) under

@@ -84,6 +84,7 @@ def _problem(report: Report) -> tuple[str, int | None, str]:
 # -- intact --------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_an_intact_journal_passes_every_check(journal: Copy) -> None:
     live = journal("plain")
     report = verify_journal(live)
@@ -484,6 +485,7 @@ def lammer(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.heavy
 def test_the_command_exits_0_when_intact_and_says_what_it_checked(journal: Copy) -> None:
     live = journal("hmac")
     before = sorted(p.relative_to(live.parent) for p in live.parent.rglob("*"))
@@ -497,6 +499,7 @@ def test_the_command_exits_0_when_intact_and_says_what_it_checked(journal: Copy)
     assert sorted(p.relative_to(live.parent) for p in live.parent.rglob("*")) == before
 
 
+@pytest.mark.heavy
 def test_the_command_takes_path_and_key_from_the_configuration(journal: Copy) -> None:
     live = journal("hmac")
     config = live.parent / "c1.toml"
@@ -509,6 +512,7 @@ def test_the_command_takes_path_and_key_from_the_configuration(journal: Copy) ->
     assert "hmac-sha256" in result.stdout
 
 
+@pytest.mark.heavy
 def test_the_command_exits_1_and_names_the_first_problem(journal: Copy) -> None:
     live = journal("plain")
     seq = rolls(live)[1]
@@ -527,6 +531,7 @@ def test_the_command_exits_1_and_names_the_first_problem(journal: Copy) -> None:
     assert "a key may be needed" in result.stdout
 
 
+@pytest.mark.heavy
 def test_the_command_exits_2_when_it_cannot_check(tmp_path: Path, journal: Copy) -> None:
     missing = tmp_path / "none.db"
     result = lammer("journal", "verify", missing)
@@ -550,6 +555,7 @@ def test_the_command_exits_2_when_it_cannot_check(tmp_path: Path, journal: Copy)
     assert "a FILE (the journal's live segment) or --config is required" in result.stderr
 
 
+@pytest.mark.heavy
 def test_verify_passes_while_the_daemon_writes(tmp_path: Path) -> None:
     # The table's core keeps journaling (one transaction per frame, a snapshot every 12
     # records) in a thread while `lammer journal verify` reads the same files: read-only,
