@@ -51,6 +51,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.heavy  # the site's build: mkdocs run as a new process
 def test_the_site_builds_strict_with_a_page_for_every_audience(site: Path) -> None:
     for page in (
         "index.html",
@@ -65,6 +66,7 @@ def test_the_site_builds_strict_with_a_page_for_every_audience(site: Path) -> No
         assert (site / page).is_file(), page
 
 
+@pytest.mark.heavy
 def test_no_page_or_stylesheet_loads_anything_from_outside(site: Path) -> None:
     pages = list(site.rglob("*.html"))
     assert len(pages) > 40
@@ -88,6 +90,8 @@ def test_the_vendored_iframe_worker_is_the_one_its_readme_names() -> None:
     )
 
 
+@pytest.mark.heavy
+@pytest.mark.service  # a browser, started here
 async def test_the_site_opens_from_the_file_system_with_the_network_unused(site: Path) -> None:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: make setup installs Debian's chromium package")
