@@ -28,6 +28,7 @@ def test_every_game_and_column_is_there() -> None:
         assert hands == sorted(cover_all_columns(game["game"]), reverse=True)
 
 
+@pytest.mark.heavy  # an enumeration of every deal (seconds of CPU): make check leaves it out
 @pytest.mark.parametrize(
     ("game", "column"),
     [(g, c) for g, c in COLUMNS if c["exact"]],
