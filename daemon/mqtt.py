@@ -6,8 +6,10 @@
 1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
-2. subscribe ``<base>/request/+`` (QoS 1), before saying ``online``, so a request sent
-   the moment a terminal sees ``online`` finds the table listening;
+2. subscribe ``<base>/request/+`` and, for the requests read-only users send at their own
+   level (mqtt-api.md 1.4, ``contract.requests.USER_LEVEL``), ``<base>/request/resend/+``
+   (QoS 1), before saying ``online``, so a request sent the moment a terminal sees
+   ``online`` finds the table listening;
 3. publish ``online`` (retained);
 4. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
    that lost them (restarted without persistence) holds the current state again at once,
@@ -56,7 +58,11 @@ order, yielding to the loop after each (the drain and the keepalive never wait b
 queue of requests). ``on_request`` answers them through the journal (``response/<name>``).
 Before a request is queued, or even read, the table's gate (``daemon.intake``) decides
 whether it is served: past the rate it is refused unread, one a second handed on to be
-answered busy, the rest only counted (a flood costs counts, not records).
+answered busy, the rest only counted (a flood costs counts, not records). A request at a
+user level (``request/resend/<user>``) goes through that user's own gate instead
+(``user_gate``: the resend rate, ``daemon.resend``, one busy answer a minute), so a flood
+from one user's password neither reaches the table's journal nor takes the terminal's
+decisions' turn.
 
 The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
@@ -106,13 +112,14 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
+from contract.requests import USER_LEVEL
 from contract.session import UNBOUNDED, session
 from contract.tasks import cancel_and_wait
 from daemon.errors import BrokerLoginRefused, JournalError, JournalValueError
 from daemon.intake import RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
-from daemon.resend import RESENT_PROPERTY
+from daemon.resend import MAX_USERS, OTHERS, RESEND_BURST, RESEND_RATE, RESENT_PROPERTY
 from drivers.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
@@ -200,6 +207,8 @@ class MqttLink:
         """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
         self.intake = intake if intake is not None else RequestGate()
         """The rate the table serves requests at (``daemon.intake``); its counts."""
+        self.user_gates: dict[str, RequestGate] = {}
+        """Per user, the gate of its requests at the user level (``user_gate``)."""
         self._on_journal_error = on_journal_error
         self._on_login = on_login
         """Told ``True`` when the broker refuses the login after the start (the table raises
@@ -466,6 +475,10 @@ class MqttLink:
                 # moment it sees online must find the table listening.
                 async with asyncio.timeout(self._timeout):
                     await client.subscribe(f"{self._base}/request/+", options=REQUEST_OPTIONS)
+                    for name in sorted(USER_LEVEL):
+                        await client.subscribe(
+                            f"{self._base}/request/{name}/+", options=REQUEST_OPTIONS
+                        )
                 await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
@@ -761,9 +774,11 @@ class MqttLink:
             payload = message.payload
             self._bridge_status(topic, payload if isinstance(payload, bytes) else b"")
             return
-        if not topic.startswith(prefix):  # pragma: no cover  (only request/+ is ours)
+        if not topic.startswith(prefix):  # pragma: no cover  (only request/ is ours)
             return
-        name = topic[len(prefix) :]
+        # request/<name>, or request/<name>/<user> (subscribed for USER_LEVEL names only).
+        name, level, user_name = topic[len(prefix) :].partition("/")
+        user = user_name if level else None
         payload = message.payload
         # paho gives bytes; aiomqtt may have decoded a number: keep what came. Bounded at
         # once: a 100 MB request is kept as its size, hash and first bytes, never queued.
@@ -783,14 +798,15 @@ class MqttLink:
             self._wake.set()
         # Over the rate, a request is refused before it is read (daemon.intake): a flood
         # costs a count, not a journal record and an answer each.
-        verdict = self.intake.check(time.monotonic())
+        gate = self.intake if user is None else self.user_gate(user)
+        verdict = gate.check(time.monotonic())
         if verdict is not Verdict.ADMIT:
-            self._note_busy()
+            self._note_busy(gate, user)
             if verdict is Verdict.COUNT:
                 return
-        incoming = Incoming.receive(name, data, retained=message.retain)
+        incoming = Incoming.receive(name, data, retained=message.retain, user=user)
         if verdict is Verdict.ANSWER_BUSY:
-            incoming = replace(incoming, busy=1 + self.intake.take_unanswered())
+            incoming = replace(incoming, busy=1 + gate.take_unanswered())
         try:
             self._requests.put_nowait(incoming)
         except asyncio.QueueFull:
@@ -802,7 +818,19 @@ class MqttLink:
                     dropped=self.requests_overflowed,
                 )
 
-    def _note_busy(self) -> None:
+    def user_gate(self, user: str) -> RequestGate:
+        """The gate of ``user``'s requests at the user level: ``RESEND_RATE`` a second,
+        ``RESEND_BURST`` at once (what the core serves a user), one busy answer a minute.
+        Past ``MAX_USERS`` users (a broker without an ACL) the rest share one gate."""
+        key = user if user in self.user_gates or len(self.user_gates) < MAX_USERS else OTHERS
+        gate = self.user_gates.get(key)
+        if gate is None:
+            gate = self.user_gates[key] = RequestGate(
+                rate=RESEND_RATE, burst=RESEND_BURST, answers=USER_BUSY_ANSWERS
+            )
+        return gate
+
+    def _note_busy(self, gate: RequestGate, user: str | None) -> None:
         """Log refusals for the rate: the first of a flood at once, then one line a minute
         at most with the count (a flood of 10^4 requests is a few lines)."""
         self._busy_since_log += 1
@@ -812,8 +840,9 @@ class MqttLink:
         log.warning(
             "mqtt requests refused: more arrive than the table serves",
             refused=self._busy_since_log,
-            total=self.intake.refused,
-            rate=self.intake.rate,
+            total=gate.refused,
+            rate=gate.rate,
+            user=user,
         )
         self._busy_logged = now
         self._busy_since_log = 0
@@ -898,6 +927,10 @@ BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 
 BUSY_LOG_S: Final = 60.0
 """Seconds between two log lines about requests refused for the rate."""
+
+USER_BUSY_ANSWERS: Final = 1 / 60
+"""Busy answers a second at most for one user's requests at the user level: one a minute
+(a read-only user's flood costs a record a minute; its feed asks again by itself)."""
 
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a
