@@ -302,7 +302,8 @@ class FeedSubscriber(FloorSubscriber):
     async def _ask(self, client: aiomqtt.Client, asks: list[Resend]) -> None:
         for resend in asks:
             self.asked.append(resend)
-            await client.publish(resend.topic, resend.payload(self.user), qos=1)
+            # At its own user level (mqtt-api.md 1.4): the floor grants nothing else.
+            await client.publish(resend.topic_for(self.user), resend.payload(self.user), qos=1)
 
     async def _take(
         self, client: aiomqtt.Client, topic: str, payload: bytes, retained: bool
