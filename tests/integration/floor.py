@@ -358,6 +358,42 @@ class PitSubscriber(FeedSubscriber):
         return out
 
 
+class NewPit(PitSubscriber):
+    """A pit that has just started (``lammer web`` as it runs): its store's own ``Feed``
+    with no position, a clean session on node ``first`` (a new subscriber gets every
+    retained state there). ``feed`` is the ``Feed`` to use (``Store``'s default: ``Feed()``,
+    which catches up after the retained burst)."""
+
+    def __init__(
+        self,
+        cluster: FloorCluster,
+        bases: Sequence[str],
+        controllers: dict[str, list[str]],
+        *,
+        first: int,
+        feed: Feed | None = None,
+        prefix: str = "lammer",
+    ) -> None:
+        super().__init__(cluster, bases, controllers, first=first, prefix=prefix)
+        self.clean = True
+        self.feed = feed if feed is not None else Feed()
+        self.store = Store(prefix, feed=self.feed, controllers=controllers)
+        self.released = {base: [] for base in bases}
+
+    def _name(self) -> str:
+        return "new pit (lammer web's store, no position)"
+
+    def connected_at(self) -> float:
+        """When (monotonic) it connected last."""
+        return max(at for at, _, what in self.events if what == "connected")
+
+    def card(self, table_id: str, topic: str = "state") -> int | None:
+        """The ``seq`` of ``topic`` the pit draws for ``table_id`` (None: nothing yet)."""
+        entry = self.store.tables.get(table_id)
+        drawn = None if entry is None else entry.retained.get(topic)
+        return None if drawn is None else int(drawn[0])
+
+
 @contextlib.asynccontextmanager
 async def running_floor(
     folder: Path, games: Sequence[str], count: int
