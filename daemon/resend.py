@@ -32,7 +32,7 @@ so one request can cost a thousand messages: a client holding the ``display`` pa
   not fit is refused whole (a part would make the asker's feed take the rest for
   missing). Refusals past the budget are cheap: the first is answered (``budget_error``,
   journaled with the request), and the next ones of that user only counted, until a
-  request of the user is served again or ``ANSWER_EVERY`` seconds have passed; the core
+  request of the user is served copies again or ``ANSWER_EVERY`` seconds have passed; the core
   journals the count once a minute (``resend_refused``). A flood at any rate thus costs
   one answer a minute and one counting record a minute, besides what it was served.
 
@@ -139,7 +139,7 @@ class _Account:
     answered_at: float | None = None
     """When a budget refusal of this user was last answered."""
     served_since: bool = True
-    """A request of this user was served since that answer."""
+    """A request of this user was served copies since that answer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -236,7 +236,8 @@ class ResendDesk:
         now = self.clock()
         account = self._of(user)
         account.budget.spend(len(serve.publish), now)
-        account.served_since = True
+        if serve.publish:  # the budget moved: a refusal after this is news again
+            account.served_since = True
         for message in serve.publish:
             self._sent.pop(message.seq, None)
             self._sent[message.seq] = now

@@ -122,6 +122,14 @@ def test_past_the_budget_a_request_is_refused_whole_answered_once_then_counted()
         "resend budget spent: this table publishes at most 100 copies a minute for display, "
         "and 30 more were asked; ask again in 59 s"
     )
+    # A request served only copies sent a moment ago spends nothing: no news, no answer.
+    shared = desk.plan("display", _messages(1, 80))
+    assert isinstance(shared, Serve)
+    assert (shared.publish, shared.shared) == ([], 80)
+    desk.served("display", shared)
+    still = desk.plan("display", _messages(800, 30))
+    assert isinstance(still, Refuse)
+    assert not still.answer
     # Another user's budget is its own.
     other = desk.plan("records", _messages(500, 30))
     assert isinstance(other, Serve)
