@@ -13,8 +13,11 @@ to ask for, then, one after the other, ``--phase`` seconds each:
 * **quiet**: nothing but play (the peer of every figure below);
 * **paced**: ``request/resend/display`` at 50 a second (issue 28's 50), QoS 1;
 * **5,000/s**: 5,000 a second, QoS 1 in windows of 500;
-* **full speed**: QoS 0, as fast as one client writes them (a client with the display
-  password can do no more on one connection: the broker takes each user's client id once).
+* **full speed**: QoS 0, as fast as one aiomqtt client writes them;
+* **saturation**: QoS 0 from a raw socket in a process of its own, the PUBLISH packets
+  written in advance and sent in blocks of 1,000 (the most one connection can make the
+  broker read: a client with the display password has one connection, since the broker
+  takes each user's client id once, ``use_username_as_clientid``).
 
 Each request asks for 1,000 seqs of what the table published, alternating two parts, so
 that no copy is shared within its 5 s. Printed per phase: requests published and their
@@ -32,12 +35,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
+import shutil
+import socket
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 
@@ -47,7 +54,7 @@ from bench.bench_flood import BASE, BIN, Rig, journal_bytes, ts_seconds
 from bench.common import machine, percentile
 from contract.requests import COPY_BUDGET
 
-PHASES = ("quiet", "paced", "5,000/s", "full speed")
+PHASES = ("quiet", "paced", "5,000/s", "full speed", "saturation")
 
 
 @dataclass
@@ -123,6 +130,45 @@ async def flood(client: aiomqtt.Client, phase: str, seconds: float, last: int) -
     return sent
 
 
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n % 128, n // 128
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _string(text: str) -> bytes:
+    data = text.encode()
+    return len(data).to_bytes(2, "big") + data
+
+
+def raw_flood(port: int, password: str, last: int, seconds: float, sent: Any) -> None:
+    """The saturation phase's publisher (in a process of its own): MQTT 3.1.1 CONNECT as
+    ``display``, then QoS 0 PUBLISH packets built in advance, in blocks of 1,000, for
+    ``seconds``; ``sent.value`` is how many were written."""
+    topic = f"{BASE}/request/resend/display"
+    variable = _string("MQTT") + bytes([4, 0xC2]) + (60).to_bytes(2, "big")
+    payload = _string("display") + _string("display") + _string(password)
+    connect = b"\x10" + _varint(len(variable) + len(payload)) + variable + payload
+    packets = []
+    for i in range(1000):
+        body = _string(topic) + request(i, last)
+        packets.append(b"\x30" + _varint(len(body)) + body)
+    block = b"".join(packets)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(connect)
+        assert sock.recv(4)[:2] == b"\x20\x02"  # CONNACK
+        sock.setblocking(True)
+        count, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            sock.sendall(block)
+            count += 1000
+        sent.value = count
+        sock.sendall(b"\xe0\x00")  # DISCONNECT
+
+
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` so far (/proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -163,7 +209,7 @@ async def measure(rig: Rig, args: argparse.Namespace, seen: Seen) -> tuple[list[
             max_queued_outgoing_messages=0,
         ) as client:
             client.pending_calls_threshold = 10_000
-            for name in PHASES:
+            for name in PHASES[:-1]:
                 seen.phase = name
                 cpu = (cpu_seconds(pid), cpu_seconds(daemon), time.process_time())
                 start = time.monotonic()
@@ -177,8 +223,30 @@ async def measure(rig: Rig, args: argparse.Namespace, seen: Seen) -> tuple[list[
                     time.process_time() - cpu[2],
                 )
                 phases.append(phase)
-            seen.phase = "after"
-            await asyncio.sleep(3)  # the copies still in the link arrive
+        # Saturation: the raw client takes display's client id (the one above is gone).
+        seen.phase = "saturation"
+        cpu = (cpu_seconds(pid), cpu_seconds(daemon), time.process_time())
+        written = multiprocessing.Value("q", 0)
+        proc = multiprocessing.Process(
+            target=raw_flood,
+            args=(rig.port, rig.password("display"), seen.last, args.phase, written),
+        )
+        start = time.monotonic()
+        proc.start()
+        await asyncio.get_running_loop().run_in_executor(None, proc.join)
+        took = time.monotonic() - start
+        phases.append(
+            Phase(
+                "saturation",
+                int(written.value),
+                took,
+                cpu_seconds(pid) - cpu[0],
+                cpu_seconds(daemon) - cpu[1],
+                time.process_time() - cpu[2],
+            )
+        )
+        seen.phase = "after"
+        await asyncio.sleep(3)  # the copies still in the link arrive
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
@@ -245,6 +313,7 @@ def main() -> None:
     parser.add_argument("--history", type=float, default=20.0, help="seconds of play first")
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between rolls")
     parser.add_argument("--lammer", default=str(BIN / "lammer"))
+    parser.add_argument("--keep", type=Path, help="copy the daemon's and broker's logs here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-resend-flood-") as tmp:
         rig = Rig(Path(tmp), args.lammer)
@@ -256,6 +325,11 @@ def main() -> None:
         finally:
             rig.stop()
         report(args, rig, seen, phases)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(rig.daemon_log, args.keep / "daemon.log")
+            assert rig.broker is not None
+            shutil.copy(rig.broker.log, args.keep / "broker.log")
 
 
 if __name__ == "__main__":
