@@ -1,5 +1,5 @@
 """A resend flood from the ``display`` credential against a playing table (issue 28,
-bench/README.md "Resend flood").
+docs/developers/benchmarks.md, "Resend flood").
 
 Everything real, as bench_flood.py: ``lammer broker-config`` writes the broker's files for
 one craps table, Mosquitto runs them as they are, ``lammer-sim dice`` throws a roll every

@@ -69,7 +69,7 @@ results stop waiting behind a flood's packets (issue 28: 5,000 resend requests a
 put a roll's p99 500 ms above quiet; left unread, 100 ms); the other subscription is
 read as ever, so a flood of resends never keeps a stickperson's decision from the table.
 
-The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
+The floor (docs/floor/cluster.md): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
 its connection drops (Mosquitto's notification, also published locally). A floor node may
 acknowledge a QoS 1 message and die before every subscriber has it. A floor subscriber
