@@ -17,90 +17,27 @@ restarts).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
 import json
 import time
 from pathlib import Path
 
-import aiomqtt
 import pytest
 
-from contract.payloads import TOPICS
-from contract.session import observe_disconnect
-from deploy.floor_cluster import FloorCluster
-from tests.integration.floor import FloorSubscriber, NewPit, running_floor, until
-from tests.integration.harness import DEADLINE
+from tests.integration.floor import (
+    NewPit,
+    bridges,
+    forge,
+    running_floor,
+    stale_store,
+    until,
+    until_retained,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(420)]
 
 CARD_WITHIN = 5.0
 """Seconds from the pit's connection to the quiet table's card being right (issue 28)."""
 RESTARTED = 3
-
-
-def bridges(cluster: FloorCluster) -> int:
-    """Controller bridges connected to the floor (``/connz`` of every live node)."""
-    total = 0
-    for node in (1, 2, 3):
-        with contextlib.suppress(OSError):
-            total += sum(c.startswith("lammer-bridge-") for c in cluster.mqtt_clients(node))
-    return total
-
-
-async def until_retained(cluster: FloorCluster, topic: str, seq: int) -> None:
-    """Wait until a new subscriber on node 1 is handed ``topic`` retained at ``seq``."""
-    watcher = FloorSubscriber(cluster, [topic], first=1, clean=True)
-
-    def held() -> int | None:
-        found = [m.body.get("seq") for m in watcher.messages if isinstance(m.body, dict)]
-        return seq if seq in found else None
-
-    for _ in range(12):  # a new subscriber every 5 s, for a minute at most
-        await watcher.start()
-        try:
-            with contextlib.suppress(AssertionError):
-                await until(held, f"{topic} at seq {seq} on the floor", within=5.0)
-                return
-        finally:
-            await watcher.close()
-        watcher.messages.clear()
-    raise AssertionError(f"the floor never held {topic} at seq {seq}")
-
-
-async def forge(
-    cluster: FloorCluster, user: str, password: str, base: str, held: dict[str, bytes]
-) -> None:
-    """Publish ``held`` (topic -> payload; empty: deleted) retained on the floor as
-    ``user``, through a
-    node that is not the restarted one (the retained store is the cluster's), trying again
-    while the cluster settles after the restart (a node electing leaders)."""
-    host, port = cluster.mqtt_endpoints[0]
-
-    async def once() -> bool:
-        try:
-            async with aiomqtt.Client(
-                host,
-                port,
-                identifier="test-stale-state",
-                username=user,
-                password=password,
-                tls_context=cluster.tls_context(),
-                timeout=10,
-            ) as client:
-                observe_disconnect(client)
-                for topic, payload in sorted(held.items()):
-                    await client.publish(f"{base}/{topic}", payload, qos=1, retain=True)
-        except aiomqtt.MqttError:
-            return False
-        return True
-
-    async with asyncio.timeout(DEADLINE):
-        for _ in itertools.count():
-            if await once():
-                return
-            await asyncio.sleep(0.5)  # a retry's pause, not a wait for an event
 
 
 async def test_a_new_pit_on_a_restarted_node_draws_a_quiet_table_right_within_5_s(
@@ -128,19 +65,9 @@ async def test_a_new_pit_on_a_restarted_node_draws_a_quiet_table_right_within_5_
         assert stale.seq is not None
         assert latest.seq is not None
         assert stale.seq < latest.seq
-        # A node that has not caught up holds what the table published up to some seq: of
-        # each retained topic the last message up to the stale state's seq, and nothing of
-        # a topic first published after it.
-        held: dict[str, bytes] = {}
-        newest = 0
-        for message in sorted(table.recorder.messages, key=lambda m: m.seq or 0):
-            if message.seq is None or not TOPICS.get(message.topic, (None, False))[1]:
-                continue
-            if message.seq <= stale.seq:
-                held[message.topic] = message.payload  # the last one wins: sorted by seq
-                newest = max(newest, message.seq)
-            else:
-                held.setdefault(message.topic, b"")  # deleted, if nothing came before
+        # A node that has not caught up holds what the table published up to some seq.
+        held = stale_store(quiet, stale.seq)
+        newest = max(json.loads(payload)["seq"] for payload in held.values() if payload)
         assert held["state"] == stale.payload
 
         # The node is killed and started again; the new pit will connect to it. Both
@@ -152,8 +79,7 @@ async def test_a_new_pit_on_a_restarted_node_draws_a_quiet_table_right_within_5_
         await until(lambda: bridges(cluster) == len(controllers), "both bridges on the floor")
         await until_retained(cluster, f"{table.base}/state", latest.seq)
         # What the node hands a new subscriber: the quiet table as it was at that seq.
-        password = (quiet.out / "credentials" / f"bridge-{quiet.name}").read_text().strip()
-        await forge(cluster, f"bridge-{quiet.name}", password, table.base, held)
+        await forge(cluster, quiet, held)
         last_before = table.journal("--kind", "publish")[-1]["seq"]
 
         pit = NewPit(
