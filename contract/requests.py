@@ -177,9 +177,10 @@ twice what a display's gap fill of 1,000 seqs needs."""
 
 COPY_BUDGETS: Final[Mapping[str, int]] = MappingProxyType({"records": 12_000})
 """Users with a budget other than ``COPY_BUDGET``, per 60 s: ``records`` backfills whole
-gaming days (a busy craps day is about 14,000 messages: about 70 s of budget; a day at the
-simulators' full pace, about 5 times that, under 6 minutes), and its password stays on
-one server, not on every screen."""
+gaming days (a craps table publishes about 2.5 messages a roll, 381 for 150 rolls in
+tests/integration/test_resend_flood.py: a busy day of 4,320 rolls is about 11,000 messages,
+a minute of budget; a day at the simulators' full pace, a roll every 4 s, about 55,000,
+under 5 minutes), and its password stays on one server, not on every screen."""
 
 
 def copy_budget(user: str) -> int:
