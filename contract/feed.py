@@ -34,9 +34,12 @@ Per table (keyed by its base topic, ``<prefix>/<table id>``), ``Feed``:
 Where a subscriber starts. Without a position, the first message received live (not
 from the broker's retained store) is where the table's stream starts; the retained
 states that the broker hands over at subscription are released as they come (they are
-the current state, each the latest of its topic), also when one comes after the first live
-message (a floor node interleaves them) with a seq older than the stream's start (a
-topic that changes seldom: a table's ``state``). A consumer that persisted
+the current state, each the latest of its topic, or were when the broker stored them),
+also when one comes after the first live message (a floor node interleaves them) with a
+seq older than the stream's start (a topic that changes seldom: a table's ``state``). When
+that first live message's ``prev_seq`` is above the newest retained state released, the
+table published more since that state than the broker handed over: the stream starts at
+that state instead, and the gap fill brings what follows it. A consumer that persisted
 ``positions()`` passes them back as ``start`` and resumes exactly there (gaps asked for,
 retained states it has already seen dropped). A table restarted with its id but a new
 journal goes on above its old seqs (mqtt-api.md), its first message with ``prev_seq``
@@ -45,6 +48,20 @@ null: released in order, nothing asked.
 Memory is bounded: per table the last seq released, at most ``max_held`` messages held
 and at most ``MAX_EARLY`` seqs of retained states released before the stream started;
 at most ``max_tables`` tables (messages of more are ignored and counted).
+
+After a burst: the catch-up. A broker may hand over retained states older than the
+table's (a floor node just restarted has not caught up with the others: 3 of 15 restarts
+in issue 28 gave a new pit a table's ``state`` at seq 11 while the table was at 94), and a
+quiet table publishes nothing that would show it. So ``catchup_after`` seconds (plus this
+feed's share of ``catchup_spread``) after the first retained state of a table's burst,
+unless a live message of the table came meanwhile (it shows where the table is), the feed
+asks for the seq after the newest state it released (or its position): a ``Resend`` of
+``newest + 1 .. newest + 1``, and the stream starts after that state. The answer's
+``prev_seq`` shows what the table published since, and the gap fill asks for it at once
+(no ``wait``: nothing revealed by that answer is still on its way). Bounded: once per burst
+and at most once per ``CATCHUP_AGAIN`` seconds per table, never for a table ``offline``
+or with a gap being filled; another subscriber's answer seen first starts the stream the
+same way and spares this feed its own.
 
 The end of a stream: the tail probe. A loss at the very end of a stream has nothing after
 it to show it by ``prev_seq``. So when a table has released nothing new for
@@ -82,7 +99,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
 
-from contract.requests import RESEND_SPAN
+from contract.requests import RESEND_SPAN, request_topic
 
 RESEND_TOPIC: Final = "request/resend"
 ANSWER_TOPIC: Final = "response/resend"
@@ -98,6 +115,18 @@ a minute instead of at the table's next event (hours at night). It matches
 PROBE_SPREAD: Final = 15.0
 """Seconds at most added to ``PROBE_AFTER``, a share fixed per feed and table, so that
 the subscribers of one table do not ask in the same second."""
+CATCHUP_AFTER: Final = 0.5
+"""Seconds after a table's first retained state of a burst before its catch-up: the rest
+of the burst comes meanwhile (a broker hands a subscription's retained messages over
+together, right after its SUBACK)."""
+CATCHUP_SPREAD: Final = 2.0
+"""Seconds at most added to ``CATCHUP_AFTER``, a share fixed per feed and table: a pit of
+200 tables asks 100 a second, and of one table's subscribers the first to ask spares the
+others (its answer reaches them all). Short, so that with the gap fill that follows, a
+stale state is replaced within 5 s of the connection."""
+CATCHUP_AGAIN: Final = 10.0
+"""Seconds at least between two catch-ups of one table: retained states that trickle in
+are one burst; a reconnect later is a new one."""
 
 GapReason = Literal["gone", "not_resent", "unanswered", "overflow"]
 
@@ -132,7 +161,7 @@ class Gap:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resend:
-    """An action: publish ``payload()`` on ``<table>/request/resend``."""
+    """An action: publish ``payload(operator)`` on ``topic_for(user)``."""
 
     table: str
     from_seq: int
@@ -141,8 +170,15 @@ class Resend:
 
     @property
     def topic(self) -> str:
-        """Where the request goes."""
+        """The bare ``<table>/request/resend``: a terminal's, or any client's on a broker
+        without logins. A logged-in reader publishes on ``topic_for(its user)``."""
         return f"{self.table}/{RESEND_TOPIC}"
+
+    def topic_for(self, user: str | None) -> str:
+        """Where ``user`` (the MQTT user name the client logged in with; None: no login)
+        publishes the request: ``<table>/request/resend/<user>`` (mqtt-api.md 1.4: the
+        broker lets each read-only user publish at its own name only)."""
+        return request_topic(self.table, "resend", user)
 
     def payload(self, operator: str) -> bytes:
         """The request as JSON (mqtt-api.md "Requests": ``operator`` is required)."""
@@ -204,7 +240,14 @@ class _Table:
     probed: bool = False
     """The tail of this quiet period is asked for, or shown by a resend answer."""
     offline: bool = False
-    spread: float = 0.0
+    share: float = 0.0
+    """This feed's fixed share (0 to 1) of the spreads, for this table."""
+    catchup_due: float | None = None
+    """When the catch-up is due (None: none waits)."""
+    catchup_at: float | None = None
+    """When the last catch-up was asked."""
+    catchup_id: str | None = None
+    """The ``request_id`` of the last catch-up."""
 
 
 class Feed:
@@ -217,7 +260,9 @@ class Feed:
     ``start``: ``{table: last seq}`` a consumer persisted (``positions()``); ``ident``:
     what makes this feed's ``request_id`` its own (random by default); ``probe_after``:
     seconds a table has released nothing new before the tail probe (None: no probe),
-    ``probe_spread``: at most that many seconds more, a fixed share per feed and table.
+    ``probe_spread``: at most that many seconds more, a fixed share per feed and table;
+    ``catchup_after``: seconds after a burst of retained states before the catch-up (None:
+    no catch-up), ``catchup_spread``: at most that many seconds more, likewise.
     """
 
     def __init__(
@@ -234,15 +279,23 @@ class Feed:
         ident: str | None = None,
         probe_after: float | None = PROBE_AFTER,
         probe_spread: float = PROBE_SPREAD,
+        catchup_after: float | None = CATCHUP_AFTER,
+        catchup_spread: float = CATCHUP_SPREAD,
     ) -> None:
         if wait < 0 or timeout <= 0 or max_asks < 1 or max_chunks < 1 or max_held < 1:
             raise ValueError("wait >= 0, timeout > 0, max_asks, max_chunks, max_held >= 1")
         if (probe_after is not None and probe_after <= 0) or probe_spread < 0:
             raise ValueError("probe_after > 0 (or None) and probe_spread >= 0")
+        if (catchup_after is not None and catchup_after < 0) or catchup_spread < 0:
+            raise ValueError("catchup_after >= 0 (or None) and catchup_spread >= 0")
         self.probe_after = probe_after
         self.probe_spread = probe_spread
         self.probes = 0
         """Tail probes asked (``Resend`` of one seq past the last released)."""
+        self.catchup_after = catchup_after
+        self.catchup_spread = catchup_spread
+        self.catchups = 0
+        """Catch-ups asked (``Resend`` of one seq past the newest state, after a burst)."""
         self.wait = wait
         self.timeout = timeout
         self.max_asks = max_asks
@@ -279,6 +332,8 @@ class Feed:
                 times.append(t.asked_at + self.timeout)
             elif t.gap_since is not None:
                 times.append(t.gap_since + self.wait)
+            elif (catchup := self._catchup_at(t)) is not None:
+                times.append(catchup)
             elif (probe := self._probe_at(t)) is not None:
                 times.append(probe)
         return min(times, default=None)
@@ -310,6 +365,7 @@ class Feed:
             self.ignored += 1
             return []
         out: list[Event] = []
+        self._burst(t, now, retained=retained, resent=resent)
         if topic == ANSWER_TOPIC:
             self._answer(t, body)
         for ask in t.round:
@@ -333,17 +389,31 @@ class Feed:
             else:
                 self.dropped += 1
             return out
-        if t.last is None:
+        if t.last is None and not _after_newest_state(t, seq, prev):
             t.last = t.first = seq  # the stream starts here
             out.append(message)
-        elif seq <= t.last or seq in t.held or seq in t.early:
+        elif t.last is not None and (seq <= t.last or seq in t.held or seq in t.early):
             self.dropped += 1
         else:
-            t.held[seq] = message
-            t.held_prev[seq] = prev
+            self._hold(t, message, prev, now)
         self._advance(t, now, out)
         self._quiet(t, out, now)
         return out
+
+    def _hold(self, t: _Table, message: Message, prev: int | None, now: float) -> None:
+        """Hold ``message`` until what comes before it is released or given up."""
+        if t.last is None:
+            # Messages came after the newest retained state and before this one (a floor
+            # node that restarted may hand over states older than the table's): the stream
+            # starts at that state, and the gap fill brings what follows it.
+            t.last = max(t.early)
+            t.first = t.last + 1
+        t.held[message.seq] = message
+        t.held_prev[message.seq] = prev
+        if message.topic == ANSWER_TOPIC and message.body.get("request_id") == t.catchup_id:
+            # The answer to this feed's catch-up: nothing it reveals is still on its way
+            # (published before the subscription): the gap is asked at once.
+            t.gap_since = now - self.wait if t.gap_since is None else t.gap_since
 
     def tick(self, now: float) -> list[Event]:
         """Time passed: ask for gaps whose wait is over, give up on what cannot come,
@@ -354,6 +424,8 @@ class Feed:
                 start = len(out)
                 self._advance(t, now, out)
                 self._quiet(t, out[start:], now)
+            elif (catchup := self._catchup_at(t)) is not None and now >= catchup:
+                out.append(self._catchup(t, now))
             elif (probe := self._probe_at(t)) is not None and now >= probe:
                 assert t.last is not None  # noqa: S101  narrows for mypy: _probe_at checked it
                 t.probed = True  # once: its answer, refused or not, is not asked again
@@ -380,9 +452,9 @@ class Feed:
         return t
 
     def _new_table(self, name: str, last: int | None = None) -> _Table:
-        # A fixed share of the spread per feed and table (crc32: the same in every run).
+        # A fixed share of the spreads per feed and table (crc32: the same in every run).
         share = zlib.crc32(f"{self._ident}/{name}".encode()) / 2**32
-        return _Table(name, last=last, spread=share * self.probe_spread)
+        return _Table(name, last=last, share=share)
 
     @staticmethod
     def _other(t: _Table, topic: str, payload: bytes) -> Other:
@@ -402,7 +474,43 @@ class Feed:
             or t.round
         ):
             return None
-        return t.quiet_since + self.probe_after + t.spread
+        return t.quiet_since + self.probe_after + t.share * self.probe_spread
+
+    def _burst(self, t: _Table, now: float, *, retained: bool, resent: bool) -> None:
+        """A retained state came (a subscription's burst): the catch-up is due soon, once
+        per burst (module docstring, "After a burst"). A live message shows where the table
+        is: no catch-up is needed then."""
+        if not retained:
+            if not resent:
+                t.catchup_due = None
+            return
+        if self.catchup_after is None or t.catchup_due is not None:
+            return
+        if t.catchup_at is not None and now - t.catchup_at < CATCHUP_AGAIN:
+            return
+        t.catchup_due = now + self.catchup_after + t.share * self.catchup_spread
+
+    @staticmethod
+    def _catchup_at(t: _Table) -> float | None:
+        """When the catch-up of ``t`` is due (None: none is): not while a gap is filled
+        (its answers show the table's latest seq) nor while the table is ``offline``."""
+        if t.catchup_due is None or t.offline or t.held or t.round:
+            return None
+        return t.catchup_due
+
+    def _catchup(self, t: _Table, now: float) -> Resend:
+        """Ask for the seq after the newest state released: the answer's ``prev_seq``
+        shows what the table published since (module docstring, "After a burst")."""
+        if t.last is None:
+            # The stream starts after the newest retained state (at least one came).
+            t.last = max(t.early)
+            t.first = t.last + 1
+        t.catchup_due = None
+        t.catchup_at = now
+        self.catchups += 1
+        self._asked += 1
+        t.catchup_id = f"feed-{self._ident}-{self._asked}"
+        return Resend(table=t.name, from_seq=t.last + 1, to_seq=t.last + 1, request_id=t.catchup_id)
 
     def _quiet(self, t: _Table, events: list[Event], now: float) -> None:
         """Start a quiet period at a new message of the table's own released, end it at a
@@ -560,6 +668,14 @@ def _before_stream(t: _Table, seq: int) -> bool:
     over interleaved with live messages; a topic that changes seldom, a table's ``state``,
     is older than the stream). Not when resumed from a position: what is older was seen."""
     return t.last is None or (t.first is not None and seq < t.first)
+
+
+def _after_newest_state(t: _Table, seq: int, prev: int | None) -> bool:
+    """Whether the first live message of a stream not yet started shows messages after the
+    newest retained state released (its ``prev_seq`` above it): then the stream starts at
+    that state, not at this message."""
+    newest = max(t.early, default=None)
+    return newest is not None and prev is not None and prev > newest and seq > newest
 
 
 def _body(payload: bytes) -> dict[str, Any] | None:

@@ -7,7 +7,8 @@ for, wakes up for its deadlines, and yields the tables' messages in order and th
     feed = Feed(start=saved_positions)          # or Feed() to start where the stream is
     async with aiomqtt.Client(host, port, username=..., password=...,
                               protocol=aiomqtt.ProtocolVersion.V5) as client:
-        async for event in follow(client, ["lammer/t1", "lammer/t2"], feed, operator="pit"):
+        async for event in follow(client, ["lammer/t1", "lammer/t2"], feed, operator="pit",
+                                  user="display"):
             match event:
                 case Message(): ...             # exactly once, in seq order, per table
                 case Gap(): ...                 # record it: those seqs will not come
@@ -63,11 +64,14 @@ async def follow(
     feed: Feed,
     *,
     operator: str = "feed",
+    user: str | None = None,
     clock: Callable[[], float] | None = None,
 ) -> AsyncIterator[Message | Gap | Other]:
     """Subscribe ``client`` (connected; MQTT 5 keeps the ``resent`` marking) to every
     table of ``bases`` (``<prefix>/<table id>``), feed what arrives to ``feed``, publish its
-    resend requests (``operator`` names the asker in the table's record), and yield the
+    resend requests (``operator`` names the asker in the table's record; ``user``, the MQTT
+    user the client logged in with, is the request's topic level, mqtt-api.md 1.4: None
+    for a client without a login, which asks on the bare topic), and yield the
     tables' messages in order and the gaps. Runs until the connection fails
     (``aiomqtt.MqttError``) or the caller stops iterating; ``feed`` keeps its positions,
     so a new connection goes on with the same ``feed``."""
@@ -107,7 +111,8 @@ async def follow(
                 )
             for event in events:
                 if isinstance(event, Resend):
-                    await client.publish(event.topic, event.payload(operator), qos=1)
+                    topic = event.topic_for(user)
+                    await client.publish(topic, event.payload(operator), qos=1)
                 else:
                     yield event
     finally:

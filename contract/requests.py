@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -152,6 +154,53 @@ class OverturnRequest(RequestModel):
 
 RESEND_SPAN: Final = 1000
 """``to_seq - from_seq`` at most (mqtt-api.md 1.3 "at most 1,000 apart")."""
+
+USER_LEVEL: Final = frozenset({"resend"})
+"""Requests a read-only user publishes with its user name as one more topic level,
+``<base>/request/<name>/<user>`` (mqtt-api.md 1.4): the broker grants each user its own
+name only, so the table knows who asks and can budget per user. The bare
+``request/<name>`` stays for ``terminal``."""
+
+USER_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""The shape of a user at the user level: what ``lammer broker-config`` and
+``lammer floor-config`` name their users, one topic level without a wildcard."""
+
+BARE_USER: Final = "terminal"
+"""Whose budget a bare ``request/resend`` counts against: on a secured broker only
+``terminal`` may publish it (mqtt-api.md 1.4)."""
+
+COPY_BUDGET: Final = 2000
+"""Copies a table publishes for one user's resends in any 60 s (``COPY_BUDGETS`` names the
+users with another figure). A choice where mqtt-api.md 1.4 says only "may budget copies
+per user": the floor's goal for a flood from the ``display`` credential (issue 28), and
+twice what a display's gap fill of 1,000 seqs needs."""
+
+COPY_BUDGETS: Final[Mapping[str, int]] = MappingProxyType({"records": 12_000})
+"""Users with a budget other than ``COPY_BUDGET``, per 60 s: ``records`` backfills whole
+gaming days (a craps table publishes about 2.5 messages a roll, 381 for 150 rolls in
+tests/integration/test_resend_flood.py: a busy day of 4,320 rolls is about 11,000 messages,
+a minute of budget; a day at the simulators' full pace, a roll every 4 s, about 55,000,
+under 5 minutes), and its password stays on one server, not on every screen."""
+
+
+def copy_budget(user: str) -> int:
+    """Copies a table publishes for ``user``'s resends in any 60 s."""
+    return COPY_BUDGETS.get(user, COPY_BUDGET)
+
+
+def request_topic(base: str, name: str, user: str | None = None) -> str:
+    """Where to publish request ``name`` to the table at ``base``: at ``user``'s own level
+    for a request of ``USER_LEVEL`` (mqtt-api.md 1.4), bare when ``user`` is None (a
+    terminal, or a broker without logins). Raises ``ValueError`` for a user that cannot be
+    one topic level (``USER_PATTERN``)."""
+    if user is None or name not in USER_LEVEL:
+        return f"{base}/request/{name}"
+    if not USER_PATTERN.fullmatch(user):
+        raise ValueError(
+            f"user {user[:80]!r} cannot be a request's topic level: 1 to 64 letters, digits, "
+            "'_', '.' or '-', starting with a letter or digit"
+        )
+    return f"{base}/request/{name}/{user}"
 
 
 def _seq_field(name: str, value: object) -> int:

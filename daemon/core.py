@@ -49,6 +49,7 @@ from typing import Any
 import structlog
 
 from contract.payloads import Publication
+from contract.requests import BARE_USER
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
@@ -74,8 +75,9 @@ from daemon.resend import (
     NO_LINK_ERROR,
     RATE_ERROR,
     RESEND_BACKLOG,
+    Refuse,
+    ResendDesk,
     Resender,
-    TokenBucket,
 )
 from daemon.segments import published_between
 from daemon.upkeep import JournalUpkeep
@@ -171,8 +173,12 @@ class TableCore:
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
         self.resender: Resender | None = None
         """Where ``request/resend`` copies go (the MQTT link; set by the shell)."""
-        self.resend_limit = TokenBucket()
-        """How many resends the table serves a second (``daemon.resend``)."""
+        self.resends = ResendDesk()
+        """What each user's resends may cost: a rate, copies shared, a budget
+        (``daemon.resend``)."""
+        self.resend_refused = DropCounter()
+        """Resends refused past a user's copy budget and not answered: counted, reported
+        once a minute."""
         self._memory = self._load(on_replay_progress, replay_progress_every)
         self.upkeep = JournalUpkeep(
             journal,
@@ -491,12 +497,15 @@ class TableCore:
         return queued
 
     def _resend(self, incoming: Incoming, asked: ResendAsked, at: datetime) -> int:
-        """``request/resend`` (mqtt-api.md 1.3, ``daemon.resend``): the messages of the
-        range go to the link as copies (never through the outbox: no new record, no new
-        seq); the request and what was sent are journaled, and answered."""
+        """``request/resend`` (mqtt-api.md 1.3 and 1.4, ``daemon.resend``): the messages
+        of the range go to the link as copies (never through the outbox: no new record,
+        no new seq), those sent in the last few seconds not again, within the asking
+        user's rate and budget; the request and what was sent are journaled, and
+        answered. Past the budget, refused: answered now and then, counted otherwise."""
         request, request_id = asked.request, asked.request_id
+        user = incoming.user or BARE_USER
         resender = self.resender
-        if not self.resend_limit.take():
+        if not self.resends.take_request(user):
             return self._refuse(incoming, request_id, RATE_ERROR, at)
         if resender is None or not resender.connected:
             return self._refuse(incoming, request_id, NO_LINK_ERROR, at)
@@ -507,7 +516,15 @@ class TableCore:
         )
         # Only JSON payloads (the outbox holds no other; availability never goes there).
         copies = [m for m in found.messages if m.payload[:1] == b"{"]
-        record = {
+        plan = self.resends.plan(user, copies)
+        if isinstance(plan, Refuse):
+            if plan.answer:
+                return self._refuse(incoming, request_id, plan.error, at)
+            report = self.resend_refused.add(incoming, plan.error, at)
+            if report is not None:
+                self._report_resend_refused(report, at)
+            return 0
+        record: dict[str, object] = {
             "operator": request.operator,
             "request_id": request_id,
             "from_seq": request.from_seq,
@@ -515,6 +532,10 @@ class TableCore:
             "sent": len(copies),
             "missing_before": found.missing_before,
         }
+        if incoming.user is not None:
+            record["user"] = incoming.user
+        if plan.shared:
+            record["shared"] = plan.shared  # in `sent`, published for an earlier request
         with self._batch():
             self._journal("decision", {"resend": record}, at=at)
             queued = self._queue(
@@ -528,7 +549,8 @@ class TableCore:
                 ),
                 at,
             )
-        resender.resend(copies)
+        self.resends.served(user, plan)
+        resender.resend(plan.publish)
         self.log.info("resend served", **record)
         return queued
 
@@ -566,6 +588,9 @@ class TableCore:
         busy = self.busy.due(at)
         if busy is not None:
             self._report_busy(busy, at)
+        refused = self.resend_refused.due(at)
+        if refused is not None:
+            self._report_resend_refused(refused, at)
 
     def _answer_busy(self, incoming: Incoming, at: datetime) -> int:
         """A request refused unread for the rate (``daemon.intake``): counted with those it
@@ -582,6 +607,10 @@ class TableCore:
     def _report_busy(self, report: dict[str, object], at: datetime) -> None:
         self.log.warning("requests refused unread: more arrive than the table serves", **report)
         self._journal("decision", {"busy_requests": report}, at=at)
+
+    def _report_resend_refused(self, report: dict[str, object], at: datetime) -> None:
+        self.log.warning("resends refused past a user's copy budget, counted", **report)
+        self._journal("decision", {"resend_refused": report}, at=at)
 
     def _report_drops(self, report: dict[str, object], at: datetime) -> None:
         self.log.warning("requests dropped: names that cannot be answered", **report)

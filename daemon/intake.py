@@ -18,8 +18,10 @@ before it is queued:
   and the core reports the count once a minute (``DropCounter``), so the record of a
   flood is a few lines whatever its size.
 
-The gate is the table's, not a user's, because the daemon cannot tell who published a
-request. Neither MQTT 3.1.1 nor MQTT 5 (the link's protocol) carries the publisher's user
+The gate of the bare ``request/<name>`` is the table's, not a user's, because the daemon
+cannot tell who published such a request (a request at a user's own level,
+``request/resend/<user>`` of mqtt-api.md 1.4, has a gate per user: ``daemon.mqtt``).
+Neither MQTT 3.1.1 nor MQTT 5 (the link's protocol) carries the publisher's user
 or client id to a subscriber: Mosquitto delivers the same topic, payload and flags whoever
 sent them. What a request does carry is its sender's own claim: ``operator`` (mqtt-api.md
 "Requests") and, under MQTT 5, any user property, both passed on unchecked, so a flooding
@@ -27,8 +29,9 @@ client can name the stickperson, or a new name for every request (a bucket per n
 then bound nothing). The only part the broker checks is the topic (its ACL), and every
 request user may publish on the same ``<base>/request/+``. So under a flood a legitimate
 decision is refused busy too, and the stickperson sends it again (docs/floor/broker.md: a
-flood of requests, and what per-user limiting would need). The broker keeps the flood from everyone
-else (displays do not read requests: ``deploy.broker_config``).
+flood of requests, and what per-user limiting would need). The broker keeps the flood from
+everyone else (displays do not read requests: ``deploy.broker_config``). A flood the gate
+would still read one by one is left unread for a while (``Flood``, ``SHED_AT``).
 """
 
 from __future__ import annotations
@@ -131,6 +134,37 @@ class RequestGate:
         the count starts again."""
         count, self.unanswered = self.unanswered, 0
         return count
+
+
+SHED_AT: Final = 500
+"""Requests refused unread within one second, on one subscription, that make the MQTT link
+stop reading that subscription for a while (``Flood``): a hundred times the rate the gate
+serves, never a pit's own pace."""
+
+SHED_FOR: Final = 10.0
+"""Seconds the link leaves a flooded subscription unread before it reads it again."""
+
+
+@dataclass(slots=True)
+class Flood:
+    """Counts the requests of one subscription refused unread; ``refused(now)`` is True
+    when ``at`` of them came within ``window`` seconds (a flood the gate alone would read
+    one by one: each costs the link a packet parsed and acknowledged on the table's event
+    loop, thousands a second, and the table's results wait behind them). The link then
+    unsubscribes for ``SHED_FOR`` seconds: the broker drops what nobody reads, at no cost
+    to the table (issue 28: 5,000 resend requests a second from one user)."""
+
+    at: int = SHED_AT
+    window: float = 1.0
+    _since: float | None = None
+    _count: int = 0
+
+    def refused(self, now: float) -> bool:
+        """One request refused unread at ``now``; True when the flood is on."""
+        if self._since is None or now - self._since >= self.window or now < self._since:
+            self._since, self._count = now, 0
+        self._count += 1
+        return self._count >= self.at
 
 
 BUSY_ERROR: Final = (

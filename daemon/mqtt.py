@@ -6,8 +6,10 @@
 1. connect with a stable client id and the will ``offline`` (retained, QoS 1) on
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
-2. subscribe ``<base>/request/+`` (QoS 1), before saying ``online``, so a request sent
-   the moment a terminal sees ``online`` finds the table listening;
+2. subscribe ``<base>/request/+`` and, for the requests read-only users send at their own
+   level (mqtt-api.md 1.4, ``contract.requests.USER_LEVEL``), ``<base>/request/resend/+``
+   (QoS 1), before saying ``online``, so a request sent the moment a terminal sees
+   ``online`` finds the table listening;
 3. publish ``online`` (retained);
 4. republish every retained message of ``Outbox.retained()`` byte for byte, so a broker
    that lost them (restarted without persistence) holds the current state again at once,
@@ -56,7 +58,16 @@ order, yielding to the loop after each (the drain and the keepalive never wait b
 queue of requests). ``on_request`` answers them through the journal (``response/<name>``).
 Before a request is queued, or even read, the table's gate (``daemon.intake``) decides
 whether it is served: past the rate it is refused unread, one a second handed on to be
-answered busy, the rest only counted (a flood costs counts, not records).
+answered busy, the rest only counted (a flood costs counts, not records). A request at a
+user level (``request/resend/<user>``) goes through that user's own gate instead
+(``user_gate``: the resend rate, ``daemon.resend``, one busy answer a minute), so a flood
+from one user's password neither reaches the table's journal nor takes the terminal's
+decisions' turn. A flood the gates would still have to read one by one (``SHED_AT``
+refused in a second on one subscription) is left unread: the link unsubscribes that
+subscription for ``SHED_FOR`` s, the broker drops what nobody reads, and the table's
+results stop waiting behind a flood's packets (issue 28: 5,000 resend requests a second
+put a roll's p99 500 ms above quiet; left unread, 100 ms); the other subscription is
+read as ever, so a flood of resends never keeps a stickperson's decision from the table.
 
 The floor (docs/floor/cluster.md): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
@@ -106,13 +117,14 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from contract.floor import BRIDGE_STATUS_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
+from contract.requests import USER_LEVEL
 from contract.session import UNBOUNDED, session
 from contract.tasks import cancel_and_wait
 from daemon.errors import BrokerLoginRefused, JournalError, JournalValueError
-from daemon.intake import RequestGate, Verdict
+from daemon.intake import SHED_AT, SHED_FOR, Flood, RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
-from daemon.resend import RESENT_PROPERTY
+from daemon.resend import MAX_USERS, OTHERS, RESEND_BURST, RESEND_RATE, RESENT_PROPERTY
 from drivers.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
@@ -170,6 +182,8 @@ class MqttLink:
         close_timeout: float = 2.0,
         floor_resend: float = 0.0,
         intake: RequestGate | None = None,
+        shed_at: int | None = SHED_AT,
+        shed_for: float = SHED_FOR,
         on_journal_error: Callable[[], None] | None = None,
         on_login: Callable[[bool], None] | None = None,
     ) -> None:
@@ -200,6 +214,15 @@ class MqttLink:
         """Requests dropped because ``REQUEST_QUEUE`` were already waiting."""
         self.intake = intake if intake is not None else RequestGate()
         """The rate the table serves requests at (``daemon.intake``); its counts."""
+        self.user_gates: dict[str, RequestGate] = {}
+        """Per user, the gate of its requests at the user level (``user_gate``)."""
+        self._shed_at = shed_at
+        self._shed_for = shed_for
+        self._floods: dict[str, Flood] = {}  # request filter -> its refusals' meter
+        self._shed_until: dict[str, float] = {}  # request filter not read until then
+        self._subscribed: set[str] = set()  # request filters subscribed on this connection
+        self.sheds = 0
+        """Times a request subscription was left unread for a flood (``daemon.intake``)."""
         self._on_journal_error = on_journal_error
         self._on_login = on_login
         """Told ``True`` when the broker refuses the login after the start (the table raises
@@ -464,8 +487,12 @@ class MqttLink:
             try:
                 # Subscribed before saying online: a terminal that sends a request the
                 # moment it sees online must find the table listening.
+                self._subscribed = set()
                 async with asyncio.timeout(self._timeout):
-                    await client.subscribe(f"{self._base}/request/+", options=REQUEST_OPTIONS)
+                    for level in REQUEST_LEVELS:
+                        if level not in self._shed_until:  # a flood's pause outlives a drop
+                            await client.subscribe(f"{self._base}/{level}", options=REQUEST_OPTIONS)
+                            self._subscribed.add(level)
                 await self._say_availability(client)
                 # The retained state, as stored (original seq and ts), before anything
                 # newer: after this, pending messages bring it up to date in order.
@@ -530,6 +557,8 @@ class MqttLink:
             self._wake.clear()  # before reading: a notify() after this is not missed
             if self._said != self._availability:
                 await self._say_availability(client)
+            if self._shed_due():
+                await self._shed(client)
             if self._clear:
                 await self._clear_requests(client)
             if self._resend:
@@ -545,10 +574,7 @@ class MqttLink:
                 if self._copies:
                     await self._publish_copies(client)
                     continue
-                if self._unmarked:  # try the marks again later; wake for anything new
-                    await self._wait_wake(self._backoff.maximum)
-                else:
-                    await self._wake.wait()
+                await self._idle()
                 continue
             await self._publish_all(client, batch, mark=True)
             if self._unmarked:
@@ -642,6 +668,15 @@ class MqttLink:
             return False
         self._unmarked.clear()
         return True
+
+    async def _idle(self) -> None:
+        """Nothing to publish: wait for something new, or for what is due."""
+        if self._unmarked:  # try the marks again later; wake for anything new
+            await self._wait_wake(self._backoff.maximum)
+        elif self._shed_until:  # a flooded subscription to read again
+            await self._wait_wake(max(0.0, min(self._shed_until.values()) - time.monotonic()))
+        else:
+            await self._wake.wait()
 
     async def _wait_wake(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -761,9 +796,11 @@ class MqttLink:
             payload = message.payload
             self._bridge_status(topic, payload if isinstance(payload, bytes) else b"")
             return
-        if not topic.startswith(prefix):  # pragma: no cover  (only request/+ is ours)
+        if not topic.startswith(prefix):  # pragma: no cover  (only request/ is ours)
             return
-        name = topic[len(prefix) :]
+        # request/<name>, or request/<name>/<user> (subscribed for USER_LEVEL names only).
+        name, level, user_name = topic[len(prefix) :].partition("/")
+        user = user_name if level else None
         payload = message.payload
         # paho gives bytes; aiomqtt may have decoded a number: keep what came. Bounded at
         # once: a 100 MB request is kept as its size, hash and first bytes, never queued.
@@ -783,14 +820,16 @@ class MqttLink:
             self._wake.set()
         # Over the rate, a request is refused before it is read (daemon.intake): a flood
         # costs a count, not a journal record and an answer each.
-        verdict = self.intake.check(time.monotonic())
+        gate = self.intake if user is None else self.user_gate(user)
+        verdict = gate.check(time.monotonic())
         if verdict is not Verdict.ADMIT:
-            self._note_busy()
+            self._note_busy(gate, user)
             if verdict is Verdict.COUNT:
+                self._note_flood(REQUEST_LEVELS[0] if user is None else f"request/{name}/+", user)
                 return
-        incoming = Incoming.receive(name, data, retained=message.retain)
+        incoming = Incoming.receive(name, data, retained=message.retain, user=user)
         if verdict is Verdict.ANSWER_BUSY:
-            incoming = replace(incoming, busy=1 + self.intake.take_unanswered())
+            incoming = replace(incoming, busy=1 + gate.take_unanswered())
         try:
             self._requests.put_nowait(incoming)
         except asyncio.QueueFull:
@@ -802,7 +841,66 @@ class MqttLink:
                     dropped=self.requests_overflowed,
                 )
 
-    def _note_busy(self) -> None:
+    def user_gate(self, user: str) -> RequestGate:
+        """The gate of ``user``'s requests at the user level: ``RESEND_RATE`` a second,
+        ``RESEND_BURST`` at once (what the core serves a user), one busy answer a minute.
+        Past ``MAX_USERS`` users (a broker without an ACL) the rest share one gate."""
+        key = user if user in self.user_gates or len(self.user_gates) < MAX_USERS else OTHERS
+        gate = self.user_gates.get(key)
+        if gate is None:
+            gate = self.user_gates[key] = RequestGate(
+                rate=RESEND_RATE, burst=RESEND_BURST, answers=USER_BUSY_ANSWERS
+            )
+        return gate
+
+    def _note_flood(self, level: str, user: str | None) -> None:
+        """A request of ``level`` (a subscription) refused unread: at ``shed_at`` a second
+        (``SHED_AT``; None: never) the link stops reading that subscription for
+        ``shed_for`` s (``SHED_FOR``, ``daemon.intake``):
+        the broker drops what nobody reads, and the table's results no longer wait behind
+        a flood's packets. The terminal's requests and the readers' resends are separate
+        subscriptions: a flood of resends never stops a stickperson's decision."""
+        if self._shed_at is None or level in self._shed_until:
+            return  # already left unread; what was on its way still comes
+        now = time.monotonic()
+        if not self._floods.setdefault(level, Flood(self._shed_at)).refused(now):
+            return
+        self._shed_until[level] = now + self._shed_for
+        self.sheds += 1
+        log.warning(
+            "mqtt requests left unread for a while: a flood",
+            topic=f"{self._base}/{level}",
+            user=user,
+            seconds=self._shed_for,
+            sheds=self.sheds,
+        )
+        self._wake.set()
+
+    def _shed_due(self) -> bool:
+        """A flooded subscription to leave, or one to read again."""
+        now = time.monotonic()
+        return any(
+            level in self._subscribed or until <= now for level, until in self._shed_until.items()
+        )
+
+    async def _shed(self, client: aiomqtt.Client) -> None:
+        """Unsubscribe what a flood came on; subscribe again what has waited its time."""
+        now = time.monotonic()
+        for level, until in sorted(self._shed_until.items()):
+            topic = f"{self._base}/{level}"
+            if until <= now:
+                if level not in self._subscribed:
+                    async with asyncio.timeout(self._timeout):
+                        await client.subscribe(topic, options=REQUEST_OPTIONS)
+                    self._subscribed.add(level)
+                del self._shed_until[level]
+                log.info("mqtt reading requests again", topic=topic)
+            elif level in self._subscribed:
+                async with asyncio.timeout(self._timeout):
+                    await client.unsubscribe(topic)
+                self._subscribed.discard(level)
+
+    def _note_busy(self, gate: RequestGate, user: str | None) -> None:
         """Log refusals for the rate: the first of a flood at once, then one line a minute
         at most with the count (a flood of 10^4 requests is a few lines)."""
         self._busy_since_log += 1
@@ -812,8 +910,9 @@ class MqttLink:
         log.warning(
             "mqtt requests refused: more arrive than the table serves",
             refused=self._busy_since_log,
-            total=self.intake.refused,
-            rate=self.intake.rate,
+            total=gate.refused,
+            rate=gate.rate,
+            user=user,
         )
         self._busy_logged = now
         self._busy_since_log = 0
@@ -899,10 +998,18 @@ BRIDGE_STATUS: Final = f"{BRIDGE_ROOT}+"
 BUSY_LOG_S: Final = 60.0
 """Seconds between two log lines about requests refused for the rate."""
 
+USER_BUSY_ANSWERS: Final = 1 / 60
+"""Busy answers a second at most for one user's requests at the user level: one a minute
+(a read-only user's flood costs a record a minute; its feed asks again by itself)."""
+
 RESEND_MAX: Final = 2000
 """At most this many recent messages are kept for ``floor_resend`` (a table makes a few a
 second at most; the bound holds whatever the window)."""
 
+
+REQUEST_LEVELS: Final = ("request/+", *(f"request/{name}/+" for name in sorted(USER_LEVEL)))
+"""The request subscriptions under the base topic: the bare ``request/<name>`` (the
+terminal's), then each request read-only users send at their own name (mqtt-api.md 1.4)."""
 
 REQUEST_OPTIONS: Final = SubscribeOptions(qos=1, noLocal=True, retainAsPublished=True)
 """How ``<base>/request/+`` is subscribed: a retained request keeps its retain flag on

@@ -45,6 +45,8 @@ from contract.requests import (
     NAME_PATTERN,
     NAMES_TEXT,
     REQUEST_MODELS,
+    USER_LEVEL,
+    USER_PATTERN,
     AlarmAckRequest,
     OverturnRequest,
     RequestBase,
@@ -80,9 +82,14 @@ class Incoming:
     """0: a request to serve. Above 0: refused unread because requests came faster than the
     table serves them (``daemon.intake``), to be answered busy; it stands for this many
     refusals, itself included (those only counted since the last busy answer)."""
+    user: str | None = None
+    """The user level of ``request/<name>/<user>`` (mqtt-api.md 1.4: the broker lets each
+    user publish at its own name only); None for the bare ``request/<name>``."""
 
     @classmethod
-    def receive(cls, name: str, payload: bytes, *, retained: bool = False) -> Incoming:
+    def receive(
+        cls, name: str, payload: bytes, *, retained: bool = False, user: str | None = None
+    ) -> Incoming:
         """Bound a request as it comes off the wire (before any parsing)."""
         oversize = len(payload) > MAX_PAYLOAD
         return cls(
@@ -92,6 +99,7 @@ class Incoming:
             size=len(payload),
             sha256=hashlib.sha256(payload).hexdigest(),
             retained=retained,
+            user=None if user is None else user[:NAME_KEPT],
         )
 
     @property
@@ -108,6 +116,7 @@ class Incoming:
             "sha256": self.sha256,
             "head": self.payload[:HEAD_BYTES].decode("utf-8", "replace"),
             **({"retained": True} if self.retained else {}),
+            **({"user": self.user} if self.user is not None else {}),
         }
 
 
@@ -334,7 +343,8 @@ class ResendAsked:
 
 def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refused | Dropped:
     """What becomes of a request as received (``at``: when), in this order, before anything
-    parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped; a retained
+    parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped, and so is a
+    user level on a request that has none, or that is not a user's name; a retained
     request is refused (never acted on: ``RETAINED_ERROR``); a payload over ``MAX_PAYLOAD``
     is refused with its size; then the form (``parse_request``: an unknown name of the
     right shape is refused too, with the request's own id when it can be read). Whether
@@ -342,6 +352,13 @@ def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refuse
     name = incoming.name
     if classify(name) == "malformed":
         return Dropped(reason=malformed_reason(name, incoming.name_length))
+    if incoming.user is not None and (
+        name not in USER_LEVEL or not USER_PATTERN.fullmatch(incoming.user)
+    ):
+        # Only USER_LEVEL requests are subscribed at a user level, and a user name is one
+        # of USER_PATTERN's (what the generators name users): anything else came from a
+        # broker without an ACL, and cannot be told apart from a forged name.
+        return Dropped(reason="a user level that is not a user's name, or not for this request")
     if incoming.retained:
         # Issue 20: a retained request would be handed to the table again by every
         # reconnect; the link has cleared it from the broker.

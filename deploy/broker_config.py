@@ -13,9 +13,14 @@ state and answers its requests, displays only read, pit terminals read and send 
     DIR/credentials/<user>  0600                       that user's password, one line
 
 Users: ``lammer-<table id>`` per table (read and write its own base topic
-``<prefix>/<table id>/#``, which holds its requests), ``display`` (read every table,
-publish only ``request/resend``, mqtt-api.md 1.3) and ``terminal`` (read every table, publish only
-``<prefix>/<table id>/request/+``). Ownership is set only when run as root: Mosquitto
+``<prefix>/<table id>/#``, which holds its requests), ``display`` and ``display-<name>``
+(read every table, publish only ``request/resend/<its own name>``, mqtt-api.md 1.4),
+``terminal`` and ``terminal-<name>`` (read every table, publish only
+``<prefix>/<table id>/request/+``) and ``records`` (read every table, publish
+``request/resend/records`` and the integrity topics). Each user's own name is written
+into its own grant (``resend_grant``) rather than as a ``pattern ... %u`` line: a pattern
+applies to every user, the daemons' and the terminals' too, and the file stays one block
+per user that ``read_acl`` can read back. Ownership is set only when run as root: Mosquitto
 started as root drops to ``user`` (``--broker-user``, default ``mosquitto``) *before* it
 reads passwd and acl (seen with 2.0.11: a root-only passwd is "Unable to open pwfile").
 
@@ -50,7 +55,8 @@ with the rest), and the bridge is one more section of ``mosquitto.conf``, render
 ``_bridge_section`` (every option after a ``connection`` line belongs to that bridge):
 ``address`` with every cluster node, ``cleansession false``, ``try_private false``,
 ``notifications false``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
-from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` in, QoS 1).
+from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` and
+``request/resend/+`` in, QoS 1).
 Mosquitto does not check a bridge's traffic against ``acl_file``, so those ``topic ... in``
 lines are all that bounds what the floor may send: name each table's ``request/+``, never a
 wildcard above it. Its password is kept as the users' are (a ``credentials/`` entry read
@@ -81,6 +87,7 @@ from typing import Final, Literal
 
 from contract.floor import bridge_status_topic, integrity_topic
 from contract.payloads import TOPICS
+from contract.requests import request_topic
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
@@ -502,19 +509,8 @@ def _users(
         name=DISPLAY,
         role="display",
         about="Displays: read every table but its requests, and the integrity alarms; "
-        "publish only resend requests",
-        # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
-        # that lost messages asks the table for them (contract.feed); nothing else. The
-        # pit (lammer web) draws the integrity alarms lammer records publishes here when it
-        # runs against this controller's broker (floor-config grants the same on the floor).
-        grants=(
-            *(
-                g
-                for t in tables
-                for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/resend"))
-            ),
-            Grant("read", integrity_topic("+")),
-        ),
+        "publish only resend requests at their own name",
+        grants=_display_grants(tables, DISPLAY),
     )
     terminal = User(
         name=TERMINAL,
@@ -538,7 +534,7 @@ def _users(
             *(
                 g
                 for t in tables
-                for g in (Grant("read", f"{t.base}/#"), Grant("write", f"{t.base}/request/resend"))
+                for g in (Grant("read", f"{t.base}/#"), resend_grant(t.base, RECORDS))
             ),
             Grant("write", integrity_topic("+")),
         ),
@@ -548,8 +544,8 @@ def _users(
         User(
             name=f"{DISPLAY}-{name}",
             role="display",
-            about=f"Display {name}: as {DISPLAY}, with a client id of its own",
-            grants=display.grants,
+            about=f"Display {name}: as {DISPLAY}, with a client id and a resend budget of its own",
+            grants=_display_grants(tables, f"{DISPLAY}-{name}"),
         )
         for name in displays
     )
@@ -563,6 +559,26 @@ def _users(
         for name in terminals
     )
     return (*daemons, display, terminal, records, *own_displays, *own_terminals)
+
+
+def resend_grant(base: str, user: str) -> Grant:
+    """``user`` may ask the table at ``base`` for resends at its own name only,
+    ``<base>/request/resend/<user>`` (mqtt-api.md 1.4): the table knows who asks and budgets
+    the copies per user (``daemon.resend``). Not the bare ``request/resend``, the
+    terminal's, nor another user's name."""
+    return Grant("write", request_topic(base, "resend", user))
+
+
+def _display_grants(tables: Sequence[Table], user: str) -> tuple[Grant, ...]:
+    # request/resend reveals nothing a reader cannot read (mqtt-api.md 1.3): a display
+    # that lost messages asks the table for them (contract.feed), at its own name (1.4);
+    # nothing else. The pit (lammer web) draws the integrity alarms lammer records
+    # publishes here when it runs against this controller's broker (floor-config grants
+    # the same on the floor).
+    return (
+        *(g for t in tables for g in (*readable_grants(t.base), resend_grant(t.base, user))),
+        Grant("read", integrity_topic("+")),
+    )
 
 
 READ_GROUPS: Final = tuple(
@@ -969,6 +985,7 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
             topics.append(Directive("topic", f"{t.base}/{level} out 1", comment))
             comment = ()
         topics.append(Directive("topic", f"{t.base}/{floor.BRIDGE_IN} in 1"))
+        topics += [Directive("topic", f"{t.base}/{level} in 1") for level in floor.BRIDGE_IN_USER]
     directives = (
         Directive("connection", "floor"),
         Directive(
@@ -1035,9 +1052,10 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
         f"Floor bridge: controller {controller} to {len(bridge.nodes)} floor nodes",
         directives,
         (
-            "Each table's topics, QoS 1. In: only its requests, one level (Mosquitto does not",
-            "check a bridge against acl_file: the topic lines are all that bounds what the",
-            "floor may send here). Out: all the table publishes, never its requests.",
+            "Each table's topics, QoS 1. In: only its requests, one level, and the resend",
+            "requests readers send at their own name (Mosquitto does not check a bridge",
+            "against acl_file: the topic lines are all that bounds what the floor may send",
+            "here). Out: all the table publishes, never its requests.",
             "max_queued_messages and max_queued_bytes above bound what waits for the floor.",
         ),
     )

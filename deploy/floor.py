@@ -33,6 +33,7 @@ from typing import Any, Final
 import bcrypt
 
 from contract.floor import FLOOR_ROOT
+from contract.requests import USER_LEVEL
 from rules.events import TABLE_GAMES
 
 DECLARATION_FORMAT: Final = "lammer-floor-controller/1"
@@ -48,6 +49,11 @@ from the floor must not go back out."""
 BRIDGE_IN: Final = "request/+"
 """Below a table's base topic, what comes in from the floor: the requests (mqtt-api.md
 "Requests"), one level, so nothing else reaches the table's broker."""
+
+BRIDGE_IN_USER: Final = tuple(f"request/{name}/+" for name in sorted(USER_LEVEL))
+"""Below a table's base topic, what else comes in from the floor: the requests read-only
+users send at their own level (mqtt-api.md 1.4, ``request/resend/<user>``), one level
+below each name, nothing deeper."""
 
 BCRYPT_COST: Final = 4
 """nats-server takes a password as plain text or as a bcrypt hash, and checks it on

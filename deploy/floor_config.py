@@ -22,14 +22,21 @@ port listens on loopback and nobody may use it):
 
 * ``bridge-<controller>``, one per declaration: publishes under its own tables' base
   topics, never their ``request/``, and its bridge's status topic
-  (``lammer-floor/bridge/<controller>``); subscribes to its tables' ``request/+`` only.
+  (``lammer-floor/bridge/<controller>``); subscribes to its tables' ``request/+`` and
+  ``request/resend/+`` only.
   Its password stays on the controller: the declaration carries its bcrypt hash.
 * ``display``: reads every table of every prefix declared (and ``lammer``), and the
-  bridges' status; publishes only the declared tables' ``request/resend`` (mqtt-api.md
-  1.3: a reader that lost messages asks for them again; ``contract.feed``).
-* ``terminal``: reads as ``display``; publishes the requests of the declared tables.
+  bridges' status; publishes only the declared tables' ``request/resend/display``
+  (mqtt-api.md 1.3 and 1.4: a reader that lost messages asks for them again,
+  ``contract.feed``, at its own name, so the table budgets it apart).
+* ``terminal``: reads as ``display``; publishes the requests of the declared tables (the
+  bare ``request/<name>``).
 * ``records`` (``lammer records``): reads as ``display``; publishes the declared tables'
-  ``request/resend`` and the floor's integrity topics (``lammer-floor/integrity/<table>``).
+  ``request/resend/records`` and the floor's integrity topics
+  (``lammer-floor/integrity/<table>``).
+
+Each user's own name is written into its own permission: nats-server's config-file users
+have no ``%u`` (its templates are for JWT accounts), and a subject per user says the same.
 
 NATS permissions are subjects: an MQTT topic's ``/`` is a ``.``, ``+`` is ``*``, and a
 filter ending in ``#`` is two subjects (``lammer/t1/#`` is ``lammer.t1`` and
@@ -67,8 +74,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contract.feed import RESEND_TOPIC as RESEND_REQUEST
 from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic
+from contract.requests import request_topic
 from daemon.errors import DaemonError
 from deploy import floor, floor_tls
 from deploy.endpoints import Endpoint, is_loopback, parse_endpoint
@@ -434,6 +441,12 @@ class FloorUser:
         }
 
 
+def _resend_subject(base: str, user: str) -> str:
+    """``user``'s resend requests to the table at ``base``, at its own name only
+    (mqtt-api.md 1.4: not the bare ``request/resend``, the terminal's)."""
+    return floor.nats_subject(request_topic(base, "resend", user))
+
+
 def _readers(plan: FloorPlan) -> tuple[str, ...]:
     subjects = [s for p in plan.prefixes for s in floor.nats_filter(f"{p}/#")]
     subjects += floor.nats_filter(f"{FLOOR_ROOT}/#")
@@ -461,7 +474,11 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
                 ),
                 publish_deny=tuple(f"{b}.request.>" for b in bases),
                 subscribe_allow=(
-                    *(floor.nats_subject(f"{t.base}/{floor.BRIDGE_IN}") for t in decl.tables),
+                    *(
+                        floor.nats_subject(f"{t.base}/{level}")
+                        for t in decl.tables
+                        for level in (floor.BRIDGE_IN, *floor.BRIDGE_IN_USER)
+                    ),
                     MQTT_DELIVERY,
                 ),
             )
@@ -471,12 +488,10 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
             name=DISPLAY,
             about=(
                 "Pit screens and the floor's systems: read every table; publish only "
-                "resend requests (mqtt-api.md 1.3)"
+                "resend requests at their own name (mqtt-api.md 1.4)"
             ),
             password_bcrypt=hashes[DISPLAY],
-            publish_allow=tuple(
-                floor.nats_subject(f"{t.base}/{RESEND_REQUEST}") for t in plan.tables
-            ),
+            publish_allow=tuple(_resend_subject(t.base, DISPLAY) for t in plan.tables),
             # No table yet: deny all (an empty allow list would allow everything).
             publish_deny=() if plan.tables else (">",),
             subscribe_allow=_readers(plan),
@@ -499,10 +514,10 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
         FloorUser(
             name=RECORDS,
             about="The floor's records (lammer records): read every table; publish resend "
-            "requests and the integrity alarms only",
+            "requests at its own name and the integrity alarms only",
             password_bcrypt=hashes[RECORDS],
             publish_allow=(
-                *(floor.nats_subject(f"{t.base}/{RESEND_REQUEST}") for t in plan.tables),
+                *(_resend_subject(t.base, RECORDS) for t in plan.tables),
                 floor.nats_subject(integrity_topic("+")),
             ),
             publish_deny=(),

@@ -731,7 +731,8 @@ async def follow(  # noqa: C901  the display loop over the feed's event kinds, e
         while screen.resends:
             resend = screen.resends.popleft()
             payload = resend.payload(link.user or "display")
-            await bounded(client.publish(resend.topic, payload, qos=1))
+            topic = resend.topic_for(link.user)  # mqtt-api.md 1.4: at the user's own level
+            await bounded(client.publish(topic, payload, qos=1))
 
     async def ticker(client: aiomqtt.Client) -> None:
         while True:

@@ -540,7 +540,9 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
 
     async def send(asks: list[Resend]) -> None:
         for ask in asks:
-            await client.publish(ask.topic, ask.payload(OPERATOR), qos=1)
+            # At records' own level (mqtt-api.md 1.4): its budget, not the screens'.
+            topic = ask.topic_for(records.settings.mqtt_user)
+            await client.publish(topic, ask.payload(OPERATOR), qos=1)
 
     async def ticker() -> None:
         while True:

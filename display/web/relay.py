@@ -219,7 +219,8 @@ class Follower:
         while self.store.resends:
             resend = self.store.resends.popleft()
             payload = resend.payload(self.config.mqtt_user or "display")
-            await bounded(client.publish(resend.topic, payload, qos=1))
+            topic = resend.topic_for(self.config.mqtt_user)  # mqtt-api.md 1.4: its own level
+            await bounded(client.publish(topic, payload, qos=1))
 
     async def _tick(self, client: aiomqtt.Client) -> None:
         """Let the feed's waits run out while nothing arrives (a gap at a quiet table)."""

@@ -506,8 +506,12 @@ def test_no_probe_storm_one_probe_per_quiet_period_among_subscribers() -> None:
 def test_a_table_never_seen_live_or_offline_is_not_probed() -> None:
     table = SimTable()
     state = table.message("state")
-    # Only a start position, or only the retained state handed over at subscription.
-    for feed in (Feed(start={T: state}, ident="w"), Feed(ident="w")):
+    # Only a start position, or only the retained state handed over at subscription: the
+    # tail probe alone (the catch-up after a burst, once, is tested below) never asks.
+    for feed in (
+        Feed(start={T: state}, ident="w", catchup_after=None),
+        Feed(ident="w", catchup_after=None),
+    ):
         feed.receive(T, "state", table.published[state], now=0.0, retained=True)
         assert all(feed.tick(step / 4) == [] for step in range(3600 * 4))
         assert feed.next_deadline() is None
@@ -526,7 +530,8 @@ def test_a_resumed_feed_handed_a_newer_retained_state_probes_after_it() -> None:
     table = SimTable()
     saved = table.message()
     state = table.message("state")  # published while the consumer was away
-    feed = Feed(start={T: saved}, probe_after=30.0, probe_spread=0.0, ident="s")
+    # The tail probe alone (the catch-up after the burst is tested below).
+    feed = Feed(start={T: saved}, probe_after=30.0, probe_spread=0.0, ident="s", catchup_after=None)
     got = feed.receive(T, "state", table.published[state], now=0.0, retained=True)
     assert [m.seq for m in got if isinstance(m, Message)] == [state]
     assert feed.tick(29.0) == []
@@ -544,3 +549,188 @@ def test_no_probe_while_a_gap_is_being_filled() -> None:
         consumer.take(feed.tick(step / 4))
     assert [(r.from_seq, r.to_seq) for r in consumer.asks] == [(a + 1, c - 1)]  # the gap's only
     assert feed.probes == 0
+
+
+# -- the catch-up after a burst of retained states (issue 28) ----------------------------
+
+
+def _serve(table: SimTable, ask: Resend, consumers: list[Consumer], now: float) -> None:
+    """The table answers ``ask``: its copies, then its answer, to every consumer."""
+    copies, answer = table.answer(ask)
+    for c in consumers:
+        for _seq, payload in copies:
+            c.take(c.feed.receive(T, "x", payload, now=now, resent=True))
+        c.take(c.feed.receive(T, "response/resend", answer, now=now))
+
+
+def _stale_table() -> tuple[SimTable, int, int]:
+    """A quiet table whose newest ``state`` is ``fresh``; a node that lost what came after
+    ``stale`` (the state it still hands over) is behind by a roll, a board and a state."""
+    table = SimTable()
+    stale = table.message("state")
+    table.record(5)
+    table.message("craps/roll")
+    table.message("craps/board")
+    fresh = table.message("state")
+    return table, stale, fresh
+
+
+def test_a_stale_retained_state_is_replaced_by_the_catchup_within_seconds() -> None:
+    table, stale, fresh = _stale_table()
+    consumer = Consumer(Feed(catchup_after=0.5, catchup_spread=0.0, ident="k"))
+    feed = consumer.feed
+    consumer.take(feed.receive(T, "state", table.published[stale], now=0.0, retained=True))
+    assert [m.seq for m in consumer.released] == [stale]  # the broker's state, at once
+    assert feed.next_deadline() == 0.5
+    assert feed.tick(0.49) == []
+    (catchup,) = feed.tick(0.5)
+    assert isinstance(catchup, Resend)
+    assert (catchup.from_seq, catchup.to_seq) == (stale + 1, stale + 1)
+    assert feed.catchups == 1
+    assert feed.probes == 0
+    # Its answer shows the table went on; the gap is asked at once (no wait: nothing it
+    # reveals is still on its way), and the newest state comes as a copy.
+    copies, answer = table.answer(catchup)
+    assert copies == []  # stale + 1 is a record
+    consumer.take(feed.receive(T, "response/resend", answer, now=0.6))
+    (gap_ask,) = consumer.asks
+    assert (gap_ask.from_seq, gap_ask.to_seq) == (stale + 1, fresh)  # the answer's prev_seq
+    consumer.asks.clear()
+    _serve(table, gap_ask, [consumer], now=0.7)
+    assert fresh in [m.seq for m in consumer.released]
+    seqs = [m.seq for m in consumer.released]
+    assert seqs == sorted(set(seqs))
+    assert set(seqs) == set(table.published)  # everything from the stale state on
+    assert consumer.gaps == []
+    # Done: no second catch-up for this burst, and no tail probe (no new play).
+    assert all(feed.tick(0.7 + step / 4) == [] for step in range(1, 3600 * 4))
+    assert feed.catchups == 1
+
+
+def test_the_catchup_of_a_current_table_finds_nothing_and_asks_nothing_more() -> None:
+    table = SimTable()
+    board = table.message("craps/board")
+    state = table.message("state")
+    consumer = Consumer(Feed(catchup_after=0.5, catchup_spread=0.0, ident="k"))
+    feed = consumer.feed
+    for seq, topic in ((state, "state"), (board, "craps/board")):
+        consumer.take(feed.receive(T, topic, table.published[seq], now=0.0, retained=True))
+    (catchup,) = feed.tick(0.5)
+    assert isinstance(catchup, Resend)
+    assert (catchup.from_seq, catchup.to_seq) == (state + 1, state + 1)  # after the newest
+    _serve(table, catchup, [consumer], now=0.6)
+    assert consumer.asks == []
+    assert consumer.gaps == []
+    assert [m.seq for m in consumer.released] == [state, board, state + 1]  # + its answer
+    assert feed.next_deadline() is None
+
+
+def test_one_catchup_per_burst_none_after_a_live_message_and_again_after_a_reconnect() -> None:
+    table = SimTable()
+    first = table.message("state")
+    second = table.message("craps/board")
+    feed = Feed(catchup_after=0.5, catchup_spread=0.0, ident="m")
+    # A burst that trickles in over 0.4 s: one catch-up, 0.5 s after its first state.
+    feed.receive(T, "state", table.published[first], now=0.0, retained=True)
+    feed.receive(T, "craps/board", table.published[second], now=0.4, retained=True)
+    assert feed.next_deadline() == 0.5
+    assert len(feed.tick(0.5)) == 1
+    feed.receive(T, "state", table.published[first], now=0.6, retained=True)  # straggler
+    assert all(feed.tick(0.6 + step / 4) == [] for step in range(40))
+    assert feed.catchups == 1
+    # A reconnect's burst later: asked again.
+    feed.receive(T, "state", table.published[first], now=60.0, retained=True)
+    (again,) = feed.tick(60.5)
+    assert isinstance(again, Resend)
+    assert feed.catchups == 2
+    # A live message of the table before the catch-up is due shows where the table is.
+    other = Feed(catchup_after=0.5, catchup_spread=0.0, probe_after=None, ident="m")
+    other.receive(T, "state", table.published[first], now=0.0, retained=True)
+    other.receive(T, "craps/board", table.published[second], now=0.2)
+    assert all(other.tick(step / 4) == [] for step in range(1, 400))
+    assert other.catchups == 0
+    # An offline table cannot answer: no catch-up while it is.
+    off = Feed(catchup_after=0.5, catchup_spread=0.0, ident="m")
+    off.receive(T, "availability", b"offline", now=0.0, retained=True)
+    off.receive(T, "state", table.published[first], now=0.0, retained=True)
+    assert off.next_deadline() is None
+    assert all(off.tick(step / 4) == [] for step in range(1, 400))
+
+
+def test_a_pit_of_many_tables_spreads_its_catchups_and_one_answer_spares_the_others() -> None:
+    # 200 tables: the catch-ups spread over catchup_spread, each table once.
+    feed = Feed(catchup_after=0.5, catchup_spread=2.0, ident="pit")
+    tables = [f"lammer/t{i}" for i in range(200)]
+    for i, base in enumerate(tables):
+        payload = json.dumps({"table": base, "seq": 10 + i, "prev_seq": None}).encode()
+        feed.receive(base, "state", payload, now=0.0, retained=True)
+    when: dict[str, float] = {}
+    for step in range(1, 300):
+        for event in feed.tick(step / 100):
+            assert isinstance(event, Resend)
+            assert event.table not in when
+            when[event.table] = step / 100
+    assert set(when) == set(tables)
+    assert min(when.values()) >= 0.5
+    assert max(when.values()) <= 2.5
+    assert sum(1 for t in when.values() if t < 1.5) < 150  # spread, not all at once
+    # Three subscribers of one stale table: the first to ask spares the others.
+    table, stale, fresh = _stale_table()
+    consumers = [
+        Consumer(Feed(catchup_after=0.5, catchup_spread=2.0, ident=i)) for i in ("a", "b", "c")
+    ]
+    for c in consumers:
+        c.take(c.feed.receive(T, "state", table.published[stale], now=0.0, retained=True))
+    asked: list[Resend] = []
+    for step in range(1, 1000):
+        now = step / 100
+        for c in consumers:
+            c.take(c.feed.tick(now))
+            while c.asks:
+                ask = c.asks.pop(0)
+                asked.append(ask)
+                _serve(table, ask, consumers, now)
+    assert sum(c.feed.catchups for c in consumers) == 1
+    assert all(fresh in [m.seq for m in c.released] for c in consumers)
+    assert all(c.gaps == [] for c in consumers)
+    # The catch-up, then one gap fill per subscriber (the table shares copies, issue 28).
+    assert len(asked) <= 1 + len(consumers)
+
+
+def test_a_first_live_message_after_stale_states_starts_the_stream_at_the_newest() -> None:
+    # A busy table: the first live message comes before any catch-up, and its prev_seq
+    # shows what the node's retained state lacks: the stream starts at that state.
+    table, stale, fresh = _stale_table()
+    roll = table.message("craps/roll")
+    consumer = Consumer(Feed(wait=1.0, ident="q"))
+    feed = consumer.feed
+    consumer.take(feed.receive(T, "state", table.published[stale], now=0.0, retained=True))
+    consumer.take(feed.receive(T, "craps/roll", table.published[roll], now=0.1))
+    assert feed.held(T) == 1
+    assert feed.catchups == 0
+    consumer.take(feed.tick(1.2))
+    (ask,) = consumer.asks
+    assert (ask.from_seq, ask.to_seq) == (stale + 1, fresh)
+    consumer.asks.clear()
+    _serve(table, ask, [consumer], now=1.3)
+    assert [m.seq for m in consumer.released][:1] == [stale]
+    assert fresh in [m.seq for m in consumer.released]
+    assert consumer.gaps == []
+    # A live message that follows the newest state is where the stream starts, as before.
+    other = Consumer(Feed(ident="q"))
+    busy = SimTable()
+    board, state = busy.message("craps/board"), busy.message("state")
+    other.take(other.feed.receive(T, "craps/board", busy.published[board], now=0.0, retained=True))
+    got = other.feed.receive(T, "state", busy.published[state], now=0.0)
+    assert [m.seq for m in got if isinstance(m, Message)] == [state]
+    assert other.feed.held(T) == 0
+
+
+def test_resend_topics_at_the_user_level() -> None:
+    ask = Resend(table=T, from_seq=3, to_seq=4, request_id="r")
+    assert ask.topic_for("display") == f"{T}/request/resend/display"
+    assert ask.topic_for("display-pit1") == f"{T}/request/resend/display-pit1"
+    assert ask.topic_for(None) == ask.topic == f"{T}/request/resend"
+    for bad in ("", "a/b", "+", "#", "x" * 65, "-lead"):
+        with pytest.raises(ValueError, match="topic level"):
+            ask.topic_for(bad)

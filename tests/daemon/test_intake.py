@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.intake import BUSY_ERROR, RequestGate, TokenBucket, Verdict
+from daemon.intake import BUSY_ERROR, Flood, RequestGate, TokenBucket, Verdict
 from deploy.broker import Broker
 
 
@@ -147,3 +147,16 @@ async def test_a_request_does_not_say_who_published_it(mosquitto: Broker) -> Non
     ]
     assert seen[0] == seen[1] == (topic, body, 1, False, None)
     assert seen[2] == (topic, body, 1, False, [("user", "terminal-a")])
+
+
+def test_a_flood_is_said_at_its_count_within_a_second_never_at_a_pace() -> None:
+    flood = Flood(at=100, window=1.0)
+    # 99 a second, for a minute: never a flood.
+    assert not any(flood.refused(second + i / 99) for second in range(60) for i in range(99))
+    # 100 within a second: the hundredth says so.
+    burst = Flood(at=100, window=1.0)
+    said = [burst.refused(0.5 + i / 1000) for i in range(100)]
+    assert said == [False] * 99 + [True]
+    # A clock that goes back starts the count again (it never says a flood by it).
+    back = Flood(at=3, window=1.0)
+    assert [back.refused(t) for t in (10.0, 10.1, 5.0, 5.1)] == [False, False, False, False]

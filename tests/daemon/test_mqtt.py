@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from contract.follow import resent_mark
 from contract.session import UNBOUNDED, session
 from daemon.errors import JournalError, JournalValueError
-from daemon.intake import RequestGate
+from daemon.intake import SHED_AT, SHED_FOR, RequestGate
 from daemon.mqtt import REQUEST_QUEUE, MqttLink
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
@@ -160,6 +160,8 @@ def make_link(
     rng: random.Random | None = None,
     client_id: str = "lammer-t1",
     intake: RequestGate | None = None,
+    shed_at: int | None = SHED_AT,
+    shed_for: float = SHED_FOR,
 ) -> MqttLink:
     return MqttLink(
         host=broker.host,
@@ -173,6 +175,8 @@ def make_link(
         rng=rng or random.Random(7),
         timeout=5.0,
         intake=intake,
+        shed_at=shed_at,
+        shed_for=shed_for,
     )
 
 
@@ -778,7 +782,9 @@ async def test_requests_beyond_the_rate_are_refused_unread_and_counted_while_res
         got.append(incoming)
 
     outbox = FakeOutbox()
-    link = make_link(mosquitto, outbox, handle, intake=RequestGate(rate=5, burst=20))
+    # The gate alone: no subscription left unread for the flood (tested below), so that
+    # every request reaches the gate and is accounted for.
+    link = make_link(mosquitto, outbox, handle, intake=RequestGate(rate=5, burst=20), shed_at=None)
     flood = 1000
     async with (
         recording(mosquitto, f"{BASE}/ev/#") as rec,
@@ -812,6 +818,58 @@ async def test_requests_beyond_the_rate_are_refused_unread_and_counted_while_res
     assert link.intake.refused == flood - len(admitted)
     # Admitted requests are the first ones, whole and in order.
     assert [g.payload for g in admitted[:20]] == [b'{"request_id": %d}' % i for i in range(20)]
+
+
+async def test_a_flood_is_left_unread_for_a_while_and_the_other_subscription_read_on(
+    mosquitto: Broker,
+) -> None:
+    # 3,000 resend requests as fast as a client sends them, at one user's level: past
+    # shed_at refused in a second the link unsubscribes request/resend/+ (the broker drops
+    # what nobody reads), reads the terminal's request/+ on, and after shed_for subscribes
+    # again. Results queued meanwhile go out; the link never drops.
+    got: list[Incoming] = []
+
+    async def handle(incoming: Incoming) -> None:
+        got.append(incoming)
+
+    outbox = FakeOutbox()
+    link = make_link(mosquitto, outbox, handle, shed_at=100, shed_for=2.0)
+    flood = 3000
+    async with (
+        recording(mosquitto, f"{BASE}/ev/#") as rec,
+        running(link),
+        aiomqtt.Client(mosquitto.host, mosquitto.port) as client,
+    ):
+        await eventually(lambda: link.tcp_nodelay is not None, "connected")
+        await asyncio.sleep(0.2)  # subscribed (the subscription follows the connection)
+        topic = f"{BASE}/request/resend/display"
+        for i in range(flood):
+            await client.publish(topic, b'{"request_id": %d}' % i, qos=0)
+            if i % 300 == 0:
+                outbox.add("ev/result", {"i": i})
+                link.notify()
+        await eventually(lambda: link.sheds == 1, "the flood left unread")
+        gate = link.user_gates["display"]
+        # The terminal's subscription is read while the flood's is not.
+        shed_at = asyncio.get_running_loop().time()
+        await client.publish(f"{BASE}/request/overturn", b'{"request_id": "stick"}', qos=1)
+        await eventually(lambda: any(g.payload == b'{"request_id": "stick"}' for g in got), "read")
+        await eventually(lambda: len(rec.seqs()) == 10, "every result published")
+        seen = gate.admitted + gate.refused
+        assert seen < flood  # the broker dropped the rest: nobody read them
+        # After shed_for, read again: a request of the same user is admitted.
+        await eventually(lambda: "request/resend/+" in link._subscribed, "subscribed again")
+        assert asyncio.get_running_loop().time() - shed_at < 2.0 + 20.0
+        before = len([g for g in got if g.user == "display" and not g.busy])
+        await asyncio.sleep(1.0)  # the gate's bucket refills (4 a second)
+        await client.publish(topic, b'{"request_id": "again"}', qos=1)
+        await eventually(
+            lambda: len([g for g in got if g.user == "display" and not g.busy]) > before,
+            "a request read again",
+        )
+        assert link.connected
+        assert link._outage_attempts == 0  # never dropped
+    assert link.sheds == 1
 
 
 @asynccontextmanager

@@ -389,13 +389,14 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
         "lammer-t2": [bc.Grant("readwrite", "x/y/t2/#"), bc.Grant("read", "lammer-floor/bridge/+")],
         # Displays and terminals read every topic the daemon publishes, never the requests
         # (written out here, not derived: a new group must be granted on purpose); a
-        # display may ask for a resend and publish nothing else (mqtt-api.md 1.3); it reads
+        # display may ask for a resend at its own name and publish nothing else
+        # (mqtt-api.md 1.4: no longer the bare request/resend, the terminal's); it reads
         # the integrity alarms lammer records publishes (the pit draws them).
         "display": [
             *_reads("lammer/t1"),
-            bc.Grant("write", "lammer/t1/request/resend"),
+            bc.Grant("write", "lammer/t1/request/resend/display"),
             *_reads("x/y/t2"),
-            bc.Grant("write", "x/y/t2/request/resend"),
+            bc.Grant("write", "x/y/t2/request/resend/display"),
             bc.Grant("read", "lammer-floor/integrity/+"),
         ],
         "terminal": [
@@ -404,12 +405,13 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
             *_reads("x/y/t2"),
             bc.Grant("write", "x/y/t2/request/+"),
         ],
-        # lammer records: reads every table, asks for resends, publishes integrity alarms.
+        # lammer records: reads every table, asks for resends at its own name (1.4),
+        # publishes integrity alarms.
         "records": [
             bc.Grant("read", "lammer/t1/#"),
-            bc.Grant("write", "lammer/t1/request/resend"),
+            bc.Grant("write", "lammer/t1/request/resend/records"),
             bc.Grant("read", "x/y/t2/#"),
-            bc.Grant("write", "x/y/t2/request/resend"),
+            bc.Grant("write", "x/y/t2/request/resend/records"),
             bc.Grant("write", "lammer-floor/integrity/+"),
         ],
     }
@@ -698,8 +700,15 @@ def test_every_listener_binds_client_ids_to_user_names(tmp_path: Path) -> None:
         section = dict(conf[start : start + 3])
         assert section["use_username_as_clientid"] == "true"
     users = {u.name: u for u in plan.users}
-    assert users["display-lobby"].grants == users["display"].grants
-    assert users["display-pit-2"].grants == users["display"].grants
+    # A display of its own reads as display does and asks for resends at its own name
+    # (mqtt-api.md 1.4: its own budget at the table), never at display's.
+    for name in ("display-lobby", "display-pit-2"):
+        own = bc.Grant("write", f"lammer/t1/request/resend/{name}")
+        shared = bc.Grant("write", "lammer/t1/request/resend/display")
+        assert users[name].grants == tuple(
+            own if g == shared else g for g in users["display"].grants
+        )
+        assert shared in users["display"].grants
     assert users["terminal-stick_1"].grants == users["terminal"].grants
 
 

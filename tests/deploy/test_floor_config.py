@@ -150,7 +150,9 @@ def test_the_bridge_lists_every_node_and_each_table_topics(
     assert topics == [
         f"lammer/{t}/{level} {direction} 1"
         for t in ("t1", "t2")
-        for level, direction in [(lvl, "out") for lvl in floor.BRIDGE_OUT] + [("request/+", "in")]
+        for level, direction in [(lvl, "out") for lvl in floor.BRIDGE_OUT]
+        # The requests, and the resend requests readers send at their own name (1.4).
+        + [("request/+", "in"), ("request/resend/+", "in")]
     ]
     # One QoS 1 message in flight with a bridge: the floor gets each table's seq in order.
     assert ("max_inflight_messages", "1") in lines
@@ -432,15 +434,25 @@ def test_each_user_gets_exactly_its_own_subjects(
         "allow": ["lammer.t1.>", "lammer.t2.>", "lammer-floor.bridge.ctl-a"],
         "deny": ["lammer.t1.request.>", "lammer.t2.request.>"],
     }
+    # The requests, and the resend requests readers send at their own name (1.4).
     assert bridge["subscribe"] == {
-        "allow": ["lammer.t1.request.*", "lammer.t2.request.*", "$MQTT.sub.>"]
+        "allow": [
+            "lammer.t1.request.*",
+            "lammer.t1.request.resend.*",
+            "lammer.t2.request.*",
+            "lammer.t2.request.resend.*",
+            "$MQTT.sub.>",
+        ]
     }
     # Readers read the floor's own root too: the bridges' status and the integrity alarms
     # lammer records publishes (lammer-floor.integrity.<table>), which the pit draws.
     readers = ["lammer", "lammer.>", "lammer-floor", "lammer-floor.>", "$MQTT.sub.>"]
-    # mqtt-api.md 1.3: a reader may ask a table for what it lost, and nothing else.
+    # mqtt-api.md 1.3: a reader may ask a table for what it lost, and nothing else; 1.4:
+    # at its own name only (the bare request/resend is the terminal's).
     assert users["display"]["permissions"] == {
-        "publish": {"allow": ["lammer.t1.request.resend", "lammer.t2.request.resend"]},
+        "publish": {
+            "allow": ["lammer.t1.request.resend.display", "lammer.t2.request.resend.display"]
+        },
         "subscribe": {"allow": readers},
     }
     assert users["terminal"]["permissions"] == {
@@ -451,8 +463,8 @@ def test_each_user_gets_exactly_its_own_subjects(
     assert users["records"]["permissions"] == {
         "publish": {
             "allow": [
-                "lammer.t1.request.resend",
-                "lammer.t2.request.resend",
+                "lammer.t1.request.resend.records",
+                "lammer.t2.request.resend.records",
                 "lammer-floor.integrity.*",
             ]
         },

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import json
 import os
 import pwd
@@ -34,7 +35,9 @@ import aiomqtt
 from cli.main import main
 from contract.feed import Feed, Gap, Message, Other, Resend
 from contract.floor import BRIDGE_STATUS_ROOT
+from contract.payloads import TOPICS
 from contract.session import observe_disconnect
+from deploy import floor
 from deploy.broker import Broker, free_port
 from deploy.floor_cluster import FloorCluster
 from display.web.store import Store
@@ -302,7 +305,8 @@ class FeedSubscriber(FloorSubscriber):
     async def _ask(self, client: aiomqtt.Client, asks: list[Resend]) -> None:
         for resend in asks:
             self.asked.append(resend)
-            await client.publish(resend.topic, resend.payload(self.user), qos=1)
+            # At its own user level (mqtt-api.md 1.4): the floor grants nothing else.
+            await client.publish(resend.topic_for(self.user), resend.payload(self.user), qos=1)
 
     async def _take(
         self, client: aiomqtt.Client, topic: str, payload: bytes, retained: bool
@@ -355,6 +359,121 @@ class PitSubscriber(FeedSubscriber):
         out = list(self.store.resends)
         self.store.resends.clear()
         return out
+
+
+class NewPit(PitSubscriber):
+    """A pit that has just started (``lammer web`` as it runs): its store's own ``Feed``
+    with no position, a clean session on node ``first`` (a new subscriber gets every
+    retained state there). ``feed`` is the ``Feed`` to use (``Store``'s default: ``Feed()``,
+    which catches up after the retained burst)."""
+
+    def __init__(
+        self,
+        cluster: FloorCluster,
+        bases: Sequence[str],
+        controllers: dict[str, list[str]],
+        *,
+        first: int,
+        feed: Feed | None = None,
+        prefix: str = "lammer",
+    ) -> None:
+        super().__init__(cluster, bases, controllers, first=first, prefix=prefix)
+        self.clean = True
+        self.feed = feed if feed is not None else Feed()
+        self.store = Store(prefix, feed=self.feed, controllers=controllers)
+        self.released = {base: [] for base in bases}
+
+    def _name(self) -> str:
+        return "new pit (lammer web's store, no position)"
+
+    def connected_at(self) -> float:
+        """When (monotonic) it connected last."""
+        return max(at for at, _, what in self.events if what == "connected")
+
+    def card(self, table_id: str, topic: str = "state") -> int | None:
+        """The ``seq`` of ``topic`` the pit draws for ``table_id`` (None: nothing yet)."""
+        entry = self.store.tables.get(table_id)
+        drawn = None if entry is None else entry.retained.get(topic)
+        return None if drawn is None else int(drawn[0])
+
+
+def bridges(cluster: FloorCluster) -> int:
+    """Controller bridges connected to the floor (``/connz`` of every live node)."""
+    total = 0
+    for node in (1, 2, 3):
+        with contextlib.suppress(OSError):
+            total += sum(c.startswith("lammer-bridge-") for c in cluster.mqtt_clients(node))
+    return total
+
+
+async def until_retained(cluster: FloorCluster, topic: str, seq: int) -> None:
+    """Wait until a new subscriber on node 1 is handed ``topic`` retained at ``seq``."""
+    watcher = FloorSubscriber(cluster, [topic], first=1, clean=True)
+
+    def held() -> int | None:
+        found = [m.body.get("seq") for m in watcher.messages if isinstance(m.body, dict)]
+        return seq if seq in found else None
+
+    for _ in range(12):  # a new subscriber every 5 s, for a minute at most
+        await watcher.start()
+        try:
+            with contextlib.suppress(AssertionError):
+                await until(held, f"{topic} at seq {seq} on the floor", within=5.0)
+                return
+        finally:
+            await watcher.close()
+        watcher.messages.clear()
+    raise AssertionError(f"the floor never held {topic} at seq {seq}")
+
+
+def stale_store(controller: Controller, seq: int) -> dict[str, bytes]:
+    """What a floor node that has not caught up holds of ``controller``'s table when it has
+    everything the table published up to ``seq`` (topic -> payload, byte for byte): of each
+    retained topic the last message up to ``seq``, and nothing (an empty payload: deleted) of
+    a topic first published after it. Read from the controller's own broker."""
+    held: dict[str, bytes] = {}
+    for message in sorted(controller.table.recorder.messages, key=lambda m: m.seq or 0):
+        if message.seq is None or not TOPICS.get(message.topic, (None, False))[1]:
+            continue
+        if message.seq <= seq:
+            held[message.topic] = message.payload  # the last one wins: sorted by seq
+        else:
+            held.setdefault(message.topic, b"")
+    return held
+
+
+async def forge(cluster: FloorCluster, controller: Controller, held: dict[str, bytes]) -> None:
+    """Publish ``held`` (topic -> payload; empty: deleted) retained on the floor as the
+    controller's own bridge user, through node 1 (the retained store is the cluster's),
+    trying again while the cluster settles after a restart (a node electing leaders)."""
+    user = floor.bridge_user(controller.name)
+    password = (controller.out / "credentials" / user).read_text().strip()
+    base = controller.table.base
+    host, port = cluster.mqtt_endpoints[0]
+
+    async def once() -> bool:
+        try:
+            async with aiomqtt.Client(
+                host,
+                port,
+                identifier="test-stale-state",
+                username=user,
+                password=password,
+                tls_context=cluster.tls_context(),
+                timeout=10,
+            ) as client:
+                observe_disconnect(client)
+                for topic, payload in sorted(held.items()):
+                    await client.publish(f"{base}/{topic}", payload, qos=1, retain=True)
+        except aiomqtt.MqttError:
+            return False
+        return True
+
+    async with asyncio.timeout(DEADLINE):
+        for _ in itertools.count():
+            if await once():
+                return
+            await asyncio.sleep(0.5)  # a retry's pause, not a wait for an event
 
 
 @contextlib.asynccontextmanager

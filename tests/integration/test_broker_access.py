@@ -251,22 +251,36 @@ async def test_no_user_publishes_where_it_may_not(secured: Secured) -> None:
     )
 
 
-async def test_a_display_may_ask_a_table_to_resend_and_nothing_else(secured: Secured) -> None:
-    # mqtt-api.md 1.3: any reader may publish request/resend (it reveals nothing it could
-    # not read); its other requests still go nowhere.
+async def test_a_display_may_ask_a_table_to_resend_at_its_own_name_and_nothing_else(
+    secured: Secured,
+) -> None:
+    # mqtt-api.md 1.3: any reader may ask for a resend (it reveals nothing it could not
+    # read); its other requests still go nowhere. 1.4: at its own name only, so the table
+    # knows who asks: not the bare request/resend (the terminal's), not another's name.
     a = secured.table("a")
-    secured.configure(secured.config("a"))
+    secured.configure(secured.config("a"), extra=("--display", "lobby"))
     secured.broker.start()
+    body = b'{"from_seq":1,"to_seq":2}'
     async with secured.client("lammer-a") as table:
-        await table.subscribe(f"{a}/request/+", qos=1)
+        await table.subscribe(f"{a}/request/#", qos=1)
         async with secured.client("display") as display:
             await display.publish(f"{a}/request/overturn", b'{"by":"display"}', qos=1)
-            await display.publish(f"{a}/request/resend", b'{"from_seq":1,"to_seq":2}', qos=1)
+            await display.publish(f"{a}/request/resend", body, qos=1)
+            await display.publish(f"{a}/request/resend/records", body, qos=1)
+            await display.publish(f"{a}/request/resend/display-lobby", body, qos=1)
+            await display.publish(f"{a}/request/resend/display", body, qos=1)
+        async with secured.client("display-lobby") as lobby:
+            await lobby.publish(f"{a}/request/resend/display", body, qos=1)
+            await lobby.publish(f"{a}/request/resend/display-lobby", body, qos=1)
         async with secured.client("terminal") as terminal:
+            await terminal.publish(f"{a}/request/resend/display", body, qos=1)
+            await terminal.publish(f"{a}/request/resend", body, qos=1)
             await terminal.publish(f"{a}/request/marker", b"", qos=1)
         got = await next_messages(table, f"{a}/request/marker")
     assert got == [
-        (f"{a}/request/resend", b'{"from_seq":1,"to_seq":2}', False),
+        (f"{a}/request/resend/display", body, False),
+        (f"{a}/request/resend/display-lobby", body, False),
+        (f"{a}/request/resend", body, False),  # the terminal's
         (f"{a}/request/marker", b"", False),
     ]
 

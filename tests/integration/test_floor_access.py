@@ -108,6 +108,13 @@ async def test_each_user_publishes_only_where_it_may(
         ("records", cluster.password("records"), "lammer/craps-ca/state"),
         ("records", cluster.password("records"), "lammer-floor/bridge/ca"),
         ("records", cluster.password("records"), "lammer/other/request/resend"),
+        # mqtt-api.md 1.4: a reader asks for resends at its own name, never bare (the
+        # terminal's) nor at another user's.
+        ("display", cluster.password("display"), "lammer/craps-cb/request/resend"),
+        ("display", cluster.password("display"), "lammer/craps-cb/request/resend/records"),
+        ("display", cluster.password("display"), "lammer/other/request/resend/display"),
+        ("records", cluster.password("records"), "lammer/craps-ca/request/resend"),
+        ("records", cluster.password("records"), "lammer/craps-ca/request/resend/display"),
     ]
     for user, password, topic in forged:
         async with client(cluster, user, password) as c:
@@ -115,11 +122,11 @@ async def test_each_user_publishes_only_where_it_may(
     assert await marker_then(watcher, cluster, root) == []
     allowed = [
         ("terminal", cluster.password("terminal"), "lammer/craps-cb/request/overturn"),
-        ("display", cluster.password("display"), "lammer/craps-cb/request/resend"),
+        ("display", cluster.password("display"), "lammer/craps-cb/request/resend/display"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer/craps-cb/craps/roll"),
         ("bridge-cb", bridge_password(root, "cb").strip(), "lammer-floor/bridge/cb"),
         # lammer records: a resend request, and a table's integrity alarms.
-        ("records", cluster.password("records"), "lammer/craps-ca/request/resend"),
+        ("records", cluster.password("records"), "lammer/craps-ca/request/resend/records"),
         ("records", cluster.password("records"), "lammer-floor/integrity/craps-ca"),
     ]
     for user, password, topic in allowed:

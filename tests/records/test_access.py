@@ -40,6 +40,9 @@ async def test_records_reads_every_table_and_may_only_ask_for_resends(secured: S
         (f"{a}/request/roll_decision", False),
         (f"{a}/request/void_roll", False),
         (f"{a}/request/resend/more", False),
+        # mqtt-api.md 1.4: at its own name only, never bare (the terminal's).
+        (f"{a}/request/resend", False),
+        (f"{a}/request/resend/display", False),
         (f"{a}/state", True),
         (f"{a}/response/resend", False),
         ("lammer-floor/bridge/ctl-1", True),
@@ -51,14 +54,14 @@ async def test_records_reads_every_table_and_may_only_ask_for_resends(secured: S
         async with secured.client("records") as records:
             for topic, retain in forged:
                 await records.publish(topic, b'{"operator":"records"}', qos=1, retain=retain)
-            await records.publish(f"{a}/request/resend", b'{"from_seq":1}', qos=1)
+            await records.publish(f"{a}/request/resend/records", b'{"from_seq":1}', qos=1)
             await records.publish("lammer-floor/integrity/a", b'{"alarms":[]}', qos=1, retain=True)
         # The table's own user marks the end (one connection per user: client ids are the
         # user names, so a second lammer-a would take the spy's place).
         await spy.publish(f"{a}/marker", b"", qos=1)
         got = await next_messages(spy, f"{a}/marker")
         assert [(t, p) for t, p, retained in got if not retained] == [
-            (f"{a}/request/resend", b'{"from_seq":1}'),
+            (f"{a}/request/resend/records", b'{"from_seq":1}'),
             (f"{a}/marker", b""),
         ]
         # The display of a controller reads the tables' topics and the integrity alarms
