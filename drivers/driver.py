@@ -26,7 +26,9 @@ Policies, each from link-layer.md unless said otherwise:
   believes delivered. ``HELLO`` resets the expected sequence.
 * Bad frames are NAKed at once (``NAK,<seq>`` or ``NAK,0``) and delivered as
   ``BadFrameReceived``: nothing received is lost. Logged at debug only: the consumer
-  decides what a flood of them may cost its log.
+  decides what a flood of them may cost its log. Bytes outside any frame are not answered
+  (link-layer.md discards them) but delivered too, as ``NoiseReceived`` after the frames
+  of the read that brought them: a line at the wrong baud rate brings nothing else.
 * ``QUERY`` is sent after every connect. With ``silence_timeout``, a ``QUERY`` probes a device
   quiet for half of it; no byte by the end of it is a disconnect (``DeviceTimeout``).
 * The port's loss (USB unplugged, pty closed, socket dropped, I/O error) gives
@@ -56,7 +58,14 @@ import serial_asyncio_fast
 import structlog
 
 from drivers.errors import DeviceTimeout, LinkLost
-from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
+from drivers.events import (
+    BadFrameReceived,
+    Connected,
+    Disconnected,
+    DriverEvent,
+    NoiseReceived,
+    Received,
+)
 from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
@@ -206,6 +215,10 @@ class DeviceDriver:
                             # The consumer asked for the next event: this one is durable.
                             self._acknowledge(link, event, arrived)
                             attempt = 0  # a device that talks: back off from the start
+                    noise = link.decoder.frames.take_noise()
+                    if noise is not None:
+                        self._log.debug("noise", size=noise.size, raw=noise.raw.hex())
+                        yield NoiseReceived(device=self.device, raw=noise.raw, size=noise.size)
             except (LinkLost, DeviceTimeout) as exc:
                 reason = str(exc)
             finally:

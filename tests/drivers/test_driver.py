@@ -29,6 +29,7 @@ from drivers.events import (
     Connected,
     Disconnected,
     DriverEvent,
+    NoiseReceived,
     Received,
 )
 from drivers.link import next_seq
@@ -200,7 +201,12 @@ async def test_bad_frames_are_naked_at_once_and_delivered(
         # noise, a bad CRC, a ROLL's frame cut short
         pty_device.send(b"\x00\xff noise $CHECK,4,5003,1,6,ON_CHIPS*0000\r\n$ROLL,4,50")
         pty_device.send(b"$CHECK,4,5003,1,6,ON_CHIPS*4DB0\r\n")
-        first, second, check = [await pull(events) for _ in range(3)]
+        got = [await pull(events) for _ in range(4)]
+        # The noise before the first '$' is delivered too (after the frames of its read),
+        # and not answered.
+        noise = [e for e in got if isinstance(e, NoiseReceived)]
+        assert noise == [NoiseReceived(device="dice_reader", raw=b"\x00\xff noise ", size=9)]
+        first, second, check = [e for e in got if not isinstance(e, NoiseReceived)]
         assert isinstance(first, BadFrameReceived)
         assert "bad CRC" in first.reason
         assert isinstance(second, BadFrameReceived)
@@ -209,6 +215,26 @@ async def test_bad_frames_are_naked_at_once_and_delivered(
         assert check.fact == ev.RollCheck(roll_id=5003, dice=(1, 6), reason="ON_CHIPS")
         heard = [await pty_device.expect() for _ in range(3)]
         assert heard == [m.Ack(seq=3), m.Nak(seq=0), m.Nak(seq=0)]
+
+
+async def test_noise_is_delivered_unanswered_after_the_frames_of_its_read(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("dice_reader", str(link_path))) as events:
+        await connect(events, pty_device)
+        pty_device.send(b"\x00\xff\x80noise")
+        assert await pull(events) == NoiseReceived(
+            device="dice_reader", raw=b"\x00\xff\x80noise", size=8
+        )
+        pty_device.send(DICE_HELLO)
+        assert isinstance(await pull(events), Received)
+        waiting = asyncio.ensure_future(pull(events))
+        assert await pty_device.expect() == m.Ack(seq=1)
+        await settle()
+        assert pty_device.quiet()  # the noise was not answered: there is no frame to NAK
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
 
 
 async def test_wrong_device_and_host_messages_are_bad_frames(
