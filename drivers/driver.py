@@ -76,6 +76,7 @@ from drivers.messages import (
     Query,
     encode_message,
 )
+from drivers.rfc2217 import ComPortClient
 from drivers.settings import DriverSettings
 from rules import events as ev
 
@@ -145,6 +146,8 @@ class _Link:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     decoder: MessageDecoder
+    telnet: ComPortClient | None = None  # an rfc2217:// server's session
+    pending: bytes = b""  # the device's bytes that came with the RFC 2217 negotiation
     dropped: int = 0  # answers dropped in a row because the device does not read
     # The silence probe's answer expected next (link-layer.md: QUERY -> HELLO, then the
     # configuration message): "hello", then "config" once the HELLO came; None otherwise.
@@ -170,7 +173,7 @@ class DeviceDriver:
         self.settings = settings
         self.device: ev.Device = settings.device
         self.url = settings.url
-        self._socket = settings.socket_address
+        self._endpoint = settings.endpoint
         self._backoff = settings.backoff
         self._rng = rng if rng is not None else random.Random()  # noqa: S311  reconnect jitter, not a secret
         self._log = structlog.get_logger("lammer.driver").bind(device=self.device, url=self.url)
@@ -288,37 +291,95 @@ class DeviceDriver:
 
     async def _open(self) -> _Link:
         """Open the port. Raises ``OSError`` (``serial.SerialException`` is one)."""
-        if self._socket is not None:
-            host, port = self._socket
+        endpoint = self._endpoint
+        if endpoint is not None:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                reader, writer = await asyncio.open_connection(host, port, limit=READ_LIMIT)
-        else:
-            # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
-            # cancelled executor open would leave an open port behind.
-            line = self.settings
-            ser = _Port(
-                line.url,
-                baudrate=line.baudrate,
-                bytesize=line.bytesize,
-                parity=line.parity,
-                stopbits=line.stopbits,
-                xonxoff=line.xonxoff,
-                rtscts=line.rtscts,
-                exclusive=True,  # flock: a second opener fails instead of stealing frames
-            )
-            loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader(limit=READ_LIMIT)
-            protocol = asyncio.StreamReaderProtocol(reader)
-            transport = _Transport(loop, protocol, ser)
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+                reader, writer = await asyncio.open_connection(
+                    endpoint.host, endpoint.port, limit=READ_LIMIT
+                )
+            link = _Link(reader, writer, MessageDecoder(device=self.device, sender="device"))
+            if endpoint.scheme == "rfc2217":
+                try:
+                    await self._negotiate(link, endpoint.timeout)
+                except BaseException:
+                    await self._close(link)
+                    raise
+            return link
+        # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
+        # cancelled executor open would leave an open port behind.
+        line = self.settings
+        ser = _Port(
+            line.url,
+            baudrate=line.baudrate,
+            bytesize=line.bytesize,
+            parity=line.parity,
+            stopbits=line.stopbits,
+            xonxoff=line.xonxoff,
+            rtscts=line.rtscts,
+            exclusive=True,  # flock: a second opener fails instead of stealing frames
+        )
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READ_LIMIT)
+        protocol = asyncio.StreamReaderProtocol(reader)
+        transport = _Transport(loop, protocol, ser)
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         return _Link(reader, writer, MessageDecoder(device=self.device, sender="device"))
+
+    async def _negotiate(self, link: _Link, within: float) -> None:
+        """Set the line on an RFC 2217 server (``drivers.rfc2217``) within ``within``
+        seconds. Raises ``LinkLost`` (an ``OSError``: the open is retried with backoff) if
+        the server refuses an option or a setting, closes, or does not finish in time."""
+        telnet = ComPortClient(self.settings.port_request())
+        link.telnet = telnet
+        link.writer.write(telnet.start())
+        pending = bytearray()
+        try:
+            async with asyncio.timeout(within):
+                while not telnet.ready:
+                    if telnet.failure is not None:
+                        raise LinkLost(telnet.failure)
+                    data = await link.reader.read(READ_SIZE)
+                    if not data:
+                        raise LinkLost("the device server closed the connection (RFC 2217)")
+                    pending += telnet.feed(data)
+                    self._flush_telnet(link)
+        except TimeoutError:
+            waiting = ", ".join(telnet.waiting_for())
+            raise LinkLost(
+                f"the device server did not finish RFC 2217 within {within:g} s "
+                f"(no answer for: {waiting})"
+            ) from None
+        link.pending = bytes(pending)
+        self._log.debug("rfc2217 port set", server=telnet.signature)
+
+    def _flush_telnet(self, link: _Link) -> None:
+        """Send what the RFC 2217 session has to say (answers, held bytes resumed)."""
+        assert link.telnet is not None  # noqa: S101  called for an rfc2217 link only
+        out = link.telnet.take_output()
+        if out and not link.writer.transport.is_closing():
+            link.writer.write(out)
+
+    async def _receive(self, link: _Link) -> bytes:
+        """The device's next bytes as they came (b"" at the end of the stream): through
+        the RFC 2217 session if any, which may bring none (a server's own message)."""
+        if link.pending:
+            data, link.pending = link.pending, b""
+            return data
+        while True:
+            data = await link.reader.read(READ_SIZE)
+            if link.telnet is None or not data:
+                return data
+            payload = link.telnet.feed(data)
+            self._flush_telnet(link)
+            if payload:
+                return payload
 
     async def _read(self, link: _Link) -> bytes:
         """The next bytes from the device. Raises ``LinkLost`` or ``DeviceTimeout``."""
         try:
             silence = self.settings.silence_timeout
             if silence is None:
-                data = await link.reader.read(READ_SIZE)
+                data = await self._receive(link)
             else:
                 data = await self._read_or_probe(link, silence)
         except DeviceTimeout:
@@ -334,7 +395,7 @@ class DeviceDriver:
             window = asyncio.timeout(silence / 2)
             try:
                 async with window:
-                    return await link.reader.read(READ_SIZE)
+                    return await self._receive(link)
             except TimeoutError:
                 if not window.expired():
                     raise  # an I/O error that happens to be a TimeoutError: the port is lost
@@ -359,7 +420,10 @@ class DeviceDriver:
             self._log.warning("device reading again", dropped=link.dropped)
             link.dropped = 0
         self._log.debug("send", raw=frame.hex())
-        link.writer.write(frame)
+        if link.telnet is not None:
+            frame = link.telnet.encode(frame)  # held while the server suspends
+        if frame:
+            link.writer.write(frame)
 
     async def _close(self, link: _Link) -> None:
         """Close the port and wait until it is really closed (pyserial-asyncio closes the

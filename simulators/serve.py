@@ -145,6 +145,10 @@ class PtyPort:
         if data:
             self.on_data(self._heard(data, by_device=True))
 
+    def host_baudrate(self) -> int | None:
+        """The baud rate the pty is set to now (by its host), or None while unplugged."""
+        return None if self._slave is None else read_baudrate(self._slave)
+
     def _heard(self, data: bytes, *, by_device: bool) -> bytes:
         """``data`` as the other end of the line hears it: unchanged unless the host set the
         pty to another baud rate than the device's (then garbage, ``simulators.line``)."""

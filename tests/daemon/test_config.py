@@ -491,7 +491,9 @@ def test_json_schema_for_tooling() -> None:
     [
         ('port = "socket://[::1:5"', "is not a URL"),
         ('port = "socket://host"', "is not socket://host:port"),
-        ('port = "rfc2217://host:1"', "not supported"),
+        ('port = "spy:///dev/ttyUSB0"', "not supported"),
+        ('port = "rfc2217://host:1?logging=debug"', "lammer logs the negotiation itself"),
+        ('port = "rfc2217://host:1"\nxonxoff = true\nrtscts = true', "not both"),
         ('port = "/dev/ttyUSB0"\nbaudrate = 1099511627776', "baud rate 1099511627776"),
     ],
 )

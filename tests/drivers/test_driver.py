@@ -481,7 +481,14 @@ async def test_closing_the_iterator_while_it_waits_for_a_port(
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"url": "rfc2217://host:1"}, "scheme 'rfc2217' is not supported"),
+        ({"url": "spy:///dev/ttyUSB0"}, "scheme 'spy' is not supported"),
+        ({"url": "rfc2217://host"}, "is not rfc2217://host:port"),
+        ({"url": "rfc2217://host:1?logging=debug"}, "lammer logs the negotiation itself"),
+        ({"url": "rfc2217://host:1?poll_modem"}, "reads no modem line"),
+        ({"url": "rfc2217://host:1?timeout=0"}, r"timeout=0 s is not in 0\.\.60"),
+        ({"url": "rfc2217://host:1?timeout=soon"}, "not a number of seconds"),
+        ({"url": "rfc2217://host:1?nagle=off"}, "unknown option 'nagle'"),
+        ({"url": "rfc2217://host:1", "xonxoff": True, "rtscts": True}, "not both"),
         ({"url": "socket://host"}, "is not socket://host:port"),
         ({"url": "socket://host:99999"}, "bad port"),
         ({"url": ""}, "URL is empty"),
