@@ -54,10 +54,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import serial
+import serial.rs485
 import serial_asyncio_fast
 import structlog
 
-from drivers.errors import DeviceTimeout, LinkLost
+from drivers.errors import DeviceTimeout, LinkLost, PortSettingRefused
 from drivers.events import (
     BadFrameReceived,
     Connected,
@@ -77,7 +78,7 @@ from drivers.messages import (
     encode_message,
 )
 from drivers.rfc2217 import ComPortClient
-from drivers.settings import DriverSettings
+from drivers.settings import DriverSettings, Rs485
 from rules import events as ev
 
 if TYPE_CHECKING:
@@ -109,6 +110,27 @@ class _Port(serial.Serial):
             raise
         except OSError as exc:
             raise serial.SerialException(f"write failed: {exc}") from exc
+
+
+def set_rs485(port: serial.Serial, url: str, rs485: Rs485) -> None:
+    """Put ``port`` in the kernel's RS-485 mode (``TIOCSRS485``), or close it and raise
+    ``PortSettingRefused`` with a sentence when its driver has none (a pty, most USB
+    adapters that switch their transmitter by themselves)."""
+    try:
+        port.rs485_mode = serial.rs485.RS485Settings(
+            rts_level_for_tx=rs485.rts_level_for_tx,
+            rts_level_for_rx=rs485.rts_level_for_rx,
+            loopback=False,
+            delay_before_tx=rs485.delay_before_tx,
+            delay_before_rx=rs485.delay_before_rx,
+        )
+    except (ValueError, OSError, NotImplementedError) as exc:
+        port.close()
+        why = str(exc).removeprefix("Failed to set RS485 mode: ")
+        raise PortSettingRefused(
+            f"{url} refuses RS-485 mode ({why}): its kernel driver has none; use an adapter "
+            "that switches its transmitter by itself and set rs485 = false"
+        ) from exc
 
 
 class _Transport(serial_asyncio_fast.SerialTransport):
@@ -318,6 +340,8 @@ class DeviceDriver:
             rtscts=line.rtscts,
             exclusive=True,  # flock: a second opener fails instead of stealing frames
         )
+        if line.rs485 is not None:
+            set_rs485(ser, line.url, line.rs485)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=READ_LIMIT)
         protocol = asyncio.StreamReaderProtocol(reader)

@@ -21,6 +21,45 @@ from drivers.rfc2217 import PortRequest
 from rules.events import DEVICES, Device
 
 MAX_BAUDRATE: Final = 2**31 - 1  # what termios (a C int) holds; real lines stop near 12 Mbaud
+RS485_MAX_DELAY: Final = 0.1  # Linux's serial core caps the RTS delays at 100 ms
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rs485:
+    """RS-485 half duplex on a serial port of this machine, in the kernel (``TIOCSRS485``):
+    the UART's driver raises RTS to turn the transmitter on for each write and drops it
+    after, so the host hears the device on the same pair of wires.
+
+    * ``rts_level_for_tx``, ``rts_level_for_rx``: RTS while sending and while receiving
+      (``True``: high); most transceivers take high to send.
+    * ``delay_before_tx``, ``delay_before_rx``: seconds between RTS and the first bit, and
+      after the last bit before RTS drops: whole milliseconds (the kernel counts them), at
+      most 0.1 s (the kernel's cap).
+
+    The receiver is off while the host sends (no "loopback"): a host that heard its own
+    ACK would take it for a frame and NAK it, and its own NAK again, for ever. pyserial's
+    software RS-485 (``serial.rs485.RS485``, RTS switched around each write with sleeps)
+    is never used: it would block the event loop.
+    """
+
+    rts_level_for_tx: bool = True
+    rts_level_for_rx: bool = False
+    delay_before_tx: float = 0.0
+    delay_before_rx: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("delay_before_tx", "delay_before_rx"):
+            value = getattr(self, name)
+            if not 0 <= value <= RS485_MAX_DELAY:
+                raise DriverConfigError(
+                    f"rs485 {name} {value:g} s is not in 0..{RS485_MAX_DELAY:g} s (the kernel "
+                    "caps it at 100 ms)"
+                )
+            if abs(value * 1000 - round(value * 1000)) > 1e-9:
+                raise DriverConfigError(
+                    f"rs485 {name} {value:g} s is not a whole number of milliseconds (the "
+                    "kernel counts milliseconds)"
+                )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,6 +79,11 @@ class DriverSettings:
       as lost (a ``QUERY`` probes it at half of that).
     * ``reconnect_initial``, ``reconnect_max``: the jittered backoff of reopening
       (``drivers.backoff``; 0.5 s, capped at 5 s, by default).
+    * ``rs485``: ``None``, or RS-485 half duplex on a device path (``Rs485``): refused for
+      a device server's URL (the server's port has its own setting) and with ``rtscts``
+      (RTS switches the transmitter). Whether the port's kernel driver has RS-485 is known
+      only when it is opened: a port that refuses it does not open
+      (``PortSettingRefused``), with a sentence saying so.
     """
 
     device: Device
@@ -54,6 +98,7 @@ class DriverSettings:
     silence_timeout: float | None = None
     reconnect_initial: float = DEFAULT_INITIAL
     reconnect_max: float = DEFAULT_MAXIMUM
+    rs485: Rs485 | None = None
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -77,6 +122,17 @@ class DriverSettings:
             raise DriverConfigError(f"silence_timeout {self.silence_timeout} s is not positive")
         Backoff(self.reconnect_initial, self.reconnect_max)  # checks the reconnect delays
         endpoint = check_url(self.url)
+        if self.rs485 is not None:
+            if endpoint is not None:
+                raise DriverConfigError(
+                    f"rs485 is for a serial port of this machine, not {endpoint.scheme}://: set "
+                    "RS-485 on the device server's port (its own configuration)"
+                )
+            if self.rtscts:
+                raise DriverConfigError(
+                    "rs485 and rtscts cannot go together: RS-485 switches the transmitter "
+                    "with RTS, which RTS/CTS flow control would drive too"
+                )
         if endpoint is not None and endpoint.scheme == "rfc2217":
             try:
                 self.port_request()

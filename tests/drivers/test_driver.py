@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import serial
 import serial_asyncio_fast
+import structlog
 
 from drivers import messages as m
 from drivers.backoff import Backoff
@@ -33,7 +34,7 @@ from drivers.events import (
     Received,
 )
 from drivers.link import next_seq
-from drivers.settings import DriverSettings
+from drivers.settings import DriverSettings, Rs485
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
@@ -337,6 +338,39 @@ async def test_port_absent_at_start_is_retried_until_it_appears(link_path: Path)
             device.unplug()
 
 
+async def test_rs485_on_a_port_whose_kernel_driver_has_none_is_refused_with_a_sentence(
+    pty_device: PtyDevice, link_path: Path, open_fds: set[str]
+) -> None:
+    # A pty, like most USB adapters, has no RS-485 mode (TIOCSRS485): the port does not
+    # open, the log says why, and the driver keeps trying (the adapter may be replaced).
+    settings = DriverSettings(
+        device="shuffler",
+        url=str(link_path),
+        reconnect_initial=0.01,
+        reconnect_max=0.02,
+        rs485=Rs485(delay_before_tx=0.001),
+    )
+    driver = DeviceDriver(settings, rng=random.Random(4))
+    with structlog.testing.capture_logs() as logs:
+        async with running(driver) as events:
+            first = asyncio.ensure_future(pull(events))
+            async with asyncio.timeout(WAIT):
+                while sum(e["event"] == "open failed" for e in logs) < 3:  # noqa: ASYNC110
+                    await asyncio.sleep(0.005)
+            assert not first.done()  # never connected
+            first.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await first
+    failure = next(e for e in logs if e["event"] == "open failed")
+    assert failure["error"] == (
+        f"{link_path} refuses RS-485 mode ([Errno 25] Inappropriate ioctl for device): its "
+        "kernel driver has none; use an adapter that switches its transmitter by itself and "
+        "set rs485 = false"
+    )
+    assert pty_device.quiet()  # nothing was sent: the port was closed at once
+    assert set(os.listdir("/proc/self/fd")) <= open_fds  # each refused open closed its port
+
+
 async def test_port_is_opened_exclusively(pty_device: PtyDevice, link_path: Path) -> None:
     async with running(fast_driver("shuffler", str(link_path))) as events:
         await connect(events, pty_device)
@@ -489,6 +523,8 @@ async def test_closing_the_iterator_while_it_waits_for_a_port(
         ({"url": "rfc2217://host:1?timeout=soon"}, "not a number of seconds"),
         ({"url": "rfc2217://host:1?nagle=off"}, "unknown option 'nagle'"),
         ({"url": "rfc2217://host:1", "xonxoff": True, "rtscts": True}, "not both"),
+        ({"url": "socket://host:1", "rs485": Rs485()}, "rs485 is for a serial port"),
+        ({"rs485": Rs485(), "rtscts": True}, "rs485 and rtscts cannot go together"),
         ({"url": "socket://host"}, "is not socket://host:port"),
         ({"url": "socket://host:99999"}, "bad port"),
         ({"url": ""}, "URL is empty"),
