@@ -32,6 +32,7 @@ import contextlib
 import logging
 import os
 import resource
+import select
 import statistics
 import sys
 import tempfile
@@ -78,26 +79,43 @@ def frames(count: int) -> list[bytes]:
 
 
 class Device:
-    """The dice reader on the pty's master: after ``go``, each frame stop-and-wait."""
+    """The dice reader on the pty's master. After ``go`` it sends a first frame until it is
+    acknowledged, as a real device resends (link-layer.md): the way through a server may
+    open after the host's first bytes (ser2net opens its port when a client connects, and
+    what the host sent before is not always delivered). Then each measured frame,
+    stop-and-wait."""
 
     def __init__(self, master: int, wire: list[bytes]) -> None:
         self.master = master
-        self.wire = wire
+        self.warm_up, *self.wire = wire
         self.sent: list[float] = []
         self.go = threading.Event()
+        self.decoder = MessageDecoder(sender="host")
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
+    def _acked(self, within: float | None) -> bool:
+        """Wait for an ACK (QUERYs and anything else skipped); False after ``within`` s."""
+        deadline = None if within is None else time.monotonic() + within
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and (
+                left <= 0 or not select.select([self.master], [], [], left)[0]
+            ):
+                return False
+            items = self.decoder.feed(os.read(self.master, 256))
+            if any(isinstance(i, Decoded) and isinstance(i.message, Ack) for i in items):
+                return True
+
     def _run(self) -> None:
-        decoder = MessageDecoder(sender="host")
         self.go.wait()
+        os.write(self.master, self.warm_up)
+        while not self._acked(0.5):
+            os.write(self.master, self.warm_up)
         for frame in self.wire:
             self.sent.append(time.perf_counter())
             os.write(self.master, frame)
-            while True:  # its ACK (QUERYs and anything else skipped)
-                items = decoder.feed(os.read(self.master, 256))
-                if any(isinstance(i, Decoded) and isinstance(i.message, Ack) for i in items):
-                    break
+            self._acked(None)
 
 
 def cpu() -> float:
@@ -114,8 +132,12 @@ async def ours(url: str, device: Device, count: int) -> tuple[list[float], float
         threads = threading.active_count()
         start, used = time.perf_counter(), cpu()
         device.go.set()
+        warm_up = True
         async for event in events:
             if isinstance(event, Received):
+                if warm_up:  # the device's first frame, resent until the path is open
+                    warm_up = False
+                    continue
                 got.append(time.perf_counter())
                 if len(got) == count:
                     break
@@ -149,12 +171,16 @@ async def theirs(url: str, device: Device, count: int) -> tuple[list[float], flo
         threads = threading.active_count()
         start, used = time.perf_counter(), cpu()
         device.go.set()
+        last: tuple[int, bytes] | None = None
         while len(got) < count:
             for item in decoder.feed(await asyncio.to_thread(read_some)):
                 assert isinstance(item, Decoded), item
                 assert isinstance(item.message, DeviceMessage)
-                got.append(time.perf_counter())
                 await asyncio.to_thread(port.write, encode_message(Ack(seq=item.message.seq)))
+                if (item.message.seq, item.raw) == last or item.message.seq == 1:
+                    continue  # the warm-up frame (seq 1), or a repeat of it
+                last = (item.message.seq, item.raw)
+                got.append(time.perf_counter())
         await asyncio.to_thread(device.thread.join)
         elapsed, used = time.perf_counter() - start, cpu() - used
         threads = max(threads, threading.active_count())
@@ -206,7 +232,7 @@ def measure(
         try:
             target = url.format(rfc=rfc.port, raw=raw.port)
             opens = [asyncio.run(opener(target)) for _ in range(OPENS)]
-            device = Device(master, frames(count))
+            device = Device(master, frames(count + 1))
             latencies, fps, used, threads = asyncio.run(run(target, device, count))
         finally:
             rfc.stop()

@@ -240,7 +240,12 @@ class DeviceSection(_Section):
         if self.reconnect_max < self.reconnect_initial:
             return self
         if not self.rs485:
-            given = sorted(k for k in self.model_fields_set if k.startswith("rs485_"))
+            # A key at its default changes nothing (a dumped configuration has them all).
+            given = sorted(
+                k
+                for k in self.model_fields_set
+                if k.startswith("rs485_") and getattr(self, k) != type(self).model_fields[k].default
+            )
             if given:
                 raise ValueError(f"{', '.join(given)}: RS-485 settings need rs485 = true")
         try:
