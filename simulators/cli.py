@@ -6,7 +6,7 @@ Usage::
                         [--tcp PORT] [--baud RATE] [--fault crc=0.1,garbage=0.05] ...
     lammer-sim dice [--rolls N] [--noroll-rate R] [--check-rate R] ...
 
-The first line on stdout is the pty's path (point ``lammer run`` or any pyserial URL at
+The first line on stdout is the pty's path (point ``lammer run`` or ``lammer probe`` at
 it); after a simulated unplug each new pty's path follows on a line of its own. With
 ``--link PATH`` a symlink at PATH always points at the current pty, so a host can use one
 stable name across unplugs. With ``--baud RATE`` the pty is a line at that rate
