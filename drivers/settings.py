@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM, Backoff
 from drivers.errors import DriverConfigError
@@ -176,7 +176,7 @@ class Endpoint:
     reads no modem line).
     """
 
-    scheme: str
+    scheme: Literal["socket", "rfc2217"]
     host: str
     port: int
     timeout: float = 3.0
