@@ -20,6 +20,8 @@ import serial
 
 from tests.device_servers import Ser2net
 
+pytestmark = pytest.mark.heavy  # each runs lammer probe, and most lammer-sim, as processes
+
 BIN = Path(sys.executable).parent
 WAIT = 60.0  # a bound on a failure, never what is tested
 SHUFFLER_ANSWER = [
@@ -210,6 +212,7 @@ def test_the_frames_it_holds_for_the_table_are_not_acknowledged(tmp_path: Path) 
     assert {"HELLO", "MODE"} <= set(acknowledged)
 
 
+@pytest.mark.service  # ser2net
 def test_through_a_device_server_speaking_rfc_2217(shuffler: Sim, tmp_path: Path) -> None:
     server = Ser2net(tmp_path, shuffler.link, "rfc2217")
     server.start()

@@ -25,6 +25,9 @@ from simulators.serve import SimulatedDevice
 from simulators.shuffler import ShufflerGame
 from tests.device_servers import DeviceServer, PortManagerServer, Ser2net
 
+# Device servers are processes of their own, as a broker is (make check leaves them out).
+pytestmark = pytest.mark.service
+
 SERVERS: dict[str, Callable[[Path, Path], DeviceServer]] = {
     "ser2net raw": lambda work, link: Ser2net(work, link, "raw"),
     "ser2net rfc2217": lambda work, link: Ser2net(work, link, "rfc2217"),
