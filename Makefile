@@ -18,7 +18,9 @@ setup: system-deps $(STAMP)
 # compares; the floor itself runs the pinned 2.15.1 installed in the venv below), openssl
 # (floor-config makes the floor's CA and node certificates with it; the TLS tests too),
 # PostgreSQL (lammer records; tests initdb a private cluster on a free port, never Debian's
-# service, and libpq5 is psycopg's), Chromium (the screens' browser tests drive it through
+# service, and libpq5 is psycopg's), ser2net (a serial device server no one here wrote: the
+# tests run it on loopback over a simulator's pty, raw TCP and RFC 2217; its service is
+# not used), Chromium (the screens' browser tests drive it through
 # Playwright; no browser is ever downloaded), systemd-analyze (the unit is verified and its
 # exposure rated; nothing is started) and venv support. Installed only when missing.
 system-deps:
@@ -33,6 +35,10 @@ system-deps:
 	@if [ -z "$$(ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null)" ]; then \
 	  echo "installing postgresql from Debian's packages (lammer records; tests start their own cluster)"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+	@if ! command -v ser2net >/dev/null 2>&1 && [ ! -x /usr/sbin/ser2net ]; then \
+	  echo "installing ser2net from Debian's packages (the serial device server the tests run; never its service)"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ser2net >/dev/null; \
 	fi
 	@if ! command -v openssl >/dev/null 2>&1; then \
 	  echo "installing openssl from Debian's packages (the TLS tests make a CA)"; \

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from daemon.config import TableConfig, load_config
+from daemon.config import DeviceSection, TableConfig, load_config
 from daemon.errors import ConfigFileError
 
 EXIT_OK = 0
@@ -49,7 +49,7 @@ def summary(config: TableConfig) -> list[str]:
     for name in ("shuffler", "dice_reader"):
         device = getattr(config, name)
         if device is not None:
-            lines.append(f"{name}: {device.port} ({device.baudrate} baud)")
+            lines.append(f"{name}: {device.port} ({_line(device)})")
     tls = " with TLS" if config.mqtt.tls is not None else ""
     lines.append(
         f"mqtt: {config.mqtt.host}:{config.mqtt.port}{tls}, base topic {config.base_topic}, "
@@ -62,6 +62,16 @@ def summary(config: TableConfig) -> list[str]:
         soft = "hits" if config.bust_bonus.dealer_hits_soft_17 else "stands on"
         lines.append(f"bust bonus: {config.bust_bonus.decks} decks, dealer {soft} soft 17")
     return lines
+
+
+def _line(device: DeviceSection) -> str:
+    """How the device's line is set, in the summary."""
+    if device.port.startswith("socket://"):
+        return "raw TCP: the device server's own line settings"
+    line = f"{device.baudrate} {device.bytesize}{device.parity}{device.stopbits:g}"
+    if device.port.startswith("rfc2217://"):
+        return f"{line}, set on the device server by RFC 2217"
+    return f"{line}, RS-485" if device.rs485 else line
 
 
 def run(args: argparse.Namespace) -> int:

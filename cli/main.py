@@ -75,6 +75,12 @@ def _records() -> CommandModule:
     return records
 
 
+def _probe() -> CommandModule:
+    from cli import probe
+
+    return probe
+
+
 def _demo() -> CommandModule:
     from cli import demo
 
@@ -113,6 +119,10 @@ COMMANDS: dict[str, tuple[Callable[[], CommandModule], str]] = {
     "records": (
         _records,
         "the floor's records: every table's results in PostgreSQL, reports, integrity watch",
+    ),
+    "probe": (
+        _probe,
+        "which device answers at a serial port or device server, and how clean the line is",
     ),
     "demo": (_demo, "a simulated floor: broker, simulators, daemons and a display"),
 }

@@ -49,7 +49,14 @@ from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
 from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver
-from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
+from drivers.events import (
+    BadFrameReceived,
+    Connected,
+    Disconnected,
+    DriverEvent,
+    NoiseReceived,
+    Received,
+)
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
 
@@ -466,6 +473,8 @@ def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: A
         case BadFrameReceived(raw=raw, reason=reason):
             # Logged by the core, within its bounds (daemon.bad_frames).
             return core.bad_frame(device, raw, reason)
+        case NoiseReceived(raw=raw, size=size):
+            return core.noise(device, raw, size)
         case Received(fact=fact, seq=link_seq, raw=raw, probe=probe):
             return core.ingest(device, fact, link_seq=link_seq, raw=raw, probe=probe)
         case _:

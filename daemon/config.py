@@ -48,7 +48,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from daemon.errors import ConfigFileError
 from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
-from drivers.settings import DriverSettings
+from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
 from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
@@ -173,10 +173,17 @@ class DeviceSection(_Section):
     """``[shuffler]`` or ``[dice_reader]``: the serial port and the driver's timings.
 
     Port settings default to link-layer.md "Physical" (115200 8N1, no flow control);
-    every one is configurable per device as that clause allows.
+    every one is configurable per device as that clause allows. Over ``rfc2217://`` they
+    are set on the device server's port; over ``socket://`` the server's own settings
+    apply. ``rs485 = true`` puts a port of this machine in the kernel's RS-485 mode
+    (``drivers.settings.Rs485``), with the ``rs485_*`` keys.
     """
 
-    port: str = Field(description="Any pyserial URL: device path, pty, socket://host:port")
+    port: str = Field(
+        description="A device path (/dev/lammer/shuffler), a pty, socket://host:port (a "
+        "device server's raw TCP port) or rfc2217://host:port[?timeout=S&ign_set_control] "
+        "(one that speaks RFC 2217)"
+    )
     baudrate: Annotated[StrictInt, AfterValidator(_positive)] = Field(
         default=115200, description="Bits a second on the line: the device's setting"
     )
@@ -204,6 +211,25 @@ class DeviceSection(_Section):
         default=DEFAULT_MAXIMUM,
         description="Cap of the reopen backoff: a replugged port is reopened within this long",
     )
+    rs485: StrictBool = Field(
+        default=False,
+        description="RS-485 half duplex in the kernel (TIOCSRS485) on a port of this machine "
+        "whose driver has it: RTS switches the transmitter",
+    )
+    rs485_rts_level_for_tx: StrictBool = Field(
+        default=True, description="RTS while sending (true: high); with rs485 = true"
+    )
+    rs485_rts_level_for_rx: StrictBool = Field(
+        default=False, description="RTS while receiving (true: high); with rs485 = true"
+    )
+    rs485_delay_before_tx: Annotated[StrictFloat, _between(0, RS485_MAX_DELAY)] = Field(
+        default=0.0,
+        description="Seconds from RTS up to the first bit, whole milliseconds, at most 0.1",
+    )
+    rs485_delay_before_rx: Annotated[StrictFloat, _between(0, RS485_MAX_DELAY)] = Field(
+        default=0.0,
+        description="Seconds from the last bit to RTS down, whole milliseconds, at most 0.1",
+    )
 
     @field_validator("port")
     @classmethod
@@ -219,6 +245,15 @@ class DeviceSection(_Section):
         # nothing). The backoff order has its own, clearer check on the keys themselves.
         if self.reconnect_max < self.reconnect_initial:
             return self
+        if not self.rs485:
+            # A key at its default changes nothing (a dumped configuration has them all).
+            given = sorted(
+                k
+                for k in self.model_fields_set
+                if k.startswith("rs485_") and getattr(self, k) != type(self).model_fields[k].default
+            )
+            if given:
+                raise ValueError(f"{', '.join(given)}: RS-485 settings need rs485 = true")
         try:
             self.driver_settings("shuffler")
         except DriverConfigError as exc:
@@ -240,6 +275,14 @@ class DeviceSection(_Section):
             silence_timeout=self.silence_timeout,
             reconnect_initial=self.reconnect_initial,
             reconnect_max=self.reconnect_max,
+            rs485=Rs485(
+                rts_level_for_tx=self.rs485_rts_level_for_tx,
+                rts_level_for_rx=self.rs485_rts_level_for_rx,
+                delay_before_tx=self.rs485_delay_before_tx,
+                delay_before_rx=self.rs485_delay_before_rx,
+            )
+            if self.rs485
+            else None,
         )
 
 

@@ -15,7 +15,8 @@ what it was and ``seq`` goes on where it stopped. Then:
 * ``bad_frame(device, raw, reason)``: the rules learn of it (``BadFrameSeen``, alarm
   ``LINK_ERRORS``; journaled when it changed the table); its bytes and reason are
   journaled and logged in full up to a rate, then counted per interval
-  (``daemon.bad_frames``);
+  (``daemon.bad_frames``); ``noise(device, raw, size)`` likewise for bytes outside any
+  frame (``NoiseSeen``), in the same bounds;
 * ``tick()`` from the shell's timer, every second: alarms that clear after a quiet time
   (``TimePassed``, journaled only when it changed the table, so a replay clears them at
   the same times) and the bad-frame counts of intervals that are over;
@@ -98,6 +99,7 @@ from rules.events import (
     JournalRefused,
     JournalWritable,
     ModeReported,
+    NoiseSeen,
     Outcome,
     TimePassed,
 )
@@ -372,11 +374,22 @@ class TableCore:
         """A bad frame, already NAKed: the rules learn of it (``LINK_ERRORS``), and it is
         kept for review in full (its bytes and why, one warning line) up to a rate, then
         counted (``daemon.bad_frames``). Returns the number of messages queued."""
+        return self._unreadable(device, raw, reason, BadFrameSeen(device=device), len(raw))
+
+    def noise(self, device: Device, raw: bytes, size: int) -> int:
+        """Bytes outside any frame (``size`` of them, the first in ``raw``): the rules learn
+        of it (``LINK_ERRORS`` when no good frame comes between), and they are kept for
+        review as a bad frame is, within the same bounds. Returns the messages queued."""
+        reason = f"{size} byte{'s' if size != 1 else ''} outside any frame (noise)"
+        return self._unreadable(device, raw, reason, NoiseSeen(device=device), size)
+
+    def _unreadable(
+        self, device: Device, raw: bytes, reason: str, fact: BadFrameSeen | NoiseSeen, size: int
+    ) -> int:
         at = self.clock()
-        fact = BadFrameSeen(device=device)
         new_state, outcomes = table.apply(self.state, fact, at=at)
         changed = new_state != self.state
-        full, report = self.bad_frames.admit(device, reason, len(raw), at)
+        full, report = self.bad_frames.admit(device, reason, size, at)
         if not (full or changed or report):
             return 0  # counted: nothing to journal, the table is as it was
         with self._batch():
@@ -393,7 +406,8 @@ class TableCore:
                     },
                     at=at,
                 )
-                self.log.warning("bad frame", seq=seq, device=device, reason=reason, size=len(raw))
+                what = "noise" if isinstance(fact, NoiseSeen) else "bad frame"
+                self.log.warning(what, seq=seq, device=device, reason=reason, size=size)
             elif changed:  # the replay needs it; the bytes are counted, not kept
                 self._journal("device", {"device": device, "event": to_record(fact)}, at=at)
             self._remember(state=new_state)

@@ -1,6 +1,8 @@
 """The asyncio driver: the host side of link-layer.md over a serial port or a TCP device server.
 
-``DeviceDriver`` owns only I/O: it opens the port from a URL, answers every frame (ACK, NAK),
+``DeviceDriver`` owns only I/O: it opens the port from a URL (``open_port``: a device path,
+a device server's raw TCP port ``socket://``, or an RFC 2217 server ``rfc2217://`` with the
+line set on it, ``drivers.rfc2217``), answers every frame (ACK, NAK),
 suppresses duplicates, reconnects with jittered exponential backoff, and turns frames into
 ``drivers.events`` values. Framing and messages are the sans-IO codec (``drivers.link``,
 ``drivers.messages``); the device's rules are the daemon's business.
@@ -26,7 +28,9 @@ Policies, each from link-layer.md unless said otherwise:
   believes delivered. ``HELLO`` resets the expected sequence.
 * Bad frames are NAKed at once (``NAK,<seq>`` or ``NAK,0``) and delivered as
   ``BadFrameReceived``: nothing received is lost. Logged at debug only: the consumer
-  decides what a flood of them may cost its log.
+  decides what a flood of them may cost its log. Bytes outside any frame are not answered
+  (link-layer.md discards them) but delivered too, as ``NoiseReceived`` after the frames
+  of the read that brought them: a line at the wrong baud rate brings nothing else.
 * ``QUERY`` is sent after every connect. With ``silence_timeout``, a ``QUERY`` probes a device
   quiet for half of it; no byte by the end of it is a disconnect (``DeviceTimeout``).
 * The port's loss (USB unplugged, pty closed, socket dropped, I/O error) gives
@@ -52,11 +56,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import serial
+import serial.rs485
 import serial_asyncio_fast
 import structlog
 
-from drivers.errors import DeviceTimeout, LinkLost
-from drivers.events import BadFrameReceived, Connected, Disconnected, DriverEvent, Received
+from drivers.errors import DeviceTimeout, LinkLost, PortSettingRefused
+from drivers.events import (
+    BadFrameReceived,
+    Connected,
+    Disconnected,
+    DriverEvent,
+    NoiseReceived,
+    Received,
+)
 from drivers.link import BadFrame, next_seq
 from drivers.messages import (
     Ack,
@@ -67,7 +79,8 @@ from drivers.messages import (
     Query,
     encode_message,
 )
-from drivers.settings import DriverSettings
+from drivers.rfc2217 import ComPortClient
+from drivers.settings import DriverSettings, Rs485
 from rules import events as ev
 
 if TYPE_CHECKING:
@@ -101,6 +114,27 @@ class _Port(serial.Serial):
             raise serial.SerialException(f"write failed: {exc}") from exc
 
 
+def set_rs485(port: serial.Serial, url: str, rs485: Rs485) -> None:
+    """Put ``port`` in the kernel's RS-485 mode (``TIOCSRS485``), or close it and raise
+    ``PortSettingRefused`` with a sentence when its driver has none (a pty, most USB
+    adapters that switch their transmitter by themselves)."""
+    try:
+        port.rs485_mode = serial.rs485.RS485Settings(
+            rts_level_for_tx=rs485.rts_level_for_tx,
+            rts_level_for_rx=rs485.rts_level_for_rx,
+            loopback=False,
+            delay_before_tx=rs485.delay_before_tx,
+            delay_before_rx=rs485.delay_before_rx,
+        )
+    except (ValueError, OSError, NotImplementedError) as exc:
+        port.close()
+        why = str(exc).removeprefix("Failed to set RS485 mode: ")
+        raise PortSettingRefused(
+            f"{url} refuses RS-485 mode ({why}): its kernel driver has none; use an adapter "
+            "that switches its transmitter by itself and set rs485 = false"
+        ) from exc
+
+
 class _Transport(serial_asyncio_fast.SerialTransport):
     """pyserial-asyncio-fast 0.16 leaves its writer registered once a buffered write has
     drained; the next "writable" then asserts on the empty buffer, again and again. Stop
@@ -130,11 +164,147 @@ class _Transport(serial_asyncio_fast.SerialTransport):
 
 
 @dataclass(slots=True)
-class _Link:
-    """One open port: the stream pair and a fresh decoder."""
+class Port:
+    """One open port, whatever it is: the stream pair, and the RFC 2217 session of an
+    ``rfc2217://`` server. ``open_port`` opens one; the driver and ``lammer probe`` use it.
+    """
 
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
+    telnet: ComPortClient | None = None  # an rfc2217:// server's session
+    pending: bytes = b""  # the device's bytes that came with the RFC 2217 negotiation
+
+    @property
+    def closing(self) -> bool:
+        """Closed, or closing after an error."""
+        return self.writer.transport.is_closing()
+
+    def buffered(self) -> int:
+        """Bytes written and not yet taken by the port."""
+        return self.writer.transport.get_write_buffer_size()
+
+    def write(self, data: bytes) -> None:
+        """Send the host's bytes (through the RFC 2217 session, which may hold them)."""
+        if self.telnet is not None:
+            data = self.telnet.encode(data)  # held while the server suspends
+        if data and not self.closing:
+            self.writer.write(data)
+
+    async def receive(self) -> bytes:
+        """The device's next bytes as they came (b"" at the end of the stream): through
+        the RFC 2217 session if any, which may bring none (a server's own message)."""
+        if self.pending:
+            data, self.pending = self.pending, b""
+            return data
+        while True:
+            data = await self.reader.read(READ_SIZE)
+            if self.telnet is None or not data:
+                return data
+            payload = self.telnet.feed(data)
+            self.flush_telnet()
+            if payload:
+                return payload
+
+    def flush_telnet(self) -> None:
+        """Send what the RFC 2217 session has to say (answers, held bytes resumed)."""
+        out = self.telnet.take_output() if self.telnet is not None else b""
+        if out and not self.closing:
+            self.writer.write(out)
+
+    async def close(self) -> None:
+        """Close the port and wait until it is really closed (pyserial-asyncio closes the
+        serial port in a background task after ``close()`` returns: the close race).
+        Raises nothing: an error of the closing port is the loss already reported."""
+        writer = self.writer
+        # Once only: pyserial-asyncio closes again (and fails in a background task) if a
+        # transport that is already closing after an I/O error is aborted a second time.
+        if not writer.transport.is_closing():
+            writer.transport.abort()  # no drain: a device that stopped reading must not block
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT):
+                await writer.wait_closed()
+        except Exception as exc:  # the loss itself, reported again by wait_closed
+            structlog.get_logger("lammer.driver").debug("closed", error=str(exc))
+
+
+async def open_port(settings: DriverSettings) -> Port:
+    """Open the port ``settings`` names: a device path (pyserial, exclusively, RS-485 if
+    asked), a device server's raw TCP port, or an RFC 2217 server with the line set on it.
+
+    Raises ``OSError``: ``serial.SerialException`` (no such port, permission, busy),
+    ``PortSettingRefused`` (RS-485), a connect's error or timeout, ``LinkLost`` (an RFC
+    2217 server that refuses, closes or does not finish).
+    """
+    endpoint = settings.endpoint
+    if endpoint is not None:
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            reader, writer = await asyncio.open_connection(
+                endpoint.host, endpoint.port, limit=READ_LIMIT
+            )
+        port = Port(reader, writer)
+        if endpoint.scheme == "rfc2217":
+            try:
+                await _negotiate(port, settings, endpoint.timeout)
+            except BaseException:
+                await port.close()
+                raise
+        return port
+    # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
+    # cancelled executor open would leave an open port behind.
+    ser = _Port(
+        settings.url,
+        baudrate=settings.baudrate,
+        bytesize=settings.bytesize,
+        parity=settings.parity,
+        stopbits=settings.stopbits,
+        xonxoff=settings.xonxoff,
+        rtscts=settings.rtscts,
+        exclusive=True,  # flock: a second opener fails instead of stealing frames
+    )
+    if settings.rs485 is not None:
+        set_rs485(ser, settings.url, settings.rs485)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=READ_LIMIT)
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport = _Transport(loop, protocol, ser)
+    return Port(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+
+
+async def _negotiate(port: Port, settings: DriverSettings, within: float) -> None:
+    """Set the line on an RFC 2217 server (``drivers.rfc2217``) within ``within`` seconds.
+    Raises ``LinkLost`` (an ``OSError``: the open is retried with backoff) if the server
+    refuses an option or a setting, closes, or does not finish in time."""
+    telnet = ComPortClient(settings.port_request())
+    port.telnet = telnet
+    port.writer.write(telnet.start())
+    pending = bytearray()
+    try:
+        async with asyncio.timeout(within):
+            while not telnet.ready:
+                if telnet.failure is not None:
+                    raise LinkLost(telnet.failure)
+                data = await port.reader.read(READ_SIZE)
+                if not data:
+                    raise LinkLost("the device server closed the connection (RFC 2217)")
+                pending += telnet.feed(data)
+                port.flush_telnet()
+    except TimeoutError:
+        waiting = ", ".join(telnet.waiting_for())
+        raise LinkLost(
+            f"the device server did not finish RFC 2217 within {within:g} s "
+            f"(no answer for: {waiting})"
+        ) from None
+    port.pending = bytes(pending)
+    structlog.get_logger("lammer.driver").debug(
+        "rfc2217 port set", url=settings.url, server=telnet.signature
+    )
+
+
+@dataclass(slots=True)
+class _Link:
+    """One open port and a fresh decoder."""
+
+    port: Port
     decoder: MessageDecoder
     dropped: int = 0  # answers dropped in a row because the device does not read
     # The silence probe's answer expected next (link-layer.md: QUERY -> HELLO, then the
@@ -161,7 +331,6 @@ class DeviceDriver:
         self.settings = settings
         self.device: ev.Device = settings.device
         self.url = settings.url
-        self._socket = settings.socket_address
         self._backoff = settings.backoff
         self._rng = rng if rng is not None else random.Random()  # noqa: S311  reconnect jitter, not a secret
         self._log = structlog.get_logger("lammer.driver").bind(device=self.device, url=self.url)
@@ -206,6 +375,10 @@ class DeviceDriver:
                             # The consumer asked for the next event: this one is durable.
                             self._acknowledge(link, event, arrived)
                             attempt = 0  # a device that talks: back off from the start
+                    noise = link.decoder.frames.take_noise()
+                    if noise is not None:
+                        self._log.debug("noise", size=noise.size, raw=noise.raw.hex())
+                        yield NoiseReceived(device=self.device, raw=noise.raw, size=noise.size)
             except (LinkLost, DeviceTimeout) as exc:
                 reason = str(exc)
             finally:
@@ -274,38 +447,16 @@ class DeviceDriver:
     # I/O
 
     async def _open(self) -> _Link:
-        """Open the port. Raises ``OSError`` (``serial.SerialException`` is one)."""
-        if self._socket is not None:
-            host, port = self._socket
-            async with asyncio.timeout(CONNECT_TIMEOUT):
-                reader, writer = await asyncio.open_connection(host, port, limit=READ_LIMIT)
-        else:
-            # Opened here, not in an executor thread: pyserial opens a tty non-blocking, and a
-            # cancelled executor open would leave an open port behind.
-            line = self.settings
-            ser = _Port(
-                line.url,
-                baudrate=line.baudrate,
-                bytesize=line.bytesize,
-                parity=line.parity,
-                stopbits=line.stopbits,
-                xonxoff=line.xonxoff,
-                rtscts=line.rtscts,
-                exclusive=True,  # flock: a second opener fails instead of stealing frames
-            )
-            loop = asyncio.get_running_loop()
-            reader = asyncio.StreamReader(limit=READ_LIMIT)
-            protocol = asyncio.StreamReaderProtocol(reader)
-            transport = _Transport(loop, protocol, ser)
-            writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-        return _Link(reader, writer, MessageDecoder(device=self.device, sender="device"))
+        """Open the port (``open_port``). Raises ``OSError``."""
+        port = await open_port(self.settings)
+        return _Link(port, MessageDecoder(device=self.device, sender="device"))
 
     async def _read(self, link: _Link) -> bytes:
         """The next bytes from the device. Raises ``LinkLost`` or ``DeviceTimeout``."""
         try:
             silence = self.settings.silence_timeout
             if silence is None:
-                data = await link.reader.read(READ_SIZE)
+                data = await link.port.receive()
             else:
                 data = await self._read_or_probe(link, silence)
         except DeviceTimeout:
@@ -321,7 +472,7 @@ class DeviceDriver:
             window = asyncio.timeout(silence / 2)
             try:
                 async with window:
-                    return await link.reader.read(READ_SIZE)
+                    return await link.port.receive()
             except TimeoutError:
                 if not window.expired():
                     raise  # an I/O error that happens to be a TimeoutError: the port is lost
@@ -332,10 +483,10 @@ class DeviceDriver:
         raise DeviceTimeout(f"silent for {silence:g} s (no answer to QUERY)", seconds=silence)
 
     def _send(self, link: _Link, frame: bytes) -> None:
-        transport = link.writer.transport
-        if transport.is_closing():
+        port = link.port
+        if port.closing:
             return  # the read that follows reports the loss
-        if transport.get_write_buffer_size() > WRITE_LIMIT:
+        if port.buffered() > WRITE_LIMIT:
             # The device is not reading: dropping an answer costs a retransmission, holding
             # every answer would cost unbounded memory.
             if not link.dropped:
@@ -346,18 +497,7 @@ class DeviceDriver:
             self._log.warning("device reading again", dropped=link.dropped)
             link.dropped = 0
         self._log.debug("send", raw=frame.hex())
-        link.writer.write(frame)
+        port.write(frame)
 
     async def _close(self, link: _Link) -> None:
-        """Close the port and wait until it is really closed (pyserial-asyncio closes the
-        serial port in a background task after ``close()`` returns: the close race)."""
-        writer = link.writer
-        # Once only: pyserial-asyncio closes again (and fails in a background task) if a
-        # transport that is already closing after an I/O error is aborted a second time.
-        if not writer.transport.is_closing():
-            writer.transport.abort()  # no drain: a device that stopped reading must not block
-        try:
-            async with asyncio.timeout(CLOSE_TIMEOUT):
-                await writer.wait_closed()
-        except Exception as exc:  # the loss itself, reported again by wait_closed
-            self._log.debug("closed", error=str(exc))
+        await link.port.close()

@@ -9,6 +9,8 @@ may catch either::
     ├── DeviceTimeout(DriverError, TimeoutError)     the device stayed silent too long
     ├── LinkLost(DriverError, ConnectionError)       the port went away: unplugged, pty
     │                                                closed, socket dropped, read/write failed
+    ├── PortSettingRefused(DriverError, OSError)     the port opened but refuses a setting
+    │                                                (RS-485 where its kernel driver has none)
     └── DriverConfigError(DriverError, ValueError)   a driver setting that cannot work
                                                      (URL, baud rate, timings)
 
@@ -48,6 +50,12 @@ class DeviceTimeout(DriverError, TimeoutError):
 
 class LinkLost(DriverError, ConnectionError):
     """The port went away (USB unplugged, pty closed, socket dropped, I/O error)."""
+
+
+class PortSettingRefused(DriverError, OSError):
+    """The port opened but refuses a setting the configuration asks (RS-485 mode on a port
+    whose kernel driver has none). An ``OSError``: the driver retries with backoff, as for
+    any port that does not open (the adapter may be replaced)."""
 
 
 class DriverConfigError(DriverError, ValueError):

@@ -7,6 +7,7 @@ Consumers ``match`` on ``DriverEvent`` and finish with ``typing.assert_never``::
             match event:
                 case Received(): ...        # a good new frame: journal event.fact
                 case BadFrameReceived(): ... # already NAKed; journal it (nothing is lost)
+                case NoiseReceived(): ...    # bytes outside any frame; journal them too
                 case Connected() | Disconnected(): ...
                 case _: assert_never(event)
 
@@ -51,6 +52,22 @@ class BadFrameReceived:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NoiseReceived:
+    """Bytes that came outside any frame (link-layer.md: "A receiver discards bytes until
+    it sees ``$``"), once per read that had them, after the frames of that read: ``size``
+    bytes, the first 257 in ``raw``. Nothing is answered (there is no frame to NAK). A few
+    are a glitch; noise and no good frame is a line at the wrong baud rate or framing.
+
+    ``raw`` may hold secret cards (the rest of a HAND whose ``$`` was garbled): journal
+    it, never log it above debug.
+    """
+
+    device: ev.Device
+    raw: bytes
+    size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Received:
     """A good, new device frame and its fact (HELLO and STATUS included). ``seq`` is the
     device's sequence number, ``raw`` the frame as received (may hold secret cards).
@@ -65,4 +82,4 @@ class Received:
     probe: bool = False
 
 
-DriverEvent = Connected | Disconnected | BadFrameReceived | Received
+DriverEvent = Connected | Disconnected | BadFrameReceived | NoiseReceived | Received

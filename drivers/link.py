@@ -8,7 +8,10 @@ sequence number); CRC is CRC-16/CCITT-FALSE of the BODY bytes as 4 upper-case he
 ``Frame`` (the framing is good; the body is not yet parsed as a message) or ``BadFrame`` (a
 value, never an exception). Recovery policy, as link-layer.md says:
 
-* bytes before a ``$`` are discarded (counted in ``discarded``, not reported);
+* bytes before a ``$`` are discarded (counted in ``discarded``, not reported as frames);
+  ``take_noise`` says what was discarded so since it was last asked (a line at the wrong
+  baud rate brings noise and no frame at all: the driver reports it, see
+  ``drivers.events.NoiseReceived``);
 * a ``$`` inside a frame ends that frame as bad ("cut short") and starts a new one;
 * a line longer than 256 bytes is bad, and the rest of it is skipped up to the next LF or
   ``$``, so at most 257 bytes are ever buffered whatever arrives;
@@ -134,6 +137,16 @@ class Frame:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Noise:
+    """Bytes discarded before a ``$`` (link-layer.md: "A receiver discards bytes until it
+    sees ``$``"): ``size`` of them, the first ``MAX_LINE + 1`` kept in ``raw``. They may
+    hold a secret card (the rest of a HAND whose ``$`` was lost): never logged."""
+
+    raw: bytes
+    size: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BadFrame:
     """A bad frame (link-layer.md "Frames"): answer ``NAK,<seq>``, or ``NAK,0`` when ``seq`` is
     ``None``. ``seq`` is only given when the CRC checked, so it can be trusted.
@@ -153,13 +166,33 @@ class FrameDecoder:
     Never raises on input; buffers at most 257 bytes (see the module docstring).
     """
 
-    __slots__ = ("_buf", "_state", "discarded")
+    __slots__ = ("_buf", "_noise", "_noise_size", "_state", "discarded")
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self._state = _HUNT
         self.discarded = 0
         """Bytes thrown away outside frames (noise between frames, the tail of long lines)."""
+        self._noise = bytearray()
+        self._noise_size = 0
+
+    def take_noise(self) -> Noise | None:
+        """The bytes discarded before a ``$`` since the last call (the first ``MAX_LINE + 1``
+        of them, and how many), or None if there were none. The tail of a line too long is
+        not noise: its bad frame was reported."""
+        if not self._noise_size:
+            return None
+        noise = Noise(raw=bytes(self._noise), size=self._noise_size)
+        self._noise.clear()
+        self._noise_size = 0
+        return noise
+
+    def _discard(self, data: bytes, start: int, stop: int) -> None:
+        self.discarded += stop - start
+        self._noise_size += stop - start
+        room = MAX_LINE + 1 - len(self._noise)
+        if room > 0:
+            self._noise += data[start : min(stop, start + room)]
 
     def feed(self, data: bytes) -> list[Frame | BadFrame]:
         """Decode ``data``; return every frame it completed, good or bad, in order."""
@@ -171,9 +204,10 @@ class FrameDecoder:
                 # link-layer.md: "A receiver discards bytes until it sees `$`."
                 start = data.find(b"$", pos)
                 if start < 0:
-                    self.discarded += end - pos
+                    self._discard(data, pos, end)
                     break
-                self.discarded += start - pos
+                if start > pos:
+                    self._discard(data, pos, start)
                 buf[:] = b"$"
                 self._state = _FRAME
                 pos = start + 1

@@ -94,9 +94,12 @@ ALARMS: Final[tuple[AlarmKind, ...]] = (
         code="LINK_ERRORS",
         device="shuffler or dice_reader",
         raised="more than 20 bad frames from a device within 10 s (each answered `NAK`: a "
-        "bad cable, wrong port settings, a failing device); good frames still count, once "
+        "bad cable, wrong port settings, a failing device), or noise from it (bytes outside "
+        "any frame) 6 times with no good frame between (a line at another baud rate, parity "
+        "or stop bits than the device's carries nothing else); good frames still count, once "
         "each",
-        cleared="60 s without a bad frame from that device (checked every second, so within 62 s)",
+        cleared="60 s without a bad frame or noise from that device (checked every second, so "
+        "within 62 s)",
     ),
     AlarmKind(
         code="ROLL_BACKLOG",

@@ -114,6 +114,19 @@ class BadFrameSeen:
     device: Device
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoiseSeen:
+    """The host received bytes outside any frame from the device: link-layer.md "Frames",
+    "a receiver discards bytes until it sees ``$``". Reported by the driver once per read
+    that had such bytes. No bad frame (there is nothing to NAK), but a line that carries
+    noise and no good frame (a wrong baud rate: the device's frames arrive as garbage, a
+    ``$`` seldom among it) is broken: the table counts it for ``LINK_ERRORS``
+    (``rules.table``). It carries no bytes: the daemon's journal keeps those, within its
+    bounds, as it does a bad frame's."""
+
+    device: Device
+
+
 # Shuffler (and the card-reading shoe in BJ mode)
 
 
@@ -223,6 +236,7 @@ DeviceFact = (
     | DeviceConnected
     | DeviceDisconnected
     | BadFrameSeen
+    | NoiseSeen
     | ShufflerFact
     | DiceFact
 )

@@ -23,9 +23,12 @@ It routes each fact or decision to the game's own machine (``poker_round``,
 * **Link**: alarm ``DISCONNECTED`` while a configured device's port is down.
 * **Bad frames** (link-layer.md "Frames", ``BadFrameSeen``): alarm ``LINK_ERRORS`` when a
   device sends more than ``LINK_ERRORS_MAX`` (20) bad frames within ``LINK_ERRORS_WINDOW``
-  (10 s); it clears on the host's timer (``TimePassed``) once ``LINK_ERRORS_QUIET`` (60 s)
-  has passed without one (``LINK_ERRORS_STEP``, 1 s, later at most). No payout stops: the
-  good frames still arrive, each exactly once.
+  (10 s), or noise (``NoiseSeen``: bytes outside any frame) ``LINK_NOISE_MAX`` (6) times
+  with no good frame between (a line at the wrong baud rate: no frame arrives at all,
+  so no bad frame either); it clears on the host's timer (``TimePassed``) once
+  ``LINK_ERRORS_QUIET`` (60 s) has passed without a bad frame or noise
+  (``LINK_ERRORS_STEP``, 1 s, later at most). No payout stops: the good frames still
+  arrive, each exactly once.
 * **Roll backlog** (dice-reader-icd.md, "What the host must do": rolls after a pending
   ``CHECK`` wait behind it, in order, however many): alarm ``ROLL_BACKLOG`` (device
   ``dice_reader``) while more than ``ROLL_BACKLOG_MAX`` (20) rolls wait behind the pending
@@ -60,7 +63,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Final, Generic, TypeVar, assert_never
+from typing import Any, Final, Generic, TypeVar, assert_never, get_args
 
 from rules import bust_bonus, craps, craps_odds, poker, poker_round
 from rules.errors import ConfigError, DecisionError
@@ -85,6 +88,7 @@ from rules.events import (
     DeviceFact,
     DeviceHello,
     DeviceStatus,
+    DiceFact,
     DiceRolled,
     DiskSpaceChecked,
     Game,
@@ -92,6 +96,7 @@ from rules.events import (
     JournalRefused,
     JournalWritable,
     ModeReported,
+    NoiseSeen,
     NoRoll,
     Outcome,
     RollCheck,
@@ -101,6 +106,7 @@ from rules.events import (
     RoundDealt,
     RoundSettled,
     RoundVoided,
+    ShufflerFact,
     TableGame,
     TimePassed,
     VoidOverturned,
@@ -167,6 +173,12 @@ LINK_ERRORS_STEP: Final = timedelta(seconds=1)
 much (a later bad frame inside it changes nothing, so it needs no journal record); the
 alarm clears once ``LINK_ERRORS_QUIET`` plus this has passed since the time kept, which is
 never less than ``LINK_ERRORS_QUIET`` since the latest bad frame."""
+LINK_NOISE_MAX: Final = 6
+"""``LINK_ERRORS`` is raised when a device sends noise this many times (reads with bytes
+outside any frame) with no good frame between: link-layer.md's device sends a frame once
+and, unacknowledged, 5 times more within 500 ms each; noise six times in a row means at
+least one frame was lost to every one of them. A bad frame (``BadFrameSeen``) neither ends
+such a run nor adds to it: bad frames have the rate rule above."""
 
 ROLL_BACKLOG: Final = "ROLL_BACKLOG"
 ROLL_BACKLOG_MAX: Final = 20
@@ -199,8 +211,11 @@ class DeviceState:
     hello: DeviceHello | None = None
     # While LINK_ERRORS is not active: the times of its latest bad frames in the window.
     bad_frames: tuple[datetime, ...] = ()
-    # While LINK_ERRORS is active: the time of its latest bad frame (to LINK_ERRORS_STEP).
+    # While LINK_ERRORS is active: the time of its latest bad frame or noise (to
+    # LINK_ERRORS_STEP).
     last_bad_frame: datetime | None = None
+    # While LINK_ERRORS is not active: noise seen since its latest good frame or connect.
+    noise: int = 0
 
     @property
     def status(self) -> str:
@@ -281,6 +296,7 @@ def apply(  # noqa: C901  one match over the table's event kinds, each a call
     changes nothing returns ``state`` itself and no outcome: the daemon journals those
     only when the state changed, and a replay of what it journaled is exact.
     """
+    state = _good_frame(state, event)
     match event:
         case DeviceConnected(device=device):
             return _link(state, device, connected=True, reason="", at=at)
@@ -292,6 +308,8 @@ def apply(  # noqa: C901  one match over the table's event kinds, each a call
             return _status(state, event, at)
         case BadFrameSeen(device=device):
             return _bad_frame(state, device, at)
+        case NoiseSeen(device=device):
+            return _noise(state, device, at)
         case TimePassed():
             return _time_passed(state, at)
         case ClockJumped(milliseconds=ms):
@@ -552,6 +570,50 @@ def _bad_frame(
         f"after {quiet} s without a bad frame"
     )
     return _raise(state, LINK_ERRORS, device, message, at)
+
+
+def _noise(
+    state: TableState, device: Device, at: datetime
+) -> tuple[TableState, tuple[Outcome, ...]]:
+    """``LINK_ERRORS``: noise ``LINK_NOISE_MAX`` times with no good frame between."""
+    if device not in dict(state.devices):
+        return _unexpected(state, device, None, at)
+    current = state.device(device)
+    if _active(state, LINK_ERRORS, device):
+        last = current.last_bad_frame
+        if last is not None and last <= at < last + LINK_ERRORS_STEP:
+            return state, ()  # within the step of the time kept: nothing changes
+        return _set_device(state, device, replace(current, last_bad_frame=at)), ()
+    if current.noise + 1 < LINK_NOISE_MAX:
+        return _set_device(state, device, replace(current, noise=current.noise + 1)), ()
+    state = _set_device(state, device, replace(current, noise=0, bad_frames=(), last_bad_frame=at))
+    quiet = int(LINK_ERRORS_QUIET.total_seconds())
+    message = (
+        f"{_label(device)} sent {LINK_NOISE_MAX} times in a row bytes outside any frame "
+        "(noise) and no good frame between: check the baud rate and port settings of the "
+        "device, of any device server and of the table's configuration, and the cable; "
+        f"clears after {quiet} s without noise or a bad frame"
+    )
+    return _raise(state, LINK_ERRORS, device, message, at)
+
+
+_GOOD_FRAME_DEVICE: Final[tuple[tuple[type[Any], Device], ...]] = (
+    *((fact, "shuffler") for fact in get_args(ShufflerFact)),
+    *((fact, "dice_reader") for fact in get_args(DiceFact)),
+)
+
+
+def _good_frame(state: TableState, event: TableEvent) -> TableState:
+    """A good frame from a device, or its port opened or lost, ends its run of noise."""
+    device: Device | None = None
+    if isinstance(event, DeviceHello | DeviceStatus | DeviceConnected | DeviceDisconnected):
+        device = event.device
+    else:
+        device = next((d for fact, d in _GOOD_FRAME_DEVICE if isinstance(event, fact)), None)
+    if device is None or device not in dict(state.devices):
+        return state
+    current = state.device(device)
+    return _set_device(state, device, replace(current, noise=0)) if current.noise else state
 
 
 def _clock_jumped(

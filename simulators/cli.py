@@ -3,13 +3,15 @@
 Usage::
 
     lammer-sim shuffler --game UTH [--rounds N] [--interval S] [--seed N] [--link PATH]
-                        [--tcp PORT] [--fault crc=0.1,garbage=0.05] [--script FILE] ...
+                        [--tcp PORT] [--baud RATE] [--fault crc=0.1,garbage=0.05] ...
     lammer-sim dice [--rolls N] [--noroll-rate R] [--check-rate R] ...
 
-The first line on stdout is the pty's path (point ``lammer run`` or any pyserial URL at
+The first line on stdout is the pty's path (point ``lammer run`` or ``lammer probe`` at
 it); after a simulated unplug each new pty's path follows on a line of its own. With
 ``--link PATH`` a symlink at PATH always points at the current pty, so a host can use one
-stable name across unplugs. Logs go to stderr (JSON when stderr is not a terminal);
+stable name across unplugs. With ``--baud RATE`` the pty is a line at that rate
+(``simulators.line``): a host, or a device server, that sets the pty to another rate hears
+garbage, as at a real table. Logs go to stderr (JSON when stderr is not a terminal);
 cards appear only at ``--log-level debug``.
 
 It plays ``--rounds``/``--rolls`` rounds (or the ``--script``), waits until the host has
@@ -107,6 +109,13 @@ def _count(text: str) -> int:
     return value
 
 
+def _baudrate(text: str) -> int:
+    value = _count(text)
+    if not 0 < value < 2**31:
+        raise argparse.ArgumentTypeError(f"baud rate {value}: expected 1..{2**31 - 1}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _count(text)
     if not 0 <= value <= 65535:
@@ -144,6 +153,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tcp", type=_port, metavar="PORT", help="also serve on 127.0.0.1:PORT (socket://)"
+    )
+    parser.add_argument(
+        "--baud",
+        type=_baudrate,
+        metavar="RATE",
+        help="the device's baud rate on the pty: a host that sets another hears garbage, as "
+        "on a real line (default: the pty passes bytes at any rate)",
     )
     parser.add_argument(
         "--fault",
@@ -376,6 +392,7 @@ async def serve(args: argparse.Namespace) -> int:
         timings=LinkTimings(ack_timeout=args.ack_timeout),
         link=args.link,
         tcp_port=args.tcp,
+        baudrate=args.baud,
         on_plug=_print_path,
         game=getattr(args, "game", None),
     )

@@ -7,6 +7,11 @@ current pty, as udev keeps a stable name: an unplug removes the symlink and clos
 pty (the host's reads fail, as when a USB adapter is pulled), a replug opens a new pty, at
 a new ``/dev/pts/N``, and points the symlink at it.
 
+With ``baudrate`` the pty is a line at that baud rate (``simulators.line``): set to it when
+plugged in, as a port its last user left so; a host (or a device server such as ser2net)
+that sets the pty to another rate hears garbage, and the device hears the host's bytes as
+garbage too, as on a real line. Without it the pty passes bytes whatever rate is set.
+
 ``TcpPort`` serves the same device on ``127.0.0.1:PORT`` for ``socket://`` URLs, like a
 serial device server: one client at a time, a new client replaces the old one. The device
 writes to the pty and to the TCP client alike and listens to both; use one host at a time.
@@ -35,6 +40,7 @@ import structlog
 from drivers.messages import DeviceMessage, encode_body
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
+from simulators.line import LineSettings, read_baudrate, set_baudrate, transfer
 from simulators.scripts import DeviceKind, DropAck, Send, SimulatorError, Sleep, Step, Unplug
 
 DataCallback = Callable[[bytes], None]
@@ -48,9 +54,13 @@ STALL_LIMIT = 1.0
 class PtyPort:
     """A pseudo-terminal the host opens as its serial port; see the module docstring."""
 
-    def __init__(self, *, on_data: DataCallback, link: Path | None = None) -> None:
+    def __init__(
+        self, *, on_data: DataCallback, link: Path | None = None, baudrate: int | None = None
+    ) -> None:
         self.on_data = on_data
         self.link = link
+        self.line = None if baudrate is None else LineSettings(baudrate)
+        """The device's side of the line (its baud rate), or None: no line model."""
         self.path: str | None = None
         """The slave side's path (``/dev/pts/N``) while plugged in."""
         self.opened = 0
@@ -72,6 +82,8 @@ class PtyPort:
         # Raw before anyone opens it: a fresh pty echoes and edits lines, and the device's
         # first frames would come straight back to it.
         tty.setraw(slave)
+        if self.line is not None:
+            set_baudrate(slave, self.line.baudrate)
         os.set_blocking(master, False)
         self._master, self._slave = master, slave
         self.path = os.ttyname(slave)
@@ -131,7 +143,23 @@ class PtyPort:
             self.log.debug("pty read failed", error=str(exc))
             return
         if data:
-            self.on_data(data)
+            self.on_data(self._heard(data, by_device=True))
+
+    def host_baudrate(self) -> int | None:
+        """The baud rate the pty is set to now (by its host), or None while unplugged."""
+        return None if self._slave is None else read_baudrate(self._slave)
+
+    def _heard(self, data: bytes, *, by_device: bool) -> bytes:
+        """``data`` as the other end of the line hears it: unchanged unless the host set the
+        pty to another baud rate than the device's (then garbage, ``simulators.line``)."""
+        if self.line is None or self._slave is None:
+            return data
+        host = LineSettings(read_baudrate(self._slave))
+        if host == self.line:
+            return data
+        if by_device:
+            return transfer(data, sent=host, heard=self.line)
+        return transfer(data, sent=self.line, heard=host)
 
     def _on_writable(self) -> None:
         if self._master is not None:
@@ -159,7 +187,7 @@ class PtyPort:
         if self.unread() > UNREAD_LIMIT:
             self.dropped += 1
             return
-        view = memoryview(data)
+        view = memoryview(self._heard(data, by_device=False))
         while view and self._master is not None:
             try:
                 written = os.write(self._master, view)
@@ -277,6 +305,7 @@ class SimulatedDevice:
         timings: LinkTimings | None = None,
         link: Path | None = None,
         tcp_port: int | None = None,
+        baudrate: int | None = None,
         on_plug: Callable[[str], None] | None = None,
         game: str | None = None,
     ) -> None:
@@ -288,7 +317,7 @@ class SimulatedDevice:
         # retransmissions the timing caused.
         self._unplug_rng = random.Random(self.rng.getrandbits(64))  # noqa: S311  simulated unplugs, seeded from rng
         self.on_plug = on_plug
-        self.pty = PtyPort(on_data=self._on_data, link=link)
+        self.pty = PtyPort(on_data=self._on_data, link=link, baudrate=baudrate)
         self.tcp = TcpPort(on_data=self._on_data, port=tcp_port) if tcp_port is not None else None
         self.link = DeviceLink(
             device=device,

@@ -188,3 +188,30 @@ def test_one_serial_device_for_two_devices_is_a_problem(tmp_path: Path) -> None:
         "serial port socket://10.0.0.9:4001 is given to more than one device: "
         f"{third} [dice_reader], {fourth} [dice_reader]\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("lines", "summary"),
+    [
+        ('port = "/dev/ttyUSB0"', "dice_reader: /dev/ttyUSB0 (115200 8N1)"),
+        (
+            'port = "/dev/ttyS1"\nbaudrate = 9600\nparity = "E"\nrs485 = true',
+            "dice_reader: /dev/ttyS1 (9600 8E1, RS-485)",
+        ),
+        (
+            'port = "rfc2217://10.0.0.9:4001"\nstopbits = 2.0',
+            "dice_reader: rfc2217://10.0.0.9:4001 (115200 8N2, set on the device server by "
+            "RFC 2217)",
+        ),
+        (
+            'port = "socket://10.0.0.9:4001"',
+            "dice_reader: socket://10.0.0.9:4001 (raw TCP: the device server's own line settings)",
+        ),
+    ],
+)
+def test_the_summary_says_how_the_line_is_set(tmp_path: Path, lines: str, summary: str) -> None:
+    path = tmp_path / "c1.toml"
+    path.write_text(f'[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\n{lines}\n')
+    result = lammer("check-config", path)
+    assert result.returncode == 0, result.stderr
+    assert f"  {summary}" in result.stdout.splitlines()

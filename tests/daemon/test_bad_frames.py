@@ -198,6 +198,44 @@ def test_good_frames_still_count_during_a_flood(tmp_path: Path) -> None:
         assert [r["roll_id"] for r in rolls] == list(range(1, 101, 10))
 
 
+def test_noise_without_a_good_frame_raises_link_errors_kept_as_a_bad_frame_is(
+    tmp_path: Path, log: io.StringIO
+) -> None:
+    # A dice reader at another baud rate than the port: its frames arrive as noise.
+    clock = Clock()
+    config = _config(tmp_path)
+    noise = bytes(range(0x80, 0x80 + 40))
+    with Journal.open(config.journal_path) as journal:
+        core = TableCore(config, journal, version="test", clock=clock)
+        core.start()
+        core.ingest("dice_reader", DeviceConnected(device="dice_reader"))
+        before = journal.last_seq
+        for _ in range(5):
+            assert core.noise("dice_reader", noise, 40) == 0
+            clock.advance(0.5)
+        assert not any(a.code == "LINK_ERRORS" for a in core.state.alarms)
+        assert core.noise("dice_reader", noise[:7], 700) > 0  # the sixth: the alarm goes out
+        [raised] = [a for a in _alarms(journal)[-1]["alarms"] if a["code"] == "LINK_ERRORS"]
+        assert raised["device"] == "dice_reader"
+        assert "bytes outside any frame (noise)" in raised["message"]
+        records = _records(journal)[before:]
+        kept = [r["bad_frame"] for r in records if "bad_frame" in r]
+        assert kept[0] == {
+            "device": "dice_reader",
+            "raw": noise.hex(),
+            "reason": "40 bytes outside any frame (noise)",
+        }
+        assert kept[-1]["reason"] == "700 bytes outside any frame (noise)"
+        facts = [r["event"] for r in records if "event" in r]
+        assert facts[:6] == [{"type": "NoiseSeen", "device": "dice_reader"}] * 6
+        warnings = [line for line in _lines(log) if line["level"] == "warning"]
+        assert [w["event"] for w in warnings].count("noise") == 6
+        assert all(noise.hex() not in json.dumps(w) for w in warnings)  # bytes never logged
+        state = core.state
+    with Journal.open(config.journal_path) as journal:
+        assert TableCore(config, journal, version="test", clock=clock).state == state
+
+
 # --- device fault codes ------------------------------------------------------------------
 
 

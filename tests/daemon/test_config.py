@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from daemon.config import TableConfig, load_config, validate_config
 from daemon.errors import ConfigFileError
-from drivers.settings import DriverSettings
+from drivers.settings import DriverSettings, Rs485
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").glob("*.toml"))
@@ -493,7 +493,9 @@ def test_json_schema_for_tooling() -> None:
     [
         ('port = "socket://[::1:5"', "is not a URL"),
         ('port = "socket://host"', "is not socket://host:port"),
-        ('port = "rfc2217://host:1"', "not supported"),
+        ('port = "spy:///dev/ttyUSB0"', "not supported"),
+        ('port = "rfc2217://host:1?logging=debug"', "lammer logs the negotiation itself"),
+        ('port = "rfc2217://host:1"\nxonxoff = true\nrtscts = true', "not both"),
         ('port = "/dev/ttyUSB0"\nbaudrate = 1099511627776', "baud rate 1099511627776"),
     ],
 )
@@ -504,6 +506,61 @@ def test_device_settings_the_driver_refuses_are_config_errors(
     found = problems(tmp_path, f'[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\n{port_line}\n')
     assert len(found) == 1
     assert found[0].startswith("dice_reader: ")
+    assert expected in found[0]
+
+
+def test_rs485_settings_reach_the_driver(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            '[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\nport = "/dev/ttyS1"\n'
+            "rs485 = true\nrs485_rts_level_for_tx = false\nrs485_rts_level_for_rx = true\n"
+            "rs485_delay_before_tx = 0.002\nrs485_delay_before_rx = 0\n",
+        )
+    )
+    assert config.dice_reader is not None
+    settings = config.dice_reader.driver_settings("dice_reader")
+    assert settings.rs485 == Rs485(
+        rts_level_for_tx=False, rts_level_for_rx=True, delay_before_tx=0.002, delay_before_rx=0
+    )
+    plain = load_config(
+        write(tmp_path, '[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\nport = "x"\n')
+    )
+    assert plain.dice_reader is not None
+    assert plain.dice_reader.driver_settings("dice_reader").rs485 is None
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (
+            'port = "socket://10.0.0.9:4001"\nrs485 = true',
+            "dice_reader: rs485 is for a serial port of this machine, not socket://",
+        ),
+        (
+            'port = "rfc2217://10.0.0.9:4001"\nrs485 = true',
+            "dice_reader: rs485 is for a serial port of this machine, not rfc2217://",
+        ),
+        ('port = "/dev/ttyS1"\nrs485 = true\nrtscts = true', "rs485 and rtscts cannot go"),
+        (
+            'port = "/dev/ttyS1"\nrs485_delay_before_tx = 0.001',
+            "dice_reader: rs485_delay_before_tx: RS-485 settings need rs485 = true",
+        ),
+        (
+            'port = "/dev/ttyS1"\nrs485 = true\nrs485_delay_before_rx = 0.0005',
+            "is not a whole number of milliseconds (the kernel counts milliseconds)",
+        ),
+        (
+            'port = "/dev/ttyS1"\nrs485 = true\nrs485_delay_before_tx = 0.25',
+            "dice_reader.rs485_delay_before_tx: must be between 0 and 0.1, got 0.25",
+        ),
+    ],
+)
+def test_rs485_settings_that_cannot_work_are_refused_with_a_sentence(
+    tmp_path: Path, lines: str, expected: str
+) -> None:
+    found = problems(tmp_path, f'[table]\nid = "c1"\ngame = "CRAPS"\n[dice_reader]\n{lines}\n')
+    assert len(found) == 1, found
     assert expected in found[0]
 
 

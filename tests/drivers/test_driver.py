@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import serial
 import serial_asyncio_fast
+import structlog
 
 from drivers import messages as m
 from drivers.backoff import Backoff
@@ -29,10 +30,11 @@ from drivers.events import (
     Connected,
     Disconnected,
     DriverEvent,
+    NoiseReceived,
     Received,
 )
 from drivers.link import next_seq
-from drivers.settings import DriverSettings
+from drivers.settings import DriverSettings, Rs485
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
@@ -200,7 +202,12 @@ async def test_bad_frames_are_naked_at_once_and_delivered(
         # noise, a bad CRC, a ROLL's frame cut short
         pty_device.send(b"\x00\xff noise $CHECK,4,5003,1,6,ON_CHIPS*0000\r\n$ROLL,4,50")
         pty_device.send(b"$CHECK,4,5003,1,6,ON_CHIPS*4DB0\r\n")
-        first, second, check = [await pull(events) for _ in range(3)]
+        got = [await pull(events) for _ in range(4)]
+        # The noise before the first '$' is delivered too (after the frames of its read),
+        # and not answered.
+        noise = [e for e in got if isinstance(e, NoiseReceived)]
+        assert noise == [NoiseReceived(device="dice_reader", raw=b"\x00\xff noise ", size=9)]
+        first, second, check = [e for e in got if not isinstance(e, NoiseReceived)]
         assert isinstance(first, BadFrameReceived)
         assert "bad CRC" in first.reason
         assert isinstance(second, BadFrameReceived)
@@ -209,6 +216,26 @@ async def test_bad_frames_are_naked_at_once_and_delivered(
         assert check.fact == ev.RollCheck(roll_id=5003, dice=(1, 6), reason="ON_CHIPS")
         heard = [await pty_device.expect() for _ in range(3)]
         assert heard == [m.Ack(seq=3), m.Nak(seq=0), m.Nak(seq=0)]
+
+
+async def test_noise_is_delivered_unanswered_after_the_frames_of_its_read(
+    pty_device: PtyDevice, link_path: Path
+) -> None:
+    async with running(fast_driver("dice_reader", str(link_path))) as events:
+        await connect(events, pty_device)
+        pty_device.send(b"\x00\xff\x80noise")
+        assert await pull(events) == NoiseReceived(
+            device="dice_reader", raw=b"\x00\xff\x80noise", size=8
+        )
+        pty_device.send(DICE_HELLO)
+        assert isinstance(await pull(events), Received)
+        waiting = asyncio.ensure_future(pull(events))
+        assert await pty_device.expect() == m.Ack(seq=1)
+        await settle()
+        assert pty_device.quiet()  # the noise was not answered: there is no frame to NAK
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
 
 
 async def test_wrong_device_and_host_messages_are_bad_frames(
@@ -309,6 +336,39 @@ async def test_port_absent_at_start_is_retried_until_it_appears(link_path: Path)
             assert await device.expect() == m.Query()
         finally:
             device.unplug()
+
+
+async def test_rs485_on_a_port_whose_kernel_driver_has_none_is_refused_with_a_sentence(
+    pty_device: PtyDevice, link_path: Path, open_fds: set[str]
+) -> None:
+    # A pty, like most USB adapters, has no RS-485 mode (TIOCSRS485): the port does not
+    # open, the log says why, and the driver keeps trying (the adapter may be replaced).
+    settings = DriverSettings(
+        device="shuffler",
+        url=str(link_path),
+        reconnect_initial=0.01,
+        reconnect_max=0.02,
+        rs485=Rs485(delay_before_tx=0.001),
+    )
+    driver = DeviceDriver(settings, rng=random.Random(4))
+    with structlog.testing.capture_logs() as logs:
+        async with running(driver) as events:
+            first = asyncio.ensure_future(pull(events))
+            async with asyncio.timeout(WAIT):
+                while sum(e["event"] == "open failed" for e in logs) < 3:  # noqa: ASYNC110
+                    await asyncio.sleep(0.005)
+            assert not first.done()  # never connected
+            first.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await first
+    failure = next(e for e in logs if e["event"] == "open failed")
+    assert failure["error"] == (
+        f"{link_path} refuses RS-485 mode ([Errno 25] Inappropriate ioctl for device): its "
+        "kernel driver has none; use an adapter that switches its transmitter by itself and "
+        "set rs485 = false"
+    )
+    assert pty_device.quiet()  # nothing was sent: the port was closed at once
+    assert set(os.listdir("/proc/self/fd")) <= open_fds  # each refused open closed its port
 
 
 async def test_port_is_opened_exclusively(pty_device: PtyDevice, link_path: Path) -> None:
@@ -455,7 +515,16 @@ async def test_closing_the_iterator_while_it_waits_for_a_port(
 @pytest.mark.parametrize(
     ("kwargs", "fragment"),
     [
-        ({"url": "rfc2217://host:1"}, "scheme 'rfc2217' is not supported"),
+        ({"url": "spy:///dev/ttyUSB0"}, "scheme 'spy' is not supported"),
+        ({"url": "rfc2217://host"}, "is not rfc2217://host:port"),
+        ({"url": "rfc2217://host:1?logging=debug"}, "lammer logs the negotiation itself"),
+        ({"url": "rfc2217://host:1?poll_modem"}, "reads no modem line"),
+        ({"url": "rfc2217://host:1?timeout=0"}, r"timeout=0 s is not in 0\.\.60"),
+        ({"url": "rfc2217://host:1?timeout=soon"}, "not a number of seconds"),
+        ({"url": "rfc2217://host:1?nagle=off"}, "unknown option 'nagle'"),
+        ({"url": "rfc2217://host:1", "xonxoff": True, "rtscts": True}, "not both"),
+        ({"url": "socket://host:1", "rs485": Rs485()}, "rs485 is for a serial port"),
+        ({"rs485": Rs485(), "rtscts": True}, "rs485 and rtscts cannot go together"),
         ({"url": "socket://host"}, "is not socket://host:port"),
         ({"url": "socket://host:99999"}, "bad port"),
         ({"url": ""}, "URL is empty"),

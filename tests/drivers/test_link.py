@@ -14,6 +14,7 @@ from drivers.link import (
     BadFrame,
     Frame,
     FrameDecoder,
+    Noise,
     crc16,
     encode_frame,
     next_seq,
@@ -202,6 +203,34 @@ def test_garbage_outside_frames_is_discarded_and_counted() -> None:
     assert [i.body for i in items if isinstance(i, Frame)] == ["ACK,1", "QUERY,0"]
     assert len(items) == 2
     assert decoder.discarded == len(b"\x00\xffnoise\r\n") + len(b"more\n") + len(b"tail")
+
+
+def test_noise_is_told_as_it_was_discarded_once_each() -> None:
+    decoder = FrameDecoder()
+    assert decoder.take_noise() is None
+    decoder.feed(b"\x00\xffnoise\r\n$ACK,1*D7D0\r\nmo")
+    decoder.feed(b"re\n$QUERY,0*8F46\r\n")
+    assert decoder.take_noise() == Noise(raw=b"\x00\xffnoise\r\nmore\n", size=14)
+    assert decoder.take_noise() is None  # told once
+    decoder.feed(b"$ACK,1*D7D0\r\n")
+    assert decoder.take_noise() is None  # frames alone are no noise
+
+
+def test_noise_kept_is_bounded_and_counted_in_full() -> None:
+    decoder = FrameDecoder()
+    for _ in range(100):
+        decoder.feed(bytes(range(1, 36)) * 10)  # no '$' (0x24): noise only
+    noise = decoder.take_noise()
+    assert noise is not None
+    assert noise.size == 35_000 == decoder.discarded
+    assert noise.raw == (bytes(range(1, 36)) * 10)[: MAX_LINE + 1]
+
+
+def test_the_tail_of_an_oversize_line_is_no_noise() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(b"$" + b"A" * 1000 + b"\r\n$ACK,1*D7D0\r\n")
+    assert decoder.discarded > 0
+    assert decoder.take_noise() is None  # its bad frame was reported
 
 
 def test_reset_drops_a_partial_frame() -> None:

@@ -369,6 +369,11 @@ class Table:
     table_id: str = field(default="")
     mqtt_login: tuple[str, Path] | None = None
     """The daemon's ``[mqtt] username`` and ``password_file``, if the broker wants them."""
+    device_port: str = ""
+    """The device section's ``port`` (default: ``link``, the simulator's pty; a device
+    server's ``socket://`` or ``rfc2217://`` URL in front of it)."""
+    device_settings: str = ""
+    """More lines of the device section (``silence_timeout = 3.0``)."""
     recorder: Recorder = field(init=False)
     sim: Sim | None = field(default=None, init=False)
     daemon: Daemon | None = field(default=None, init=False)
@@ -412,8 +417,8 @@ class Table:
         """The configuration: short reconnect delays so a test never waits long."""
         return (
             f'[table]\nid = "{self.table_id}"\ngame = "{self.game}"\n\n'
-            f'[{self.device}]\nport = "{self.link}"\n'
-            "reconnect_initial = 0.05\nreconnect_max = 0.2\n\n"
+            f'[{self.device}]\nport = "{self.device_port or self.link}"\n'
+            f"reconnect_initial = 0.05\nreconnect_max = 0.2\n{self.device_settings}\n"
             f'[mqtt]\nhost = "{self.broker.host}"\nport = {self.broker.port}\n'
             f'prefix = "{PREFIX}"\nreconnect_initial = 0.05\nreconnect_max = 0.3\n'
             + self._login_lines()
@@ -486,11 +491,13 @@ class Table:
         wait: bool = True,
         debug: bool = False,
         ack_timeout: float | None = None,
+        baud: int | None = None,
     ) -> Sim:
         """A new ``lammer-sim`` at the table's ``--link`` playing ``script`` (the previous
         one is stopped first: an unplug). ``mode`` is the shuffler's game (default: the
         table's). With ``wait``, returns once every frame is acknowledged; with ``debug``
-        the simulator logs every transmission (``Sim.retransmitted``)."""
+        the simulator logs every transmission (``Sim.retransmitted``); with ``baud`` its pty
+        is a line at that rate (``lammer-sim --baud``)."""
         if self.sim is not None:
             await self.stop_sim()
         n = len(self.sims) + 1
@@ -509,6 +516,8 @@ class Table:
             argv += ["--log-level", "debug"]
         if ack_timeout is not None:
             argv += ["--ack-timeout", str(ack_timeout)]
+        if baud is not None:
+            argv += ["--baud", str(baud)]
         out, err = self.workdir / f"sim-{n}.out", self.workdir / f"sim-{n}.err"
         sim = Sim(_spawn(argv, out, err), out, err)
         self.sim = sim

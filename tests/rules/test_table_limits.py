@@ -23,10 +23,13 @@ from rules.events import (
     ClockJumped,
     CoverAllResult,
     DeviceConnected,
+    DeviceDisconnected,
+    DeviceHello,
     DeviceStatus,
     DiceRolled,
     HandDealt,
     ModeReported,
+    NoiseSeen,
     Outcome,
     RollCheck,
     RollDecided,
@@ -65,6 +68,7 @@ def craps_table() -> TableState:
 
 
 BAD = BadFrameSeen(device="dice_reader")
+NOISE = NoiseSeen(device="dice_reader")
 
 # --- LINK_ERRORS ---------------------------------------------------------------------
 
@@ -166,6 +170,75 @@ def test_link_errors_stop_no_payout() -> None:
     assert {"LINK_ERRORS", "ROLL_BACKLOG", "DEVICE_FAULT_OTHER"}.isdisjoint(PAYOUT_ALARMS)
 
 
+def test_noise_six_times_without_a_good_frame_between_raises_link_errors() -> None:
+    # A line at the wrong baud rate: every transmission arrives as bytes outside any frame,
+    # no bad frame to NAK, no good frame; the device resends (link-layer.md) for ever.
+    state, out = apply_at(craps_table(), *((0.5 * i, NOISE) for i in range(5)))
+    assert out == []
+    assert alarm(state, "LINK_ERRORS") is None
+    state, out = apply_at(state, (4.5, NOISE))
+    assert [o.code for o in out if isinstance(o, AlarmRaised)] == ["LINK_ERRORS"]
+    raised = alarm(state, "LINK_ERRORS")
+    assert raised is not None
+    assert (raised.device, raised.since) == ("dice_reader", at(4.5))
+    assert raised.message == (
+        "the dice reader sent 6 times in a row bytes outside any frame (noise) and no good "
+        "frame between: check the baud rate and port settings of the device, of any device "
+        "server and of the table's configuration, and the cable; clears after 60 s without "
+        "noise or a bad frame"
+    )
+
+
+def test_a_good_frame_ends_a_run_of_noise_and_bad_frames_neither_end_nor_count() -> None:
+    roll = DiceRolled(roll_id=1, dice=(2, 3))
+    state, out = apply_at(
+        craps_table(), *((0.1 * i, NOISE) for i in range(5)), (1, roll), (1.1, NOISE)
+    )
+    state, more = apply_at(state, *((2 + 0.1 * i, NOISE) for i in range(4)))
+    assert alarm(state, "LINK_ERRORS") is None
+    assert [o for o in out + more if isinstance(o, AlarmRaised)] == []
+    # A bad frame (NAKed) is the rate rule's: it neither ends the run nor adds to it.
+    state, out = apply_at(state, (3, BAD), (3.1, NOISE))
+    assert [o.code for o in out if isinstance(o, AlarmRaised)] == ["LINK_ERRORS"]
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        DeviceConnected(device="dice_reader"),
+        DeviceDisconnected(device="dice_reader", reason="port lost"),
+        DeviceHello(device="dice_reader", model="DICE-SIM", firmware="1.0.0", serial="DR0042"),
+        DeviceStatus(device="dice_reader", code="READY", text=""),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_a_new_connection_or_any_good_frame_ends_a_run_of_noise(event: TableEvent) -> None:
+    state, _ = apply_at(craps_table(), *((0.1 * i, NOISE) for i in range(5)), (1, event))
+    state, out = apply_at(state, *((2 + 0.1 * i, NOISE) for i in range(5)))
+    assert out == []
+    assert alarm(state, "LINK_ERRORS") is None
+
+
+def test_noise_keeps_link_errors_raised_and_it_clears_sixty_seconds_after_the_last() -> None:
+    state = flooded()
+    state, out = apply_at(state, *((10 + 2 * i, NOISE) for i in range(10)))  # to 28 s
+    assert out == []
+    state, out = apply_at(state, (88, TimePassed()))
+    assert out == []  # 60 s after the last noise, within the step kept: not yet
+    state, out = apply_at(state, (89.5, TimePassed()))
+    assert out == [AlarmCleared(code="LINK_ERRORS", device="dice_reader")]
+    # noise raised it, noise alone: the same rule clears it
+    state, _ = apply_at(state, *((100 + i, NOISE) for i in range(6)))
+    assert alarm(state, "LINK_ERRORS") is not None
+    state, out = apply_at(state, (166.5, TimePassed()))
+    assert out == [AlarmCleared(code="LINK_ERRORS", device="dice_reader")]
+
+
+def test_noise_at_a_table_without_that_device_is_unexpected() -> None:
+    _, out = apply_at(craps_table(), (1, NoiseSeen(device="shuffler")))
+    assert [o.code for o in out if isinstance(o, AlarmRaised)] == ["UNEXPECTED_FRAME"]
+
+
 # --- replay: what the daemon journals rebuilds the same table -------------------------
 
 _timed_events = st.lists(
@@ -178,7 +251,7 @@ _timed_events = st.lists(
             st.floats(50, 70),
             st.floats(-30, 0),
         ),
-        st.sampled_from(["bad", "bad", "bad", "tick", "roll", "check", "decide"]),
+        st.sampled_from(["bad", "bad", "bad", "noise", "noise", "tick", "roll", "check", "decide"]),
     ),
     max_size=120,
 )
@@ -200,6 +273,8 @@ def test_replaying_only_what_changed_the_table_rebuilds_it_exactly(
         event: TableEvent
         if kind == "bad":
             event = BAD
+        elif kind == "noise":
+            event = NOISE
         elif kind == "tick":
             event = TimePassed()
         elif kind == "decide":
@@ -214,7 +289,7 @@ def test_replaying_only_what_changed_the_table_rebuilds_it_exactly(
             else:
                 event = RollCheck(roll_id=roll_id, dice=(2, 3), reason="ON_CHIPS")
         new, out = table.apply(live, event, at=now)
-        if isinstance(event, BadFrameSeen | TimePassed) and new == live:
+        if isinstance(event, BadFrameSeen | NoiseSeen | TimePassed) and new == live:
             assert out == ()  # not journaled: it must have changed nothing
         else:
             journal.append((now, event))
