@@ -27,7 +27,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 
-from tests.display.conftest import AuthBroker, WebServer, shoot, start_web, stop_web
+from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot, start_web, stop_web
 from tests.display.deals import ROYAL, STRAIGHT_FLUSH, deal
 from tests.display.test_browser import BJ_888_SUITED, WAIT
 from tests.display.test_layouts import PLAYER_REGIONS, SIZES, check_regions, measure
@@ -524,3 +524,39 @@ async def test_payouts_paused_is_as_large_as_a_pay_at_every_size(
             check_regions(await measure(kiosk, ["#top", "#banner", "#main"]), width, height)
     finally:
         await table.close()
+
+
+async def test_the_craps_result_shows_what_this_roll_did_and_no_other_s_win(
+    web: WebServer, make_table: MakeTable, kiosk: Page
+) -> None:
+    table = make_table("CRAPS")
+    await kiosk.goto(f"{web.url}/table/{table.table_id}")
+    last = kiosk.locator("#lastroll")
+    wins = kiosk.locator("#round .line.win")
+    # Roll 405 completes All Small: its win, under it.
+    await table.start("ROLL,401,1,1\nROLL,402,1,2\nROLL,403,2,2\nROLL,404,2,3\nROLL,405,3,3\n")
+    await expect(last).to_have_attribute("data-roll", "405", timeout=WAIT)
+    await expect(wins).to_have_text(["All Small wins 34 to 1"])
+    # Roll 406 wins nothing: nothing under it; the win is 405's, on its row of the series.
+    await table.start_sim("ROLL,406,5,5\n")
+    await expect(last).to_have_attribute("data-roll", "406", timeout=WAIT)
+    await expect(wins).to_have_count(0)
+    await expect(kiosk.locator("#round")).not_to_contain_text("wins")
+    await expect(kiosk.locator('#history-table tr[data-roll="405"]')).to_contain_text(
+        "All Small wins"
+    )
+    # A seven: it ended the series and won nothing.
+    await table.start_sim("ROLL,407,3,4\n")
+    await expect(last).to_have_attribute("data-roll", "407", timeout=WAIT)
+    await expect(kiosk.locator("#lastroll .roll-total")).to_have_text("7")
+    await expect(wins).to_have_count(0)
+    await expect(kiosk.locator("#round")).not_to_contain_text("wins")
+    await expect(kiosk.locator("#history-table tbody tr")).to_have_text(
+        ["No roll yet in this series"]
+    )
+    # A roll being checked has done nothing yet.
+    await table.start_sim("CHECK,408,2,2,ON_CHIPS\n")
+    await expect(last).to_have_attribute("data-status", "pending", timeout=WAIT)
+    await expect(kiosk.locator("#lastroll .roll-total")).to_have_text("Being checked")
+    await expect(wins).to_have_count(0)
+    await expect(kiosk.locator("#round")).not_to_contain_text("wins")
