@@ -480,7 +480,7 @@ async def test_a_chance_reads_as_a_player_reads_it(
         """async () => {
             const m = await import("/static/js/player_text.js");
             return ["1/7", "5/11", "3/20", "4/10", "155/1716", "20049/760760",
-                    "126538525259/24067258815600"].map(m.chanceText);
+                    "126538525259/24067258815600", "4/401"].map(m.chanceText);
         }"""
     )
     assert texts == [
