@@ -1,0 +1,98 @@
+"""The staff's pages fit their screens (issue 29), measured in Debian's Chromium against
+``lammer web``, the real daemons, their simulators and Mosquitto.
+
+The stickperson's terminal at 1024x768, 1280x800 and 1920x1080: the page never scrolls
+sideways, and every decision (Valid, Invalid, Void, Overturn), the CHECK's wait and the
+count of rolls behind it are in view without scrolling, uncovered (the footer included:
+``document.elementFromPoint`` at each one's middle is itself), every control at least
+48x48 CSS px. The pit: the tables that need someone first by default (alarms, then
+offline, then the oldest CHECK), a CHECK's wait always whole, sort controls at least
+24 px tall (axe-core's ``target-size``, WCAG 2.5.8). The reports: words, not codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, expect
+
+from tests.display.conftest import MakeTable, WebServer, shoot
+from tests.display.test_browser import WAIT, login
+from tests.display.test_layouts import SIZES
+
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
+
+IN_VIEW = """(selectors) => selectors.map((sel) => {
+    const el = document.querySelector(sel);
+    if (!el) return {sel, missing: true};
+    const r = el.getBoundingClientRect();
+    const hit = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+    return {sel, left: r.left, top: r.top, right: r.right, bottom: r.bottom,
+            width: r.width, height: r.height,
+            wide: el.scrollWidth > el.clientWidth + 1,
+            covered: !(hit && (el.contains(hit) || hit.contains(el))),
+            coveredBy: hit ? (hit.id || hit.className || hit.tagName) : null};
+})"""
+
+TARGETS = """() => [...document.querySelectorAll(
+    ".stick button, .stick select, .stick input, .stick summary, dialog button, #logout")]
+    .filter((e) => e.getClientRects().length)
+    .map((e) => ({id: e.id || e.textContent, w: e.getBoundingClientRect().width,
+                  h: e.getBoundingClientRect().height}))"""
+
+DECISIONS = ["#valid", "#invalid", "#void", "#overturn"]
+WAITING = ["#pending-since", "#queue-count", "#lastroll"]
+
+
+async def in_view(page: Page, selectors: list[str], width: int, height: int) -> list[str]:
+    """What of ``selectors`` is missing, out of the viewport, too wide or covered."""
+    boxes: list[dict[str, Any]] = await page.evaluate(IN_VIEW, selectors)
+    problems = []
+    for b in boxes:
+        if b.get("missing"):
+            problems.append(f"{b['sel']} missing")
+            continue
+        if b["left"] < -0.5 or b["top"] < -0.5 or b["right"] > width + 0.5:
+            problems.append(f"{b['sel']} out of view: {b}")
+        if b["bottom"] > height + 0.5:
+            problems.append(f"{b['sel']} below the fold: {b}")
+        if b["wide"]:
+            problems.append(f"{b['sel']} cut at the side: {b}")
+        if b["covered"]:
+            problems.append(f"{b['sel']} covered by {b['coveredBy']}")
+    return problems
+
+
+async def test_the_stick_terminal_fits_its_screen_with_every_decision_in_view(
+    web: WebServer, make_table: MakeTable, page: Page
+) -> None:
+    table = make_table("CRAPS")
+    # A CHECK with a hundred rolls behind it: the longest queue line the page writes.
+    script = "ROLL,499,2,3\nCHECK,500,3,3,ON_CHIPS\n" + "".join(
+        f"ROLL,{501 + i},{1 + i % 2},{2 + i % 3}\n" for i in range(100)
+    )
+    await table.start(script)
+    await table.wait_topic("craps/board", lambda b: b["waiting_count"] == 100)
+    await page.set_viewport_size({"width": 1024, "height": 768})
+    await login(page, web, table.table_id)
+    await expect(page.locator("#queue")).to_have_attribute("data-count", "100", timeout=WAIT)
+    for size in ("1024x768", "1280x800", "1920x1080"):
+        width, height = SIZES[size]
+        await page.set_viewport_size({"width": width, "height": height})
+        await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => r(null)))")
+        scroll = await page.evaluate("() => document.documentElement.scrollWidth")
+        assert scroll <= width, f"{size}: the page scrolls sideways ({scroll} px wide)"
+        problems = await in_view(page, DECISIONS + WAITING, width, height)
+        assert not problems, f"{size}:\n" + "\n".join(problems)
+        small = [t for t in await page.evaluate(TARGETS) if t["w"] < 48 or t["h"] < 48]
+        assert not small, f"{size}: controls under 48x48 CSS px: {small}"
+        await shoot(page, f"stick-{size}")
+    # The clause's words beside its select (a select cuts what does not fit it).
+    await expect(page.locator("#clause-words")).to_have_text(
+        "a patron other than the shooter throws the dice"
+    )
+    await page.select_option("#clause", "6")
+    await expect(page.locator("#clause-words")).to_have_text(
+        "the shooter has not placed a pass or don't pass bet"
+    )
