@@ -12,12 +12,16 @@ offline, then the oldest CHECK), a CHECK's wait always whole, sort controls at l
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
+import aiomqtt
 import pytest
 from playwright.async_api import Page, expect
 
-from tests.display.conftest import MakeTable, WebServer, shoot
+from bench.pit_load import floor, publish_floor
+from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot, start_web, stop_web
 from tests.display.test_browser import WAIT, login
 from tests.display.test_layouts import SIZES
 
@@ -96,3 +100,106 @@ async def test_the_stick_terminal_fits_its_screen_with_every_decision_in_view(
     await expect(page.locator("#clause-words")).to_have_text(
         "the shooter has not placed a pass or don't pass bet"
     )
+
+
+ROWS = """() => [...document.querySelectorAll("#pit-list .row:not(.head)")].map((r) => {
+    const check = r.querySelector(".c-check");
+    return {table: r.dataset.table, check: check.textContent,
+            checkCut: check.scrollWidth > check.clientWidth,
+            bottom: r.getBoundingClientRect().bottom};
+})"""
+
+TARGET_SIZE = """async () => {
+    const result = await axe.run(document, {
+        runOnly: {type: "rule", values: ["target-size"]}, resultTypes: ["violations"]});
+    return result.violations.flatMap((v) => v.nodes.map((n) => ({
+        target: n.target.join(" "), summary: n.failureSummary,
+        rowLink: Boolean(document.querySelector(n.target.join(" "))
+            && document.querySelector(n.target.join(" ")).matches(".pit-list .c-table a")),
+    })));
+}"""
+
+
+async def test_the_pit_puts_what_needs_someone_first_with_each_check_s_wait_whole(
+    tmp_path: Path, page: Page
+) -> None:
+    broker = AuthBroker(tmp_path / "broker")
+    broker.workdir.mkdir()
+    broker.start()
+    web = None
+    try:
+        sims = floor(200)
+        password = (broker.credentials / "daemon").read_text().strip()
+        async with aiomqtt.Client(
+            broker.host, broker.port, username="daemon", password=password
+        ) as client:
+            await publish_floor(client, "lammer", sims)
+        web = start_web(tmp_path, broker)
+        await page.set_viewport_size({"width": 1920, "height": 1080})
+        await page.goto(f"{web.url}/pit")
+        await expect(page.locator("#pit-list .row:not(.head)")).to_have_count(200, timeout=WAIT)
+        rows = await page.evaluate(ROWS)
+
+        # By default, what needs someone first: the tables with an alarm (the oldest
+        # first), then those offline, then those with a CHECK waiting (the oldest first),
+        # then the rest by id.
+        alarmed = sorted(
+            (s for s in sims if s.alarmed and s.game != "CRAPS"), key=lambda s: (s.since, s.table)
+        )
+        offline = {s.table for s in sims if s.offline} - {s.table for s in alarmed}
+        checks = sorted(
+            (s for s in sims if s.game == "CRAPS" and not s.offline),
+            key=lambda s: (s.check_since, s.table),
+        )
+        named = {s.table for s in alarmed} | offline | {s.table for s in checks}
+        rest = sorted(s.table for s in sims if s.table not in named)
+        order = [r["table"] for r in rows]
+        a, o, c = len(alarmed), len(offline), len(checks)
+        assert order[:a] == [s.table for s in alarmed]
+        assert set(order[a : a + o]) == offline
+        assert order[a + o : a + o + c] == [s.table for s in checks]
+        assert order[a + o + c :] == rest
+        await expect(page.locator("#sort-attention")).to_have_attribute("aria-pressed", "true")
+        # Every row on the one screen, the ones that need someone included.
+        lowest = max(r["bottom"] for r in rows)
+        assert lowest <= 1080, f"a row below the screen: {lowest}"
+
+        # A CHECK's wait first, never cut: "3 min · roll 1".
+        waits = [r for r in rows if r["check"]]
+        assert len(waits) == sum(1 for s in sims if s.game == "CRAPS")
+        for r in waits:
+            assert re.fullmatch(r"\d+ (s|min) · roll 1", r["check"]), r
+            assert not r["checkCut"], f"the CHECK cell is cut: {r}"
+        await shoot(page, "pit-200-1920x1080")
+
+        # The sort controls are 24 px tall: axe-core's target-size finds only the rows'
+        # table links (a row is 15 px: 200 on one screen), each of which the cards view
+        # gives at full size (WCAG 2.5.8's "equivalent" exception), where it finds none.
+        heights = await page.locator("button.sort").evaluate_all(
+            "els => els.filter((e) => e.getClientRects().length)"
+            ".map((e) => e.getBoundingClientRect().height)"
+        )
+        assert heights
+        assert min(heights) >= 24, heights
+        await page.add_script_tag(url="/static/vendor/axe.min.js")
+        found = await page.evaluate(TARGET_SIZE)
+        assert [f for f in found if not f["rowLink"]] == []
+        await page.goto(f"{web.url}/pit?view=cards")
+        await expect(page.locator(".tablecard")).to_have_count(200, timeout=WAIT)
+        for s in sims:
+            await expect(page.locator(f'.tablecard a[href="/pit/{s.table}"]')).to_have_count(1)
+        await page.add_script_tag(url="/static/vendor/axe.min.js")
+        assert await page.evaluate(TARGET_SIZE) == []
+
+        # The README's ?sort=alarms&dir=desc: the alarmed tables first (newest first), the
+        # others after them whichever the direction.
+        await page.goto(f"{web.url}/pit?sort=alarms&dir=desc")
+        await expect(page.locator("#pit-list .row:not(.head)")).to_have_count(200, timeout=WAIT)
+        newest = [r["table"] for r in await page.evaluate(ROWS)][:a]
+        assert newest == [
+            s.table for s in sorted(alarmed, key=lambda s: (-s.since.timestamp(), s.table))
+        ]
+    finally:
+        if web is not None:
+            stop_web(web)
+        broker.stop()
