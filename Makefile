@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lammer-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test demo lint typecheck bench mutate schemas setup system-deps clean
+.PHONY: test check demo lint typecheck bench mutate schemas docs setup system-deps clean
 
 setup: system-deps $(STAMP)
 
@@ -86,26 +86,45 @@ test: setup
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
+# The quick tier for the edit-test loop (under a minute on 2 cores): lint, types, the import
+# contracts and the tests that need no broker, browser, cluster or database and take under half
+# a second of CPU each. Under LAMMER_QUICK=1 a test that starts a service itself fails with a
+# sentence, and the summary names any test over the CPU budget (tests/conftest.py).
+QUICK := not service and not heavy and not slow and not exhaustive
+
+check: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+	LAMMER_QUICK=1 $(BIN)/pytest -q -n $(TEST_WORKERS) -m "$(QUICK)"
+
 demo: setup
 	$(BIN)/lammer demo
 
 # What is generated from the MQTT contract (the package contract/): the JSON Schemas in
-# docs/schemas/, the tables of docs/mqtt.md and the browser's js/contract.js
+# docs/schemas/, the tables of docs/reference/mqtt.md and the browser's js/contract.js
 # (tests/contract/test_schemas.py, test_docs.py and test_esmodule.py fail when stale).
 schemas: setup
 	$(BIN)/python -m contract.schemas docs/schemas
-	$(BIN)/python -m contract.docs docs/mqtt.md
+	$(BIN)/python -m contract.docs docs/reference/mqtt.md
 	$(BIN)/python -m contract.esmodule .
+
+# The documentation site (mkdocs.yml): docs/ built into site/, strict (a broken link or a page
+# missing from the navigation fails it), offline (no web font, no CDN: it opens from the file
+# system, site/index.html, or behind any web server as it is).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: setup
 	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 # Mutation testing of the money and durability paths, each module against the test files
-# that cover it (bench/mutate.py; scores and equivalent mutants in docs/mutation.md). Not part
-# of `make test`; it runs at the lowest priority and takes long (docs/mutation.md, Scores).
+# that cover it (bench/mutate.py; scores and equivalent mutants in docs/developers/mutation.md).
+# Not part of `make test`; it runs at the lowest priority and takes long (its Scores).
 # MODULES=rules/craps.py runs some of them.
 mutate: setup
 	nice -n 19 $(BIN)/python bench/mutate.py $(MODULES)
 
 clean:
-	rm -rf .mutants mutants $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf .mutants mutants site $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

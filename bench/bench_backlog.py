@@ -1,5 +1,5 @@
-"""Rolls behind a pending CHECK (bench/README.md "Roll backlog"): what 10^5 rolls waiting
-behind one pending roll cost the rules, in time and memory.
+"""Rolls behind a pending CHECK (docs/developers/benchmarks.md "Roll backlog"): what 10^5
+rolls waiting behind one pending roll cost the rules, in time and memory.
 
 The table machine itself (``rules.table.apply``, what the daemon calls for every frame):
 a ``CHECK`` that waits for the stickperson, then ``--rolls`` ``ROLL``s behind it

@@ -1,6 +1,6 @@
-"""Daemon end to end (bench/README.md, speed and footprint goals): latency from a device
-frame to the display's message, beside the broker's own floor; the daemon's idle CPU and its
-memory.
+"""Daemon end to end (docs/developers/benchmarks.md, speed and footprint goals): latency
+from a device frame to the display's message, beside the broker's own floor; the daemon's
+idle CPU and its memory.
 
 Everything is real: a private Mosquitto on a free port (its own config, ``set_tcp_nodelay
 true``), a pty whose master side this benchmark drives as the dice reader, and the daemon
@@ -66,10 +66,10 @@ BASE: Final = f"{PREFIX}/{TABLE}"
 FLOOR_TOPIC: Final = "lammer-bench-floor/echo"
 RETRANSMIT_AFTER: Final = 0.5  # link-layer.md: no ACK within 500 ms -> send the frame again
 EVENT_TIMEOUT: Final = 15.0  # a message that takes this long means something broke
-GOAL_OVER_FLOOR_MS: Final = 5.0  # bench/README.md: p99 within 5 ms of the floor
-GOAL_RSS_MB: Final = 80.0  # bench/README.md: memory under 80 MB
-GOAL_P50_OVER_FLOOR_MS: Final = 0.5  # bench/README.md: p50 within 0.5 ms of the floor (tmpfs)
-GOAL_CPU_MS: Final = 0.4  # bench/README.md: CPU per frame at info logging
+GOAL_OVER_FLOOR_MS: Final = 5.0  # docs/developers/benchmarks.md: p99 within 5 ms of the floor
+GOAL_RSS_MB: Final = 80.0  # docs/developers/benchmarks.md: memory under 80 MB
+GOAL_P50_OVER_FLOOR_MS: Final = 0.5  # benchmarks.md: p50 within 0.5 ms of the floor (tmpfs)
+GOAL_CPU_MS: Final = 0.4  # docs/developers/benchmarks.md: CPU per frame at info logging
 
 
 class BenchError(Exception):

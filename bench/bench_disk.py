@@ -1,5 +1,5 @@
-"""How much disk a table's journal takes (bench/README.md "Journal size", README "How much
-disk a table needs").
+"""How much disk a table's journal takes (docs/developers/benchmarks.md "Journal size",
+docs/operators/journal-and-disk.md).
 
 Real parts: a private Mosquitto, ``lammer-sim`` playing ``--rolls`` craps rolls (and
 ``--rounds`` rounds of each card game) without pauses on a pty, ``lammer run`` journaling

@@ -1,6 +1,6 @@
-"""The first Cover All round after a start (bench/README.md "First round after a start"):
-how long the daemon takes to ACK each frame of the first Ultimate Texas Hold'em round, and
-of the second, beside link-layer.md's 250 ms.
+"""The first Cover All round after a start (docs/developers/benchmarks.md "First round after
+a start"): how long the daemon takes to ACK each frame of the first Ultimate Texas Hold'em
+round, and of the second, beside link-layer.md's 250 ms.
 
 Everything real: a private Mosquitto, the daemon as a subprocess (``lammer run`` for an
 UTH table on a pty, a fresh journal each start), and this benchmark as the shuffler on the

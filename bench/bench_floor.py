@@ -1,6 +1,6 @@
-"""The casino floor (bench/README.md, "The floor"): a 3-node nats-server cluster on this
-machine, configured by ``lammer floor-config``, and table controllers bridged to it by
-``lammer broker-config --bridge``. Three figures, each its own part:
+"""The casino floor (docs/developers/benchmarks.md, "The floor"): a 3-node nats-server
+cluster on this machine, configured by ``lammer floor-config``, and table controllers
+bridged to it by ``lammer broker-config --bridge``. Three figures, each its own part:
 
 * **Latency** (``--latency N``): one real craps table (its Mosquitto with the floor
   bridge, its daemon on a pty driven here as the dice reader, as ``bench_daemon.py``

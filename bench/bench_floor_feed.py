@@ -1,4 +1,4 @@
-"""The floor after the gap fill (bench/README.md, "After the gap fill"): what every
+"""The floor after the gap fill (docs/developers/benchmarks.md, "After the gap fill"): what every
 subscriber reading through ``contract.feed`` is given over node kills, with real tables.
 
 Each run is the floor test's scenario (tests/integration/test_floor.py) without its

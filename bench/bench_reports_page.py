@@ -9,7 +9,7 @@ the page's longest span (all D days, at most 31): ``records.reports.build`` alon
 for: a connection of its own, the same build, then the JSON and each table's chart rows with
 their 95 % band), medians of 3, and the size of the JSON sent.
 
-Figures only, never assertions (bench/README.md, "The floor's records").
+Figures only, never assertions (docs/developers/benchmarks.md, "The floor's records").
 """
 
 from __future__ import annotations

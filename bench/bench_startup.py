@@ -1,4 +1,4 @@
-"""Start-up time against the journal's age (bench/README.md, "A journal that lasts for
+"""Start-up time against the journal's age (docs/developers/benchmarks.md, "A journal that lasts for
 years"): from ``lammer run`` starting to ``availability`` ``online`` at a subscriber, with a
 journal of 0, 1 M and 10 M records, side by side in one run.
 

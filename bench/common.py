@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 
 def machine() -> str:
-    """One line naming the machine, for bench/README.md."""
+    """One line naming the machine, for docs/developers/benchmarks.md."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:

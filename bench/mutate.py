@@ -17,8 +17,8 @@ only the tests that reached the mutated function. Two consequences, both handled
   package, so such a change can never land.
 
 The score of a module is caught / (mutants - equivalent). Equivalent mutants are listed, each
-with its reason, in ``docs/mutation.md`` (lines ``- `name`: reason``); a listed name that no
-longer survives is reported as stale. The run fails when a module misses its goal.
+with its reason, in ``docs/developers/mutation.md`` (lines ``- `name`: reason``); a listed
+name that no longer survives is reported as stale. The run fails when a module misses its goal.
 
     .venv/bin/python bench/mutate.py                  # every module
     .venv/bin/python bench/mutate.py rules/craps.py   # some
@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutants"
-DOC = ROOT / "docs" / "mutation.md"
+DOC = ROOT / "docs" / "developers" / "mutation.md"
 BIN = Path(sys.executable).parent
 
 MODULES: dict[str, tuple[str, ...]] = {
@@ -113,7 +113,7 @@ class Result:
 
 
 def equivalents() -> dict[str, str]:
-    """The mutants docs/mutation.md lists as equivalent, with their reasons."""
+    """The mutants docs/developers/mutation.md lists as equivalent, with their reasons."""
     found: dict[str, str] = {}
     for line in DOC.read_text(encoding="utf-8").splitlines():
         if m := _EQUIVALENT.match(line):
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     listed = {n for n in known if any(n.startswith(_dotted(r.module) + ".") for r in results)}
     stale = sorted(listed - {n for r in results for n in r.equivalent})
     for name in stale:
-        print(f"# STALE equivalent in docs/mutation.md (not a surviving mutant now): {name}")
+        print(f"# STALE equivalent in {DOC.relative_to(ROOT)} (not a surviving mutant now): {name}")
     print("\n| module | mutants | caught | equivalent | survived | score | goal | time |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:

@@ -225,7 +225,7 @@ def cover_all_report(
         "Pays are to 1 on the highest hand at the table only (Cover All Bonus rule (6)).",
         "Columns of 1 or 2 hands are exact (fractions in lowest terms); with 3 or more, the",
         "first two orders of inclusion-exclusion over the hands are exact and the rest is",
-        "simulated (docs/cover-all-par-sheet.md says how).",
+        "simulated (docs/auditors/cover-all-par-sheet.md says how).",
     ]
     return "\n".join(lines) + "\n"
 

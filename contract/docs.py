@@ -1,7 +1,7 @@
-"""The tables of ``docs/mqtt.md``, generated from the contract's declarations.
+"""The tables of ``docs/reference/mqtt.md``, generated from the contract's declarations.
 
-``docs/mqtt.md`` is prose a person writes around tables the contract writes: each table
-stands between two markers::
+``docs/reference/mqtt.md`` is prose a person writes around tables the contract writes: each
+table stands between two markers::
 
     <!-- contract: state -->
     | field | |
@@ -10,8 +10,8 @@ stands between two markers::
 
 ``tables()`` gives the text of every table by name (``published``: the topic table; a
 topic: its fields; ``requests``: the requests); ``update(text)`` puts them between their
-markers, and ``python -m contract.docs docs/mqtt.md`` (``make schemas``) writes the file.
-A test fails when the file is stale. A field's row is its ``description``, its values
+markers, and ``python -m contract.docs docs/reference/mqtt.md`` (``make schemas``) writes the
+file. A test fails when the file is stale. A field's row is its ``description``, its values
 where it has a closed set, and ``(1.1)`` or ``(**added**)`` after a field the spec's 1.1
 or lammer added.
 """
@@ -151,7 +151,7 @@ def _first_paragraph(docstring: str) -> str:
 
 
 def tables() -> dict[str, str]:
-    """Every generated table of docs/mqtt.md by marker name: ``published``, ``requests``,
+    """Every generated table of docs/reference/mqtt.md by marker name: ``published``, ``requests``,
     and one per topic (``state``, ``craps/board``, ``response``)."""
     out = {"published": _published(), "requests": _requests()}
     for topic, (model, _) in TOPICS.items():
@@ -161,7 +161,7 @@ def tables() -> dict[str, str]:
 
 
 def update(text: str) -> str:
-    """``text`` (docs/mqtt.md) with every marked table as the contract declares it.
+    """``text`` (docs/reference/mqtt.md) with every marked table as the contract declares it.
 
     Raises ``KeyError`` for a marker naming no table, ``ValueError`` when a table has no
     marker (the document would not name a topic)."""
@@ -176,7 +176,7 @@ def update(text: str) -> str:
     result = _MARKER.sub(replace, text)
     missing = sorted(set(generated) - seen)
     if missing:
-        raise ValueError(f"docs/mqtt.md has no marker for {missing}")
+        raise ValueError(f"docs/reference/mqtt.md has no marker for {missing}")
     return result
 
 
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m contract.docs FILE``: write the tables into FILE, say if it changed."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m contract.docs docs/mqtt.md", file=sys.stderr)
+        print("usage: python -m contract.docs docs/reference/mqtt.md", file=sys.stderr)
         return 2
     path = Path(args[0])
     text = path.read_text(encoding="utf-8")

@@ -36,7 +36,7 @@ def module_text() -> str:
         "// Generated from the Python package `contract` by `make schemas`"
         " (python -m contract.esmodule).\n"
         "// Do not edit: tests/contract/test_esmodule.py fails when this file is stale.\n",
-        _const("CONTRACT_VERSION", CONTRACT_VERSION, "The MQTT contract (docs/mqtt.md)."),
+        _const("CONTRACT_VERSION", CONTRACT_VERSION, "The MQTT contract (docs/reference/mqtt.md)."),
         _const(
             "TOPICS",
             {topic: {"retained": retained} for topic, (_, retained) in TOPICS.items()},

@@ -89,11 +89,12 @@ ANSWER_TOPIC: Final = "response/resend"
 MAX_EARLY: Final = 1024
 """Retained states released before a table's stream started, remembered at most."""
 PROBE_AFTER: Final = 30.0
-"""Seconds a table has released nothing new before the tail probe. Longer than a craps
-table at play is silent (README's journal sizing counts a roll every 20 s, each a roll,
-a board and a state), so play is seldom probed and a slow table at most once between two
-rolls; short enough that a loss at the end of a stream is known within a minute instead
-of at the table's next event (hours at night). It matches ``floor_resend``'s 30 s."""
+"""Seconds a table has released nothing new before the tail probe. Longer than a craps table
+at play is silent (the journal's sizing, docs/operators/journal-and-disk.md, counts a roll
+every 20 s, each a roll, a board and a state), so play is seldom probed and a slow table at
+most once between two rolls; short enough that a loss at the end of a stream is known within
+a minute instead of at the table's next event (hours at night). It matches
+``floor_resend``'s 30 s."""
 PROBE_SPREAD: Final = 15.0
 """Seconds at most added to ``PROBE_AFTER``, a share fixed per feed and table, so that
 the subscribers of one table do not ask in the same second."""

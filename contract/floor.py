@@ -1,4 +1,4 @@
-"""The floor's topics that are part of the contract (README "The casino floor").
+"""The floor's topics that are part of the contract (docs/floor/cluster.md).
 
 A table controller's Mosquitto bridges its tables to the floor cluster; the bridge's own
 state is retained on the floor under ``FLOOR_ROOT``, which the daemon (it republishes what

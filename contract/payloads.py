@@ -10,7 +10,7 @@ consumer (the terminal display, ``lammer web``, the pit, the floor's services) p
 it (``parse``: unknown fields accepted and kept, every value bounded). ``TOPICS`` is the
 one topic table; ``contract.requests`` holds the requests and their responses;
 ``contract.schemas`` and ``contract.docs`` generate ``docs/schemas/``, the tables of
-``docs/mqtt.md`` and the browser's ``contract.js`` from these declarations.
+``docs/reference/mqtt.md`` and the browser's ``contract.js`` from these declarations.
 
 Two layers per topic:
 
@@ -76,7 +76,7 @@ CONTRACT_VERSION: Final = "1.3"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
 lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
 ``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
-``since``; docs/mqtt.md)."""
+``since``; docs/reference/mqtt.md)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -842,7 +842,7 @@ def _nested_fields(cls: type[BaseModel]) -> tuple[str, ...]:
 
 def _unbuilt(model: BaseModel, where: str) -> str | None:
     """Where a built model has a field the declaration lacks or one the builder left
-    unset, or None: ``every listed key is always present`` (docs/mqtt.md) and no other."""
+    unset, or None: ``every listed key is always present`` (docs/reference/mqtt.md) and no other."""
     cls = type(model)
     if model.model_extra:
         return f"{where}{sorted(model.model_extra)[0]}: not a field of {cls.__name__}"
@@ -871,7 +871,7 @@ def built(where: str, body: PayloadModel) -> dict[str, Any]:
     """The JSON of a body a producer built for ``where`` (a topic).
 
     Raises ``ValueError`` for a builder's bug: a field the declaration lacks, or a field
-    the builder left unset (every listed key is always present, docs/mqtt.md).
+    the builder left unset (every listed key is always present, docs/reference/mqtt.md).
     """
     problem = _unbuilt(body, "")
     if problem is not None:

@@ -7,7 +7,7 @@ request is; the daemon (``daemon.requests``) bounds what arrives, parses it with
 turns it into the decision the rules check. A pit terminal or a web server builds its
 requests with the same models, so what it sends is what the table accepts.
 
-Choices where the spec is silent (documented in the README):
+Choices where the spec is silent (documented in docs/auditors/choices.md):
 
 * ``request_id`` may be a string or an integer; it is echoed as it came, null if absent.
 * ``roll_id`` is the dice reader's id, 1 to 999999 (dice-reader-icd.md), as a JSON integer

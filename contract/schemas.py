@@ -61,7 +61,7 @@ def _open_for_additions(node: Any) -> Any:
 
 def _absent_allowed(node: Any) -> Any:
     # A field marked x-absent may be left out (mode of a device that is not the shuffler):
-    # every other key is always present (docs/mqtt.md, Conventions).
+    # every other key is always present (docs/reference/mqtt.md, Conventions).
     if isinstance(node, dict):
         out = {k: _absent_allowed(v) for k, v in node.items()}
         properties = out.get("properties")

@@ -16,10 +16,10 @@ is offline all the same.
 
 **DISK_LOW.** ``GrowthMeter`` measures how fast the journal's files grow (the live segment,
 its WAL and the archive, sampled every ``DISK_CHECK_S``, over the last ``GROWTH_WINDOW_S``),
-never below ``FLOOR_BYTES_PER_HOUR`` (a busy table, measured: README "How much disk a
-table needs"). ``needed_bytes`` is that rate times ``[journal] disk_low_hours``, plus
-the reserve and the WAL's bound; the rules raise ``DISK_LOW`` when the free space is under
-it (``rules.table``).
+never below ``FLOOR_BYTES_PER_HOUR`` (a busy table, measured:
+docs/operators/journal-and-disk.md, "How much disk a table needs"). ``needed_bytes`` is that
+rate times ``[journal] disk_low_hours``, plus the reserve and the WAL's bound; the rules
+raise ``DISK_LOW`` when the free space is under it (``rules.table``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ GROWTH_WINDOW_S: Final = 3600.0
 
 FLOOR_BYTES_PER_HOUR: Final = 1_200_000
 """The growth assumed at least (also before any is measured): a busy card table, a round a
-minute at about 19 KB a round (bench/bench_disk.py; README "How much disk a table needs")."""
+minute at about 19 KB a round (bench/bench_disk.py; docs/operators/journal-and-disk.md)."""
 
 
 def reserve_path(journal: Path) -> Path:

@@ -26,8 +26,8 @@ sent them. What a request does carry is its sender's own claim: ``operator`` (mq
 client can name the stickperson, or a new name for every request (a bucket per name would
 then bound nothing). The only part the broker checks is the topic (its ACL), and every
 request user may publish on the same ``<base>/request/+``. So under a flood a legitimate
-decision is refused busy too, and the stickperson sends it again (README "Operations": a
-flood, and what per-user limiting would need). The broker keeps the flood from everyone
+decision is refused busy too, and the stickperson sends it again (docs/floor/broker.md: a
+flood of requests, and what per-user limiting would need). The broker keeps the flood from everyone
 else (displays do not read requests: ``deploy.broker_config``).
 """
 

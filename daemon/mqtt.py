@@ -58,7 +58,7 @@ Before a request is queued, or even read, the table's gate (``daemon.intake``) d
 whether it is served: past the rate it is refused unread, one a second handed on to be
 answered busy, the rest only counted (a flood costs counts, not records).
 
-The floor (README "The casino floor"): when this controller's Mosquitto bridges its tables
+The floor (docs/floor/cluster.md): when this controller's Mosquitto bridges its tables
 to a floor cluster, the bridge says ``0`` on ``lammer-floor/bridge/<controller>`` the moment
 its connection drops (Mosquitto's notification, also published locally). A floor node may
 acknowledge a QoS 1 message and die before every subscriber has it. A floor subscriber

@@ -9,7 +9,7 @@ request and turns it into a ``Request``: its ``request_id`` (read once) and the
 is it still the latest?) is the rules' check (``rules.errors.DecisionError``), which the
 daemon answers with an error response in the same way. A bad request changes nothing.
 
-Choices where the spec is silent (documented in the README):
+Choices where the spec is silent (documented in docs/auditors/choices.md):
 
 * ``request_id`` may be a string or an integer; it is echoed as it came, null if absent.
 * ``roll_id`` is the dice reader's id, 1 to 999999 (dice-reader-icd.md), as a JSON integer

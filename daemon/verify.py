@@ -37,7 +37,7 @@ The first problem stops the walk (what follows a break cannot be trusted) and is
 segment when ``sqlite_sequence`` was edited as well (the tail has nothing after it to break),
 and, without an HMAC key, a chain rebuilt after an edit by someone who can write the file
 (plain SHA-256 needs no secret; the snapshots catch such an edit only when it changes the
-table's state). README, "The journal", says what the key protects against.
+table's state). docs/auditors/journal.md says what the key protects against.
 
 Exceptions (``JournalFileError``): a journal that is missing or cannot be read, a file that
 is not a lammer journal; the command maps them to exit status 2.

@@ -31,7 +31,7 @@ refuses what cannot be a Mosquitto user name or a safe file value, and every ren
 is read back the way Mosquitto 2.0 reads it and must mean exactly the plan (``read_acl``,
 ``read_conf``, ``read_passwd``) before anything is written.
 
-Choices (also in the README, "Deploying the broker"):
+Choices (also in docs/floor/broker.md):
 
 * The daemons' listener is the ``[mqtt] host`` and ``port`` the configurations share, on
   loopback, plain, with a connection limit of its own (nothing on the network can crowd
@@ -527,7 +527,7 @@ def _users(
             for g in (*readable_grants(t.base), Grant("write", f"{t.base}/request/+"))
         ),
     )
-    # lammer records (README "The floor's records"): reads every table, asks for resends
+    # lammer records (docs/floor/records.md): reads every table, asks for resends
     # (mqtt-api.md 1.3), and publishes the floor's integrity topics; nothing else.
     records = User(
         name=RECORDS,
@@ -1066,7 +1066,7 @@ def render_conf(plan: BrokerPlan, bridge_password: str | None = None) -> str:
     lines = [
         "# Mosquitto for the lammer tables of this controller.",
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and",
-        '# says what it changed). README.md, "Deploying the broker", says how to run it.',
+        "# says what it changed). lammer's docs/floor/broker.md says how to run it.",
         "# Tables:",
         *(f"#   {t.table_id} ({t.config.table.game}) at {t.base}" for t in plan.tables),
     ]

@@ -1,7 +1,7 @@
 """The floor's names, shared by ``lammer broker-config --bridge`` and ``lammer floor-config``.
 
 A table controller's Mosquitto bridges its tables to the floor cluster (nats-server 2.15 with
-its MQTT listener, README "The casino floor"). Both generators must agree on every name
+its MQTT listener, docs/floor/cluster.md). Both generators must agree on every name
 the other one writes, so they live here and nowhere else:
 
 * the controller's name on the floor (``--controller``): letters, digits, ``-`` and ``_``,

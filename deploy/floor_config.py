@@ -80,7 +80,7 @@ DEFAULT_CLIENT_PORT: Final = 4222
 DEFAULT_MONITOR_PORT: Final = 8222
 DEFAULT_DATA_DIR: Final = Path("/var/lib/nats")
 DEFAULT_INSTALL_DIR: Final = Path("/etc/lammer/floor")
-"""Where each node's files are installed (README, "The cluster"): ``nats.conf``,
+"""Where each node's files are installed (docs/floor/cluster.md, "The cluster"): ``nats.conf``,
 ``ca.crt`` and ``floor-<i>/node.crt``, ``floor-<i>/node.key``; the node files name the
 certificates there."""
 TLS_TIMEOUT: Final = 5.0
@@ -584,7 +584,7 @@ _COMMENTS: Final = {
         "may die and nothing acknowledged is lost.",
     ),
     "authorization": (
-        'Who may do what (README, "The casino floor"). MQTT topics are NATS subjects:',
+        "Who may do what (lammer's docs/floor/cluster.md). MQTT topics are NATS subjects:",
         "'/' is '.', '+' is '*', and 'a/b/#' is both 'a.b' and 'a.b.>'. QoS 1 deliveries",
         f"come on {MQTT_DELIVERY}, granted to every user that subscribes.",
     ),
@@ -599,7 +599,7 @@ def render_node(
         f"# nats-server 2.15 configuration of {node.name}, node {node.index} of "
         f"{len(plan.nodes)} of the floor cluster {plan.cluster}.",
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and says",
-        '# what it changed). README.md, "The casino floor", says how to install it.',
+        "# what it changed). lammer's docs/floor/cluster.md says how to install it.",
         "# Controllers:",
         *(
             f"#   {c.declaration.controller}: "

@@ -31,7 +31,7 @@ frame; ``parse_body(body, device=..., sender=...)`` parses a body and raises ``F
 with a specific reason; ``MessageDecoder`` turns bytes into ``Decoded`` or ``BadFrame`` values
 (never raises on input).
 
-Choices where the specs are silent (documented in the README):
+Choices where the specs are silent (documented in docs/auditors/choices.md):
 
 * numbers are canonical decimals (no sign, spaces or leading zeros);
 * every field of a message must be present (``STATUS,5,JAM,`` with an empty text, not

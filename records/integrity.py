@@ -30,7 +30,7 @@ time):
 The threshold (``ALPHA``): a floor must see fewer than one false alarm a year. By the union
 bound the expected number of false alarms is at most (tests a year) x ``ALPHA``:
 
-    tables                    1,000   (the floor's measured capacity, README "The casino floor")
+    tables                    1,000   (the floor's measured capacity, docs/floor/cluster.md)
     evaluations per table     2.19e6  a year: one per result, 250 results an hour, 24 h, 365 d
     tests per evaluation        336   at most: craps' 36 dice outcomes + 11 totals + 6 faces
                                       + 3 all-rows tests = 56 rows, x 3 windows x 2 sides

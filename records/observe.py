@@ -119,7 +119,8 @@ class TableWatch:
             or self.game != p["game"]
             or p["hands"] not in cover_all_columns(p["game"])
         ):
-            return []  # a column the par sheet has not computed: counted nowhere (README)
+            # A column the par sheet has not computed: counted nowhere (docs/auditors/choices.md).
+            return []
         hits = {p["highest"]["hand"]: 1} if p["outcome"] == "win" else {}
         watch.observe("cover_all", day, {p["hands"]: 1}, hits)
         return ["cover_all"]

@@ -1,5 +1,5 @@
-"""What a database administrator does once for the records service (README, "The floor's
-records"): a login role and a database in which that role owns one schema, ``records``,
+"""What a database administrator does once for the records service (docs/floor/records.md,
+"Deployment"): a login role and a database in which that role owns one schema, ``records``,
 and may do nothing else.
 
 The role is not a superuser, creates no database and no role, and cannot create anything

@@ -15,7 +15,7 @@ restart asks for what came meanwhile.
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
 
-Batches (README "The floor's records"). The consumer only orders and checks (the feed
+Batches (docs/floor/records.md). The consumer only orders and checks (the feed
 and ``records.messages``, no I/O) and queues what is to be stored; one writer takes what
 waits, at most ``Settings.batch`` messages, and stores it in one transaction with the
 feed's positions (``Store.write_batch``): the messages that arrived while the previous
@@ -90,7 +90,7 @@ WHERE topic = ANY(%s) ORDER BY table_id, seq
 """
 
 BATCH: Final = 200
-"""Messages a transaction stores at most (README "The floor's records": the figures)."""
+"""Messages a transaction stores at most (docs/floor/records.md: the figures)."""
 
 GAP_REASONS: Final = {
     "gone": "the table's journal no longer holds them",

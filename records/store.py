@@ -10,7 +10,7 @@ from the table's last one, a request as received. ``record_gap`` keeps what a ta
 no longer resend, with its reason; ``keep_positions`` where each table's feed stands.
 
 ``Store.write_batch(items, positions)`` does all of that for many in **one** transaction
-(the service's batches, README "The floor's records"): the messages, the gaps the feed gave
+(the service's batches, docs/floor/records.md): the messages, the gaps the feed gave
 up on (only their seqs not stored, the batch's own messages included) and the feed's
 positions, committed together or not at all. A batch that fails leaves nothing, and
 writing it again is harmless (idempotent by (table, seq)). ``StoreUnreachable`` says the

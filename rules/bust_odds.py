@@ -1,6 +1,6 @@
 """The exact odds of the Bust Bonus wager, by recursion over the shoe, in fractions.
 
-Conventions (the regulation is silent on them; the README lists them):
+Conventions (the regulation is silent on them; docs/auditors/choices.md lists them):
 
 * The shoe is ``decks`` full decks; only the dealer's cards leave it (the players' cards
   are ignored: the dealer's hand is then an unbiased draw from a full shoe).

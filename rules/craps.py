@@ -20,7 +20,7 @@ rolls) and the latest ``RECENT_ROLLS`` roll events (one per roll id), which tell
 on a roll the reader never reported ("unknown roll") from one whose window has closed, and
 a late copy of a roll event from a new roll.
 
-Choices where the specs are silent (documented for the README):
+Choices where the specs are silent (documented in docs/auditors/choices.md):
 
 * **Series.** A series begins at start and after every counted seven, come-out sevens
   included. Betting is open while the current series has no counted roll and no roll is

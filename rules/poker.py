@@ -6,7 +6,7 @@ Three rankings cover the six games:
   exactly five cards; an Ultimate Texas Hold'em hand is the best five of seven.
 * ``FOUR_CARD``: Four Card Poker, the best four of five (players) or six (dealer). Four of a
   kind ranks above a straight flush, three of a kind above a flush, a flush above a straight
-  (the game's own ranking; README "Choices"); A-K-Q-J of one suit is its royal flush, four
+  (the game's own ranking; docs/auditors/choices.md); A-K-Q-J of one suit is its royal flush, four
   aces its top hand.
 * ``THREE_CARD``: Three Card Poker. Straight flush, three of a kind, straight, flush, pair;
   A-K-Q suited is its royal flush.

@@ -7,7 +7,7 @@ Every test fails if it leaves a thread, an asyncio task or a file descriptor beh
 (pymodbus' autouse hygiene fixtures): a daemon that leaks one per reconnect dies in a week.
 
 The suite runs in parallel (pytest-xdist, ``make test``: ``--dist loadgroup``), so a test
-shares nothing with the tests beside it (README, "Tests and benchmarks"):
+shares nothing with the tests beside it (docs/developers/tests.md):
 
 * folders: ``tmp_path`` (a session fixture: ``tmp_path_factory``, per worker); never a
   fixed path;
@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
+import pluggy
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -72,6 +74,34 @@ def _shares_a_fixture(item: pytest.Item) -> bool:
     )
 
 
+# The fixtures that start a broker, a database, a cluster or a browser (directly or through
+# another fixture): a test that uses one is marked ``service`` and stays out of ``make check``.
+SERVICE_FIXTURES = frozenset(
+    {
+        "mosquitto",
+        "mosquitto_private",
+        "auth_broker",
+        "web",
+        "https_web",
+        "browser",
+        "context",
+        "page",
+        "make_table",
+        "postgres",
+        "store_db",
+        "floor",
+    }
+)
+SERVICE_MARKERS = ("service", "integration", "browser")
+
+
+def _needs_a_service(item: pytest.Item) -> bool:
+    """Whether the test needs a broker, browser, cluster or database (``make test`` only)."""
+    if any(item.get_closest_marker(name) for name in SERVICE_MARKERS):
+        return True
+    return bool(SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
 def _start_order(item: pytest.Item) -> int:
     """Slow tests first, then the grouped modules (each a unit of one worker), then the
     rest: the longest pieces start while the short ones fill in around them."""
@@ -87,9 +117,61 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Keep the tests of a module-scoped fixture on one worker, and start the longest
     first (every worker collects the same order: the scheduler hands it out)."""
     for item in items:
+        if _needs_a_service(item) and not item.get_closest_marker("service"):
+            item.add_marker(pytest.mark.service)
         if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     items.sort(key=_start_order)
+
+
+QUICK_CPU_BUDGET = 0.5  # seconds of CPU a test of make check may use (else: mark it heavy)
+
+
+def _cpu_seconds() -> float:
+    """CPU of this process and of the children it has reaped (a command a test ran)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Under make check, how much CPU each test used, carried to the summary."""
+    if os.environ.get("LAMMER_QUICK") != "1":
+        yield
+        return
+    start = _cpu_seconds()
+    item.user_properties.append(("cpu_start", start))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+    """The teardown's report carries the test's CPU (setup, call and teardown)."""
+    outcome = yield
+    if call.when == "teardown" and os.environ.get("LAMMER_QUICK") == "1":
+        start = dict(item.user_properties).get("cpu_start")
+        if isinstance(start, float):
+            outcome.get_result().user_properties.append(("cpu", _cpu_seconds() - start))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under make check, the tests over the quick tier's CPU budget, by name."""
+    if os.environ.get("LAMMER_QUICK") != "1":
+        return
+    over = sorted(
+        (cpu, report.nodeid)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if isinstance(report, pytest.TestReport) and report.when == "teardown"
+        for name, cpu in report.user_properties
+        if name == "cpu" and isinstance(cpu, float) and cpu > QUICK_CPU_BUDGET
+    )
+    if over:
+        terminalreporter.write_sep("-", f"over {QUICK_CPU_BUDGET} s of CPU: mark them heavy")
+        for cpu, nodeid in reversed(over):
+            terminalreporter.write_line(f"{cpu:5.1f} s  {nodeid}")
 
 
 @pytest.fixture(autouse=True)
@@ -130,6 +212,29 @@ def mosquitto_private(tmp_path: Path) -> Iterator[Broker]:
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_tier_starts_no_service() -> Iterator[None]:
+    """Under ``make check`` (``LAMMER_QUICK=1``), a test that starts a broker, a database or a
+    cluster itself, without a fixture of ``SERVICE_FIXTURES``, fails with a sentence saying
+    to mark it ``service``: the quick tier stays quick, and honest about what it left out."""
+    if os.environ.get("LAMMER_QUICK") != "1":
+        yield
+        return
+    from deploy.floor_cluster import FloorCluster
+    from deploy.postgres import Postgres
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        pytest.fail(
+            "this test starts a broker, database or cluster: mark it @pytest.mark.service "
+            "(make check runs only the tests that need none; make test runs them all)"
+        )
+
+    with pytest.MonkeyPatch.context() as patch:
+        for owner in (Broker, Postgres, FloorCluster):
+            patch.setattr(owner, "start", refuse)
+        yield
 
 
 @pytest.fixture(autouse=True)

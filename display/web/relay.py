@@ -5,7 +5,7 @@
   each table's messages in seq order, once), publishes the resend requests the feed asks
   for (``request/resend``: the one topic ``display`` may publish) and pushes what changed to
   the browsers through the ``Hub``. It follows one node at a time and relies on the gap
-  fill for what a failover loses (README, The casino floor: the pit).
+  fill for what a failover loses (docs/floor/screens.md: the pit on the floor).
 * ``Terminal`` is a second connection, as the ``terminal`` user (which may publish only
   ``request/...``): it publishes the stickperson's requests and waits for the daemon's
   answer on ``response/<name>`` (mqtt-api.md "Requests").

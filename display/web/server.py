@@ -179,7 +179,7 @@ class WebState:
     terminal: Terminal
     users: Users
     sessions: Sessions
-    # Login throttles (README "Security of the web server": the guess rate they allow).
+    # Login throttles (docs/floor/screens.md, security: the guess rate they allow).
     # A browser where the user logged in before (its device cookie) is judged by its own
     # count only, so guesses from elsewhere never lock the right person out of a known
     # terminal (OWASP's device cookies against lockout).

@@ -33,6 +33,10 @@ from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, ColumnError, cover_all_columns
 from rules.paytables import cover_all_table as paytable
 
+# make check leaves these out (make test runs them): the tests share cached enumerations
+# (seconds of CPU for whichever test of a worker asks first).
+pytestmark = pytest.mark.heavy
+
 C = math.comb
 
 

@@ -102,6 +102,7 @@ def test_every_five_card_hand_standard_and_best_four_of_five() -> None:
     assert categories(FOUR_CARD, four)["Four Aces"] == 48  # AAAA and any fifth card
 
 
+@pytest.mark.heavy
 def test_random_best_four_of_six_hands() -> None:
     rng = np.random.default_rng(6)
     hands = rng.permuted(np.tile(np.arange(52, dtype=np.uint8), (200_000, 1)), axis=1)[:, :6]
@@ -184,6 +185,7 @@ def test_random_seven_card_hands() -> None:
     assert_same(STANDARD, evaluate_standard7, hands)
 
 
+@pytest.mark.heavy
 @settings(max_examples=200, deadline=None)
 @given(
     st.permutations(range(52)).map(lambda p: p[:7]),

@@ -53,12 +53,13 @@ def test_simulated_columns_meet_the_precision_goal(game: str, column: dict[str, 
 
 
 def test_the_markdown_shows_every_house_edge() -> None:
-    text = (DOCS / "cover-all-par-sheet.md").read_text()
+    text = (DOCS / "auditors" / "cover-all-par-sheet.md").read_text()
     for _, column in COLUMNS:
         assert f"**{column['house_edge'] * 100:.4f} %**" in text
         if column["exact"]:
             assert column["house_edge_fraction"] in text
-    assert "(cover-all-house-edge.png)" in text
+    # The chart is shown on the page: its link resolves to the committed PNG.
+    assert "](../cover-all-house-edge.png)" in text
 
 
 def test_the_chart_carries_the_sheets_figures() -> None:

@@ -47,12 +47,14 @@ def closed_pipe(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
     ],
     ids=" ".join,
 )
+@pytest.mark.heavy
 def test_a_reader_that_went_away_ends_the_command_quietly(args: list[str]) -> None:
     result = closed_pipe([LAMMER, *args])
     assert result.stderr == b""  # no BrokenPipeError traceback, no "Exception ignored"
     assert result.returncode == 141  # 128 + SIGPIPE: the output was cut short
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("args", "first"),
     [

@@ -20,8 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from deploy.broker import free_port
 from tests.conftest import sigint_as_from_a_terminal
+
+# lammer demo starts its own brokers, cluster and web server in child processes.
+pytestmark = pytest.mark.service
 
 LAMMER = str(Path(sys.executable).parent / "lammer")
 

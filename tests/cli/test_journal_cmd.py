@@ -18,6 +18,10 @@ from daemon.segments import archived
 from rules.events import DiceRolled, RollCheck, RollDecided
 from tests.daemon.journals import build, execute, query
 
+# make check leaves these out (make test runs them): each runs `lammer journal`, a new
+# Python each time (about a second of CPU).
+pytestmark = pytest.mark.heavy
+
 LAMMER = Path(sys.executable).with_name("lammer")
 T0 = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
 

@@ -20,6 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+# make check leaves these out (make test runs them): each runs `lammer odds` over an
+# enumeration or a simulation.
+pytestmark = pytest.mark.heavy
+
 LAMMER = str(Path(sys.executable).with_name("lammer"))
 
 

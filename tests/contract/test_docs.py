@@ -1,5 +1,5 @@
-"""docs/mqtt.md's tables are the contract's (contract/docs.py): a field or a topic added to
-the declarations shows in the document, or this test says the file is stale."""
+"""docs/reference/mqtt.md's tables are the contract's (contract/docs.py): a field or a topic
+added to the declarations shows in the document, or this test says the file is stale."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 
 from contract.docs import main, tables, update
 
-MQTT_MD = Path(__file__).resolve().parents[2] / "docs" / "mqtt.md"
+MQTT_MD = Path(__file__).resolve().parents[2] / "docs" / "reference" / "mqtt.md"
 
 
 def test_the_tables_of_docs_mqtt_md_are_up_to_date() -> None:
     text = MQTT_MD.read_text(encoding="utf-8")
-    assert update(text) == text, "docs/mqtt.md is stale: run `make schemas` and commit it"
+    assert update(text) == text, "docs/reference/mqtt.md is stale: run `make schemas` and commit it"
 
 
 def test_a_table_names_every_field_with_its_values_and_its_version() -> None:

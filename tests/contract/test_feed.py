@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -173,6 +174,7 @@ def histories(draw: st.DrawFn) -> tuple[SimTable, list[bytes], set[int]]:
     return table, list(order), {_seq_of(p) for p in sent}
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None)
 @given(histories(), st.booleans())
 def test_any_order_duplicates_and_losses_come_out_once_in_order_or_as_gaps(
@@ -186,6 +188,7 @@ def test_any_order_duplicates_and_losses_come_out_once_in_order_or_as_gaps(
         assert ask.to_seq - ask.from_seq < 1000  # split: 1,000 seqs a request at most
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None)
 @given(histories(), st.booleans())
 def test_with_nothing_after_the_losses_the_tail_probe_finds_them(

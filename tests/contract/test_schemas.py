@@ -51,10 +51,10 @@ def test_writing_again_changes_nothing_and_says_so(
     assert main([]) == 2
 
 
-def test_docs_mqtt_md_names_every_topic_and_every_field() -> None:
-    # docs/mqtt.md is what display teams read: a topic or a field the daemon publishes
+def test_docs_reference_mqtt_md_names_every_topic_and_every_field() -> None:
+    # docs/reference/mqtt.md is what display teams read: a topic or a field the daemon publishes
     # that it does not name is a contract nobody can find.
-    text = (DOCS.parent / "mqtt.md").read_text(encoding="utf-8")
+    text = (DOCS.parent / "reference" / "mqtt.md").read_text(encoding="utf-8")
     for name, schema_text in schema_files().items():
         topic = name.removesuffix(".json")
         if topic.startswith(("response/", "request/")):

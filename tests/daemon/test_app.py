@@ -109,8 +109,8 @@ class _LogStream(io.StringIO):
 
 
 async def test_every_line_the_running_table_logs_names_the_table(tmp_path: Path) -> None:
-    # Every line bound to the table (README, "Logs"); the driver's and the MQTT link's
-    # lines are logged by their own modules, inside the daemon's tasks.
+    # Every line bound to the table (docs/operators/running.md, "Logs"); the driver's and the
+    # MQTT link's lines are logged by their own modules, inside the daemon's tasks.
     stream = _LogStream("open failed", "mqtt broker unreachable")
     configure_logging(fmt="json", level="info", stream=stream)
     config = validate_config(

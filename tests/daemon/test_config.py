@@ -1,4 +1,5 @@
-"""The table configuration (README, "Configuration"), validated with errors naming the key."""
+"""The table configuration (docs/operators/configuration.md), validated with errors naming
+the key."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from drivers.settings import DriverSettings
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "config").glob("*.toml"))
 
-# The README's example, verbatim but for the port; every key operators rely on.
+# The documented example (docs/operators/configuration.md), but for the port; every key
+# operators rely on.
 ISSUE_EXAMPLE = """
 [table]
 id = "t1"

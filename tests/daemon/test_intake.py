@@ -110,7 +110,7 @@ def test_the_busy_answer_says_what_to_do() -> None:
 async def test_a_request_does_not_say_who_published_it(mosquitto: Broker) -> None:
     """What the gate could key a per-user rate on, as the daemon's MQTT 5 link receives it:
     two users' identical requests arrive identical, and a user property naming a user is
-    the sender's claim, delivered as sent (daemon/intake.py, README "Deploying the broker")."""
+    the sender's claim, delivered as sent (daemon/intake.py, docs/floor/broker.md)."""
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
     from paho.mqtt.subscribeoptions import SubscribeOptions

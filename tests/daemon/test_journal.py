@@ -971,6 +971,7 @@ def test_prev_seq_names_the_message_before_across_records_and_a_rotation(tmp_pat
     nxt.close()
 
 
+@pytest.mark.heavy
 def test_the_wal_stays_bounded_while_the_journal_grows(tmp_path: Path) -> None:
     # Issue 20: SQLite's default checkpoint (1000 pages) let the WAL alone reach 4 MB and
     # fill a 3 MB disk. 6 MB of records (and marks) later, the WAL never held more than the

@@ -870,6 +870,7 @@ def make_floor_link(broker: Broker, outbox: FakeOutbox, floor_resend: float) -> 
     )
 
 
+@pytest.mark.service
 async def test_a_floor_bridge_that_drops_gets_the_newest_message_again(tmp_path: Path) -> None:
     # A floor node may acknowledge a message and die before its subscribers have it: a
     # subscriber fills a hole by prev_seq (contract.feed), but a loss at the end of the
@@ -922,6 +923,7 @@ async def test_a_floor_bridge_that_drops_gets_the_newest_message_again(tmp_path:
             assert bytes(fresh.messages[0].payload) == sent[3].payload
 
 
+@pytest.mark.service
 async def test_only_a_message_of_the_window_is_sent_again_and_zero_turns_it_off(
     tmp_path: Path,
 ) -> None:
@@ -954,6 +956,7 @@ async def test_only_a_message_of_the_window_is_sent_again_and_zero_turns_it_off(
             assert off.resent == 0
 
 
+@pytest.mark.service
 async def test_an_acl_without_the_bridge_status_costs_only_the_copies(tmp_path: Path) -> None:
     # An ACL of before the floor (the table's own topics only). Mosquitto 2.0 grants the
     # subscription and delivers nothing on it (a broker that refuses it is logged once):

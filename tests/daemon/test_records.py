@@ -82,6 +82,7 @@ def test_every_event_type_is_registered() -> None:
     assert {events.PayRow, events.HighestHand} <= known  # nested ones too
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("cls", [*EVENT_TYPES, BadFrame], ids=lambda c: c.__name__)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())

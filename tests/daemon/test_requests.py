@@ -195,6 +195,7 @@ FIELDS = st.sampled_from(
 )
 
 
+@pytest.mark.heavy
 @given(st.dictionaries(FIELDS, JSON | st.sampled_from(["valid", "2", 3, "Ann", 17]), max_size=6))
 def test_any_object_gives_a_decision_or_a_request_error(body: dict[str, Any]) -> None:
     payload = json.dumps(body).encode()

@@ -96,6 +96,7 @@ def folder() -> Iterator[Path]:
         yield Path(name)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("game", ["UTH", "BJ", "CRAPS"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=EVENTS, every=st.integers(1, 12), data=st.data())
@@ -178,6 +179,7 @@ def test_a_commit_the_journal_refuses_leaves_the_table_s_memory_as_it_was(folder
     assert [r["roll"] for r in rolls if r["event"] == "device event"] == [1, 2]
 
 
+@pytest.mark.heavy
 def test_a_start_replays_only_what_follows_the_latest_snapshot(folder: Path) -> None:
     config = config_for(folder, "CRAPS", snapshot_every=50)
     with Journal.open(config.journal_path) as journal:

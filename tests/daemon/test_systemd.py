@@ -29,6 +29,8 @@ from tests.integration.harness import LAMMER, Daemon, Table, _spawn
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "systemd" / "lammer@.service"
 RULES = ROOT / "systemd" / "99-lammer.rules"
+INSTALL_DOC = ROOT / "docs" / "operators" / "install.md"
+"""The operators' installation page, whose steps the unit's header repeats."""
 
 
 def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
@@ -196,16 +198,16 @@ def test_systemd_analyze_verify(tmp_path: Path) -> None:
 
 
 def sh_block(text: str, heading: str) -> list[str]:
-    """The commands of the first ``sh`` block after ``heading`` in the README (comments
-    dropped)."""
+    """The commands of the first ``sh`` block after ``heading`` in a page of the docs
+    (comments dropped)."""
     section = text[text.index(heading) :]
     block = section[section.index("```sh\n") + 6 : section.index("```\n", section.index("```sh"))]
     return [normalize(line) for line in block.splitlines() if line.strip()]
 
 
 def install_steps(text: str) -> list[str]:
-    """The commands of the README's installation block (comments dropped)."""
-    return sh_block(text, "### systemd and udev")
+    """The commands of the installation page's block (comments dropped)."""
+    return sh_block(text, "## lammer, its unit and the udev rules")
 
 
 def unit_install_steps(text: str) -> list[str]:
@@ -224,21 +226,21 @@ def unit_install_steps(text: str) -> list[str]:
 
 
 def normalize(command: str) -> str:
-    command = re.sub(r"\s+#.*$", "", command)  # README: a comment
+    command = re.sub(r"\s+#.*$", "", command)  # the docs: a comment
     command = re.sub(r"\s+\([^)]*\)\s*$", "", command)  # unit header: a note
     return " ".join(command.split())
 
 
-def test_the_unit_header_gives_the_readme_install_steps() -> None:
-    readme = install_steps((ROOT / "README.md").read_text())
-    assert unit_install_steps(UNIT.read_text()) == readme
+def test_the_unit_header_gives_the_documented_install_steps() -> None:
+    documented = install_steps(INSTALL_DOC.read_text())
+    assert unit_install_steps(UNIT.read_text()) == documented
     # Created before the first config is copied in; udev told about the new rules.
     creates = next(
-        i for i, c in enumerate(readme) if c.startswith("install -d") and "/etc/lammer" in c
+        i for i, c in enumerate(documented) if c.startswith("install -d") and "/etc/lammer" in c
     )
-    copies = next(i for i, c in enumerate(readme) if c.endswith("/etc/lammer/poker1.toml"))
+    copies = next(i for i, c in enumerate(documented) if c.endswith("/etc/lammer/poker1.toml"))
     assert creates < copies
-    assert any(c.startswith("udevadm control --reload") for c in readme)
+    assert any(c.startswith("udevadm control --reload") for c in documented)
 
 
 def in_root(command: str, root: Path) -> str:
@@ -247,6 +249,7 @@ def in_root(command: str, root: Path) -> str:
     return command.replace("/opt/lammer/bin/lammer", lammer).replace("/etc/", f"{root}/etc/")
 
 
+@pytest.mark.heavy
 def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
     # The steps that touch only files, in a root where /etc has what systemd and udev
     # give it (no /etc/lammer): they ran `cp config/uth.toml /etc/lammer/...` into nothing.
@@ -254,7 +257,7 @@ def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
     for folder in ("etc/systemd/system", "etc/udev/rules.d"):
         (root / folder).mkdir(parents=True)
     system = ("python3 ", "useradd ", "udevadm ", "systemctl ")
-    steps = [in_root(c, root) for c in install_steps((ROOT / "README.md").read_text())]
+    steps = [in_root(c, root) for c in install_steps(INSTALL_DOC.read_text())]
     script = "set -euo pipefail\n" + "\n".join(c for c in steps if not c.startswith(system))
     result = subprocess.run(
         ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
@@ -277,6 +280,7 @@ def unit_commands(
     ]
 
 
+@pytest.mark.heavy
 def test_the_unit_refuses_a_config_of_another_table(
     unit: dict[str, dict[str, list[str]]], tmp_path: Path
 ) -> None:
@@ -387,6 +391,8 @@ async def test_the_daemon_runs_with_no_writable_code(tmp_path: Path, mosquitto: 
 # lammer-web.service: the screens, with the table daemon's hardening
 
 WEB_UNIT = ROOT / "systemd" / "lammer-web.service"
+SCREENS_DOC = ROOT / "docs" / "floor" / "screens.md"
+"""The screens' page, whose lammer-web steps the web unit's header repeats."""
 DEVICE_KEYS = {"DevicePolicy", "DeviceAllow", "SupplementaryGroups", "PrivateDevices"}
 """What the table daemon needs for its serial ports and the screens do not."""
 DAEMON_ONLY = {
@@ -396,8 +402,8 @@ DAEMON_ONLY = {
 
 
 def web_install_steps(text: str) -> list[str]:
-    """The commands of the README's lammer-web block."""
-    return sh_block(text, "### `lammer web` under systemd")
+    """The commands of the screens page's lammer-web block."""
+    return sh_block(text, "## `lammer web` under systemd")
 
 
 def test_the_web_unit_runs_lammer_web_with_the_daemon_s_hardening() -> None:
@@ -420,14 +426,15 @@ def test_the_web_unit_runs_lammer_web_with_the_daemon_s_hardening() -> None:
     assert "SupplementaryGroups" not in web  # no dialout: no serial port
 
 
-def test_the_web_unit_header_gives_the_readme_steps_and_they_work(tmp_path: Path) -> None:
-    readme = web_install_steps((ROOT / "README.md").read_text())
-    assert unit_install_steps(WEB_UNIT.read_text()) == readme
+@pytest.mark.heavy
+def test_the_web_unit_header_gives_the_documented_steps_and_they_work(tmp_path: Path) -> None:
+    documented = web_install_steps(SCREENS_DOC.read_text())
+    assert unit_install_steps(WEB_UNIT.read_text()) == documented
     root = tmp_path / "root"
     (root / "etc" / "systemd" / "system").mkdir(parents=True)
     (root / "etc" / "lammer").mkdir(mode=0o755)
     me = f"{os.getuid()}:{os.getgid()}"
-    steps = [in_root(c, root).replace("lammer:lammer", me) for c in readme]
+    steps = [in_root(c, root).replace("lammer:lammer", me) for c in documented]
     script = "set -euo pipefail\n" + "\n".join(
         c if not c.startswith("/") or " adduser " not in c else f"echo 'a long password' | {c}"
         for c in steps
@@ -467,6 +474,7 @@ def test_systemd_analyze_security_of_the_web_unit(tmp_path: Path) -> None:
     assert float(found.group(1)) <= 1.5  # as lammer@.service
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not _mdwe_supported(), reason="the kernel has no PR_SET_MDWE (Linux 6.3+)")
 def test_lammer_web_serves_and_logs_in_with_no_writable_code(tmp_path: Path) -> None:
     # MemoryDenyWriteExecute=yes for the screens: aiohttp and Argon2id (argon2-cffi) under

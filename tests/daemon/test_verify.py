@@ -84,6 +84,7 @@ def _problem(report: Report) -> tuple[str, int | None, str]:
 # -- intact --------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_an_intact_journal_passes_every_check(journal: Copy) -> None:
     live = journal("plain")
     report = verify_journal(live)
@@ -228,7 +229,7 @@ def test_records_cut_from_the_end_of_the_live_segment(journal: Copy) -> None:
 
 
 def test_a_tail_cut_with_its_sequence_rewritten_is_beyond_the_chain(journal: Copy) -> None:
-    # The documented limit (README, "The journal"): the end of the live segment has no
+    # The documented limit (docs/auditors/journal.md): the end of the live segment has no
     # successor; someone who can write the file and also rewrites sqlite_sequence cuts it
     # unseen, key or no key. What the displays received (seq on MQTT) still shows it.
     live = journal("plain")
@@ -484,6 +485,7 @@ def lammer(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.heavy
 def test_the_command_exits_0_when_intact_and_says_what_it_checked(journal: Copy) -> None:
     live = journal("hmac")
     before = sorted(p.relative_to(live.parent) for p in live.parent.rglob("*"))
@@ -497,6 +499,7 @@ def test_the_command_exits_0_when_intact_and_says_what_it_checked(journal: Copy)
     assert sorted(p.relative_to(live.parent) for p in live.parent.rglob("*")) == before
 
 
+@pytest.mark.heavy
 def test_the_command_takes_path_and_key_from_the_configuration(journal: Copy) -> None:
     live = journal("hmac")
     config = live.parent / "c1.toml"
@@ -509,6 +512,7 @@ def test_the_command_takes_path_and_key_from_the_configuration(journal: Copy) ->
     assert "hmac-sha256" in result.stdout
 
 
+@pytest.mark.heavy
 def test_the_command_exits_1_and_names_the_first_problem(journal: Copy) -> None:
     live = journal("plain")
     seq = rolls(live)[1]
@@ -527,6 +531,7 @@ def test_the_command_exits_1_and_names_the_first_problem(journal: Copy) -> None:
     assert "a key may be needed" in result.stdout
 
 
+@pytest.mark.heavy
 def test_the_command_exits_2_when_it_cannot_check(tmp_path: Path, journal: Copy) -> None:
     missing = tmp_path / "none.db"
     result = lammer("journal", "verify", missing)
@@ -550,6 +555,7 @@ def test_the_command_exits_2_when_it_cannot_check(tmp_path: Path, journal: Copy)
     assert "a FILE (the journal's live segment) or --config is required" in result.stderr
 
 
+@pytest.mark.heavy
 def test_verify_passes_while_the_daemon_writes(tmp_path: Path) -> None:
     # The table's core keeps journaling (one transaction per frame, a snapshot every 12
     # records) in a thread while `lammer journal verify` reads the same files: read-only,
@@ -627,8 +633,8 @@ def test_a_fresh_table_restarted_under_another_game_and_pay_table_verifies(tmp_p
 
 
 def test_hashes_are_what_the_documented_recipe_gives(journal: Copy) -> None:
-    # README: hash = SHA-256(previous hash + canonical bytes), the first on 32 zero bytes;
-    # an auditor can recompute the first records without lammer.
+    # docs/auditors/journal.md: hash = SHA-256(previous hash + canonical bytes), the first on
+    # 32 zero bytes; an auditor can recompute the first records without lammer.
     live = journal("plain")
     oldest = _segments(live)[0]
     rows = query(

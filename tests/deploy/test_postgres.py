@@ -9,6 +9,7 @@ import pytest
 from deploy.postgres import Postgres
 
 
+@pytest.mark.service
 @pytest.mark.parametrize("durable", [False, True])
 def test_fsync_is_on_only_when_durable(durable: bool) -> None:
     pg = Postgres(durable=durable)

@@ -1,5 +1,5 @@
 """The ``/reports`` page of ``lammer web`` (issue 23): a real private PostgreSQL
-(``tests/records/conftest.py``'s cluster) provisioned as the README says, the web server
+(``tests/records/conftest.py``'s cluster) provisioned as docs/floor/records.md says, the web server
 connected as the store's read-only role, a real Mosquitto and Debian's Chromium.
 
 The figures the page shows are checked against the test's own tally of the messages it

@@ -665,6 +665,7 @@ _JSON = st.recursive(
         max_size=6,
     )
 )
+@pytest.mark.heavy
 def test_no_payload_crashes_the_display(messages: list[tuple[str, bytes]]) -> None:
     view = TableView(table="t1")
     for topic, body in messages:
@@ -821,6 +822,7 @@ async def test_display_logs_in_with_its_password_file(auth_broker: AuthBroker) -
     assert "Caribbean Stud Poker" not in out
 
 
+@pytest.mark.heavy
 async def test_display_once_without_a_broker_says_so_and_fails() -> None:
     status, out = await run_display(
         "--port", str(free_port()), "--table", "t1", "--once", "--exit-after", "1"

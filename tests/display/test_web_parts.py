@@ -276,6 +276,7 @@ def test_config_reports_every_problem(tmp_path: Path) -> None:
     assert len(caught.value.problems) == 5
 
 
+@pytest.mark.heavy
 def test_cli_bad_config_exits_2(tmp_path: Path) -> None:
     done = subprocess.run(
         [str(Path(sys.executable).parent / "lammer"), "web", "--mqtt-port", "0"],
@@ -290,6 +291,7 @@ def test_cli_bad_config_exits_2(tmp_path: Path) -> None:
 # -- users ------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_adduser_writes_a_0600_file_of_argon2_hashes(tmp_path: Path) -> None:
     users = tmp_path / "users"
     lammer = str(Path(sys.executable).parent / "lammer")
@@ -336,6 +338,7 @@ def test_a_users_file_others_can_read_is_refused(tmp_path: Path) -> None:
         Users(users)
 
 
+@pytest.mark.heavy
 def test_roles_and_a_users_file_from_before_roles(tmp_path: Path) -> None:
     users = tmp_path / "users"
     add_user(users, "alice", "long enough pw")  # the default: a stickperson

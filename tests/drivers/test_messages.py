@@ -59,6 +59,7 @@ def test_round_trip_as_a_simulator_reads(msg: m.Message) -> None:
     assert decoded.message == msg
 
 
+@pytest.mark.heavy
 @given(s.readers.filter(lambda r: 1 <= len(r[1]) <= 8), st.data())
 def test_stream_of_messages_in_any_chunks(
     reader: tuple[ev.Device | None, list[m.Message]], data: st.DataObject

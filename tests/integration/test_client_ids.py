@@ -81,7 +81,7 @@ async def test_no_user_takes_the_daemons_client_id(secured: Secured, tmp_path: P
 
 
 async def test_a_second_connection_of_one_user_replaces_the_first(secured: Secured) -> None:
-    # The consequence written in the README: one connection per user. A display of its own
+    # The consequence written in docs/floor/broker.md: one connection per user. A display of its own
     # (--display NAME) keeps its connection while another logs in as "display".
     secured.table("a")
     secured.configure(secured.config("a"), extra=("--display", "lobby"))

@@ -1,5 +1,5 @@
 """A bad configuration file: ``lammer run`` and ``lammer check-config`` both refuse it with
-exit status 2 and a message naming the key (README, "Configuration")."""
+exit status 2 and a message naming the key (docs/operators/configuration.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What a table survives: a daemon killed and restarted, a broker outage, a device pulled
 out and plugged back, corrupt frames, and a clean stop. Nothing received is lost, nothing
-counts twice, and ``seq`` only goes up (mqtt-api.md, Conventions; README, "lammer
-run")."""
+counts twice, and ``seq`` only goes up (mqtt-api.md, Conventions; docs/operators/running.md,
+"lammer run")."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The cluster is one per pytest process (one per xdist worker: each worker is its own
 session), on its own port, in its own folder, as an unprivileged user when the tests run
-as root. Each test gets a database and a login role of its own, provisioned as the README
+as root. Each test gets a database and a login role of its own, provisioned as docs/floor/records.md
 tells an administrator to, with the migrations applied by the service's own role.
 """
 

@@ -40,6 +40,7 @@ LAMMER = str(Path(sys.executable).parent / "lammer")
         ),
     ],
 )
+@pytest.mark.heavy
 def test_operator_mistakes(args: list[str], sentence: str) -> None:
     done = subprocess.run(
         [LAMMER, "records", *args], capture_output=True, text=True, timeout=60, check=False

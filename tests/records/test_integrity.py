@@ -1,6 +1,6 @@
 """The integrity watch: its tails against exact arithmetic, and what it catches, and when.
 
-Detection figures (stated in README "The floor's records"; each test recomputes its figure
+Detection figures (stated in docs/auditors/integrity-statistics.md; each test recomputes its figure
 and fails if the statement drifts):
 
 * a shuffler dealing Royal Flushes 10 times as often as chance at an Ultimate Texas
@@ -115,6 +115,7 @@ def test_the_packaged_par_sheet_is_the_documented_one() -> None:
     assert packaged == (ROOT / "docs/cover-all-par-sheet.json").read_bytes()
 
 
+@pytest.mark.heavy
 def test_bust_bonus_cells_partition_the_dealers_busts() -> None:
     cells = bust_cell_chances(6, False)
     rates = bust_rates(6, False)
@@ -167,6 +168,7 @@ def _first_alarm(
     return played, []
 
 
+@pytest.mark.heavy
 def test_a_shuffler_dealing_royal_flushes_ten_times_as_often_is_flagged_in_time() -> None:
     royal = cover_all_chance("UTH", 6, "Royal Flush")
     assert royal.exact is None  # a simulated column: its error must be counted
@@ -190,6 +192,7 @@ def test_a_shuffler_dealing_royal_flushes_ten_times_as_often_is_flagged_in_time(
     assert played <= ROYAL_ROUNDS
 
 
+@pytest.mark.heavy
 def test_dice_whose_sixes_come_up_half_as_often_again_are_flagged_in_time() -> None:
     rolls = _rounds_for_power(1 / 6, 1.5 / 6, 2, 50)
     assert rolls == SIXES_ROLLS
@@ -223,6 +226,7 @@ def test_dice_whose_sixes_come_up_half_as_often_again_are_flagged_in_time() -> N
     assert played <= SIXES_ROLLS
 
 
+@pytest.mark.heavy
 def test_honest_tables_run_a_million_rounds_without_an_alarm() -> None:
     rng = np.random.default_rng(20261201)
     batch, per_day, total = 2000, 4000, 1_000_000

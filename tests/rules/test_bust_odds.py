@@ -16,6 +16,10 @@ from rules.errors import ConfigError
 from rules.paytables import BUST_BONUS
 from tests.rules.test_bust_bonus import SEED_ROWS, dealt_hand, seed_pays
 
+# make check leaves these out (make test runs them): the tests share the cached exact odds of
+# every shoe (seconds of CPU for whichever test of a worker asks first).
+pytestmark = pytest.mark.heavy
+
 CONFIGS = [(1, False), (1, True), (6, False), (6, True), (8, True)]
 
 

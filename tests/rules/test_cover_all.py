@@ -455,6 +455,7 @@ def row_rank(game: PokerGame, row: str | None) -> int:
     return len(rows) - rows.index(row) if row is not None else 0
 
 
+@pytest.mark.heavy
 @given(rounds(), st.randoms(use_true_random=False))
 def test_the_highest_hand_pays_and_order_changes_nothing(
     dealt: tuple[PokerGame, int, dict[str, list[str]]], rng: random.Random

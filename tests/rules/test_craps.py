@@ -743,6 +743,7 @@ def test_state_is_immutable() -> None:
         state.paytable = 2  # type: ignore[misc]
 
 
+@pytest.mark.heavy
 def test_a_long_day_replays_to_an_equal_state_and_a_diverging_one_to_another() -> None:
     facts = [DiceRolled(roll_id=i, dice=DICE[2 + i % 11]) for i in range(1, 5001)]
     state, _ = apply_all(initial_state(1), facts)

@@ -41,6 +41,9 @@ from rules.events import (
     VoidOverturned,
 )
 
+# make check leaves these out (make test runs them): hundreds of random histories replayed.
+pytestmark = pytest.mark.heavy
+
 AT = datetime(2024, 3, 20, 21, 0, tzinfo=UTC)
 UNKNOWN_ID = 777_777  # the strategies never roll it
 CHECK_REASONS: tuple[CheckReason, ...] = ("STACKED", "ON_CHIPS", "UNREADABLE")

@@ -96,6 +96,7 @@ _ops = st.lists(
 )
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None)
 @given(ops=_ops)
 def test_every_version_holds_what_a_tuple_would_whatever_the_history(

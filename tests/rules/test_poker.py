@@ -375,7 +375,7 @@ def test_exact_five_and_three_order_samples_as_the_reference() -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# The games' own rankings (README "Choices where the regulations and specs are silent")
+# The games' own rankings (docs/auditors/choices.md)
 
 
 def test_four_card_poker_ranks_quads_over_straight_flush_trips_over_flush_over_straight() -> None:
@@ -421,6 +421,7 @@ def test_three_card_poker_ranks_straight_over_flush_and_a23_is_a_straight() -> N
 # Properties
 
 
+@pytest.mark.heavy
 @given(hands_of(7), st.randoms(use_true_random=False))
 def test_order_of_the_cards_changes_nothing(codes: list[str], rng: random.Random) -> None:
     for ranking, size in ((STANDARD, 7), (STANDARD, 5), (FOUR_CARD, 6), (THREE_CARD, 3)):

@@ -503,6 +503,7 @@ _round_facts: st.SearchStrategy[DeviceFact] = st.one_of(
 )
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("game", ["CSP", "LIR", "BJ"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(facts=st.lists(_round_facts, max_size=30))

@@ -183,6 +183,7 @@ _timed_events = st.lists(
 )
 
 
+@pytest.mark.heavy
 @settings(max_examples=150, deadline=None)
 @given(steps=_timed_events)
 def test_replaying_only_what_changed_the_table_rebuilds_it_exactly(

@@ -107,6 +107,7 @@ def test_every_pay_table_column_is_dealt(game: str) -> None:
     assert seen == set(columns)
 
 
+@pytest.mark.heavy
 def test_poker_deals_are_shuffled_decks() -> None:
     """Across many rounds every card turns up in every position slot: the deck is shuffled."""
     table = ShufflerGame("CSP", random.Random(3))

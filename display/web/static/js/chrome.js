@@ -31,7 +31,7 @@ export function overlay(reason, player = false) {
   el.querySelector(".why").textContent = reason ? (player ? CLOSED : CLOSED_STAFF)[reason] : "";
 }
 
-// The alarms that stop payouts (docs/mqtt.md: stops_payouts).
+// The alarms that stop payouts (docs/reference/mqtt.md: stops_payouts).
 export function pausing(table) {
   return table ? alarmsOf(table).filter((a) => a.stops_payouts) : [];
 }

@@ -1,7 +1,7 @@
 // Generated from the Python package `contract` by `make schemas` (python -m contract.esmodule).
 // Do not edit: tests/contract/test_esmodule.py fails when this file is stale.
 
-// The MQTT contract (docs/mqtt.md).
+// The MQTT contract (docs/reference/mqtt.md).
 export const CONTRACT_VERSION = "1.3";
 
 // Every JSON topic under a table's base topic, and whether it is retained.

@@ -23,7 +23,7 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-// Odds as published ("34", "1.5") read "to 1" (docs/mqtt.md, Conventions).
+// Odds as published ("34", "1.5") read "to 1" (docs/reference/mqtt.md, Conventions).
 export function odds(pays) {
   return pays === null || pays === undefined ? "" : `${pays} to 1`;
 }

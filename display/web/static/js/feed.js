@@ -1,6 +1,6 @@
 // The live feed of one page: a WebSocket to the server, and the store it fills.
 //
-// A page is a view of the retained MQTT state (docs/mqtt.md): the store keeps, per table,
+// A page is a view of the retained MQTT state (docs/reference/mqtt.md): the store keeps, per table,
 // the latest message of each topic, plus the last few messages of the topics that are not
 // retained. The server sends each seq once, in order (its contract.feed orders, drops what
 // was seen and fills gaps), so the page keeps only guards: a retained topic never goes back

@@ -108,7 +108,7 @@ function render(f) {
     p.replaceChildren(
       h("div.line", {}, `Roll ${pending.roll_id}: ${pending.dice.map((d) => d || "?").join(" + ")}`),
       h("div.line.warn#pending-reason", {}, pending.reason),
-      // The daemon says which clause the reader's CHECK reason stands for (docs/mqtt.md).
+      // The daemon says which clause the reader's CHECK reason stands for (docs/reference/mqtt.md).
       CLAUSES[pending.clause] ? h("div.line#pending-clause", {},
         `4-4(c)(${pending.clause}): ${CLAUSES[pending.clause]}`) : null,
       queueLine(t, board),
