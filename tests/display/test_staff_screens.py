@@ -91,7 +91,7 @@ async def test_the_stick_terminal_fits_its_screen_with_every_decision_in_view(
         assert not problems, f"{size}:\n" + "\n".join(problems)
         small = [t for t in await page.evaluate(TARGETS) if t["w"] < 48 or t["h"] < 48]
         assert not small, f"{size}: controls under 48x48 CSS px: {small}"
-        await shoot(page, f"stick-{size}")
+        await shoot(page, f"stick-queue-{size}")
     # The clause's words beside its select (a select cuts what does not fit it).
     await expect(page.locator("#clause-words")).to_have_text(
         "a patron other than the shooter throws the dice"
@@ -170,7 +170,6 @@ async def test_the_pit_puts_what_needs_someone_first_with_each_check_s_wait_whol
         for r in waits:
             assert re.fullmatch(r"\d+ (s|min) · roll 1", r["check"]), r
             assert not r["checkCut"], f"the CHECK cell is cut: {r}"
-        await shoot(page, "pit-200-1920x1080")
 
         # The sort controls are 24 px tall: axe-core's target-size finds only the rows'
         # table links (a row is 15 px: 200 on one screen), each of which the cards view
