@@ -37,6 +37,12 @@ const KEEP = 5; // the history's rows the pay table makes room for
 // The round's share against the history's, in steps from a fifth to five times.
 const ROUND_SHARES = ["0.2fr", "0.3fr", "0.45fr", "0.7fr", "1fr", "1.5fr", "2.2fr", "3.4fr", "5fr"];
 let remembered = null; // {key, sizes: [[selector, size, rows, wrap]], pays: {h, w}}
+// Each region's last size (and the history's rows and mode) per layout, the start of the
+// next fit of the same layout (its content changed: a roll, a round). `warm` is the layout
+// while a first pass may use them; the balancing passes search from scratch.
+const hints = new Map();
+let warm = null;
+const STEADY = 0.03;
 
 function px(el) {
   return parseFloat(getComputedStyle(el).fontSize);
@@ -45,7 +51,9 @@ function px(el) {
 // Whether the element's content fits it: no overflow (the scroll sizes, in whole pixels),
 // no child past its edges by a fraction of a pixel either (the boxes are not rounded), and
 // no marked block wider than itself (a pays figure that does not wrap, in a panel beside
-// another, would overflow into it and not out of the region).
+// another, would overflow into it and not out of the region; a table's cells grow instead,
+// and an inline span has no width of its own: BLOCKS leaves them out).
+const BLOCKS = "[data-min]:not(td):not(th):not(span):not(tbody):not(caption)";
 function fits(el) {
   if (el.scrollWidth > el.clientWidth || el.scrollHeight > el.clientHeight) return false;
   const box = el.getBoundingClientRect();
@@ -53,17 +61,22 @@ function fits(el) {
     const r = child.getBoundingClientRect();
     if (r.bottom > box.bottom || r.right > box.right) return false;
   }
-  for (const marked of el.querySelectorAll("[data-min]")) {
+  for (const marked of el.querySelectorAll(BLOCKS)) {
     if (marked.clientWidth && marked.scrollWidth > marked.clientWidth) return false;
   }
   return true;
 }
 
-// The font-size the region needs for each of its marked elements to reach its floor.
+// The font-size the region needs for each of its marked elements to reach its floor (one
+// element of each kind asked: the same tag, classes and floor size alike).
 function floorOf(region, limits) {
   const base = px(region);
   let floor = limits.small;
+  const asked = new Set();
   for (const el of region.querySelectorAll("[data-min]")) {
+    const kind = `${el.tagName}.${el.className}|${el.dataset.min}`;
+    if (asked.has(kind)) continue;
+    asked.add(kind);
     const need = limits[el.dataset.min];
     if (need) floor = Math.max(floor, (need * base) / px(el));
   }
@@ -114,13 +127,28 @@ function showRows(table, count, wrap) {
 function fitRegion(region, limits, high = null) {
   const floor = floorOf(region, limits);
   const top = high === null ? MAX * floor : high;
+  const low = Math.min(floor, top);
+  const hint = warm ? hints.get(`${warm}|${region.dataset.region}`) : null;
   const table = historyOf(region);
   let rows = 0;
   let wrap = false;
   if (table) {
     const total = rowsOf(table).length;
     let best = null;
-    for (const mode of [false, true]) {
+    // As many rows as last time (one more if it fits), in the same mode, when that holds.
+    if (hint && total) {
+      const count = Math.min(total, Math.max(hint.rows, 1));
+      setSize(region, floor);
+      showRows(table, count, hint.wrap);
+      if (fits(region)) {
+        best = { rows: count, wrap: hint.wrap };
+        if (count < total) {
+          showRows(table, count + 1, hint.wrap);
+          if (fits(region)) best = null; // more fit now: search
+        }
+      }
+    }
+    for (const mode of best ? [] : [false, true]) {
       setSize(region, floor);
       let count = total;
       showRows(table, count, mode);
@@ -134,9 +162,23 @@ function fitRegion(region, limits, high = null) {
     ({ rows, wrap } = best || { rows: Math.min(1, total), wrap: true });
     showRows(table, rows, wrap);
   }
-  // Between the floor and the top when it fits at its floor, else under it (short).
-  setSize(region, Math.min(floor, top));
-  const size = fits(region) ? largest(region, Math.min(floor, top), top) : largest(region, Math.min(6, top), Math.min(floor, top));
+  let size = null;
+  // The size of last time, if it still fits and the region could not take STEADY more:
+  // two layouts instead of a bisection, and text that does not change size every roll.
+  if (hint && hint.size >= low && hint.size <= top) {
+    setSize(region, hint.size);
+    if (fits(region)) {
+      const more = Math.min(top, hint.size * (1 + STEADY));
+      setSize(region, more);
+      size = more > hint.size && fits(region) ? largest(region, more, top) : hint.size;
+      setSize(region, size);
+    }
+  }
+  if (size === null) {
+    // Between the floor and the top when it fits at its floor, else under it (short).
+    setSize(region, low);
+    size = fits(region) ? largest(region, low, top) : largest(region, Math.min(6, top), low);
+  }
   region.dataset.fit = size + 0.01 >= floor ? "ok" : "short";
   return { size, floor, rows, wrap };
 }
@@ -277,8 +319,9 @@ export function fitLine(el, low, high) {
 export function fitPage(main) {
   const limits = floors();
   const view = `${window.innerWidth}x${window.innerHeight}`;
-  const key = `${view}|${document.body.className}|${main.dataset.game || ""}|${document.getElementById("top").offsetHeight}|`
-    + `${document.getElementById("banner").offsetHeight}|${main.innerHTML}`;
+  const layout = `${view}|${document.body.className}|${main.dataset.game || ""}|`
+    + `${document.getElementById("top").offsetHeight}|${document.getElementById("banner").offsetHeight}`;
+  const key = `${layout}|${main.innerHTML}`;
   if (!reuse(key, main)) {
     main.style.removeProperty("--pays-h");
     main.style.removeProperty("--pays-w");
@@ -286,6 +329,7 @@ export function fitPage(main) {
     const pays = main.querySelector(".region-pays");
     const wrap = getComputedStyle(main).getPropertyValue("--pays-wrap").trim();
     main.dataset.wrap = wrap; // a table shrunk to its width is not stretched to the region's
+    warm = layout;
     if (!pays) {
       rest(main, limits);
     } else {
@@ -293,6 +337,7 @@ export function fitPage(main) {
       // The round or the history short of its floor, or of KEEP rows: the pay table gives
       // up size above its floor (bisection), never more than that.
       if ((wrap === "height" || wrap === "width") && !rest(main, limits) && first.size > first.floor + 0.5) {
+        warm = null;
         let lo = first.floor;
         let hi = first.size;
         for (let i = 0; i < BALANCE; i += 1) {
@@ -304,6 +349,15 @@ export function fitPage(main) {
         fitPays(main, pays, limits, wrap, first.share, lo);
         rest(main, limits);
       }
+    }
+    warm = null;
+    for (const region of main.querySelectorAll(".region")) {
+      const table = historyOf(region);
+      hints.set(`${layout}|${region.dataset.region}`, {
+        size: parseFloat(region.style.fontSize),
+        rows: table ? Number(table.dataset.shown) : 0,
+        wrap: table ? table.classList.contains("wrap") : false,
+      });
     }
     remember(key, main);
   }
