@@ -178,8 +178,8 @@ def _royal(result: CoverAllResult) -> CoverAllResult:
 
 
 def floor(tables: int, name: str = "sim") -> list[SimTable]:
-    """``tables`` simulated tables named ``<name>-NNN``; their alarms raised 7 minutes ago
-    and their CHECKs arrived 2 to 7 minutes ago, each a few seconds apart in an order
+    """``tables`` simulated tables named ``<name>-NNN``; their alarms raised 6.5 to 7
+    minutes ago and their CHECKs 2 to 7 minutes ago, each a few seconds apart in an order
     that is not the tables' (so a pit sorting by age is seen to)."""
     now = datetime.now(UTC)
     return [
@@ -188,7 +188,7 @@ def floor(tables: int, name: str = "sim") -> list[SimTable]:
             game=GAMES[i % len(GAMES)],
             offline=i % 10 == 9,
             alarmed=i % 7 == 3,
-            since=now - timedelta(minutes=7, seconds=(i * 13) % 29),
+            since=now - timedelta(minutes=7) + timedelta(seconds=(i * 13) % 29),
             check_since=now - timedelta(minutes=2, seconds=(i * 37) % 300),
         )
         for i in range(tables)
