@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.lammer-installed
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test check demo lint typecheck bench mutate schemas docs setup system-deps clean
+.PHONY: test check demo lint typecheck bench mutate schemas reference docs setup system-deps clean
 
 setup: system-deps $(STAMP)
 
@@ -109,6 +109,12 @@ schemas: setup
 	$(BIN)/python -m contract.schemas docs/schemas
 	$(BIN)/python -m contract.docs docs/reference/mqtt.md
 	$(BIN)/python -m contract.esmodule .
+
+# The generated pages of docs/reference/ (cli/reference.py): every configuration key, command
+# and option, alarm and health field, from the code that declares them; and the MQTT
+# reference (make schemas). tests/docs/test_reference.py fails when one is stale.
+reference: schemas
+	$(BIN)/python -m cli.reference docs/reference
 
 # The documentation site (mkdocs.yml): docs/ built into site/, strict (a broken link or a page
 # missing from the navigation fails it), offline (no web font, no CDN: it opens from the file

@@ -43,7 +43,13 @@ EXIT_INVALID = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The command's arguments."""
-    parser.add_argument("configs", type=Path, nargs="+", metavar="CONFIG.toml")
+    parser.add_argument(
+        "configs",
+        type=Path,
+        nargs="+",
+        metavar="CONFIG.toml",
+        help="the configurations of the controller's tables",
+    )
     parser.add_argument(
         "--out", type=Path, required=True, metavar="DIR", help="where the files are written"
     )

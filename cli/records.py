@@ -56,8 +56,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT...]",
         help="the broker, or every node of the floor, tried in order (default 127.0.0.1:1883)",
     )
-    run_p.add_argument("--mqtt-user", default="records")
-    run_p.add_argument("--mqtt-password-file", type=Path, metavar="FILE")
+    run_p.add_argument(
+        "--mqtt-user", default="records", help="the MQTT user (broker-config's and floor-config's)"
+    )
+    run_p.add_argument(
+        "--mqtt-password-file", type=Path, metavar="FILE", help="its password, one line"
+    )
     run_p.add_argument(
         "--mqtt-ca-file",
         type=Path,
@@ -83,16 +87,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _db(report)
     when = report.add_mutually_exclusive_group()
-    when.add_argument("--day", type=_date, metavar="YYYY-MM-DD")
-    when.add_argument("--from", dest="first", type=_date, metavar="YYYY-MM-DD")
-    report.add_argument("--to", dest="last", type=_date, metavar="YYYY-MM-DD")
+    when.add_argument("--day", type=_date, metavar="YYYY-MM-DD", help="one gaming day")
+    when.add_argument(
+        "--from", dest="first", type=_date, metavar="YYYY-MM-DD", help="the first gaming day"
+    )
+    report.add_argument(
+        "--to", dest="last", type=_date, metavar="YYYY-MM-DD", help="the last gaming day"
+    )
     which = report.add_mutually_exclusive_group()
-    which.add_argument("--table", metavar="ID")
-    which.add_argument("--area", metavar="NAME")
+    which.add_argument("--table", metavar="ID", help="one table (default: every table)")
+    which.add_argument("--area", metavar="NAME", help="the tables of one area of --areas")
     report.add_argument(
         "--areas", type=Path, metavar="FILE", help="lammer web's TOML with [areas] (for --area)"
     )
-    report.add_argument("--format", choices=("text", "json", "csv"), default="text")
+    report.add_argument(
+        "--format", choices=("text", "json", "csv"), default="text", help="the output's form"
+    )
     report.add_argument(
         "--big-hit", type=int, default=100, metavar="ODDS", help="a big hit pays this to 1 or more"
     )

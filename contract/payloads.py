@@ -59,6 +59,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from rules.alarms import ALARMS
 from rules.cards import parse_card
 from rules.craps import SERIES_SHOWN
 from rules.errors import CardError
@@ -275,12 +276,13 @@ class Alarm(PayloadModel):
     """An active alarm: a check of the specs that failed."""
 
     code: Name = Field(
-        description="`DISCONNECTED`, `MODE_MISMATCH`, `DECK_FAULT`, `DEVICE_FAULT_<code>`, "
-        "`DEVICE_FAULT_OTHER`, `UNEXPECTED_FRAME`, `LATE_FRAME`, `LINK_ERRORS`, `ROLL_BACKLOG`, "
-        "`CLOCK_JUMP` (the README's alarm table says when each is raised and cleared)"
+        description=", ".join(f"`{kind.code}`" for kind in ALARMS)
+        + " (docs/reference/alarms.md says when each is raised and cleared)"
     )
     device: DeviceName | None = Field(
-        description="`shuffler`, `dice_reader`, or `null` for the table's own (`CLOCK_JUMP`)"
+        description="`shuffler`, `dice_reader`, or `null` for the table's own ("
+        + ", ".join(f"`{kind.code}`" for kind in ALARMS if kind.device is None)
+        + ")"
     )
     message: Text = Field(description="a sentence for people")
     since: Timestamp = Field(description="when it was raised, as `ts`")

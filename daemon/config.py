@@ -49,7 +49,7 @@ from daemon.errors import ConfigFileError
 from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import DriverSettings
-from rules.events import GAMES, TABLE_GAMES, Device, TableGame
+from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
 """The games a shuffler deals (``rules.events.Game``); the others are dice games."""
@@ -143,7 +143,9 @@ class TableSection(_Section):
     id: str = Field(
         description="Table id: one MQTT topic level without . or spaces; the systemd instance"
     )
-    game: TableGame = Field(description=" ".join(TABLE_GAMES))
+    game: TableGame = Field(
+        description="The game the table plays (the shuffler must report it as its MODE)"
+    )
 
     @field_validator("id")
     @classmethod
@@ -175,14 +177,18 @@ class DeviceSection(_Section):
     """
 
     port: str = Field(description="Any pyserial URL: device path, pty, socket://host:port")
-    baudrate: Annotated[StrictInt, AfterValidator(_positive)] = 115200
-    bytesize: Literal[5, 6, 7, 8] = 8
-    parity: Literal["N", "E", "O", "M", "S"] = "N"
+    baudrate: Annotated[StrictInt, AfterValidator(_positive)] = Field(
+        default=115200, description="Bits a second on the line: the device's setting"
+    )
+    bytesize: Literal[5, 6, 7, 8] = Field(default=8, description="Data bits per character")
+    parity: Literal["N", "E", "O", "M", "S"] = Field(
+        default="N", description="Parity: none, even, odd, mark or space"
+    )
     stopbits: Annotated[
         StrictFloat, AfterValidator(_stopbits), Field(json_schema_extra={"enum": [1, 1.5, 2]})
-    ] = 1
-    rtscts: StrictBool = False
-    xonxoff: StrictBool = False
+    ] = Field(default=1, description="Stop bits per character")
+    rtscts: StrictBool = Field(default=False, description="Hardware flow control (RTS/CTS)")
+    xonxoff: StrictBool = Field(default=False, description="Software flow control (XON/XOFF)")
     ack_deadline: Seconds = Field(
         default=0.25,
         description="link-layer.md: the host ACKs every good frame within 250 ms",
@@ -241,8 +247,10 @@ class TlsSection(_Section):
     """``[mqtt.tls]``: TLS to the broker. Files must exist; ``cert_file`` needs ``key_file``."""
 
     ca_file: Annotated[Path | None, Field(description="CA bundle; None: system store")] = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
+    cert_file: Path | None = Field(
+        default=None, description="Client certificate, if the broker asks for one"
+    )
+    key_file: Path | None = Field(default=None, description="The client certificate's key")
 
     @field_validator("ca_file", "cert_file", "key_file")
     @classmethod
@@ -253,18 +261,24 @@ class TlsSection(_Section):
 class MqttSection(_Section):
     """``[mqtt]``: the broker and the topic prefix (mqtt-api.md "Conventions")."""
 
-    host: str = "127.0.0.1"
-    port: Port = 1883
+    host: str = Field(default="127.0.0.1", description="The broker: host name or address")
+    port: Port = Field(default=1883, description="The broker's port")
     prefix: str = Field(default="lammer", description="Base topic is <prefix>/<table id>")
     client_id: str | None = Field(
         default=None, description="One stable client id per table; default lammer-<table id>"
     )
-    keepalive: Annotated[StrictInt, _range(5, 65535), _between(5, 65535)] = 30
-    username: str | None = None
+    keepalive: Annotated[StrictInt, _range(5, 65535), _between(5, 65535)] = Field(
+        default=30,
+        description="Seconds between MQTT pings: the broker publishes the table's will "
+        "(offline) within 1.5 times this when its host goes silent",
+    )
+    username: str | None = Field(
+        default=None, description="The table's MQTT user (broker-config: lammer-<table id>)"
+    )
     password_file: Path | None = Field(
         default=None, description="File holding the password (never the password itself)"
     )
-    tls: TlsSection | None = None
+    tls: TlsSection | None = Field(default=None, description="TLS to the broker, if given")
     reconnect_initial: Seconds = Field(default=DEFAULT_INITIAL, description="First reconnect delay")
     reconnect_max: Seconds = Field(
         default=DEFAULT_MAXIMUM,
@@ -458,7 +472,10 @@ class LoggingSection(_Section):
     format: Literal["auto", "json", "console"] = Field(
         default="auto", description="auto: JSON lines unless the log stream is a terminal"
     )
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info",
+        description="The least level logged (debug shows raw frames: never in production)",
+    )
 
     @field_validator("level", mode="before")
     @classmethod
@@ -473,8 +490,14 @@ class WatchdogSection(_Section):
     ``stall_timeout`` seconds; otherwise systemd restarts the service.
     """
 
-    enabled: StrictBool = True
-    stall_timeout: Seconds = 10.0
+    enabled: StrictBool = Field(
+        default=True, description="Feed systemd's watchdog (under systemd with WatchdogSec=)"
+    )
+    stall_timeout: Seconds = Field(
+        default=10.0,
+        description="Seconds a loop of the pipeline may show no progress before the watchdog "
+        "is no longer fed",
+    )
 
 
 class BonusCrapsSection(_Section):

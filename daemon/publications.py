@@ -57,6 +57,7 @@ from contract.payloads import (
 )
 from daemon.clock import format_ts
 from rules import bust_bonus, craps
+from rules.alarms import PAYOUT_ALARMS
 from rules.cover_all import read_hand
 from rules.events import (
     POKER_GAMES,
@@ -73,7 +74,7 @@ from rules.events import (
     TableGame,
 )
 from rules.paytables import BUST_BONUS, bonus_craps_odds, cover_all_table
-from rules.table import PAYOUT_ALARMS, TableState
+from rules.table import TableState
 
 
 def retained_topics(game: str) -> frozenset[str]:

@@ -121,9 +121,6 @@ HostFact = (
 TableEvent = DeviceFact | Decision | AlarmAcknowledged | HostFact
 """Everything ``apply`` takes: a device fact, a stickperson's decision, a host fact."""
 
-PAYOUT_ALARMS: frozenset[str] = frozenset({"MODE_MISMATCH", "DECK_FAULT"})
-"""The alarms under which no payout is published: a round dealt while one is active is
-flagged (Cover All Bonus rule (1); shuffler-icd.md, "What the host must check")."""
 
 MAX_DEVICE_FAULTS: Final = 32
 """Distinct ``STATUS`` fault codes a device keeps as alarms of their own at a time; further

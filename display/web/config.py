@@ -107,13 +107,13 @@ class WebConfig(BaseModel):
         default="127.0.0.1",
         description="the broker, or every node of the floor cluster: HOST[:PORT],HOST[:PORT],...",
     )
-    mqtt_port: Port = 1883
+    mqtt_port: Port = Field(default=1883, description="the port of a node given without one")
     mqtt_user: str | None = Field(default=None, description="the read-only display user")
     mqtt_password_file: Path | None = Field(default=None, description="its password, one line")
     terminal_user: str | None = Field(
         default=None, description="the MQTT user that publishes the stickperson's requests"
     )
-    terminal_password_file: Path | None = None
+    terminal_password_file: Path | None = Field(default=None, description="its password, one line")
     prefix: str = Field(default="lammer", description="topic prefix: <prefix>/<table>/...")
     listen: str = Field(default="127.0.0.1:8080", description="HOST:PORT of the web server")
     users: Path | None = Field(
@@ -131,7 +131,9 @@ class WebConfig(BaseModel):
     secure_cookies: StrictBool = Field(
         default=False, description="mark the session cookie Secure (serve behind TLS)"
     )
-    session_hours: Annotated[StrictInt, Field(ge=1, le=24)] = 12
+    session_hours: Annotated[StrictInt, Field(ge=1, le=24)] = Field(
+        default=12, description="hours a login lasts"
+    )
     mqtt_ca_file: Path | None = Field(
         default=None,
         description="connect to the broker (every node) over TLS, verifying it with this CA "

@@ -533,8 +533,31 @@ async def reports_data(request: web.Request) -> web.StreamResponse:
     return web.json_response({"status": "ok", "areas": list(config.areas), **data})
 
 
+HEALTH_FIELDS: Final[dict[str, str]] = {
+    "version": "the web server's lammer version",
+    "broker": "whether the display user's MQTT link is subscribed (true) or down (false)",
+    "node": "the broker or floor node in use (HOST:PORT), null while the link is down",
+    "terminal": "whether the terminal user's MQTT link (the stickperson's requests) is up",
+    "integrity": "whether the subscription to lammer-floor/integrity/+ was granted (null: "
+    "not tried yet; false: the broker's ACL refused it, the pit goes on without it)",
+    "tables": "how many tables the server has heard of",
+    "pages": "how many pages are connected (WebSockets)",
+    "actions_refused": "actions refused for a user's rate (429) since the server started",
+    "dropped": "payloads dropped since the server started, by reason (not JSON, refused by "
+    "the contract, another table's id, a table id a URL cannot carry)",
+    "dropped_total": "the sum of dropped",
+    "ignored": "messages ignored on purpose, by reason (another prefix, a request or "
+    "response, a topic the screens do not read)",
+    "gaps": "gaps the feed gave up on (seqs that will not come): each shown on its table's card",
+    "duplicates_dropped": "messages the feed dropped as seqs already released (retained "
+    "states republished, resent copies)",
+}
+"""Every field of ``GET /api/health`` and what it means (docs/reference/metrics.md is made
+from this; a test asks the real server's answer for exactly these keys)."""
+
+
 async def health(request: web.Request) -> web.StreamResponse:
-    """The broker links, how many tables are known, and what was dropped."""
+    """The broker links, how many tables are known, and what was dropped (``HEALTH_FIELDS``)."""
     state = request.app[STATE]
     return web.json_response(
         {

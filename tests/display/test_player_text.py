@@ -21,7 +21,7 @@ from contract.payloads import (
     CrapsRollBody,
     LastRollModel,
 )
-from rules.table import PAYOUT_ALARMS
+from rules.alarms import PAYOUT_ALARMS
 from tests.display.conftest import WebServer
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]

@@ -23,7 +23,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from yarl import URL
 
 from display.web.config import WebConfig
-from display.web.server import CSP, SESSION_COOKIE, WebState, build_app, make_state
+from display.web.server import (
+    CSP,
+    HEALTH_FIELDS,
+    SESSION_COOKIE,
+    WebState,
+    build_app,
+    make_state,
+)
 from display.web.users import add_user
 from tests.conftest import Broker
 
@@ -133,6 +140,8 @@ async def test_security_headers_on_pages_files_and_api(web: Web) -> None:
         assert response.headers["X-Frame-Options"] == "DENY"
     api = await web.client.get("/api/health")
     assert api.headers["Cache-Control"] == "no-store"
+    # Exactly the fields declared (and documented: docs/reference/metrics.md).
+    assert set(await api.json()) == set(HEALTH_FIELDS)
     assert api.headers["Content-Security-Policy"] == CSP
     # Nothing but this origin: no http(s) source anywhere in the policy.
     assert "http" not in CSP

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rules import craps, table
+from rules.alarms import PAYOUT_ALARMS
 from rules.events import (
     AlarmCleared,
     AlarmRaised,
@@ -162,7 +163,7 @@ def test_link_errors_stop_no_payout() -> None:
     )
     [result] = [o for o in out if isinstance(o, CoverAllResult)]
     assert result.outcome == "win"
-    assert {"LINK_ERRORS", "ROLL_BACKLOG", "DEVICE_FAULT_OTHER"}.isdisjoint(table.PAYOUT_ALARMS)
+    assert {"LINK_ERRORS", "ROLL_BACKLOG", "DEVICE_FAULT_OTHER"}.isdisjoint(PAYOUT_ALARMS)
 
 
 # --- replay: what the daemon journals rebuilds the same table -------------------------
