@@ -1,7 +1,7 @@
 // The staff's words for the table's alarm codes, where a page shows alarms to people who
 // read a report rather than watch the floor (/reports). The pit keeps the codes its users
 // act on (and filters by); the message of each alarm says the rest.
-// tests/display/test_reports.py checks every code the contract and rules name has words.
+// tests/display/test_reports.py checks that every alarm of rules/alarms.py has words.
 
 export const ALARM_WORDS = {
   DISCONNECTED: "Device disconnected",
