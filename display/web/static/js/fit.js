@@ -11,14 +11,16 @@
 // it keeps with data-min="pays", "small" or "big"; a region's floor is the font-size at
 // which each of its marked elements reaches its own.
 //
-// What comes first: the pay table at its floor; then the history's rows at theirs (as many
-// as fit, newest first; its caption says how many), the pay table giving up size above its
-// floor until the history shows KEEP rows (or all it has); then the layout's shares. The
-// layout (app.css) gives the
-// pay table a share of the page (--pays-h or --pays-w) and says which way it is shrunk to
-// the table's size (--pays-wrap), so what it does not use goes to the round and the
-// history. The same page drawn again (the same regions, the same viewport) reuses the
-// sizes found, checked by one layout.
+// What comes first: the pay table at its floor (it takes up to GROW of the page if it
+// must); then the round at its floor and the history's KEEP newest rows at theirs (the pay
+// table gives up size above its floor for them; the round's share against the history's
+// moves, --round-fr); then the pay table grows as far as the layout's share allows. The
+// layout (app.css) gives the pay table a share of the page (--pays-h or --pays-w) and says
+// which way it is shrunk to the table's size (--pays-wrap), so what it does not use goes to
+// the round and the history. The history shows as many rows as fit at its floor, newest
+// first, and its caption says how many. The same page drawn again (the same regions, the
+// same viewport) reuses the sizes found, checked by one layout; a page whose content changed
+// starts from the sizes of last time (STEADY: two layouts a region when they still hold).
 
 export function floors(width = window.innerWidth, height = window.innerHeight) {
   const side = Math.min(width, height);
@@ -42,7 +44,7 @@ let remembered = null; // {key, sizes: [[selector, size, rows, wrap]], pays: {h,
 // while a first pass may use them; the balancing passes search from scratch.
 const hints = new Map();
 let warm = null;
-const STEADY = 0.03;
+const STEADY = 0.03; // a region grows from its last size only if it can take 3 % more
 
 function px(el) {
   return parseFloat(getComputedStyle(el).fontSize);
