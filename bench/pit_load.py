@@ -54,6 +54,9 @@ class SimTable:
     seq: int = 0
     round_id: int = 0
     since: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(minutes=7))
+    """When its alarm was raised."""
+    check_since: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(minutes=3))
+    """When its pending ``CHECK`` arrived (a craps table)."""
 
     def envelope(self, body: dict[str, Any], at: datetime) -> bytes:
         """The body with ``table``, the next ``seq`` and ``ts``, as JSON."""
@@ -116,6 +119,7 @@ class SimTable:
             board, _ = craps.apply(
                 craps.initial_state(1),
                 RollCheck(roll_id=self.round_id, dice=(3, 3), reason="ON_CHIPS"),
+                at=self.check_since,
             )
             shown = craps_board_publication(craps.board(board), table=self.table)
             return "craps/board", self.envelope(dict(shown.body), at)
@@ -174,13 +178,18 @@ def _royal(result: CoverAllResult) -> CoverAllResult:
 
 
 def floor(tables: int, name: str = "sim") -> list[SimTable]:
-    """``tables`` simulated tables named ``<name>-NNN``."""
+    """``tables`` simulated tables named ``<name>-NNN``; their alarms raised 6.5 to 7
+    minutes ago and their CHECKs 2 to 7 minutes ago, each a few seconds apart in an order
+    that is not the tables' (so a pit sorting by age is seen to)."""
+    now = datetime.now(UTC)
     return [
         SimTable(
             table=f"{name}-{i:03d}",
             game=GAMES[i % len(GAMES)],
             offline=i % 10 == 9,
             alarmed=i % 7 == 3,
+            since=now - timedelta(minutes=7) + timedelta(seconds=(i * 13) % 29),
+            check_since=now - timedelta(minutes=2, seconds=(i * 37) % 300),
         )
         for i in range(tables)
     ]

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import random
 import signal
@@ -39,7 +40,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Final, Literal
 
@@ -367,7 +368,10 @@ def cards_text(codes: Sequence[str]) -> Text:
 
 
 def _chance_text(chance: str | None) -> str:
-    """An exact "n/d" chance as "1 in X" (rounded for people), or "" when there is none."""
+    """An exact "n/d" chance as a player reads it, or "" when there is none: the fraction
+    itself while both terms are small ("2 in 5", "5 in 11": under 10 and 100), else "1 in X"
+    with X = d/n rounded half up to one decimal, without ".0"; as the player display writes
+    it (``static/js/player_text.js`` ``chanceText``)."""
     if not chance or "/" not in chance:
         return ""
     numerator, _, denominator = chance.partition("/")
@@ -377,7 +381,13 @@ def _chance_text(chance: str | None) -> str:
         return ""
     if n <= 0 or d <= 0:
         return ""
-    return f"1 in {(Decimal(d) / Decimal(n)).quantize(Decimal('0.1')):,}"
+    common = math.gcd(n, d)
+    n, d = n // common, d // common
+    if n < 10 and d < 100:
+        return f"{n} in {d}"
+    x = (Decimal(d) / Decimal(n)).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    text = f"{x:,}"
+    return f"1 in {text.removesuffix('.0')}"
 
 
 def _odds_text(pays: str | None) -> str:

@@ -157,9 +157,13 @@ async def test_uth_royal_flush_at_five_hands_lights_column_row_and_pays(
         "els => els.map(e => e.dataset.hands)"
     )
     assert set(lit_cells) == {"5"}
-    await expect(page.locator("#version")).to_contain_text("contract 1.3")
+    # The versions are the staff's (issue 29): on the table's pit page, not the player's.
+    await expect(page.locator("#version")).to_have_count(0)
     await shoot(page, "table-uth")
     frames.check()
+    staff = await page.context.new_page()
+    await staff.goto(f"{web.url}/pit/{table.table_id}")
+    await expect(staff.locator("#version")).to_contain_text("contract 1.3", timeout=WAIT)
     topics = {m["topic"] for m in frames.messages}
     assert {"info", "state", "cover_all/payouts", "cover_all/result"} <= topics
 

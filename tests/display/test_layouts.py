@@ -105,7 +105,7 @@ async def check_player(page: Page, name: str, marks: list[str], pays: str = "#pa
         assert found[pays]["fontSize"] >= floor, (
             f"{size}: {pays} at {found[pays]['fontSize']} px, under 8 % ({floor:.0f} px)"
         )
-        await shoot(page, f"{name}-{size}")
+    # (The pictures of every game at every size are tests/display/test_signage.py's.)
     # Two registers: what a player reads has no code, reason or spec reference.
     said = await page.evaluate(
         "() => ['#main', '#banner', '#overlay'].map((s) => document.querySelector(s).innerText)"

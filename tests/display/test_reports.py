@@ -11,6 +11,7 @@ half-even); the chart's bands against exact binomial sums done here in fractions
 from __future__ import annotations
 
 import math
+import re
 import secrets
 from collections import Counter
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from records.messages import parse
 from records.migrate import migrate
 from records.provision import provision, provision_reader
 from records.store import Store
+from rules.alarms import ALARMS, DEVICE_FAULT_PREFIX
 from rules.bust_odds import odds_table
 from tests.display.conftest import (
     STICKPERSON,
@@ -423,3 +425,76 @@ async def test_no_store_configured_and_a_store_down_are_said_plainly(
             stop_web(web)
     for web in (none, gone):
         assert "Traceback" not in web.log_text()
+
+
+WORDS_BROKEN = """() => {
+    const broken = [];
+    for (const td of document.querySelectorAll("table.report.wide td")) {
+        const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (const m of node.nodeValue.matchAll(/\\S+/g)) {
+                const range = document.createRange();
+                range.setStart(node, m.index);
+                range.setEnd(node, m.index + m[0].length);
+                const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+                if (lines.size > 1) broken.push(m[0]);
+            }
+        }
+    }
+    return broken;
+}"""
+
+ALARM_CODES = sorted(
+    a.code.replace("<code>", "JAM") if a.code.startswith(DEVICE_FAULT_PREFIX) else a.code
+    for a in ALARMS
+)
+"""Every alarm a table raises (``rules.alarms``: ``DEVICE_FAULT_<code>`` stands for a
+device's own codes, asked here as ``DEVICE_FAULT_JAM``)."""
+
+
+async def test_the_report_says_alarms_in_words_and_nothing_stray(
+    tmp_path: Path, auth_broker: AuthBroker, records: Records, page: Page
+) -> None:
+    # issue 29: the page ended with a literal "null" (no gaps: replaceChildren(null)), showed
+    # the alarms' codes and broke them mid-word ("MODE_MISMATC" / "H").
+    store_floor(records)
+    paused = {**alarms("bj-1", 200, "MODE_MISMATCH", "DEVICE_FAULT_DOOR_OPEN"), "ts": _ts(1, 12, 0)}
+    paused["alarms"] = [{**a, "since": _ts(1, 12, 0)} for a in paused["alarms"]]
+    with psycopg.connect(records.owner_dsn) as conn:
+        store = Store(conn)
+        store.write(parse("bj-1", "alarms", body(paused)))
+        store.write(parse("bj-1", "alarms", body({**alarms("bj-1", 201), "ts": _ts(1, 12, 5)})))
+    web = records_web(tmp_path, auth_broker, records)
+    try:
+        await login(page, web, PIT_USER, f"/reports?day={DAY}")
+        await expect(page.locator("body")).to_have_attribute("data-loaded", "1", timeout=WAIT)
+        words = await page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll("#alarms tbody tr")]
+                .map((r) => [r.dataset.code, [r.children[1].textContent,
+                                              r.children[1].getAttribute("title")]]))"""
+        )
+        assert words == {
+            "MODE_MISMATCH": ["Shuffler set to another game", "MODE_MISMATCH"],
+            "DEVICE_FAULT_DOOR_OPEN": ["Device fault: door open", "DEVICE_FAULT_DOOR_OPEN"],
+            "JAM": ["JAM", "JAM"],  # a code without words, as it came
+        }
+        for size, (width, height) in SIZES.items():
+            await page.set_viewport_size({"width": width, "height": height})
+            await page.evaluate("() => new Promise((r) => requestAnimationFrame(() => r(null)))")
+            said = await page.evaluate("() => document.getElementById('main').innerText")
+            assert not re.search(r"\bnull\b", said), f"{size}: stray text: {said[-80:]!r}"
+            assert await page.evaluate(WORDS_BROKEN) == [], size
+        # Every code has words of its own (a device's fault code: the device's word).
+        texts = await page.evaluate(
+            """async (codes) => {
+                const m = await import("/static/js/staff_text.js");
+                return Object.fromEntries(codes.map((c) => [c, m.alarmWords(c)]));
+            }""",
+            ALARM_CODES,
+        )
+        for code, text in texts.items():
+            assert text, code
+            assert text != code, code
+            assert "_" not in text, f"{code}: {text!r}"
+    finally:
+        stop_web(web)

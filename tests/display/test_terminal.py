@@ -315,6 +315,22 @@ def test_the_board_shows_each_bets_chance_as_one_in_x() -> None:
     assert re.search(r"All Tall\s+34 to 1\s+8 9 10 12\s+live", text)
 
 
+def test_a_chance_reads_as_the_player_display_writes_it() -> None:
+    # issue 29: "2 in 5" for a chance of 2/5 (not "1 in 2.5"), as the web page writes it
+    # (static/js/player_text.js chanceText, tests/display/test_signage.py); past reading at
+    # a glance, "1 in X" rounded half up (100.25 -> 100.3).
+    view = TableView(table="t2")
+    body = json.loads(board(31, [2, 6, 11]))
+    body["all_small"]["chance"] = "2/5"
+    body["all_tall"]["chance"] = "4/401"
+    body["make_em_all"]["chance"] = "10/40"
+    assert view.apply("lammer/t2/craps/board", json.dumps(body).encode())
+    text = frame([view])
+    assert re.search(r"All Small\s+34 to 1\s+3 4 5\s+2 in 5\s+live", text)
+    assert re.search(r"All Tall\s+34 to 1\s+8 9 10 12\s+1 in 100\.3\s+live", text)
+    assert re.search(r"Make 'Em All\s+175 to 1\s+[0-9 ]+\s+1 in 4\s+live", text)
+
+
 def roll_payload(
     seq: int, roll_id: int, dice: tuple[int, int], status: str, reason: str | None = None
 ) -> bytes:

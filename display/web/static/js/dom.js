@@ -28,15 +28,11 @@ export function odds(pays) {
   return pays === null || pays === undefined ? "" : `${pays} to 1`;
 }
 
-// An exact chance "n/d" as "1 in X": X = d/n, rounded half up to one decimal, exactly
-// (BigInt), and without ".0" when whole.
-export function oneIn(chance) {
-  if (!chance || !/^[1-9][0-9]*\/[1-9][0-9]*$/.test(chance)) return "";
-  const [n, d] = chance.split("/").map((v) => BigInt(v));
-  const tenths = (20n * d + n) / (2n * n);
-  const whole = tenths / 10n;
-  const frac = tenths % 10n;
-  return `1 in ${whole.toLocaleString("en-US")}${frac ? "." + frac : ""}`;
+// A pay in a pay table's cell: the figure, with " to 1" for a screen reader (and in the
+// cell's text); the table says once, as the regulations' tables do, that all pays are to 1.
+export function oddsFigure(pays) {
+  if (pays === null || pays === undefined) return [];
+  return [h("span.figure", {}, String(pays)), h("span.sr", {}, " to 1")];
 }
 
 const SUITS = { s: "\u2660", h: "\u2665", d: "\u2666", c: "\u2663" };

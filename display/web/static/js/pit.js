@@ -102,21 +102,60 @@ function checkWait(t) {
   return { roll: pending.roll_id, since: pending.since || (own ? own.ts : null), waiting: board.waiting_count || 0 };
 }
 
+function checkText(check) {
+  return `${check.since ? age(check.since) + " \u00b7 " : ""}roll ${check.roll}${check.waiting ? ` +${check.waiting}` : ""}`;
+}
+
 function gameOf(t) {
   const m = t.topics.get("state") || t.topics.get("info");
   return m ? m.game : "";
 }
 
-// Sort keys of the list's columns (?sort=<key>&dir=desc); ties by table id.
+// The oldest alarm of a table (its integrity watch's included), in ms, or null.
+function oldestAlarm(t) {
+  const a = [...alarmsOf(t), ...integrityOf(t)];
+  return a.length ? Math.min(...a.map((x) => Date.parse(x.since) || 0)) : null;
+}
+
+// A pending CHECK's arrival, in ms (0 when not known: a table too old to say), or null.
+function checkSince(t) {
+  const c = checkWait(t);
+  return c ? (c.since ? Date.parse(c.since) || 0 : 0) : null;
+}
+
+// Sort keys of the list's columns (?sort=<key>&dir=desc): a number, a string or a list of
+// them; null (no alarm, no CHECK) always after the rest, whichever the direction; ties by
+// table id. The default, "attention", puts first what needs someone (issue 29): the tables
+// with an alarm (the oldest first), then those offline or closed (the longest first), then
+// those with a CHECK waiting (the oldest first), then the others by id.
 const SORTS = {
+  attention: (feed, t) => {
+    const alarm = oldestAlarm(t);
+    if (alarm !== null) return [0, alarm];
+    if (unreachable(feed, t) || closedReason(feed, t)) return [1, t.availabilitySince ? Date.parse(t.availabilitySince) || 0 : 0];
+    const check = checkSince(t);
+    return check !== null ? [2, check] : [3, 0];
+  },
   table: (feed, t) => t.id,
   game: (feed, t) => gameOf(t),
   area: (feed, t) => { const a = areaOf(feed, t.id); return a === OUTSIDE ? "\uffff" : a; },
   availability: (feed, t) => availabilityText(feed, t),
   result: (feed, t) => { const m = latestResult(t); return m ? -Date.parse(m.ts) : 0; },
-  alarms: (feed, t) => { const a = [...alarmsOf(t), ...integrityOf(t)]; return a.length ? Math.min(...a.map((x) => Date.parse(x.since))) : Infinity; },
-  check: (feed, t) => { const c = checkWait(t); return c ? (c.since ? Date.parse(c.since) : 0) : Infinity; },
+  alarms: (feed, t) => oldestAlarm(t),
+  check: (feed, t) => checkSince(t),
 };
+const DEFAULT_SORT = "attention";
+
+function compare(a, b) {
+  if (Array.isArray(a)) {
+    for (let i = 0; i < a.length; i += 1) {
+      const c = compare(a[i], b[i]);
+      if (c) return c;
+    }
+    return 0;
+  }
+  return a < b ? -1 : a > b ? 1 : 0;
+}
 const COLUMNS = [["table", "Table"], ["game", "Game"], ["area", "Area"], ["availability", "Availability"],
   ["result", "Last result"], ["alarms", "Alarms"], ["check", "CHECK"]];
 
@@ -154,20 +193,25 @@ function listRow(feed, t) {
       [...alarms.map((a) => `${a.code} ${age(a.since)}${a.acknowledged_by ? " \u2713" + a.acknowledged_by : ""}`),
         // The row first: the cell is narrow; the whole sentence follows (and in its title).
         ...integrity.map((a) => `INTEGRITY ${age(a.since)} ${a.row} \u2014 ${a.message}`)].join(", ")),
-    h("span.c-check", { role: "cell" }, check ? `roll ${check.roll}${check.since ? " " + age(check.since) : ""}${check.waiting ? ` +${check.waiting}` : ""}` : ""));
+    // The wait first, so a narrow cell never hides it (issue 29): "4 min · roll 401 +60".
+    h("span.c-check", { role: "cell", title: check ? checkText(check) : "" }, check ? checkText(check) : ""));
 }
 
 // The list: sorted, then poured into as many columns as fit (three at 1920 px), each
 // with its own header row whose cells sort.
 function sortedTables(feed, tables) {
-  const key = SORTS[sort.key] ? sort.key : "table";
+  const key = SORTS[sort.key] ? sort.key : DEFAULT_SORT;
   const keyed = tables.map((t) => [SORTS[key](feed, t), t]);
-  keyed.sort(([a, ta], [b, tb]) => (a < b ? -1 : a > b ? 1 : ta.id.localeCompare(tb.id)) * (sort.desc ? -1 : 1));
+  const direction = sort.desc ? -1 : 1;
+  keyed.sort(([a, ta], [b, tb]) => {
+    if ((a === null) !== (b === null)) return a === null ? 1 : -1; // nothing to sort by: last
+    return (a === null ? 0 : compare(a, b) * direction) || ta.id.localeCompare(tb.id);
+  });
   return keyed.map(([, t]) => t);
 }
 
 function listView(feed, sorted, columns) {
-  const key = SORTS[sort.key] ? sort.key : "table";
+  const key = SORTS[sort.key] ? sort.key : DEFAULT_SORT;
   const per = Math.ceil(sorted.length / columns) || 1;
   const header = () => h("div.row.head", { role: "row" }, COLUMNS.map(([k, label]) => h(`span.c-${k}`, {
     role: "columnheader", "aria-sort": k === key ? (sort.desc ? "descending" : "ascending") : "none",
@@ -178,7 +222,7 @@ function listView(feed, sorted, columns) {
     parts.push(h("div.pit-column", { role: "table", "aria-label": `Tables ${i + 1} to ${Math.min(i + per, sorted.length)}` },
       header(), sorted.slice(i, i + per).map((t) => cachedRow(feed, t))));
   }
-  const el = h("div.pit-list#pit-list", {}, parts);
+  const el = h(`div.pit-list#pit-list${Object.keys(feed.areas).length ? "" : ".no-areas"}`, {}, parts);
   el.style.setProperty("--columns", String(columns));
   return el;
 }
@@ -191,7 +235,7 @@ let drawnList = null;
 function drawList(feed, shown) {
   const sorted = sortedTables(feed, shown);
   const columns = Math.max(1, Math.min(3, Math.floor(window.innerWidth / 620)));
-  const signature = `${columns}|${sort.key}|${sort.desc}|${sorted.map((t) => t.id).join(",")}`;
+  const signature = `${columns}|${sort.key}|${sort.desc}|${Object.keys(feed.areas).length}|${sorted.map((t) => t.id).join(",")}`;
   const list = document.getElementById("pit-list");
   if (list && drawnList && drawnList.signature === signature) {
     for (const t of sorted) {
@@ -215,14 +259,14 @@ function drawList(feed, shown) {
 const OUTSIDE = "\u0000outside";
 const params = new URLSearchParams(location.search);
 const filter = { area: params.get("area") || "", alarm: params.get("alarm") || "", view: params.get("view") || "list" };
-const sort = { key: params.get("sort") || "table", desc: params.get("dir") === "desc" };
+const sort = { key: SORTS[params.get("sort")] ? params.get("sort") : DEFAULT_SORT, desc: params.get("dir") === "desc" };
 
 function remember() {
   const query = new URLSearchParams();
   if (filter.area) query.set("area", filter.area);
   if (filter.alarm) query.set("alarm", filter.alarm);
   if (filter.view !== "list") query.set("view", filter.view);
-  if (sort.key !== "table") query.set("sort", sort.key);
+  if (sort.key !== DEFAULT_SORT) query.set("sort", sort.key);
   if (sort.desc) query.set("dir", "desc");
   const text = query.toString();
   history.replaceState(null, "", text ? `?${text}` : location.pathname);
@@ -310,6 +354,9 @@ function draw(feed) {
     .filter(([, list]) => list.length);
   const named = Object.keys(feed.areas).length > 0;
   document.getElementById("view").value = filter.view;
+  const attention = document.getElementById("sort-attention");
+  attention.setAttribute("aria-pressed", String(sort.key === DEFAULT_SORT));
+  attention.hidden = filter.view !== "list";
   document.body.dataset.view = filter.view;
   document.getElementById("version").textContent = feed.server ? `web ${feed.server}` : "";
   if (tables.length && shown.length && filter.view === "list") {
@@ -408,6 +455,12 @@ async function loginFlow() {
 }
 
 document.getElementById("login-open").addEventListener("click", () => loginFlow());
+document.getElementById("sort-attention").addEventListener("click", () => {
+  sort.key = DEFAULT_SORT;
+  sort.desc = false;
+  remember();
+  render(feed);
+});
 fetch("/api/session", { credentials: "same-origin" }).then((r) => r.json()).then((info) => {
   if (info.user) {
     session = info;

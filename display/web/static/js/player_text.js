@@ -49,6 +49,11 @@ export function seat(position) {
   return m ? `Seat ${m[1]}` : "";
 }
 
+// A number of hands in play: "1 hand", "5 hands" (the regulation's "1 Total Hand").
+export function handsText(count) {
+  return `${count} hand${count === 1 ? "" : "s"}`;
+}
+
 export function outcomeText(outcome) {
   return OUTCOMES[outcome] || "";
 }
@@ -75,6 +80,24 @@ export function seriesTitle(count, shown) {
   if (!count) return "This series";
   const rolls = `${count} roll${count === 1 ? "" : "s"}`;
   return shown < count ? `This series: ${rolls}, the last ${shown} shown` : `This series: ${rolls}`;
+}
+
+// A bet's chance to complete, as a player reads it, from the exact "n/d" the daemon
+// publishes: the fraction itself while it is small enough to read at a glance ("2 in 5",
+// "5 in 11", "1 in 7": both terms under 10 and 100), else "1 in X" with X = d/n rounded half
+// up to one decimal, exactly (BigInt), without ".0" ("1 in 38.1"). The terminal display
+// writes it the same way (display/terminal.py).
+export function chanceText(chance) {
+  if (!chance || !/^[1-9][0-9]*\/[1-9][0-9]*$/.test(chance)) return "";
+  let [n, d] = chance.split("/").map((v) => BigInt(v));
+  let [a, b] = [n, d];
+  while (b) [a, b] = [b, a % b];
+  [n, d] = [n / a, d / a];
+  if (n < 10n && d < 100n) return `${n} in ${d}`;
+  const tenths = (20n * d + n) / (2n * n);
+  const whole = tenths / 10n;
+  const frac = tenths % 10n;
+  return `1 in ${whole.toLocaleString("en-US")}${frac ? "." + frac : ""}`;
 }
 
 // The banner's words for an alarm, or null when a player is not told of it.

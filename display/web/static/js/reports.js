@@ -6,6 +6,7 @@
 // The day, the table and the area are chosen in the form and kept in the address.
 
 import { h } from "./dom.js";
+import { alarmWords } from "./staff_text.js";
 
 // SVG's namespace as the HTML parser gives it to an <svg> (no address written out: the
 // pages name nothing outside this server, tests/display/test_web_server.py).
@@ -136,24 +137,26 @@ function draw(data) {
           h("figcaption", {}, "Each paying row over these days: the band holds 95 % of an honest table's counts (binomial, the par sheet's chance); a dot outside it is marked."))
         : h("p.muted", {}, "No row with an expected count to chart."));
   });
-  el("main").replaceChildren(
+  el("main").replaceChildren(...[
     tables.length ? h("div", {}, sections) : h("p.headline.muted", {}, "No rounds recorded."),
     listSection("big-hits", `Big hits (${data.big_hit} to 1 or more)`, ["time", "table", "round", "bet", "row", "pays", "seat", "cards"],
-      data.big_hits.map((b) => h("tr", { dataset: { table: b.table, seq: b.seq } }, h("td", {}, when(b.ts)), h("td", {}, b.table),
+      data.big_hits.map((b) => h("tr", { dataset: { table: b.table, seq: b.seq } }, h("td", {}, when(b.ts)), h("td.id", {}, b.table),
         h("td", {}, String(b.round_id)), h("td", {}, b.bet), h("td", {}, b.row), h("td", {}, `${b.pays} to 1`),
         h("td", {}, b.seat || ""), h("td", {}, b.cards.join(" ")))), "none"),
     listSection("decisions", "Decisions", ["time", "table", "decision", "details", "operator", "status"],
-      data.decisions.map((d) => h("tr", { dataset: { table: d.table, seq: d.seq } }, h("td", {}, when(d.ts)), h("td", {}, d.table),
+      data.decisions.map((d) => h("tr", { dataset: { table: d.table, seq: d.seq } }, h("td", {}, when(d.ts)), h("td.id", {}, d.table),
         h("td", {}, d.name), h("td", {}, Object.keys(d.details).sort().map((k) => `${k}=${d.details[k]}`).join(" ")),
         h("td", {}, d.operator || "unknown operator"), h("td", {}, d.status + (d.error ? ` (${d.error})` : "")))), "none"),
-    listSection("alarms", "Alarms", ["table", "code", "message", "from", "to", "acknowledged"],
-      data.alarms.map((a) => h("tr", { dataset: { table: a.table, code: a.code } }, h("td", {}, a.table), h("td", {}, a.code),
+    listSection("alarms", "Alarms", ["table", "alarm", "message", "from", "to", "acknowledged"],
+      data.alarms.map((a) => h("tr", { dataset: { table: a.table, code: a.code } }, h("td.id", {}, a.table),
+        h("td.alarm", { title: a.code }, alarmWords(a.code)),
         h("td", {}, a.message), h("td", {}, when(a.since)), h("td", {}, a.ended ? when(a.ended) : "still active"),
         h("td", {}, a.acknowledged_by ? `by ${a.acknowledged_by} at ${when(a.acknowledged_at).slice(11)}` : "not acknowledged"))), "none"),
     listSection("availability", "Availability (as received)", ["time", "table", "status"],
-      data.availability.map((a) => h("tr", {}, h("td", {}, when(a.received)), h("td", {}, a.table), h("td", {}, a.status))), "no change"),
+      data.availability.map((a) => h("tr", {}, h("td", {}, when(a.received)), h("td.id", {}, a.table), h("td", {}, a.status))), "no change"),
     data.gaps.length ? listSection("gaps", "Gaps (seqs a table could not resend)", ["table", "seqs", "reason"],
-      data.gaps.map((g) => h("tr", {}, h("td", {}, g.table), h("td", {}, `${g.from_seq}..${g.to_seq}`), h("td", {}, g.reason))), "") : null);
+      data.gaps.map((g) => h("tr", {}, h("td.id", {}, g.table), h("td", {}, `${g.from_seq}..${g.to_seq}`), h("td", {}, g.reason))), "") : null,
+  ].filter(Boolean)); // replaceChildren(null) would write "null" (issue 29)
   // The charts at the width their box got (beside the tables on a wide screen).
   for (const box of document.querySelectorAll("figure.chart-box")) {
     box.prepend(chart(box.dataset.table, data.charts[box.dataset.table], Math.max(300, box.clientWidth)));

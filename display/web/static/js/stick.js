@@ -138,7 +138,12 @@ function render(f) {
 function build() {
   $("clauses").replaceChildren(...Object.entries(CLAUSES).map(([n, text]) =>
     h("li", { value: n, dataset: { clause: n } }, `(${n}) ${text}`)));
-  $("clause").replaceChildren(...VOID_CLAUSES.map((n) => h("option", { value: n }, `(c)(${n}) ${CLAUSES[n]}`)));
+  // The select names the clause, its words beside it (a select shows its choice on one
+  // line: the words would be cut on a narrow terminal).
+  $("clause").replaceChildren(...VOID_CLAUSES.map((n) => h("option", { value: n }, `(c)(${n})`)));
+  const words = () => { $("clause-words").textContent = CLAUSES[$("clause").value] || ""; };
+  $("clause").onchange = words;
+  words();
   $("void").onclick = () => {
     const roll = Number($("void").dataset.roll);
     const clause = $("clause").value;
