@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 import subprocess
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -50,6 +51,7 @@ async def test_two_hundred_tables_in_the_list_view_on_one_screen(
     broker.start()
     web = None
     try:
+        made = time.monotonic()  # the floor's alarms are raised 7 min (less 0 to 28 s) before
         sims = floor(200)
         password = (broker.credentials / "daemon").read_text().strip()
         async with aiomqtt.Client(
@@ -87,7 +89,11 @@ async def test_two_hundred_tables_in_the_list_view_on_one_screen(
         offline = next(s for s in sims if s.offline)
         assert by_id[offline.table][3].startswith("offline since ")
         alarmed = next(s for s in sims if s.alarmed and s.game != "CRAPS")
-        assert by_id[alarmed.table][5].startswith("MODE_MISMATCH 7 min")
+        # About 7 min by the time the row is drawn, or more on a loaded machine (a minute may
+        # pass between the floor's making and the draw).
+        age = re.match(r"MODE_MISMATCH (\d+) min", by_id[alarmed.table][5])
+        assert age is not None, by_id[alarmed.table][5]
+        assert 7 <= int(age[1]) <= 7 + (time.monotonic() - made) / 60 + 1
         dice = next(s for s in sims if s.game == "CRAPS" and not s.offline)
         # The pending CHECK, its wait first (issue 29: a narrow cell never hides it).
         assert re.fullmatch(r"\d+ (s|min) · roll 1", by_id[dice.table][6])
