@@ -73,9 +73,9 @@ from rules.events import (
     TableGame,
 )
 
-CONTRACT_VERSION: Final = "1.3"
-"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
-lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
+CONTRACT_VERSION: Final = "1.4"
+"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 to 1.4
+additions (1.4: ``info``'s ``software``, ``request/authenticate``) and lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
 ``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
 ``since``; docs/reference/mqtt.md)."""
 
@@ -725,6 +725,22 @@ class PaytablesModel(PayloadModel):
     )
 
 
+HEX_DIGEST_PATTERN: Final = r"^[0-9a-f]{64}$"
+HexDigest = Annotated[str, Field(pattern=HEX_DIGEST_PATTERN, description="64 hex digits")]
+"""A SHA-256 or HMAC-SHA256, lowercase hex (``contract.software``)."""
+
+
+class SoftwareModel(PayloadModel):
+    """What the table runs (mqtt-api.md 1.4): the lammer version and the SHA-256 over the
+    sorted list of its critical components, each hashed with SHA-256
+    (``contract.software``, ``lammer verify-install``)."""
+
+    version: Name = Field(description="the lammer version")
+    digest: HexDigest = Field(
+        description="SHA-256 over the sorted `sha256sum`-style listing of every component"
+    )
+
+
 class InfoBody(PayloadModel):
     """``info`` (retained; added topic): what this table runs, for screens and the pit.
 
@@ -742,6 +758,12 @@ class InfoBody(PayloadModel):
     paytables: PaytablesModel = Field(
         description="`{cover_all, bonus_craps, bust_bonus}`, each `null` but the table's own "
         "game's:"
+    )
+    software: SoftwareModel | None = Field(
+        default=None,
+        description="`{version, digest}`: the installed software's digest, computed at start "
+        "(`null` from a table before 1.4)",
+        json_schema_extra=_added("1.4"),
     )
 
 

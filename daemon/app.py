@@ -29,12 +29,25 @@ import gc
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from functools import partial
 from typing import Any, Final, assert_never
 
 import structlog
 
+from contract.manifest import ManifestError, load_manifest, public_keys
+from contract.software import (
+    Component,
+    SoftwareError,
+    components,
+    first_difference,
+    installed_root,
+    parse_seed,
+    seeded,
+    whole_digest,
+)
 from contract.vocabulary import lammer_version
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
@@ -106,12 +119,17 @@ class TableDaemon:
         the MQTT link tells, ``_login_watch`` hands it to the table (``MQTT_LOGIN_REFUSED``)."""
         self.disk_check_every = disk_check_every
         self.growth = GrowthMeter()
+        self.software_root = installed_root()
+        """The folder holding the lammer packages this process runs: what is authenticated."""
+        self.software: SoftwareCheck | None = None
+        """The installed software as read at start, checked against ``[software]``."""
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
         # Every line logged inside names the table, the drivers' and the MQTT link's
         # included; tasks started here copy the context.
         with structlog.contextvars.bound_contextvars(table=self.config.table.id):
+            self.software = check_software(self.config, self.software_root, self.log)
             journal = open_live(self.config.journal_path, key=self.config.journal.read_key())
             core: TableCore | None = None
             try:
@@ -144,6 +162,7 @@ class TableDaemon:
             self.config,
             journal,
             version=lammer_version(),
+            software_digest=None if self.software is None else self.software.digest,
             clock=self.clock,
             on_replay_progress=lambda: self.notifier.extend_timeout(REPLAY_EXTENSION_S),
             replay_progress_every=self.replay_extend_every,
@@ -155,6 +174,19 @@ class TableDaemon:
         # what another game of this table id left retained is cleared.
         core.upkeep.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
         core.start()
+        refused = False
+        if self.software is not None:
+            core.software_checked(self.software.record(), self.software.problem)
+            if self.software.problem is not None:
+                # Issue 33: a table whose program cannot be verified refuses play: offline,
+                # its devices never opened, SOFTWARE on its alarms; requests still answered
+                # (a lab can authenticate it remotely).
+                refused = True
+                mqtt.set_available(False)
+                self.log.error(
+                    "software not approved: the table stays closed",
+                    problem=self.software.problem,
+                )
         core.journal_writable()  # a JOURNAL_FAULT a stopped daemon left: the start wrote
         if not self.reserve.ensure():
             self.log.warning(
@@ -165,7 +197,7 @@ class TableDaemon:
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")
-                for device, driver in self._make_drivers(core):
+                for device, driver in [] if refused else self._make_drivers(core):
                     tg.create_task(self._pump(core, mqtt, device, driver), name=f"driver-{device}")
                 tg.create_task(self._watchdog(core), name="watchdog")
                 tg.create_task(self._timer(core, mqtt), name="timer")
@@ -189,6 +221,18 @@ class TableDaemon:
         async def on_request(incoming: Incoming) -> None:
             assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
             await self._durably(core, link, lambda: core.decide(incoming))
+            pending = core.pending_authentication
+            if pending is not None:
+                # request/authenticate: the files are read now, off the event loop (tens
+                # of ms); the requests behind it wait, devices do not.
+                core.pending_authentication = None
+                asked = pending[1]
+                answer = await asyncio.to_thread(
+                    seeded_answer, self.software_root, asked.request.seed
+                )
+                await self._durably(
+                    core, link, lambda: core.authenticated(pending[0], asked, answer)
+                )
 
         def on_journal_error() -> None:
             assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
@@ -375,6 +419,86 @@ def settle_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+@dataclass(frozen=True, slots=True)
+class SoftwareCheck:
+    """The installed software as read at start: its digest, how long reading it took, and
+    against ``[software]``'s manifests which one it matches or the problem (a sentence)."""
+
+    digest: str
+    count: int
+    ms: float
+    approved: str | None
+    problem: str | None
+
+    def record(self) -> dict[str, object]:
+        """What the journal keeps of it (kind ``daemon``, ``software``)."""
+        return {
+            "version": lammer_version(),
+            "digest": self.digest,
+            "components": self.count,
+            "ms": self.ms,
+            "approved": self.approved,
+            "problem": self.problem,
+        }
+
+
+def check_software(config: TableConfig, root: Path, log: Any) -> SoftwareCheck:
+    """Read the installed components now (``contract.software``) and check them against
+    the approved manifests of ``[software]``, if any."""
+    started = time.perf_counter()
+    try:
+        parts = components(root)
+    except SoftwareError as exc:
+        log.error("installed software unreadable", error=str(exc))
+        return SoftwareCheck("0" * 64, 0, 0.0, None, f"the installed software cannot be read: {exc}")
+    digest = whole_digest(parts)
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    approved, problem = _approval(config, parts, digest)
+    log.info(
+        "software digest",
+        digest=digest,
+        components=len(parts),
+        ms=ms,
+        approved=approved,
+        problem=problem,
+    )
+    return SoftwareCheck(digest, len(parts), ms, approved, problem)
+
+
+def _approval(
+    config: TableConfig, parts: tuple[Component, ...], digest: str
+) -> tuple[str | None, str | None]:
+    section = config.software
+    if not section.manifests:
+        return None, None
+    try:
+        keys = public_keys(section.public_keys)
+        manifests = [load_manifest(p, keys) for p in section.manifests]
+    except ManifestError as exc:
+        return None, f"the software cannot be verified: {exc}"
+    for manifest in manifests:
+        if manifest.digest == digest:
+            return manifest.name, None
+    version = lammer_version()
+    closest = next((m for m in manifests if m.version == version), manifests[0])
+    actual = {c.path: c.digest for c in parts}
+    found = first_difference(actual, dict(closest.components))
+    what = "its components differ" if found is None else found[1]
+    return None, (
+        f"the installed software matches no approved release manifest: {what} "
+        f"(against {closest.name}, lammer {closest.version})"
+    )
+
+
+def seeded_answer(root: Path, seed_hex: str) -> tuple[tuple[Component, ...], str] | str:
+    """``request/authenticate``'s answer read now: the components' HMACs under the seed and
+    the whole's, or a sentence why the files cannot be read. Runs in a worker thread."""
+    try:
+        return seeded(components(root), parse_seed(seed_hex))
+    except SoftwareError as exc:
+        return f"the installed software cannot be read: {exc}"
 
 
 class JournalFault:

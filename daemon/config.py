@@ -560,6 +560,29 @@ class BustBonusSection(_Section):
     )
 
 
+class SoftwareSection(_Section):
+    """``[software]``: the approved releases (issue 33). At start the table computes its
+    installed software's digest (``lammer verify-install``) and, when ``manifests`` are
+    given, stays closed (``availability`` ``offline``, a ``SOFTWARE`` alarm naming the
+    first file that differs) unless it matches one of them, each signed by one of
+    ``public_keys`` (``lammer release``)."""
+
+    manifests: list[Annotated[Path, AfterValidator(_existing_file)]] = Field(
+        default_factory=list,
+        description="Approved release manifests (lammer release manifest); none: no check",
+    )
+    public_keys: list[Annotated[Path, AfterValidator(_existing_file)]] = Field(
+        default_factory=list,
+        description="Public keys (PEM) the manifests must be signed with",
+    )
+
+    @model_validator(mode="after")
+    def _keys_given(self) -> SoftwareSection:
+        if self.manifests and not self.public_keys:
+            raise ValueError("manifests are given without public_keys to verify them with")
+        return self
+
+
 class TableConfig(_Section):
     """One table's whole configuration."""
 
@@ -572,6 +595,7 @@ class TableConfig(_Section):
     watchdog: WatchdogSection = WatchdogSection()
     bonus_craps: BonusCrapsSection = BonusCrapsSection()
     bust_bonus: BustBonusSection = BustBonusSection()
+    software: SoftwareSection = SoftwareSection()
 
     @property
     def client_id(self) -> str:

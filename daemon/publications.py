@@ -48,6 +48,7 @@ from contract.payloads import (
     LastRollModel,
     PayRowModel,
     PaytablesModel,
+    SoftwareModel,
     PendingRollModel,
     Publication,
     SeriesRollModel,
@@ -370,8 +371,10 @@ def info_publication(
     craps_paytable: int,
     decks: int,
     dealer_hits_soft_17: bool,
+    digest: str | None = None,
 ) -> Publication:
-    """``info`` (added topic): the version, the game and the whole pay tables in use."""
+    """``info`` (added topic): the version, the game and the whole pay tables in use, and
+    the software's digest (``contract.software``, mqtt-api.md 1.4)."""
     cover_all = None
     if game in POKER_GAMES:
         pt = cover_all_table(game)
@@ -409,5 +412,6 @@ def info_publication(
         contract=CONTRACT_VERSION,
         game=game,
         paytables=PaytablesModel(cover_all=cover_all, bonus_craps=bonus_craps, bust_bonus=bust),
+        software=None if digest is None else SoftwareModel(version=version, digest=digest),
     )
     return publication("info", body)

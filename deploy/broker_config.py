@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal
 
-from contract.floor import bridge_status_topic, integrity_topic
+from contract.floor import bridge_status_topic, integrity_topic, software_topic
 from contract.payloads import TOPICS
 from contract.requests import request_topic
 from daemon.config import TableConfig
@@ -528,15 +528,22 @@ def _users(
     records = User(
         name=RECORDS,
         role="records",
-        about="The floor's records: read every table; publish resend requests and the "
-        "integrity alarms only",
+        about="The floor's records and authenticator: read every table; publish resend and "
+        "authenticate requests at its own name, the integrity alarms and the software "
+        "status only",
         grants=(
             *(
                 g
                 for t in tables
-                for g in (Grant("read", f"{t.base}/#"), resend_grant(t.base, RECORDS))
+                for g in (
+                    Grant("read", f"{t.base}/#"),
+                    resend_grant(t.base, RECORDS),
+                    # lammer authenticate (records/authenticate.py) runs as records.
+                    Grant("write", request_topic(t.base, "authenticate", RECORDS)),
+                )
             ),
             Grant("write", integrity_topic("+")),
+            Grant("write", software_topic("+")),
         ),
     )
     displays, terminals = devices
@@ -578,6 +585,7 @@ def _display_grants(tables: Sequence[Table], user: str) -> tuple[Grant, ...]:
     return (
         *(g for t in tables for g in (*readable_grants(t.base), resend_grant(t.base, user))),
         Grant("read", integrity_topic("+")),
+        Grant("read", software_topic("+")),
     )
 
 
