@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     manifest.add_argument("--out", type=Path, required=True, help="the manifest file to write")
     manifest.add_argument("--root", type=Path, default=None, help="another installed tree")
     manifest.add_argument(
-        "--version", dest="release_version", default=None,
+        "--version",
+        dest="release_version",
+        default=None,
         help="the release's version (default: the installed lammer's)",
     )
     verify = sub.add_parser("verify", help="check a manifest's signature against approved keys")

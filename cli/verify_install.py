@@ -37,17 +37,29 @@ from contract.vocabulary import lammer_version
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``lammer verify-install``."""
     parser.add_argument(
-        "--root", type=Path, default=None, help="the folder holding the lammer packages "
-        "(default: this installed lammer's)"
+        "--root",
+        type=Path,
+        default=None,
+        help="the folder holding the lammer packages (default: this installed lammer's)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object")
-    parser.add_argument("--seed", metavar="HEX", help="HMAC-SHA256 under this seed (16 to 64 bytes)")
     parser.add_argument(
-        "--manifest", type=Path, action="append", default=[], metavar="FILE",
+        "--seed", metavar="HEX", help="HMAC-SHA256 under this seed (16 to 64 bytes)"
+    )
+    parser.add_argument(
+        "--manifest",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
         help="an approved release manifest to compare with (repeatable)",
     )
     parser.add_argument(
-        "--key", type=Path, action="append", default=[], metavar="PUB",
+        "--key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PUB",
         help="an approved public key (PEM) the manifests must be signed with (repeatable)",
     )
 

@@ -75,7 +75,8 @@ from rules.events import (
 
 CONTRACT_VERSION: Final = "1.4"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 to 1.4
-additions (1.4: ``info``'s ``software``, ``request/authenticate``) and lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
+additions (1.4: ``info``'s ``software``, ``request/authenticate``) and lammer's
+own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
 ``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
 ``since``; docs/reference/mqtt.md)."""
 

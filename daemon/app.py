@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Any, Final, assert_never
 
 import structlog
@@ -452,7 +452,9 @@ def check_software(config: TableConfig, root: Path, log: Any) -> SoftwareCheck:
         parts = components(root)
     except SoftwareError as exc:
         log.error("installed software unreadable", error=str(exc))
-        return SoftwareCheck("0" * 64, 0, 0.0, None, f"the installed software cannot be read: {exc}")
+        return SoftwareCheck(
+            "0" * 64, 0, 0.0, None, f"the installed software cannot be read: {exc}"
+        )
     digest = whole_digest(parts)
     ms = round((time.perf_counter() - started) * 1000, 1)
     approved, problem = _approval(config, parts, digest)

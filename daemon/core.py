@@ -62,11 +62,11 @@ from daemon.publications import info_publication, outcome_publication, state_pub
 from daemon.records import to_record
 from daemon.replay import Memory, Replay, Settings, reconfigure, start_record
 from daemon.requests import (
+    AuthenticateAsked,
     DropCounter,
     Dropped,
     Incoming,
     Refused,
-    AuthenticateAsked,
     ResendAsked,
     admit,
     classify,
@@ -115,8 +115,7 @@ AUTHENTICATIONS_PER_MINUTE = 6
 tens of milliseconds off the event loop); more are refused with ``AUTH_RATE_ERROR``."""
 
 AUTH_RATE_ERROR = (
-    f"at most {AUTHENTICATIONS_PER_MINUTE} authentications a minute per user: ask again in a "
-    "minute"
+    f"at most {AUTHENTICATIONS_PER_MINUTE} authentications a minute per user: ask again in a minute"
 )
 
 CLOCK_JUMP_LIMIT = 2.0
@@ -592,7 +591,9 @@ class TableCore:
         self.log.info("resend served", **record)
         return queued
 
-    def _authenticate_admit(self, incoming: Incoming, asked: AuthenticateAsked, at: datetime) -> int:
+    def _authenticate_admit(
+        self, incoming: Incoming, asked: AuthenticateAsked, at: datetime
+    ) -> int:
         """A well-formed ``request/authenticate``: within its user's rate it is handed to
         the shell (``pending_authentication``), which reads the files off the event loop;
         past it, refused."""

@@ -76,7 +76,6 @@ from rules.events import (
     AlarmRaised,
     BadFrameSeen,
     BrokerLoginChecked,
-    SoftwareChecked,
     CardDrawn,
     CleanStart,
     ClockJumped,
@@ -108,6 +107,7 @@ from rules.events import (
     RoundSettled,
     RoundVoided,
     ShufflerFact,
+    SoftwareChecked,
     TableGame,
     TimePassed,
     VoidOverturned,
@@ -340,9 +340,9 @@ def apply(  # noqa: C901  one match over the table's event kinds, each a call
                 "(every event waits in the journal); check username and password_file"
             )
             return _raise(state, MQTT_LOGIN, None, message, at)
-        case SoftwareChecked(problem=None):
-            return _clear(state, SOFTWARE, None)
         case SoftwareChecked(problem=problem):
+            if problem is None:
+                return _clear(state, SOFTWARE, None)
             return _raise(state, SOFTWARE, None, problem[:SOFTWARE_TEXT], at)
         case ModeReported(game=mode):
             return _mode(state, mode, at)
