@@ -20,9 +20,13 @@ from contract.manifest import ManifestError, load_manifest, public_keys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``lammer authenticate``."""
-    parser.add_argument("--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT")
+    parser.add_argument(
+        "--mqtt", default="127.0.0.1:1883", metavar="HOST:PORT", help="the broker or floor node"
+    )
     parser.add_argument("--mqtt-user", default="records", help="the MQTT user (default records)")
-    parser.add_argument("--mqtt-password-file", type=Path, metavar="FILE")
+    parser.add_argument(
+        "--mqtt-password-file", type=Path, metavar="FILE", help="its password, one line"
+    )
     parser.add_argument("--mqtt-ca-file", type=Path, metavar="CA", help="MQTT over TLS")
     parser.add_argument("--prefix", action="append", metavar="PREFIX", help="default lammer")
     parser.add_argument(
@@ -43,7 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--interval", type=float, default=600.0, help="seconds between rounds")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to answer")
-    parser.add_argument("--discover", type=float, default=2.0, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--discover",
+        type=float,
+        default=2.0,
+        help="seconds to learn the tables from their retained info before the first round",
+    )
     parser.add_argument("--rounds", type=int, default=None, help="stop after N rounds")
 
 

@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``lammer release``."""
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     keygen = sub.add_parser("keygen", help="a new Ed25519 signing key: PREFIX.key, PREFIX.pub")
-    keygen.add_argument("--out", type=Path, required=True, metavar="PREFIX")
+    keygen.add_argument(
+        "--out", type=Path, required=True, metavar="PREFIX", help="writes PREFIX.key, PREFIX.pub"
+    )
     manifest = sub.add_parser("manifest", help="the signed manifest of the installed release")
     manifest.add_argument("--key", type=Path, required=True, help="the private key (PEM)")
     manifest.add_argument("--out", type=Path, required=True, help="the manifest file to write")
@@ -44,8 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the release's version (default: the installed lammer's)",
     )
     verify = sub.add_parser("verify", help="check a manifest's signature against approved keys")
-    verify.add_argument("manifest", type=Path)
-    verify.add_argument("--key", type=Path, action="append", required=True, metavar="PUB")
+    verify.add_argument("manifest", type=Path, help="the manifest file")
+    verify.add_argument(
+        "--key",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="PUB",
+        help="an approved public key (PEM) (repeatable)",
+    )
 
 
 def _write(path: Path, data: bytes, mode: int) -> None:

@@ -2,7 +2,7 @@
 // Do not edit: tests/contract/test_esmodule.py fails when this file is stale.
 
 // The MQTT contract (docs/reference/mqtt.md).
-export const CONTRACT_VERSION = "1.3";
+export const CONTRACT_VERSION = "1.4";
 
 // Every JSON topic under a table's base topic, and whether it is retained.
 export const TOPICS = Object.freeze({
