@@ -114,7 +114,8 @@ def test_plain_digests_are_the_spec_s() -> None:
     assert {c.path: c.digest for c in parts} == each
     assert whole_digest(parts) == whole
     paths = [c.path for c in parts]
-    assert PAY_TABLE in paths and RULES_MODULE in paths
+    assert PAY_TABLE in paths
+    assert RULES_MODULE in paths
     assert "display/web/static/app.css" in paths  # the pages' static files
     assert any(p.startswith("records/migrations/") for p in paths)
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in paths)
@@ -190,7 +191,7 @@ def test_a_changed_manifest_or_an_unknown_key_is_refused_with_a_sentence(
     entry = next(c for c in forged["components"] if c["path"] == PAY_TABLE)
     entry["sha256"] = hashlib.sha256(b"a pay table that pays more").hexdigest()
     forged["digest"] = whole_digest(Component(c["path"], c["sha256"]) for c in forged["components"])
-    with pytest.raises(ManifestError, match="signature does not verify under key .*: refused"):
+    with pytest.raises(ManifestError, match=r"signature does not verify under key .*: refused"):
         verify_manifest(json.dumps(forged).encode(), keys, name="forged.json")
     others = public_keys([release["dir"] / "other.pub"])
     with pytest.raises(ManifestError, match="which is not one of the approved public keys"):
@@ -225,7 +226,8 @@ def test_the_commands_name_the_tampered_files_and_refuse_a_bad_manifest(
     assert got["digest"] == whole
     assert {c["path"]: c["digest"] for c in got["components"]} == each
     refused = subprocess.run(
-        [LAMMER, "release", "verify", str(where / "approved.json"), "--key", str(where / "other.pub")],
+        [LAMMER, "release", "verify", str(where / "approved.json"), "--key",
+         str(where / "other.pub")],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     assert refused.returncode == 1
