@@ -151,8 +151,9 @@ def test_the_bridge_lists_every_node_and_each_table_topics(
         f"lammer/{t}/{level} {direction} 1"
         for t in ("t1", "t2")
         for level, direction in [(lvl, "out") for lvl in floor.BRIDGE_OUT]
-        # The requests, and the resend requests readers send at their own name (1.4).
-        + [("request/+", "in"), ("request/resend/+", "in")]
+        # The requests, and the resend and authenticate requests readers send at their
+        # own name (1.4).
+        + [("request/+", "in"), ("request/authenticate/+", "in"), ("request/resend/+", "in")]
     ]
     # One QoS 1 message in flight with a bridge: the floor gets each table's seq in order.
     assert ("max_inflight_messages", "1") in lines
@@ -434,12 +435,15 @@ def test_each_user_gets_exactly_its_own_subjects(
         "allow": ["lammer.t1.>", "lammer.t2.>", "lammer-floor.bridge.ctl-a"],
         "deny": ["lammer.t1.request.>", "lammer.t2.request.>"],
     }
-    # The requests, and the resend requests readers send at their own name (1.4).
+    # The requests, and the authenticate and resend requests readers send at their own
+    # name (1.4).
     assert bridge["subscribe"] == {
         "allow": [
             "lammer.t1.request.*",
+            "lammer.t1.request.authenticate.*",
             "lammer.t1.request.resend.*",
             "lammer.t2.request.*",
+            "lammer.t2.request.authenticate.*",
             "lammer.t2.request.resend.*",
             "$MQTT.sub.>",
         ]
@@ -459,13 +463,18 @@ def test_each_user_gets_exactly_its_own_subjects(
         "publish": {"allow": ["lammer.t1.request.*", "lammer.t2.request.*"]},
         "subscribe": {"allow": readers},
     }
-    # lammer records: reads as display; asks for resends and publishes integrity alarms.
+    # lammer records: reads as display; asks for resends and publishes integrity alarms;
+    # lammer authenticate (as records): asks for authentication at its own name and
+    # publishes the software status (1.4).
     assert users["records"]["permissions"] == {
         "publish": {
             "allow": [
                 "lammer.t1.request.resend.records",
                 "lammer.t2.request.resend.records",
+                "lammer.t1.request.authenticate.records",
+                "lammer.t2.request.authenticate.records",
                 "lammer-floor.integrity.*",
+                "lammer-floor.software.*",
             ]
         },
         "subscribe": {"allow": readers},
