@@ -7,7 +7,8 @@
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
 2. subscribe ``<base>/request/+`` and, for the requests read-only users send at their own
-   level (mqtt-api.md 1.4, ``contract.requests.USER_LEVEL``), ``<base>/request/resend/+``
+   level (mqtt-api.md 1.4, ``contract.requests.USER_LEVEL``), ``<base>/request/<name>/+``
+   for ``authenticate`` and ``resend``
    (QoS 1), before saying ``online``, so a request sent the moment a terminal sees
    ``online`` finds the table listening;
 3. publish ``online`` (retained);
