@@ -35,7 +35,7 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
-from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT
+from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT, SOFTWARE_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
 from contract.nodes import Nodes
 from contract.payloads import PayloadError, parse_as, relayed
@@ -212,6 +212,11 @@ class Follower:
             log.error("integrity alarms not readable: check the broker's ACL", error=str(exc))
         else:
             self.integrity = True
+        try:
+            # lammer authenticate's software status (issue 33), granted with the same.
+            await subscribe(client, f"{SOFTWARE_ROOT}+")
+        except SubscriptionRefused as exc:
+            log.error("software status not readable: check the broker's ACL", error=str(exc))
 
     async def _requests(self, client: aiomqtt.Client) -> None:
         """Publish the feed's resend requests (QoS 1, bounded: a lost one is asked again

@@ -6,7 +6,8 @@ Users of the broker, with the roles ``lammer broker-config`` gives them (which p
 daemon user per table known up front; these tests make tables as they go): ``daemon``
 writes under ``lammer/``, ``display`` only reads (the tables, and the integrity alarms),
 ``terminal`` reads and publishes ``request/...`` only, ``records`` publishes the integrity
-alarms (``lammer-floor/integrity/<table>``). Anonymous clients may only read: the
+alarms (``lammer-floor/integrity/<table>``) and the software status
+(``lammer-floor/software/<table>``). Anonymous clients may only read: the
 harness's recorder is one.
 """
 
@@ -67,9 +68,11 @@ topic readwrite lammer/#
 user display
 topic read lammer/#
 topic read lammer-floor/integrity/+
+topic read lammer-floor/software/+
 
 user records
 topic write lammer-floor/integrity/+
+topic write lammer-floor/software/+
 
 user terminal
 topic read lammer/#

@@ -84,6 +84,14 @@ export class Store {
     t.version += 1;
   }
 
+  // A table's software status as lammer authenticate retains it {table, ts, status,
+  // version, manifest, differs, message}; status null: none known.
+  software(m) {
+    const t = this.table(m.table);
+    t.software = m.status ? m : null;
+    t.version += 1;
+  }
+
   // A gap the server's feed gave up on {table, from_seq, to_seq, reason, at}.
   gap(m) {
     const t = this.table(m.table);
@@ -125,10 +133,15 @@ export function integrityOf(table) {
   return table.integrity || [];
 }
 
-// The active alarms: from `alarms` or `state`, whichever is newer.
+// The active alarms: from `alarms` or `state`, whichever is newer, and a SOFTWARE alarm
+// when the floor's authenticator finds the table's software not approved (issue 33).
 export function alarmsOf(table) {
   const m = latest(table, "alarms", "state");
-  return m ? m.alarms : [];
+  const own = m ? m.alarms : [];
+  const sw = table.software;
+  if (!sw || sw.status === "approved" || own.some((a) => a.code === "SOFTWARE")) return own;
+  const differs = sw.differs ? `${sw.differs}: ` : "";
+  return [...own, { code: "SOFTWARE", device: null, message: `${differs}${sw.message}`, since: sw.ts, stops_payouts: true, floor: true }];
 }
 
 export class Feed {
@@ -226,6 +239,10 @@ export class Feed {
         break;
       case "integrity":
         (this.pending || this.store).integrity(m);
+        if (!this.pending) this.render(this);
+        break;
+      case "software":
+        (this.pending || this.store).software(m);
         if (!this.pending) this.render(this);
         break;
       case "bridge":
