@@ -474,7 +474,8 @@ def _authenticated(body: _Body) -> None:
     if not isinstance(parts, list) or not parts:
         raise body.fail("components lists each component with its HMAC")
     paths = [p.get("path") if isinstance(p, dict) else None for p in parts]
-    if not all(isinstance(p, str) for p in paths) or paths != sorted(paths, key=str.encode):
+    named = [p for p in paths if isinstance(p, str)]
+    if len(named) != len(paths) or named != sorted(named, key=lambda p: p.encode()):
         raise body.fail("components are sorted by path")
     if not all(isinstance(p.get("hmac"), str) and _HEX64.fullmatch(p["hmac"]) for p in parts):
         raise body.fail("each component's hmac is an HMAC-SHA256 in hex")
