@@ -23,7 +23,13 @@ from typing import Any
 import aiomqtt
 import pytest
 
-from contract.manifest import generate_key, load_manifest, make_manifest, public_keys
+from contract.manifest import (
+    generate_key,
+    load_manifest,
+    load_private_key,
+    make_manifest,
+    public_keys,
+)
 from contract.software import PACKAGES, components, installed_root
 from records.authenticate import Settings
 from records.authenticate import run as authenticate
@@ -43,10 +49,9 @@ def release(tmp_path: Path) -> dict[str, Any]:
     lines of a table that requires it."""
     private_pem, public_pem = generate_key()
     (tmp_path / "release.pub").write_bytes(public_pem)
-    from cryptography.hazmat.primitives import serialization
-
-    key = serialization.load_pem_private_key(private_pem, password=None)
-    manifest = make_manifest(components(), "0.1.0", key)  # type: ignore[arg-type]
+    (tmp_path / "release.key").write_bytes(private_pem)
+    key = load_private_key(tmp_path / "release.key")
+    manifest = make_manifest(components(), "0.1.0", key)
     path = tmp_path / "lammer-0.1.0.json"
     path.write_text(json.dumps(manifest))
     lines = f'[software]\nmanifests = ["{path}"]\npublic_keys = ["{tmp_path / "release.pub"}"]\n'
@@ -172,7 +177,7 @@ async def test_a_terminal_and_the_floor_authenticate_tables_with_fresh_seeds(
         assert auth.last_status[other.table_id] == "unknown"
         seen: dict[str, dict[str, Any]] = {}
         async for message in pit.messages:
-            body = json.loads(bytes(message.payload))  # type: ignore[arg-type]
+            body = json.loads(bytes(message.payload))
             seen[body["table"]] = body
             if {good.table_id, other.table_id} <= seen.keys():
                 break
