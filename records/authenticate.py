@@ -175,6 +175,8 @@ class Authenticator:
             self._publish(table, version, verdict)
             asked.answered.set()
             return
+        if ours and asked is not None and seed == asked.seed:
+            return  # the answer taken, delivered again (QoS 1): nothing new
         if ours or seed in self.past_seeds:
             # An answer to a seed not the one just asked: a replay, never taken.
             self.replays_refused += 1

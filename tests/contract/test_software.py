@@ -269,8 +269,10 @@ def test_the_authenticator_approves_names_the_first_difference_and_refuses_a_rep
     asked = json.loads(first)
     recorded = _answer(tree, bytes.fromhex(asked["seed"]), asked["request_id"])
     auth.received("lammer/t1/response/authenticate", json.dumps(recorded).encode())
+    auth.received("lammer/t1/response/authenticate", json.dumps(recorded).encode())  # QoS 1
     auth.end_round(30)
     assert [body["status"] for _, body in auth.published] == ["approved"]
+    assert auth.replays_refused == 0
     auth.published.clear()
 
     # The next round asks a fresh seed; the recorded answer sent again is refused, as is
