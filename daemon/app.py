@@ -426,7 +426,8 @@ class SoftwareCheck:
     """The installed software as read at start: its digest, how long reading it took, and
     against ``[software]``'s manifests which one it matches or the problem (a sentence)."""
 
-    digest: str
+    digest: str | None
+    """None when the files could not be read."""
     count: int
     ms: float
     approved: str | None
@@ -451,10 +452,10 @@ def check_software(config: TableConfig, root: Path, log: Any) -> SoftwareCheck:
     try:
         parts = components(root)
     except SoftwareError as exc:
+        # Closed only where approved manifests are required; else published as unknown.
         log.error("installed software unreadable", error=str(exc))
-        return SoftwareCheck(
-            "0" * 64, 0, 0.0, None, f"the installed software cannot be read: {exc}"
-        )
+        unread = f"the installed software cannot be read: {exc}"
+        return SoftwareCheck(None, 0, 0.0, None, unread if config.software.manifests else None)
     digest = whole_digest(parts)
     ms = round((time.perf_counter() - started) * 1000, 1)
     approved, problem = _approval(config, parts, digest)
