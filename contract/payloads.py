@@ -59,6 +59,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from contract.topics import Topic
 from rules.alarms import ALARMS
 from rules.cards import parse_card
 from rules.craps import SERIES_SHOWN
@@ -814,17 +815,17 @@ class InfoMessage(InfoBody, Envelope):
 
 # topic (relative to the base topic) -> (model of the published message, retained)
 TOPICS: Final[dict[str, tuple[type[Envelope], bool]]] = {
-    "info": (InfoMessage, True),
-    "state": (StateMessage, True),
-    "alarms": (AlarmsMessage, True),
-    "cover_all/payouts": (CoverAllPayoutsMessage, True),
-    "cover_all/result": (CoverAllResultMessage, True),
-    "craps/board": (CrapsBoardMessage, True),
-    "craps/roll": (CrapsRollMessage, False),
-    "craps/result": (CrapsResultMessage, False),
-    "craps/reversal": (CrapsReversalMessage, False),
-    "bust_bonus/state": (BustBonusStateMessage, True),
-    "bust_bonus/result": (BustBonusResultMessage, True),
+    Topic.INFO: (InfoMessage, True),
+    Topic.STATE: (StateMessage, True),
+    Topic.ALARMS: (AlarmsMessage, True),
+    Topic.COVER_ALL_PAYOUTS: (CoverAllPayoutsMessage, True),
+    Topic.COVER_ALL_RESULT: (CoverAllResultMessage, True),
+    Topic.CRAPS_BOARD: (CrapsBoardMessage, True),
+    Topic.CRAPS_ROLL: (CrapsRollMessage, False),
+    Topic.CRAPS_RESULT: (CrapsResultMessage, False),
+    Topic.CRAPS_REVERSAL: (CrapsReversalMessage, False),
+    Topic.BUST_BONUS_STATE: (BustBonusStateMessage, True),
+    Topic.BUST_BONUS_RESULT: (BustBonusResultMessage, True),
 }
 """Every topic the daemon publishes from the table's state and the rules' outcomes, with
 its model and whether it is retained: the one topic table of producers and consumers

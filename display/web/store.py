@@ -86,19 +86,13 @@ from contract.payloads import (
     parse_as,
     relayed,
 )
+from contract.topics import HISTORY, HISTORY_TOPICS
 
 log = structlog.get_logger("lammer.web")
 
 MAX_TABLES: Final = 2000
 RECENT: Final = 12
 """Messages kept per non-retained topic for a page that connects later."""
-HISTORY: Final = 50
-"""Results kept per table for the screens' history (the player display shows the last 10,
-``/pit/<id>`` the last 50), from the time the server started watching: in memory, bounded."""
-HISTORY_TOPICS: Final = frozenset(
-    {"cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"}
-)
-"""The topics whose earlier messages a page is sent on connect, besides the latest."""
 GAPS: Final = 20
 """Gaps kept per table for a page that connects later (the newest)."""
 MAX_RESENDS: Final = 256
