@@ -48,6 +48,7 @@ from contract.manifest import Manifest
 from contract.requests import request_topic
 from contract.session import observe_disconnect
 from contract.software import first_difference, seeded
+from contract.topics import Topic
 
 log = structlog.get_logger("lammer.authenticate")
 
@@ -149,7 +150,7 @@ class Authenticator:
             return
         if not isinstance(data, dict):
             return
-        base = self.base_of(topic, "info")
+        base = self.base_of(topic, Topic.INFO)
         if base is not None:
             table = data.get("table")
             if isinstance(table, str):
@@ -279,7 +280,7 @@ async def run(settings: Settings, *, rounds: int | None = None) -> Authenticator
     ) as client:
         observe_disconnect(client)
         for prefix in settings.prefixes:
-            await client.subscribe(f"{prefix}/+/info", qos=1)
+            await client.subscribe(f"{prefix}/+/{Topic.INFO}", qos=1)
             await client.subscribe(f"{prefix}/+/response/authenticate", qos=1)
         reader = asyncio.create_task(_read(client, auth), name="authenticate reader")
         try:
