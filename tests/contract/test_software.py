@@ -134,6 +134,7 @@ def test_seeded_digests_are_the_spec_s() -> None:
     assert all(a.digest != b.digest for a, b in zip(macs, other, strict=True))
 
 
+@pytest.mark.heavy  # two trees read and hashed twice each, one copied
 def test_a_tampered_pay_table_and_rules_module_change_their_digests_and_the_whole(
     tree: Path, tmp_path: Path
 ) -> None:
