@@ -79,7 +79,7 @@ def parse_nodes(value: str, default_port: int) -> list[tuple[str, int]]:
 
 
 Delay = Callable[[int, random.Random], float]
-"""The backoff before round ``n`` of every node failing (``drivers.backoff.Backoff.delay``
+"""The backoff before round ``n`` of every node failing (``foundation.backoff.Backoff.delay``
 for those that may import it)."""
 
 

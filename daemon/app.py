@@ -47,7 +47,7 @@ from daemon.notify import Notifier
 from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 from drivers.driver import DeviceDriver
 from drivers.events import (
     BadFrameReceived,

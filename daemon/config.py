@@ -46,7 +46,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
-from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
+from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
 from rules.events import GAMES, Device, TableGame

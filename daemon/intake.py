@@ -37,9 +37,10 @@ would still read one by one is left unread for a while (``Flood``, ``SHED_AT``).
 from __future__ import annotations
 
 import enum
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
+
+from foundation.bucket import TokenBucket, positive_rate
 
 REQUEST_RATE: Final = 5.0
 """Requests a second a table serves on average (a stickperson decides a few a minute)."""
@@ -59,45 +60,6 @@ class Verdict(enum.Enum):
     COUNT = "count"
 
 
-def _checked_rate(what: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a finite number above 0, got {value!r}")
-    return float(value)
-
-
-@dataclass(slots=True)
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` kept; ``take`` spends one if there is one.
-    Time is the caller's (a monotonic clock in seconds): a clock that goes back adds none."""
-
-    rate: float
-    burst: float
-    _tokens: float = field(init=False)
-    _at: float | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.rate = _checked_rate("rate", self.rate)
-        self.burst = _checked_rate("burst", self.burst)
-        if self.burst < 1:
-            raise ValueError(f"burst must be at least 1, got {self.burst!r}")
-        self._tokens = self.burst
-
-    def take(self, now: float) -> bool:
-        """Spend a token at ``now`` if one is left; False when the bucket is empty."""
-        if not math.isfinite(now):
-            raise ValueError(f"not a time: {now!r}")
-        if self._at is not None and now > self._at:
-            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-        if self._at is None or now > self._at:
-            self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
-
-
 class RequestGate:
     """The table's request intake: ``check(now)`` for each request as it arrives."""
 
@@ -108,7 +70,7 @@ class RequestGate:
         burst: int = REQUEST_BURST,
         answers: float = BUSY_ANSWERS,
     ) -> None:
-        self.rate = _checked_rate("rate", rate)
+        self.rate = positive_rate("rate", rate)
         self._requests = TokenBucket(rate, burst)
         self._answers = TokenBucket(answers, 1)
         self.admitted = 0

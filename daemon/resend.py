@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from contract.requests import copy_budget
-from daemon.intake import TokenBucket
 from daemon.outbox import OutboxMessage
+from foundation.bucket import TokenBucket
 
 RESEND_RATE: Final = 4.0
 """Resend requests a table serves per second for one user, sustained."""

@@ -35,7 +35,7 @@ from daemon.mqtt import REQUEST_QUEUE, MqttLink
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
 from deploy.broker import broker_config
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 from tests.conftest import Broker, free_port
 
 BASE = "lammer/t1"
@@ -529,7 +529,7 @@ async def test_requests_reach_on_request_in_order(mosquitto: Broker) -> None:
 def test_backoff_is_jittered_exponential_and_capped(
     initial: float, factor: float, attempt: int, seed: int
 ) -> None:
-    # The link's policy is drivers.backoff's (one helper for every link).
+    # The link's policy is foundation.backoff's (one helper for every link).
     backoff = Backoff(initial=initial, maximum=initial * factor)
     step = min(backoff.maximum, initial * 2**attempt) if attempt < 1000 else backoff.maximum
     delay = backoff.delay(attempt, random.Random(seed))

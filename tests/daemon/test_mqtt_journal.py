@@ -12,7 +12,7 @@ from pathlib import Path
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
 from daemon.publications import outcome_publication, state_publications
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 from rules.events import CrapsBetSettled, RollRecorded
 from rules.table import DeviceState, TableState
 from tests.conftest import Broker
