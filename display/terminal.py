@@ -870,7 +870,7 @@ class OptionError(ValueError):
 
 def link_of(args: argparse.Namespace) -> Link:
     """The ``Link`` the options describe; ``OptionError`` saying what is wrong."""
-    from contract.nodes import parse_nodes
+    from foundation.endpoints import parse_nodes
 
     try:
         nodes = parse_nodes(args.mqtt_host, args.port) if args.mqtt_host else []

@@ -44,7 +44,6 @@ floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controll
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import re
 import ssl
 import tomllib
@@ -68,9 +67,9 @@ from pydantic import (
     model_validator,
 )
 
-from contract.nodes import parse_listen, parse_nodes, parse_port
 from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
+from foundation.endpoints import is_loopback, parse_listen, parse_nodes, parse_port
 
 
 def _resolve(value: Path, info: ValidationInfo) -> Path:
@@ -327,7 +326,7 @@ class WebConfig(BaseModel):
     def password_in_clear(self) -> bool:
         """Whether a password would go to a broker off this machine without TLS."""
         logs_in = self.mqtt_password_file is not None or self.terminal_password_file is not None
-        remote = any(not _loopback(host) for host, _ in self.mqtt_nodes)
+        remote = any(not is_loopback(host) for host, _ in self.mqtt_nodes)
         return logs_in and remote and self.mqtt_ca_file is None
 
     def mqtt_tls(self) -> ssl.SSLContext | None:
@@ -368,15 +367,6 @@ class WebConfig(BaseModel):
     def terminal_password(self) -> str | None:
         """The terminal user's password (the file's first line), or None."""
         return _first_line(self.terminal_password_file)
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _declaration(path: Path) -> Declaration:
