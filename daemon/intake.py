@@ -4,9 +4,9 @@ A table needs a stickperson's decision every few rolls; each one costs a journal
 transaction (an fsync) and an answer on the wire. A client that may publish requests (a
 pit terminal, or whoever holds its password) can send thousands a second. Served one by
 one, they would push the table's results behind their answers and fill the journal
-(issue 20: 5,000 requests in 2 s delayed a roll by 19.8 s and grew the journal 1.3 KB a
-request). So the MQTT link asks ``RequestGate.check`` for every request as it arrives,
-before it is queued:
+(measured without the gate: 5,000 requests in 2 s delayed a roll by 19.8 s and grew the
+journal 1.3 KB a request). So the MQTT link asks ``RequestGate.check`` for every request as
+it arrives, before it is queued:
 
 * ``ADMIT``: within the rate (a token bucket: ``rate`` a second on average, ``burst`` at
   once); the request is served as always (journaled, answered).
@@ -114,7 +114,7 @@ class Flood:
     one by one: each costs the link a packet parsed and acknowledged on the table's event
     loop, thousands a second, and the table's results wait behind them). The link then
     unsubscribes for ``SHED_FOR`` seconds: the broker drops what nobody reads, at no cost
-    to the table (issue 28: 5,000 resend requests a second from one user)."""
+    to the table (a flood measured at 5,000 resend requests a second from one user)."""
 
     at: int = SHED_AT
     window: float = 1.0

@@ -1,4 +1,4 @@
-"""Actions per user per second for ``lammer web`` (issue 20).
+"""Actions per user per second for ``lammer web``: one user cannot use up the table's intake.
 
 A logged-in stickperson decides a few rolls a minute; a script with a stolen session, or a
 stuck key, could post hundreds of actions a second, each one an MQTT request the table must
