@@ -36,12 +36,12 @@ from tests.display.conftest import (
     start_web,
     stop_web,
 )
-from tests.helpers.reports import Records, bust_row, info_bj, iso, par_of, poker_row
+from tests.helpers.reports import Records, bust_row, info_bj, iso, par_of, poker_row, records
 from tests.helpers.screens import PIT_USER, SIZES, WAIT, add_pit_user, audit, check_regions, measure
 from tests.records.conftest import postgres
 from tests.records.messages import alarms, body
 
-__all__ = ["postgres"]
+__all__ = ["postgres", "records"]  # the fixtures, used by name
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 

@@ -26,9 +26,11 @@ import pytest
 
 from deploy import broker_config as bc
 from deploy.broker import free_port, wait_listening
-from tests.helpers.broker_access import DEADLINE, Secured, next_messages
+from tests.helpers.broker_access import DEADLINE, Secured, next_messages, secured
 from tests.helpers.pki import make_pki
 from tests.integration.harness import Table
+
+__all__ = ["secured"]  # the fixture, used by name
 
 pytestmark = pytest.mark.integration
 
