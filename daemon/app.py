@@ -47,7 +47,6 @@ from daemon.notify import Notifier
 from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
-from foundation.backoff import Backoff
 from drivers.driver import DeviceDriver
 from drivers.events import (
     BadFrameReceived,
@@ -57,6 +56,7 @@ from drivers.events import (
     NoiseReceived,
     Received,
 )
+from foundation.backoff import Backoff
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
 

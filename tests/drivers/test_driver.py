@@ -22,7 +22,6 @@ import serial_asyncio_fast
 import structlog
 
 from drivers import messages as m
-from foundation.backoff import Backoff
 from drivers.driver import DeviceDriver, _Port, _Transport
 from drivers.errors import DriverConfigError
 from drivers.events import (
@@ -35,6 +34,7 @@ from drivers.events import (
 )
 from drivers.link import next_seq
 from drivers.settings import DriverSettings, Rs485
+from foundation.backoff import Backoff
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
