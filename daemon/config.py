@@ -23,7 +23,6 @@ Sections and who needs them:
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import os
 import zoneinfo
 from pathlib import Path
@@ -48,7 +47,14 @@ from daemon.errors import ConfigFileError
 from drivers.errors import DriverConfigError
 from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
 from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
-from foundation.config_files import existing_file, private_file, read_toml, resolve
+from foundation.config_files import (
+    TYPE_PROBLEMS,
+    did_you_mean,
+    existing_file,
+    private_file,
+    read_toml,
+    resolve,
+)
 from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
@@ -701,8 +707,7 @@ def _describe(error: Any) -> str:
     got = f", got {value!r}"
     if kind == "extra_forbidden":
         names = _field_names(TableConfig, tuple(error["loc"]))
-        close = difflib.get_close_matches(str(error["loc"][-1]), names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(error["loc"][-1]), names)
         return f"unknown key{hint}" + (
             f" (known: {', '.join(names)})" if names and not hint else ""
         )
@@ -716,15 +721,8 @@ def _describe(error: Any) -> str:
         return f"must be one of {ctx.get('expected')}{got}"
     if kind in {"model_type", "model_attributes_type", "dict_type"}:
         return f"must be a table ([section] or {{...}}){got}"
-    simple = {
-        "int_type": "an integer",
-        "bool_type": "true or false",
-        "float_type": "a number",
-        "string_type": "a string",
-        "path_type": "a path string",
-    }
-    if kind in simple:
-        return f"must be {simple[kind]}{got}"
+    if kind in TYPE_PROBLEMS:
+        return f"{TYPE_PROBLEMS[kind]}{got}"
     return f"{error['msg']}{got}"
 
 

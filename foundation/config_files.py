@@ -14,10 +14,11 @@ sentences, and the files it names (relative to its folder, existing, private whe
 
 from __future__ import annotations
 
+import difflib
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationInfo
 
@@ -36,6 +37,23 @@ class ConfigProblems(ValueError):
         count = len(self.problems)
         header = f"{where}: {count} problem{'s' if count != 1 else ''}"
         super().__init__("\n  ".join([header, *self.problems]))
+
+
+TYPE_PROBLEMS: Final[Mapping[str, str]] = {
+    "int_type": "must be an integer",
+    "bool_type": "must be true or false",
+    "float_type": "must be a number",
+    "string_type": "must be a string",
+    "path_type": "must be a path string",
+}
+"""pydantic's error types of a value of the wrong type (strict fields), in an operator's
+words; the caller adds what it got."""
+
+
+def did_you_mean(key: str, keys: Iterable[str]) -> str:
+    """``; did you mean 'name'?`` for the known key closest to an unknown ``key``, or ""."""
+    close = difflib.get_close_matches(key, list(keys), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def read_toml(path: Path, error: type[ConfigProblems] = ConfigProblems) -> dict[str, Any]:

@@ -43,7 +43,6 @@ floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controll
 
 from __future__ import annotations
 
-import difflib
 import re
 import ssl
 from datetime import time
@@ -68,7 +67,14 @@ from pydantic import (
 
 from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
-from foundation.config_files import existing_file, from_folder, open_mode, read_toml
+from foundation.config_files import (
+    TYPE_PROBLEMS,
+    did_you_mean,
+    existing_file,
+    from_folder,
+    open_mode,
+    read_toml,
+)
 from foundation.endpoints import is_loopback, parse_listen, parse_nodes, parse_port
 
 Port = Annotated[StrictInt, AfterValidator(parse_port)]
@@ -372,18 +378,10 @@ def _describe(error: Any) -> str:
     loc = ".".join(str(p) for p in error["loc"])
     got = f", got {error.get('input')!r}"
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(loc, list(WebConfig.model_fields), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{loc}: unknown key{hint}"
+        return f"{loc}: unknown key{did_you_mean(loc, WebConfig.model_fields)}"
     message = str(error["msg"]).removeprefix("Value error, ")
-    simple = {
-        "int_type": "must be an integer",
-        "bool_type": "must be true or false",
-        "string_type": "must be a string",
-        "path_type": "must be a path string",
-    }
-    if kind in simple:
-        message = simple[kind] + got
+    if kind in TYPE_PROBLEMS:
+        message = TYPE_PROBLEMS[kind] + got
     elif kind in {"greater_than_equal", "less_than_equal"}:
         message = message + got
     if not loc:  # a cross-field check: its message names its keys

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ValidationError, ValidationInfo, field_validator
 
-from foundation.config_files import ConfigProblems, private_file, read_toml
+from foundation.config_files import ConfigProblems, did_you_mean, private_file, read_toml
 
 
 class _Error(ConfigProblems):
@@ -59,3 +59,8 @@ def test_a_secret_is_taken_from_the_files_folder_and_must_be_private(tmp_path: P
         _Secret.model_validate({"secret": "pw"}, context={"base_dir": tmp_path})
     with pytest.raises(ValidationError, match="no such file"):
         _Secret.model_validate({"secret": "nope"}, context={"base_dir": tmp_path})
+
+
+def test_an_unknown_key_names_the_closest_known_one() -> None:
+    assert did_you_mean("mqtt_prot", ["mqtt_port", "prefix"]) == "; did you mean 'mqtt_port'?"
+    assert did_you_mean("zzz", ["mqtt_port", "prefix"]) == ""
