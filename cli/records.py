@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from contract.nodes import parse_nodes
 from contract.tasks import STOP_DEADLINE_S, exit_after
+from foundation.endpoints import parse_nodes
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1

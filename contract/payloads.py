@@ -52,7 +52,6 @@ one; ``pending_roll`` is ``{roll_id, dice, reason}``; ``alarms[].since`` is writ
 
 from __future__ import annotations
 
-import json
 import re
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
@@ -60,6 +59,7 @@ from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from contract.topics import Topic
+from foundation import strict_json
 from rules.alarms import ALARMS
 from rules.cards import parse_card
 from rules.craps import SERIES_SHOWN
@@ -932,10 +932,6 @@ class PayloadError(ValueError):
         self.detail = detail
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def describe(exc: ValidationError, *, most: int = 3) -> str:
     """The first errors of a validation, each naming its field (``dice.1: ...``)."""
     parts = []
@@ -955,7 +951,7 @@ def decode(payload: bytes) -> dict[str, Any]:
     if len(payload) > MAX_PAYLOAD:
         raise PayloadError("too_large", f"{len(payload)} bytes")
     try:
-        data = json.loads(payload, parse_constant=_no_constant)
+        data = strict_json.loads(payload)
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise PayloadError("not_json", f"not UTF-8 JSON ({str(exc)[:200]})") from None
     except RecursionError:

@@ -43,11 +43,13 @@ PACKAGES: Final = (
     "deploy",
     "display",
     "drivers",
+    "foundation",
     "records",
     "rules",
     "simulators",
 )
-"""Every lammer package (pyproject's ``[tool.setuptools] packages``)."""
+"""Every lammer package (pyproject's ``[tool.setuptools] packages``; a test holds them
+equal)."""
 
 SKIPPED_DIRS: Final = frozenset({"__pycache__"})
 SKIPPED_SUFFIXES: Final = (".pyc", ".pyo")

@@ -60,7 +60,6 @@ from daemon.notify import Notifier
 from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
-from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver
 from drivers.events import (
     BadFrameReceived,
@@ -70,6 +69,7 @@ from drivers.events import (
     NoiseReceived,
     Received,
 )
+from foundation.backoff import Backoff
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
 

@@ -23,9 +23,7 @@ Sections and who needs them:
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import os
-import tomllib
 import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -46,9 +44,17 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
-from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
+from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
+from foundation.config_files import (
+    TYPE_PROBLEMS,
+    did_you_mean,
+    existing_file,
+    private_file,
+    read_toml,
+    resolve,
+)
 from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
@@ -98,37 +104,6 @@ Seconds = Annotated[
     StrictFloat, AfterValidator(_positive), Field(json_schema_extra={"exclusiveMinimum": 0})
 ]
 Port = Annotated[StrictInt, _range(1, 65535), _between(1, 65535)]
-
-
-def _resolve(value: Path, info: ValidationInfo) -> Path:
-    """A relative path is relative to the configuration file's directory."""
-    value = value.expanduser()
-    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
-    if not value.is_absolute() and isinstance(base, Path):
-        value = base / value
-    return value
-
-
-def _existing_file(value: Path, info: ValidationInfo) -> Path:
-    value = _resolve(value, info)
-    if not value.exists():
-        raise ValueError(f"no such file: {value}")
-    if not value.is_file():
-        raise ValueError(f"not a regular file: {value}")
-    return value
-
-
-def _private_file(value: Path, info: ValidationInfo) -> Path:
-    """An existing regular file only its owner may read or write (a password, a key)."""
-    value = _existing_file(value, info)
-    mode = value.stat().st_mode & 0o777
-    if mode & 0o077:
-        # A secret others may read (or replace) is no secret: refuse it, as ssh does.
-        raise ValueError(
-            f"must be readable by its owner only, got mode {mode:04o} "
-            f"(group or others may read or write it): chmod 600 {value}"
-        )
-    return value
 
 
 class _Section(BaseModel):
@@ -298,7 +273,7 @@ class TlsSection(_Section):
     @field_validator("ca_file", "cert_file", "key_file")
     @classmethod
     def _exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        return None if value is None else existing_file(value, info)
 
 
 class MqttSection(_Section):
@@ -376,7 +351,7 @@ class MqttSection(_Section):
     @field_validator("password_file")
     @classmethod
     def _password_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _private_file(value, info)
+        return None if value is None else private_file(value, info)
 
     def read_password(self) -> str | None:
         """The password from ``password_file`` (first line, without its newline), or None."""
@@ -451,7 +426,7 @@ class JournalSection(_Section):
     def _usable(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _resolve(value, info)
+        value = resolve(value, info)
         if value.is_dir():
             raise ValueError(f"is a directory, expected a file path: {value}")
         # The journal creates missing directories; an ancestor that is a file cannot work.
@@ -478,7 +453,7 @@ class JournalSection(_Section):
     def _command(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
+        value = existing_file(value, info)
         if not os.access(value, os.X_OK):
             raise ValueError(f"is not executable: {value}")
         return value
@@ -488,7 +463,7 @@ class JournalSection(_Section):
     def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _private_file(value, info)
+        value = private_file(value, info)
         if value.stat().st_size < 16:
             raise ValueError(f"holds {value.stat().st_size} bytes: a key needs 16 or more")
         return value
@@ -567,11 +542,11 @@ class SoftwareSection(_Section):
     first file that differs) unless it matches one of them, each signed by one of
     ``public_keys`` (``lammer release``)."""
 
-    manifests: list[Annotated[Path, AfterValidator(_existing_file)]] = Field(
+    manifests: list[Annotated[Path, AfterValidator(existing_file)]] = Field(
         default_factory=list,
         description="Approved release manifests (lammer release manifest); none: no check",
     )
-    public_keys: list[Annotated[Path, AfterValidator(_existing_file)]] = Field(
+    public_keys: list[Annotated[Path, AfterValidator(existing_file)]] = Field(
         default_factory=list,
         description="Public keys (PEM) the manifests must be signed with",
     )
@@ -756,8 +731,7 @@ def _describe(error: Any) -> str:
     got = f", got {value!r}"
     if kind == "extra_forbidden":
         names = _field_names(TableConfig, tuple(error["loc"]))
-        close = difflib.get_close_matches(str(error["loc"][-1]), names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(error["loc"][-1]), names)
         return f"unknown key{hint}" + (
             f" (known: {', '.join(names)})" if names and not hint else ""
         )
@@ -771,15 +745,8 @@ def _describe(error: Any) -> str:
         return f"must be one of {ctx.get('expected')}{got}"
     if kind in {"model_type", "model_attributes_type", "dict_type"}:
         return f"must be a table ([section] or {{...}}){got}"
-    simple = {
-        "int_type": "an integer",
-        "bool_type": "true or false",
-        "float_type": "a number",
-        "string_type": "a string",
-        "path_type": "a path string",
-    }
-    if kind in simple:
-        return f"must be {simple[kind]}{got}"
+    if kind in TYPE_PROBLEMS:
+        return f"{TYPE_PROBLEMS[kind]}{got}"
     return f"{error['msg']}{got}"
 
 
@@ -803,20 +770,7 @@ def load_config(path: str | Path) -> TableConfig:
     unreadable file, TOML that does not parse, or settings that do not validate.
     """
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigFileError(path, ["(file): no such file"]) from None
-    except IsADirectoryError:
-        raise ConfigFileError(path, ["(file): is a directory"]) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError(path, [f"(file): not UTF-8 text ({exc.reason})"]) from exc
-    except OSError as exc:
-        raise ConfigFileError(path, [f"(file): cannot read: {exc.strerror}"]) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigFileError(path, [f"(file): not valid TOML: {exc}"]) from exc
+    data = read_toml(path, ConfigFileError)
     try:
         return validate_config(data, base_dir=path.resolve().parent)
     except ConfigFileError as exc:

@@ -24,7 +24,7 @@
 
 When the broker is unreachable or the connection drops, the link logs the outage once
 (and its end), and reconnects after a jittered, capped, exponential backoff
-(``drivers.backoff``, the policy every link of lammer shares: 0.5 s, capped at 5 s, by
+(``foundation.backoff``, the policy every link of lammer shares: 0.5 s, capped at 5 s, by
 default, so displays are stale at most about 5 s after the broker returns). Nothing is
 lost: unacknowledged messages stay pending in the journal and go out, in order, on the
 next connection. Within one connection each message is published once; across a
@@ -126,7 +126,7 @@ from daemon.intake import SHED_AT, SHED_FOR, Flood, RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from daemon.resend import MAX_USERS, OTHERS, RESEND_BURST, RESEND_RATE, RESENT_PROPERTY
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
 

@@ -57,6 +57,7 @@ from contract.requests import (
     RollDecisionRequest,
     VoidRollRequest,
 )
+from foundation import strict_json
 from rules.events import (
     AlarmAcknowledged,
     RollDecided,
@@ -192,7 +193,7 @@ def request_id_of(payload: bytes) -> str | int | None:
     if len(payload) > MAX_PAYLOAD:
         return None
     try:
-        data: Any = json.loads(payload.decode("utf-8"), parse_constant=_constant)
+        data: Any = strict_json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     raw = data.get("request_id") if isinstance(data, dict) else None
@@ -238,10 +239,6 @@ def _describe(exc: ValidationError, name: str, model: type[RequestBase]) -> str:
     return "; ".join(problems)
 
 
-def _constant(text: str) -> object:
-    raise ValueError(f"{text} is not a number JSON allows")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """A well-formed request: its name, its own id (echoed in the response) and the
@@ -272,7 +269,7 @@ def validate_request(name: str, payload: bytes) -> tuple[RequestBase, str | int 
     except UnicodeDecodeError as exc:
         raise RequestError(f"the request is not UTF-8 text: {exc.reason}") from exc
     try:
-        data: Any = json.loads(text, parse_constant=_constant)
+        data: Any = strict_json.loads(text)
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise RequestError(f"the request is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):

@@ -91,7 +91,6 @@ from contract.requests import request_topic
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
-from deploy.endpoints import Endpoint, parse_endpoint
 from deploy.files import (
     Change,
     Owner,
@@ -100,6 +99,7 @@ from deploy.files import (
     make_dir,
     write_file,
 )
+from foundation.endpoints import Endpoint, parse_endpoint
 
 # ---------------------------------------------------------------------------------------
 # Limits (the reasons are written next to each in mosquitto.conf, see _limits_section)

@@ -78,8 +78,8 @@ from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic, sof
 from contract.requests import request_topic
 from daemon.errors import DaemonError
 from deploy import floor, floor_tls
-from deploy.endpoints import Endpoint, is_loopback, parse_endpoint
 from deploy.files import Change, foreign_files, keep_or_make_password, make_dir, write_file
+from foundation.endpoints import Endpoint, is_loopback, parse_endpoint
 
 DEFAULT_MQTT_PORT: Final = 1883
 DEFAULT_ROUTE_PORT: Final = 6222

@@ -43,11 +43,8 @@ floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controll
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import re
 import ssl
-import tomllib
 from datetime import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,27 +65,17 @@ from pydantic import (
     model_validator,
 )
 
-from contract.nodes import parse_listen, parse_nodes, parse_port
 from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
-
-
-def _resolve(value: Path, info: ValidationInfo) -> Path:
-    value = value.expanduser()
-    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
-    if not value.is_absolute() and isinstance(base, Path):
-        value = base / value
-    return value
-
-
-def _existing_file(value: Path, info: ValidationInfo) -> Path:
-    value = _resolve(value, info)
-    if not value.exists():
-        raise ValueError(f"no such file: {value}")
-    if not value.is_file():
-        raise ValueError(f"not a regular file: {value}")
-    return value
-
+from foundation.config_files import (
+    TYPE_PROBLEMS,
+    did_you_mean,
+    existing_file,
+    from_folder,
+    open_mode,
+    read_toml,
+)
+from foundation.endpoints import is_loopback, parse_listen, parse_nodes, parse_port
 
 Port = Annotated[StrictInt, AfterValidator(parse_port)]
 
@@ -249,12 +236,12 @@ class WebConfig(BaseModel):
     @field_validator("mqtt_password_file", "terminal_password_file")
     @classmethod
     def _password_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        return None if value is None else existing_file(value, info)
 
     @field_validator("floor_controllers")
     @classmethod
     def _floor_controllers(cls, value: list[Path], info: ValidationInfo) -> list[Path]:
-        paths = [_existing_file(path, info) for path in value]
+        paths = [existing_file(path, info) for path in value]
         seen: dict[str, Path] = {}
         for path in paths:
             controller = _declaration(path).controller
@@ -266,14 +253,14 @@ class WebConfig(BaseModel):
     @field_validator("users")
     @classmethod
     def _users(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        return None if value is None else existing_file(value, info)
 
     @field_validator("mqtt_ca_file", "tls_cert")
     @classmethod
     def _certificate(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
+        value = existing_file(value, info)
         if b"-----BEGIN CERTIFICATE-----" not in value.read_bytes()[: 1 << 20]:
             raise ValueError(f"not a PEM certificate: {value}")
         return value
@@ -283,9 +270,9 @@ class WebConfig(BaseModel):
     def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
-        mode = value.stat().st_mode & 0o777
-        if mode & 0o077:
+        value = existing_file(value, info)
+        if open_mode(value):
+            mode = value.stat().st_mode & 0o777
             raise ValueError(f"{value} may be read by others (mode {mode:04o}): chmod 0600 it")
         return value
 
@@ -327,7 +314,7 @@ class WebConfig(BaseModel):
     def password_in_clear(self) -> bool:
         """Whether a password would go to a broker off this machine without TLS."""
         logs_in = self.mqtt_password_file is not None or self.terminal_password_file is not None
-        remote = any(not _loopback(host) for host, _ in self.mqtt_nodes)
+        remote = any(not is_loopback(host) for host, _ in self.mqtt_nodes)
         return logs_in and remote and self.mqtt_ca_file is None
 
     def mqtt_tls(self) -> ssl.SSLContext | None:
@@ -370,15 +357,6 @@ class WebConfig(BaseModel):
         return _first_line(self.terminal_password_file)
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _declaration(path: Path) -> Declaration:
     try:
         return parse_declaration(path.read_text(encoding="utf-8"))
@@ -400,18 +378,10 @@ def _describe(error: Any) -> str:
     loc = ".".join(str(p) for p in error["loc"])
     got = f", got {error.get('input')!r}"
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(loc, list(WebConfig.model_fields), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{loc}: unknown key{hint}"
+        return f"{loc}: unknown key{did_you_mean(loc, WebConfig.model_fields)}"
     message = str(error["msg"]).removeprefix("Value error, ")
-    simple = {
-        "int_type": "must be an integer",
-        "bool_type": "must be true or false",
-        "string_type": "must be a string",
-        "path_type": "must be a path string",
-    }
-    if kind in simple:
-        message = simple[kind] + got
+    if kind in TYPE_PROBLEMS:
+        message = TYPE_PROBLEMS[kind] + got
     elif kind in {"greater_than_equal", "less_than_equal"}:
         message = message + got
     if not loc:  # a cross-field check: its message names its keys
@@ -441,16 +411,7 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
     data: dict[str, Any] = {}
     base_dir: Path | None = None
     if path is not None:
-        try:
-            data = tomllib.loads(path.read_bytes().decode("utf-8"))
-        except FileNotFoundError:
-            raise WebConfigError(path, ["(file): no such file"]) from None
-        except UnicodeDecodeError as exc:
-            raise WebConfigError(path, [f"(file): not UTF-8 text ({exc.reason})"]) from exc
-        except OSError as exc:
-            raise WebConfigError(path, [f"(file): cannot read: {exc.strerror}"]) from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise WebConfigError(path, [f"(file): not valid TOML: {exc}"]) from exc
+        data = read_toml(path, WebConfigError)
         base_dir = path.resolve().parent
         for key in (
             "mqtt_password_file",
@@ -461,10 +422,10 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
             "tls_key",
         ):
             if isinstance(data.get(key), str):
-                data[key] = str(_resolve_text(data[key], base_dir))
+                data[key] = str(from_folder(Path(data[key]), base_dir))
         if isinstance(data.get("floor_controllers"), list):
             data["floor_controllers"] = [
-                str(_resolve_text(v, base_dir)) if isinstance(v, str) else v
+                str(from_folder(Path(v), base_dir)) if isinstance(v, str) else v
                 for v in data["floor_controllers"]
             ]
     for key, value in overrides.items():
@@ -474,8 +435,3 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
         return validate_web_config(data, base_dir=Path.cwd())
     except WebConfigError as exc:
         raise WebConfigError(path, exc.problems) from exc.__cause__
-
-
-def _resolve_text(value: str, base: Path) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path

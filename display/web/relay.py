@@ -45,7 +45,7 @@ from contract.tasks import cancel_and_wait
 from display.errors import LoginRefused
 from display.web.config import WebConfig
 from display.web.store import Store, wire
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 
 log = structlog.get_logger("lammer.web")
 
@@ -56,7 +56,7 @@ and is sent the whole picture again)."""
 
 BACKOFF: Final = Backoff(initial=0.25)
 """Reconnect delays of both connections (jittered, so that many servers do not reconnect in
-step; capped at drivers.backoff's default)."""
+step; capped at foundation.backoff's default)."""
 
 
 def _nodelay() -> list[tuple[int, int, int]]:

@@ -9,11 +9,10 @@ floor authenticator's verdicts and its refusal of a replayed answer (``records.a
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
-import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -40,47 +39,12 @@ from contract.software import (
     whole_digest,
 )
 from records.authenticate import Authenticator, judge
+from tests.helpers.software_spec import spec_files, spec_plain, spec_seeded
 from tests.integration.harness import LAMMER
 
 SEED = bytes(range(32))
 PAY_TABLE = "rules/data/bonus_craps.json"
 RULES_MODULE = "rules/craps.py"
-
-
-# -- a second implementation, from the spec's words -----------------------------------------
-
-
-def spec_files(root: Path) -> dict[str, bytes]:
-    """Every file of the lammer packages under ``root`` but __pycache__ and .pyc/.pyo."""
-    found: dict[str, bytes] = {}
-    for package in ("bulk", "cli", "contract", "daemon", "deploy", "display", "drivers",
-                    "records", "rules", "simulators"):  # fmt: skip
-        for folder, dirs, files in os.walk(root / package):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in files:
-                if name.endswith((".pyc", ".pyo")):
-                    continue
-                path = Path(folder, name)
-                found[path.relative_to(root).as_posix()] = path.read_bytes()
-    return found
-
-
-def spec_plain(root: Path) -> tuple[dict[str, str], str]:
-    """Per component SHA-256, and SHA-256 over the sorted "<hex>  <path>\\n" listing."""
-    each = {p: hashlib.sha256(b).hexdigest() for p, b in spec_files(root).items()}
-    lines = "".join(f"{each[p]}  {p}\n" for p in sorted(each, key=str.encode))
-    return each, hashlib.sha256(lines.encode()).hexdigest()
-
-
-def spec_seeded(root: Path, seed: bytes) -> tuple[dict[str, str], str]:
-    """Per component HMAC-SHA256(seed, path || 0 || sha256(bytes)), and the HMAC over the
-    sorted listing of those."""
-    each = {
-        p: hmac.new(seed, p.encode() + b"\0" + hashlib.sha256(b).digest(), "sha256").hexdigest()
-        for p, b in spec_files(root).items()
-    }
-    lines = "".join(f"{each[p]}  {p}\n" for p in sorted(each, key=str.encode))
-    return each, hmac.new(seed, lines.encode(), "sha256").hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +84,16 @@ def test_plain_digests_are_the_spec_s() -> None:
     assert any(p.startswith("records/migrations/") for p in paths)
     assert not any("__pycache__" in p or p.endswith(".pyc") for p in paths)
     assert paths == sorted(paths, key=str.encode)
+
+
+def test_every_installed_package_is_a_component_package() -> None:
+    # pyproject's packages (setuptools' find include patterns) are PACKAGES and the second
+    # implementation's: a new package cannot be left out of what is authenticated.
+    with (installed_root() / "pyproject.toml").open("rb") as f:
+        include = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
+    declared = {pattern.removesuffix("*") for pattern in include}
+    assert declared == set(PACKAGES)
+    assert {p.split("/")[0] for p in spec_files(installed_root())} == declared
 
 
 def test_seeded_digests_are_the_spec_s() -> None:

@@ -24,27 +24,9 @@ from contract.floor import bridge_status_topic
 from deploy import broker_config as bc
 from deploy import floor
 from deploy import floor_config as fc
+from tests.helpers.pki import operator_ca
 
 NATS = str(fc.installed_nats_server() or "/usr/sbin/nats-server")
-
-
-def openssl(*args: str, cwd: Path) -> bytes:
-    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def operator_ca(where: Path, name: str = "ca") -> tuple[Path, Path]:
-    """A CA made outside floor-config (the operator's): its certificate and key (0600)."""
-    where.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-    openssl(
-        "req", "-x509", *ec, "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2",
-        "-subj", f"/CN=operator {name}", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign", cwd=where,
-    )  # fmt: skip
-    (where / f"{name}.key").chmod(0o600)
-    return where / f"{name}.crt", where / f"{name}.key"
 
 
 def write_table(root: Path, table_id: str, game: str = "CRAPS", prefix: str = "lammer") -> Path:

@@ -17,7 +17,7 @@ from playwright.async_api import Page, expect
 
 from contract.floor import SoftwareBody, software_topic
 from tests.display.conftest import AuthBroker, MakeTable, WebServer
-from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
+from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 

@@ -34,7 +34,7 @@ from contract.software import PACKAGES, components, installed_root
 from records.authenticate import Settings
 from records.authenticate import run as authenticate
 from tests.conftest import Broker
-from tests.contract.test_software import spec_plain, spec_seeded
+from tests.helpers.software_spec import spec_plain, spec_seeded
 from tests.integration.conftest import MakeTable
 from tests.integration.harness import Daemon, Table
 

@@ -7,22 +7,13 @@ has the marker got nothing forbidden."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from tests.integration.test_broker_access import Secured, next_messages
+from tests.helpers.broker_access import Secured, next_messages, secured
+
+__all__ = ["secured"]  # the fixture, used by name
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def secured(tmp_path: Path) -> Iterator[Secured]:
-    """A secured broker of the test's own."""
-    s = Secured(tmp_path)
-    yield s
-    s.broker.stop()
 
 
 async def test_display_cannot_ask_authenticate_the_terminal_and_records_can(
