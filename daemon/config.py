@@ -17,7 +17,8 @@ Sections and who needs them:
   (CRAPS) and ``[bust_bonus]`` (BJ) have defaults. A section the game does not use is
   accepted (one file may list every key) and reported by
   ``TableConfig.notes()``, which ``lammer check-config`` prints.
-* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults.
+* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults;
+  ``[metrics]`` (a Prometheus endpoint) only when given.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from daemon.errors import ConfigFileError
 from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
+from metrics.endpoint import MetricsConfigError, MetricsSettings, metrics_settings
 from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
 from rules.events import GAMES, Device, TableGame
 
@@ -560,6 +562,34 @@ class BustBonusSection(_Section):
     )
 
 
+class MetricsSection(_Section):
+    """``[metrics]``: a Prometheus endpoint (``GET /metrics``, text format) for the floor's
+    IT (docs/floor/monitoring.md). Opt-in: without this section nothing listens. Each table
+    of a controller needs a port of its own."""
+
+    listen: str = Field(
+        description="HOST:PORT (or PORT: 127.0.0.1:PORT) of the metrics endpoint; a host "
+        "other than loopback needs allow_from",
+    )
+    allow_from: list[str] = Field(
+        default=[],
+        description="Addresses or networks (10.0.0.5, 10.0.0.0/24) of the Prometheus servers "
+        "allowed to scrape besides this machine; others get 403",
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> MetricsSection:
+        try:
+            metrics_settings(self.listen, self.allow_from)
+        except MetricsConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def settings(self) -> MetricsSettings:
+        """The listener as ``metrics.endpoint`` serves it."""
+        return metrics_settings(self.listen, self.allow_from)
+
+
 class TableConfig(_Section):
     """One table's whole configuration."""
 
@@ -572,6 +602,7 @@ class TableConfig(_Section):
     watchdog: WatchdogSection = WatchdogSection()
     bonus_craps: BonusCrapsSection = BonusCrapsSection()
     bust_bonus: BustBonusSection = BustBonusSection()
+    metrics: MetricsSection | None = None
 
     @property
     def client_id(self) -> str:
