@@ -42,6 +42,7 @@ from daemon.core import TableCore
 from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
 from daemon.errors import JournalError
 from daemon.journal import Journal
+from daemon.metrics import DeviceCounts, TableCollector, Tally, table_registry
 from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
 from daemon.publications import retained_topics
@@ -57,6 +58,7 @@ from drivers.events import (
     NoiseReceived,
     Received,
 )
+from metrics.endpoint import MetricsServer
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
 
@@ -106,6 +108,8 @@ class TableDaemon:
         the MQTT link tells, ``_login_watch`` hands it to the table (``MQTT_LOGIN_REFUSED``)."""
         self.disk_check_every = disk_check_every
         self.growth = GrowthMeter()
+        self.tally = Tally()
+        """What ``[metrics]`` counts as the shell works (``daemon.metrics``)."""
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
@@ -162,7 +166,11 @@ class TableDaemon:
                 "without a JOURNAL_FAULT alarm",
                 path=str(self.reserve.path),
             )
+        metrics = self._metrics_server(core, mqtt)
         try:
+            if metrics is not None:
+                await metrics.start()  # an address in use stops the start, with its error
+                self.log.info("metrics served", listen=str(metrics.settings))
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")
                 for device, driver in self._make_drivers(core):
@@ -176,11 +184,29 @@ class TableDaemon:
                 self.log.info("table running", game=self.config.table.game)
         finally:
             self.notifier.stopping()
+            if metrics is not None:
+                await metrics.stop()
             await mqtt.close()
             try:
                 core.close()  # a snapshot: the next start replays nothing
             except JournalError as exc:
                 self.log.error("no snapshot at stop: the journal refused it", error=str(exc))
+
+    def _metrics_server(self, core: TableCore, mqtt: MqttLink) -> MetricsServer | None:
+        """The ``[metrics]`` endpoint on this table's own registry, or None (not asked)."""
+        if self.config.metrics is None:
+            return None
+        collector = TableCollector(
+            core=core,
+            link=mqtt,
+            tally=self.tally,
+            growth=self.growth,
+            journal_path=self.config.journal_path,
+            version=core.version,
+            devices=table.devices_for(self.config.table.game),
+        )
+        registry = table_registry(collector, self.tally)
+        return MetricsServer(registry, self.config.metrics.settings())
 
     def _make_mqtt(self, core: TableCore) -> MqttLink:
         m = self.config.mqtt
@@ -209,6 +235,7 @@ class TableDaemon:
             floor_resend=m.floor_resend,
             on_journal_error=on_journal_error,
             on_login=self._logins.put_nowait,
+            on_published=self.tally.published,
         )
         core.resender = link  # request/resend copies go out through the link
         return link
@@ -231,20 +258,27 @@ class TableDaemon:
     ) -> None:
         """Journal, apply and publish every event of one driver, in order."""
         dlog = self.log.bind(device=device)
+        counts = self.tally.device(device)
         async for event in driver.events():
-            await self._durably(
+            arrived = time.monotonic()
+            count_event(counts, event)
+            queued = await self._durably(
                 core, mqtt, functools.partial(on_driver_event, core, device, event, dlog)
             )
+            if queued and isinstance(event, Received):
+                # Nothing is published before this: the link runs at the next await.
+                self.tally.frame_queued(core.journal.last_seq, arrived)
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
 
-    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> None:
+    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> int:
         """Run ``handle`` (a core call: journal, apply, queue) until the journal takes it.
 
         While the journal refuses (a full disk, an I/O error) the event is held: nothing
         is acknowledged (the device sends the frame again: nothing is lost), the table is
         published ``offline`` (a screen shows it closed: no payout can be trusted to the
         record now), and an error is logged every ``JOURNAL_RETRY_S``. When the journal
-        takes it again, the outage goes into the record and the table is ``online``."""
+        takes it again, the outage goes into the record and the table is ``online``.
+        Returns the number of messages queued."""
         while True:
             if self._fault.since is not None and not self._fault.room():
                 # Nothing is written into the reserve's room but the fault's own record:
@@ -262,7 +296,7 @@ class TableDaemon:
                 self._fault.over(core, mqtt)  # stays faulted if the record cannot be kept
             if queued:
                 mqtt.notify()
-            return
+            return queued
 
     async def _login_watch(self, core: TableCore, mqtt: MqttLink) -> None:
         """What the MQTT link says of its login, journaled as the table's alarm."""
@@ -459,6 +493,21 @@ class JournalFault:
         if queued:
             mqtt.notify()
         self.log.info("journal writes again: the table is online", held=held, error=error)
+
+
+def count_event(counts: DeviceCounts, event: DriverEvent) -> None:
+    """One driver event in its device's counts (``[metrics]``)."""
+    match event:
+        case Received():
+            counts.frames += 1
+        case BadFrameReceived():
+            counts.naks += 1  # the driver NAKed it already
+        case NoiseReceived():
+            counts.noise += 1
+        case Disconnected():
+            counts.disconnects += 1
+        case _:
+            pass
 
 
 def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: Any) -> int:

@@ -100,7 +100,9 @@ def metrics_settings(listen: str, allow_from: Sequence[str] = ()) -> MetricsSett
     with a sentence for a bad address, or a listener beyond loopback that names no one."""
     host, port = parse_listen(listen)
     if len(allow_from) > MAX_ALLOWED:
-        raise MetricsConfigError(f"allow_from: at most {MAX_ALLOWED} entries, got {len(allow_from)}")
+        raise MetricsConfigError(
+            f"allow_from: at most {MAX_ALLOWED} entries, got {len(allow_from)}"
+        )
     networks: list[Network] = []
     for entry in allow_from:
         try:
