@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -24,6 +24,10 @@ MAX_ALLOWED: Final = 64
 """Addresses or networks ``allow_from`` may name."""
 
 PATH: Final = "/metrics"
+
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+"""The text format every Prometheus reads (2.x and 3.x; prometheus_client's "latest" says
+1.0.0, which differs only for names outside the legacy characters, and lammer has none)."""
 
 
 class MetricsConfigError(ValueError):
@@ -128,7 +132,7 @@ def build_app(registry: CollectorRegistry, settings: MetricsSettings) -> web.App
             return web.Response(status=403, text="not an allowed scraper\n")
         return web.Response(
             body=generate_latest(registry),
-            headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"},
+            headers={"Content-Type": CONTENT_TYPE, "Cache-Control": "no-store"},
         )
 
     app = web.Application(client_max_size=4096)

@@ -1,0 +1,251 @@
+"""What a table shows Prometheus (``[metrics]``, docs/floor/monitoring.md).
+
+A private registry holds one collector that reads the table as it is when scraped (the
+journal's size and outbox, the disk, the MQTT link, the alarms, the devices' links) and the
+few counts nothing else keeps, gathered by the shell as it works (``Tally``): frames, NAKs
+and link errors per device, results published, and the time from a device's frame to the
+broker's acknowledgement of the last message it made (a histogram).
+
+Nothing here names a card, a roll's dice or any value a player could use: labels are the
+device (``shuffler``, ``dice_reader``), the game, an alarm code and the version.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector
+
+from daemon.core import TableCore
+from daemon.disk import GrowthMeter, free_bytes, journal_bytes
+from daemon.errors import JournalError
+from daemon.mqtt import MqttLink
+from daemon.outbox import OutboxMessage
+from rules.alarms import ALARMS, DEVICE_FAULT_PREFIX
+from rules.events import Device
+
+RESULT_TOPICS: Final = frozenset({"cover_all/result", "bust_bonus/result", "craps/roll"})
+"""The topics a game's results are published on: a card game's round (Cover All, Bust
+Bonus) and a craps roll recorded."""
+
+LATENCY_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+"""Seconds: a table on a quiet controller publishes in 1 to 3 ms (docs/developers/
+benchmarks.md); the upper buckets are a broker outage's."""
+
+MAX_WAITING: Final = 1000
+"""Frames whose publication is awaited at most: in a long broker outage the oldest are
+forgotten (not measured) rather than kept for ever."""
+
+DECLARED_ALARMS: Final = tuple(
+    kind.code for kind in ALARMS if not kind.code.startswith(DEVICE_FAULT_PREFIX)
+)
+
+
+@dataclass
+class DeviceCounts:
+    """One device's link, as the shell saw it since the start."""
+
+    frames: int = 0
+    naks: int = 0
+    noise: int = 0
+    disconnects: int = 0
+
+
+@dataclass
+class Tally:
+    """The counts the shell gathers (``TableDaemon._pump`` and the MQTT link)."""
+
+    devices: dict[Device, DeviceCounts] = field(default_factory=dict)
+    results: int = 0
+    latency: Histogram | None = None
+    _waiting: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=MAX_WAITING))
+
+    def device(self, device: Device) -> DeviceCounts:
+        """``device``'s counts (made at the first use)."""
+        counts = self.devices.get(device)
+        if counts is None:
+            counts = self.devices[device] = DeviceCounts()
+        return counts
+
+    def frame_queued(self, last_seq: int, arrived: float) -> None:
+        """A frame that arrived at ``arrived`` (monotonic) made messages up to ``last_seq``."""
+        self._waiting.append((last_seq, arrived))
+
+    def published(self, messages: Sequence[OutboxMessage], now: float | None = None) -> None:
+        """The broker acknowledged ``messages`` (in seq order): results are counted, and
+        every frame whose last message is among them or before is measured."""
+        if not messages:
+            return
+        self.results += sum(1 for m in messages if m.topic in RESULT_TOPICS)
+        now = time.monotonic() if now is None else now
+        top = max(m.seq for m in messages)
+        while self._waiting and self._waiting[0][0] <= top:
+            _, arrived = self._waiting.popleft()
+            if self.latency is not None:
+                self.latency.observe(max(0.0, now - arrived))
+
+
+class TableCollector(Collector):
+    """The table's families, read at each scrape."""
+
+    def __init__(
+        self,
+        *,
+        core: TableCore,
+        link: MqttLink,
+        tally: Tally,
+        growth: GrowthMeter,
+        journal_path: Path,
+        version: str,
+        devices: Iterable[Device],
+    ) -> None:
+        self.core = core
+        self.link = link
+        self.tally = tally
+        self.growth = growth
+        self.journal_path = journal_path
+        self.version = version
+        self.devices = tuple(devices)
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
+        """Every family but the latency histogram (a registered ``Histogram``)."""
+        core = self.core
+        game = core.config.table.game
+        info = InfoMetricFamily("lammer", "The lammer version this table runs.")
+        info.add_metric([], {"version": self.version, "table": core.table_id, "game": game})
+        yield info
+        yield from self._devices()
+        results = CounterMetricFamily(
+            "lammer_results", "Results published: card rounds settled and rolls.", labels=["game"]
+        )
+        results.add_metric([game], self.tally.results)
+        yield results
+        yield from self._journal()
+        yield from self._link()
+        yield self._alarms()
+
+    def _devices(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        frames = CounterMetricFamily(
+            "lammer_device_frames", "Good frames received from a device.", labels=["device"]
+        )
+        naks = CounterMetricFamily(
+            "lammer_device_naks", "Bad frames NAKed (unreadable or corrupt).", labels=["device"]
+        )
+        errors = CounterMetricFamily(
+            "lammer_device_link_errors",
+            "Link errors: bad frames and bytes outside any frame (noise).",
+            labels=["device"],
+        )
+        drops = CounterMetricFamily(
+            "lammer_device_disconnects", "Times a device's port was lost.", labels=["device"]
+        )
+        connected = GaugeMetricFamily(
+            "lammer_device_connected", "1 while a device's port is open.", labels=["device"]
+        )
+        state = self.core.state
+        for device in self.devices:
+            counts = self.tally.device(device)
+            frames.add_metric([device], counts.frames)
+            naks.add_metric([device], counts.naks)
+            errors.add_metric([device], counts.naks + counts.noise)
+            drops.add_metric([device], counts.disconnects)
+            try:
+                up = state.device(device).connected
+            except KeyError:
+                up = False
+            connected.add_metric([device], 1.0 if up else 0.0)
+        yield from (frames, naks, errors, drops, connected)
+
+    def _journal(self) -> Iterator[GaugeMetricFamily]:
+        size = journal_bytes(self.journal_path)
+        yield GaugeMetricFamily(
+            "lammer_journal_size_bytes",
+            "Bytes the journal takes on disk (live segment, WAL, archive).",
+            value=size,
+        )
+        try:
+            free = free_bytes(self.journal_path.parent)
+        except OSError:
+            free = None
+        if free is not None:
+            yield GaugeMetricFamily(
+                "lammer_disk_free_bytes", "Free bytes on the journal's disk.", value=free
+            )
+            per_hour = self.growth.per_hour()
+            hours = free / per_hour if per_hour > 0 else math.inf
+            yield GaugeMetricFamily(
+                "lammer_disk_hours_left",
+                "Hours until the journal's disk is full at the journal's recent growth.",
+                value=hours,
+            )
+        try:
+            depth = self.core.journal.pending_count()
+        except JournalError:
+            depth = None
+        if depth is not None:
+            yield GaugeMetricFamily(
+                "lammer_outbox_depth", "Messages journaled and not yet published.", value=depth
+            )
+
+    def _link(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield GaugeMetricFamily(
+            "lammer_mqtt_connected",
+            "1 while the link to the broker is up.",
+            value=float(self.link.connected),
+        )
+        yield GaugeMetricFamily(
+            "lammer_table_available",
+            "1 while the table says online (0: its journal refuses to write).",
+            value=float(self.link.available),
+        )
+        yield CounterMetricFamily(
+            "lammer_mqtt_published",
+            "Messages of the outbox the broker acknowledged.",
+            value=self.link.published,
+        )
+
+    def _alarms(self) -> GaugeMetricFamily:
+        active = Counter(alarm.code for alarm in self.core.state.alarms)
+        family = GaugeMetricFamily(
+            "lammer_alarms_active", "Active alarms of the table, by code.", labels=["code"]
+        )
+        for code in sorted({*DECLARED_ALARMS, *active}):
+            family.add_metric([code], active.get(code, 0))
+        return family
+
+
+def table_registry(collector: TableCollector, tally: Tally) -> CollectorRegistry:
+    """A private registry with the table's collector and its latency histogram."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    tally.latency = Histogram(
+        "lammer_frame_to_publish_seconds",
+        "From a device's frame arriving to the broker acknowledging the last message it made.",
+        buckets=LATENCY_BUCKETS,
+        registry=registry,
+    )
+    return registry
