@@ -157,10 +157,11 @@ class MetricsServer:
             max_headers=32,
             access_log=None,
             handle_signals=False,
+            shutdown_timeout=1.0,
         )
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.settings.host, self.settings.port, shutdown_timeout=1.0)
+            site = web.TCPSite(runner, self.settings.host, self.settings.port)
             await site.start()
         except BaseException:
             await runner.cleanup()
