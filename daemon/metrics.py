@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from daemon.core import TableCore
@@ -29,6 +29,7 @@ from daemon.disk import GrowthMeter, free_bytes, journal_bytes
 from daemon.errors import JournalError
 from daemon.mqtt import MqttLink
 from daemon.outbox import OutboxMessage
+from metrics.families import Family, by_name
 from rules.alarms import ALARMS, DEVICE_FAULT_PREFIX
 from rules.events import Device
 
@@ -109,6 +110,57 @@ class Tally:
                 self.latency.observe(max(0.0, now - arrived))
 
 
+FAMILIES: Final = (
+    Family("lammer", "info", "The lammer version this table runs.", ("version", "table", "game")),
+    Family("lammer_device_frames", "counter", "Good frames received from a device.", ("device",)),
+    Family(
+        "lammer_device_naks", "counter", "Bad frames NAKed (unreadable or corrupt).", ("device",)
+    ),
+    Family(
+        "lammer_device_link_errors",
+        "counter",
+        "Link errors: bad frames and bytes outside any frame (noise).",
+        ("device",),
+    ),
+    Family("lammer_device_disconnects", "counter", "Times a device's port was lost.", ("device",)),
+    Family("lammer_device_connected", "gauge", "1 while a device's port is open.", ("device",)),
+    Family(
+        "lammer_results",
+        "counter",
+        "Results published (acknowledged by the broker): card rounds settled and rolls.",
+        ("game",),
+    ),
+    Family(
+        "lammer_frame_to_publish_seconds",
+        "histogram",
+        "From a device's frame arriving to the broker acknowledging the last message it made.",
+    ),
+    Family(
+        "lammer_journal_size_bytes",
+        "gauge",
+        "Bytes the journal takes on disk (live segment, WAL, archive).",
+    ),
+    Family("lammer_disk_free_bytes", "gauge", "Free bytes on the journal's disk."),
+    Family(
+        "lammer_disk_hours_left",
+        "gauge",
+        "Hours until the journal's disk is full at the journal's recent growth.",
+    ),
+    Family("lammer_outbox_depth", "gauge", "Messages journaled and not yet published."),
+    Family("lammer_mqtt_connected", "gauge", "1 while the link to the broker is up."),
+    Family(
+        "lammer_table_available",
+        "gauge",
+        "1 while the table says online (0: its journal refuses to write).",
+    ),
+    Family("lammer_mqtt_published", "counter", "Messages of the outbox the broker acknowledged."),
+    Family("lammer_alarms_active", "gauge", "Active alarms of the table, by code.", ("code",)),
+)
+"""Every family a table serves (docs/reference/metrics.md is made from it)."""
+
+_F: Final = by_name(FAMILIES)
+
+
 class TableCollector(Collector):
     """The table's families, read at each scrape."""
 
@@ -131,41 +183,27 @@ class TableCollector(Collector):
         self.version = version
         self.devices = tuple(devices)
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         """Every family but the latency histogram (a registered ``Histogram``)."""
         core = self.core
         game = core.config.table.game
-        info = InfoMetricFamily("lammer", "The lammer version this table runs.")
-        info.add_metric([], {"version": self.version, "table": core.table_id, "game": game})
-        yield info
+        yield _F["lammer"].info({"version": self.version, "table": core.table_id, "game": game})
         yield from self._devices()
-        results = CounterMetricFamily(
-            "lammer_results", "Results published: card rounds settled and rolls.", labels=["game"]
-        )
+        results = _F["lammer_results"].counter()
         results.add_metric([game], self.tally.results)
         yield results
         yield from self._journal()
-        yield from self._link()
+        yield _F["lammer_mqtt_connected"].gauge(float(self.link.connected))
+        yield _F["lammer_table_available"].gauge(float(self.link.available))
+        yield _F["lammer_mqtt_published"].counter(self.link.published)
         yield self._alarms()
 
-    def _devices(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        frames = CounterMetricFamily(
-            "lammer_device_frames", "Good frames received from a device.", labels=["device"]
-        )
-        naks = CounterMetricFamily(
-            "lammer_device_naks", "Bad frames NAKed (unreadable or corrupt).", labels=["device"]
-        )
-        errors = CounterMetricFamily(
-            "lammer_device_link_errors",
-            "Link errors: bad frames and bytes outside any frame (noise).",
-            labels=["device"],
-        )
-        drops = CounterMetricFamily(
-            "lammer_device_disconnects", "Times a device's port was lost.", labels=["device"]
-        )
-        connected = GaugeMetricFamily(
-            "lammer_device_connected", "1 while a device's port is open.", labels=["device"]
-        )
+    def _devices(self) -> Iterator[Metric]:
+        frames = _F["lammer_device_frames"].counter()
+        naks = _F["lammer_device_naks"].counter()
+        errors = _F["lammer_device_link_errors"].counter()
+        drops = _F["lammer_device_disconnects"].counter()
+        connected = _F["lammer_device_connected"].gauge()
         state = self.core.state
         for device in self.devices:
             counts = self.tally.device(device)
@@ -180,59 +218,26 @@ class TableCollector(Collector):
             connected.add_metric([device], 1.0 if up else 0.0)
         yield from (frames, naks, errors, drops, connected)
 
-    def _journal(self) -> Iterator[GaugeMetricFamily]:
-        size = journal_bytes(self.journal_path)
-        yield GaugeMetricFamily(
-            "lammer_journal_size_bytes",
-            "Bytes the journal takes on disk (live segment, WAL, archive).",
-            value=size,
-        )
+    def _journal(self) -> Iterator[Metric]:
+        yield _F["lammer_journal_size_bytes"].gauge(journal_bytes(self.journal_path))
         try:
             free = free_bytes(self.journal_path.parent)
         except OSError:
             free = None
         if free is not None:
-            yield GaugeMetricFamily(
-                "lammer_disk_free_bytes", "Free bytes on the journal's disk.", value=free
-            )
+            yield _F["lammer_disk_free_bytes"].gauge(free)
             per_hour = self.growth.per_hour()
-            hours = free / per_hour if per_hour > 0 else math.inf
-            yield GaugeMetricFamily(
-                "lammer_disk_hours_left",
-                "Hours until the journal's disk is full at the journal's recent growth.",
-                value=hours,
-            )
+            yield _F["lammer_disk_hours_left"].gauge(free / per_hour if per_hour > 0 else math.inf)
         try:
             depth = self.core.journal.pending_count()
         except JournalError:
             depth = None
         if depth is not None:
-            yield GaugeMetricFamily(
-                "lammer_outbox_depth", "Messages journaled and not yet published.", value=depth
-            )
+            yield _F["lammer_outbox_depth"].gauge(depth)
 
-    def _link(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        yield GaugeMetricFamily(
-            "lammer_mqtt_connected",
-            "1 while the link to the broker is up.",
-            value=float(self.link.connected),
-        )
-        yield GaugeMetricFamily(
-            "lammer_table_available",
-            "1 while the table says online (0: its journal refuses to write).",
-            value=float(self.link.available),
-        )
-        yield CounterMetricFamily(
-            "lammer_mqtt_published",
-            "Messages of the outbox the broker acknowledged.",
-            value=self.link.published,
-        )
-
-    def _alarms(self) -> GaugeMetricFamily:
+    def _alarms(self) -> Metric:
         active = Counter(alarm.code for alarm in self.core.state.alarms)
-        family = GaugeMetricFamily(
-            "lammer_alarms_active", "Active alarms of the table, by code.", labels=["code"]
-        )
+        family = _F["lammer_alarms_active"].gauge()
         for code in sorted({*DECLARED_ALARMS, *active}):
             family.add_metric([code], active.get(code, 0))
         return family
@@ -242,9 +247,10 @@ def table_registry(collector: TableCollector, tally: Tally) -> CollectorRegistry
     """A private registry with the table's collector and its latency histogram."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    latency = _F["lammer_frame_to_publish_seconds"]
     tally.latency = Histogram(
-        "lammer_frame_to_publish_seconds",
-        "From a device's frame arriving to the broker acknowledging the last message it made.",
+        latency.name,
+        latency.help,
         buckets=LATENCY_BUCKETS,
         registry=registry,
     )

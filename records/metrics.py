@@ -14,13 +14,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from contract.vocabulary import lammer_version
+from metrics.families import Family, by_name
 from records.messages import Message
 
 
@@ -60,6 +61,47 @@ def _epoch(ts: str) -> float | None:
         return None
 
 
+FAMILIES: Final = (
+    Family("lammer", "info", "The lammer version this records service runs.", ("version",)),
+    Family(
+        "lammer_records_messages_stored",
+        "counter",
+        "Messages stored (each once, by table and seq).",
+    ),
+    Family(
+        "lammer_records_messages_refused",
+        "counter",
+        "Messages refused: not the contract's, dropped and never stored.",
+    ),
+    Family("lammer_records_batches", "counter", "Transactions written to the store."),
+    Family(
+        "lammer_records_waiting_messages",
+        "gauge",
+        "Messages received and not yet stored (waiting for the writer).",
+    ),
+    Family(
+        "lammer_records_feed_lag_seconds",
+        "gauge",
+        "How far behind each table the store is: the newest message's store time less its "
+        "ts, or the age of one still waiting.",
+        ("table",),
+    ),
+    Family(
+        "lammer_records_gaps_filling",
+        "gauge",
+        "Tables with a gap being filled (messages held while the table is asked to resend).",
+    ),
+    Family(
+        "lammer_records_held_messages",
+        "gauge",
+        "Messages held back behind a gap being filled, all tables.",
+    ),
+)
+"""Every family the records service serves (docs/reference/metrics.md is made from it)."""
+
+_F: Final = by_name(FAMILIES)
+
+
 class RecordsCollector(Collector):
     """The records service's families, read at each scrape (in the event loop)."""
 
@@ -67,46 +109,22 @@ class RecordsCollector(Collector):
         self.service = service
         self.clock = clock
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
-        """Every family of the module docstring."""
+    def collect(self) -> Iterator[Metric]:
+        """Every family of ``FAMILIES``."""
         service = self.service
-        info = InfoMetricFamily("lammer", "The lammer version this records service runs.")
-        info.add_metric([], {"version": lammer_version()})
-        yield info
-        yield CounterMetricFamily(
-            "lammer_records_messages_stored",
-            "Messages stored (each once, by table and seq).",
-            value=service.stored,
-        )
-        yield CounterMetricFamily(
-            "lammer_records_messages_refused",
-            "Messages refused: not the contract's, dropped and never stored.",
-            value=service.dropped,
-        )
-        yield CounterMetricFamily(
-            "lammer_records_batches", "Transactions written to the store.", value=service.batches
-        )
+        yield _F["lammer"].info({"version": lammer_version()})
+        yield _F["lammer_records_messages_stored"].counter(service.stored)
+        yield _F["lammer_records_messages_refused"].counter(service.dropped)
+        yield _F["lammer_records_batches"].counter(service.batches)
         waiting = [item for item in service.pending if isinstance(item, Message)]
-        yield GaugeMetricFamily(
-            "lammer_records_waiting_messages",
-            "Messages received and not yet stored (waiting for the writer).",
-            value=len(waiting),
-        )
+        yield _F["lammer_records_waiting_messages"].gauge(len(waiting))
         yield self._lag(waiting)
         feed = service.feed
         held = {table: feed.held(table) for table in feed.positions()}
-        yield GaugeMetricFamily(
-            "lammer_records_gaps_filling",
-            "Tables with a gap being filled (messages held while the table is asked to resend).",
-            value=sum(1 for n in held.values() if n),
-        )
-        yield GaugeMetricFamily(
-            "lammer_records_held_messages",
-            "Messages held back behind a gap being filled, all tables.",
-            value=sum(held.values()),
-        )
+        yield _F["lammer_records_gaps_filling"].gauge(sum(1 for n in held.values() if n))
+        yield _F["lammer_records_held_messages"].gauge(sum(held.values()))
 
-    def _lag(self, waiting: list[Message]) -> GaugeMetricFamily:
+    def _lag(self, waiting: list[Message]) -> Metric:
         now = self.clock()
         lag: dict[str, float] = {}
         # The writer's thread replaces the dict whole, never changes it in place.
@@ -118,11 +136,7 @@ class RecordsCollector(Collector):
             published = _epoch(message.ts)
             if published is not None:
                 lag[message.table] = max(lag.get(message.table, 0.0), now - published)
-        family = GaugeMetricFamily(
-            "lammer_records_feed_lag_seconds",
-            "How far behind each table the store is (see docs/floor/monitoring.md).",
-            labels=["table"],
-        )
+        family = _F["lammer_records_feed_lag_seconds"].gauge()
         for table in sorted(lag):
             family.add_metric([table], lag[table])
         return family

@@ -5,12 +5,40 @@ from the server's own state when scraped. Pages are counted by page (``table``, 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Final
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from display.web.server import WebState
+from metrics.families import Family, by_name
+
+FAMILIES: Final = (
+    Family("lammer", "info", "The lammer version this web server runs.", ("version",)),
+    Family("lammer_web_pages_served", "counter", "Pages served, by page.", ("page",)),
+    Family("lammer_web_websockets_open", "gauge", "WebSockets open (pages connected)."),
+    Family("lammer_web_websockets_opened", "counter", "WebSockets opened."),
+    Family(
+        "lammer_web_mqtt_connected",
+        "gauge",
+        "1 while the display user's link to the broker (or a floor node) is up.",
+    ),
+    Family("lammer_web_tables", "gauge", "Tables the server knows of."),
+    Family(
+        "lammer_web_messages_dropped",
+        "counter",
+        "Messages dropped by the server's store (not the contract's, or out of bounds).",
+    ),
+    Family(
+        "lammer_web_actions_refused",
+        "counter",
+        "Stickperson and pit actions refused for a user's rate.",
+    ),
+)
+"""Every family the web server serves (docs/reference/metrics.md is made from it)."""
+
+_F: Final = by_name(FAMILIES)
 
 
 class WebCollector(Collector):
@@ -19,44 +47,20 @@ class WebCollector(Collector):
     def __init__(self, state: WebState) -> None:
         self.state = state
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
-        """Pages served, WebSockets, the broker links, tables known, messages dropped."""
+    def collect(self) -> Iterator[Metric]:
+        """Every family of ``FAMILIES``."""
         state = self.state
-        info = InfoMetricFamily("lammer", "The lammer version this web server runs.")
-        info.add_metric([], {"version": state.version})
-        yield info
-        pages = CounterMetricFamily(
-            "lammer_web_pages_served", "Pages served, by page.", labels=["page"]
-        )
+        yield _F["lammer"].info({"version": state.version})
+        pages = _F["lammer_web_pages_served"].counter()
         for page, count in sorted(state.pages_served.items()):
             pages.add_metric([page], count)
         yield pages
-        yield GaugeMetricFamily(
-            "lammer_web_websockets_open",
-            "WebSockets open (pages connected).",
-            value=len(state.hub.clients),
-        )
-        yield CounterMetricFamily(
-            "lammer_web_websockets_opened", "WebSockets opened.", value=state.websockets_opened
-        )
-        yield GaugeMetricFamily(
-            "lammer_web_mqtt_connected",
-            "1 while the display user's link to the broker (or a floor node) is up.",
-            value=1.0 if state.follower.connected else 0.0,
-        )
-        yield GaugeMetricFamily(
-            "lammer_web_tables", "Tables the server knows of.", value=len(state.store.tables)
-        )
-        yield CounterMetricFamily(
-            "lammer_web_messages_dropped",
-            "Messages dropped by the server's store (not the contract's, or out of bounds).",
-            value=sum(state.store.dropped.values()),
-        )
-        yield CounterMetricFamily(
-            "lammer_web_actions_refused",
-            "Stickperson and pit actions refused (rate, role, origin).",
-            value=state.actions.refused,
-        )
+        yield _F["lammer_web_websockets_open"].gauge(len(state.hub.clients))
+        yield _F["lammer_web_websockets_opened"].counter(state.websockets_opened)
+        yield _F["lammer_web_mqtt_connected"].gauge(1.0 if state.follower.connected else 0.0)
+        yield _F["lammer_web_tables"].gauge(len(state.store.tables))
+        yield _F["lammer_web_messages_dropped"].counter(sum(state.store.dropped.values()))
+        yield _F["lammer_web_actions_refused"].counter(state.actions.refused)
 
 
 def web_registry(state: WebState) -> CollectorRegistry:

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from daemon.metrics import FAMILIES as DECLARED
 from deploy.broker import free_port
 from tests.integration.conftest import MakeTable
 from tests.integration.harness import DEADLINE, Table, card_pattern
@@ -119,6 +120,8 @@ async def test_a_craps_tables_metrics_move_as_it_plays(make_table: MakeTable) ->
     _promtool(text)
     _, types = _parse(text)
     assert {name: types.get(name) for name in FAMILIES} == FAMILIES
+    # ... and every family the reference lists (daemon.metrics.FAMILIES), nothing else.
+    assert set(types) == {f.name + ("_info" if f.kind == "info" else "") for f in DECLARED}
 
     dice = {"device": "dice_reader"}
     info = {"version": "0.1.0", "table": table.table_id, "game": "CRAPS"}
