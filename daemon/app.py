@@ -40,7 +40,7 @@ from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
 from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
-from daemon.errors import JournalError
+from daemon.errors import JournalError, MetricsListenError
 from daemon.journal import Journal
 from daemon.metrics import DeviceCounts, TableCollector, Tally, table_registry
 from daemon.mqtt import MqttLink
@@ -169,7 +169,10 @@ class TableDaemon:
         metrics = self._metrics_server(core, mqtt)
         try:
             if metrics is not None:
-                await metrics.start()  # an address in use stops the start, with its error
+                try:
+                    await metrics.start()
+                except OSError as exc:  # a port in use: the daemon stops with a sentence
+                    raise MetricsListenError(str(metrics.settings), exc) from exc
                 self.log.info("metrics served", listen=str(metrics.settings))
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import subprocess
 from typing import Any
 
@@ -194,3 +195,21 @@ def _les(text: str) -> set[str]:
         for sample in family.samples
         if "le" in sample.labels
     }
+
+
+@pytest.mark.heavy
+async def test_a_metrics_port_in_use_stops_the_daemon_with_a_sentence(
+    make_table: MakeTable,
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        table = make_table("CRAPS", extra_config=_metrics_config(port))
+        daemon = table.start_daemon()
+        table.daemon = None  # its exit is what is awaited
+        await table.wait_for(lambda: daemon.proc.poll() is not None, what="the daemon to exit")
+    assert daemon.proc.returncode == 1
+    log = daemon.log.read_text()
+    assert f"lammer: cannot serve metrics on 127.0.0.1:{port} ([metrics] listen):" in log
+    assert "Traceback" not in log
