@@ -93,6 +93,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rolls", type=int, default=300)
     parser.add_argument("--scrapes", type=int, default=500)
+    parser.add_argument(
+        "--without-first", action="store_true", help="the table without [metrics] first"
+    )
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,7 +103,7 @@ async def main() -> None:
         broker.workdir.mkdir()
         broker.start()
         try:
-            for metrics in (True, False):
+            for metrics in (False, True) if args.without_first else (True, False):
                 workdir = Path(tmp) / ("with" if metrics else "without")
                 workdir.mkdir()
                 await run_table(workdir, broker, args.rolls, args.scrapes, metrics)
