@@ -35,7 +35,7 @@ from contract.nodes import parse_nodes
 from contract.tasks import STOP_DEADLINE_S, exit_after
 
 if TYPE_CHECKING:
-    from metrics.endpoint import MetricsSettings
+    from metrics.settings import MetricsSettings
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -217,7 +217,7 @@ def _nodes(text: str) -> list[tuple[str, int]]:
 
 def _metrics(listen: str | None, allow: list[str]) -> MetricsSettings | None:
     """``--metrics-listen`` and ``--metrics-allow`` (``ValueError`` with a sentence)."""
-    from metrics.endpoint import MetricsConfigError, metrics_settings
+    from metrics.settings import MetricsConfigError, metrics_settings
 
     if listen is None:
         if allow:

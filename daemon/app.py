@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import Any, Final, assert_never
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
 import structlog
 
@@ -42,12 +42,12 @@ from daemon.core import TableCore
 from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
 from daemon.errors import JournalError, MetricsListenError
 from daemon.journal import Journal
-from daemon.metrics import DeviceCounts, TableCollector, Tally, table_registry
 from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
 from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
+from daemon.tally import DeviceCounts, Tally
 from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver
 from drivers.events import (
@@ -58,9 +58,11 @@ from drivers.events import (
     NoiseReceived,
     Received,
 )
-from metrics.endpoint import MetricsServer
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
+
+if TYPE_CHECKING:
+    from metrics.endpoint import MetricsServer
 
 log = structlog.get_logger("lammer.daemon")
 
@@ -109,7 +111,7 @@ class TableDaemon:
         self.disk_check_every = disk_check_every
         self.growth = GrowthMeter()
         self.tally = Tally()
-        """What ``[metrics]`` counts as the shell works (``daemon.metrics``)."""
+        """What ``[metrics]`` counts as the shell works (``daemon.tally``)."""
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
@@ -196,9 +198,14 @@ class TableDaemon:
                 self.log.error("no snapshot at stop: the journal refused it", error=str(exc))
 
     def _metrics_server(self, core: TableCore, mqtt: MqttLink) -> MetricsServer | None:
-        """The ``[metrics]`` endpoint on this table's own registry, or None (not asked)."""
+        """The ``[metrics]`` endpoint on this table's own registry, or None (not asked).
+        Imported only then: a table without metrics loads neither aiohttp nor
+        prometheus_client."""
         if self.config.metrics is None:
             return None
+        from daemon.metrics import TableCollector, table_registry
+        from metrics.endpoint import MetricsServer
+
         collector = TableCollector(
             core=core,
             link=mqtt,

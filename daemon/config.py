@@ -50,7 +50,7 @@ from daemon.errors import ConfigFileError
 from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
-from metrics.endpoint import MetricsConfigError, MetricsSettings, metrics_settings
+from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)

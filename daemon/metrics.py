@@ -2,7 +2,7 @@
 
 A private registry holds one collector that reads the table as it is when scraped (the
 journal's size and outbox, the disk, the MQTT link, the alarms, the devices' links) and the
-few counts nothing else keeps, gathered by the shell as it works (``Tally``): frames, NAKs
+few counts nothing else keeps, gathered by the shell as it works (``daemon.tally``): frames, NAKs
 and link errors per device, results published, and the time from a device's frame to the
 broker's acknowledgement of the last message it made (a histogram).
 
@@ -13,14 +13,12 @@ device (``shuffler``, ``dice_reader``), the game, an alarm code and the version.
 from __future__ import annotations
 
 import math
-import time
-from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Histogram, disable_created_metrics
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -28,14 +26,10 @@ from daemon.core import TableCore
 from daemon.disk import GrowthMeter, free_bytes, journal_bytes
 from daemon.errors import JournalError
 from daemon.mqtt import MqttLink
-from daemon.outbox import OutboxMessage
+from daemon.tally import Tally
 from metrics.families import Family, by_name
 from rules.alarms import ALARMS, DEVICE_FAULT_PREFIX
 from rules.events import Device
-
-RESULT_TOPICS: Final = frozenset({"cover_all/result", "bust_bonus/result", "craps/roll"})
-"""The topics a game's results are published on: a card game's round (Cover All, Bust
-Bonus) and a craps roll recorded."""
 
 LATENCY_BUCKETS: Final = (
     0.001,
@@ -57,57 +51,9 @@ LATENCY_BUCKETS: Final = (
 """Seconds: a table on a quiet controller publishes in 1 to 3 ms (docs/developers/
 benchmarks.md); the upper buckets are a broker outage's."""
 
-MAX_WAITING: Final = 1000
-"""Frames whose publication is awaited at most: in a long broker outage the oldest are
-forgotten (not measured) rather than kept for ever."""
-
 DECLARED_ALARMS: Final = tuple(
     kind.code for kind in ALARMS if not kind.code.startswith(DEVICE_FAULT_PREFIX)
 )
-
-
-@dataclass
-class DeviceCounts:
-    """One device's link, as the shell saw it since the start."""
-
-    frames: int = 0
-    naks: int = 0
-    noise: int = 0
-    disconnects: int = 0
-
-
-@dataclass
-class Tally:
-    """The counts the shell gathers (``TableDaemon._pump`` and the MQTT link)."""
-
-    devices: dict[Device, DeviceCounts] = field(default_factory=dict)
-    results: int = 0
-    latency: Histogram | None = None
-    _waiting: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=MAX_WAITING))
-
-    def device(self, device: Device) -> DeviceCounts:
-        """``device``'s counts (made at the first use)."""
-        counts = self.devices.get(device)
-        if counts is None:
-            counts = self.devices[device] = DeviceCounts()
-        return counts
-
-    def frame_queued(self, last_seq: int, arrived: float) -> None:
-        """A frame that arrived at ``arrived`` (monotonic) made messages up to ``last_seq``."""
-        self._waiting.append((last_seq, arrived))
-
-    def published(self, messages: Sequence[OutboxMessage], now: float | None = None) -> None:
-        """The broker acknowledged ``messages`` (in seq order): results are counted, and
-        every frame whose last message is among them or before is measured."""
-        if not messages:
-            return
-        self.results += sum(1 for m in messages if m.topic in RESULT_TOPICS)
-        now = time.monotonic() if now is None else now
-        top = max(m.seq for m in messages)
-        while self._waiting and self._waiting[0][0] <= top:
-            _, arrived = self._waiting.popleft()
-            if self.latency is not None:
-                self.latency.observe(max(0.0, now - arrived))
 
 
 FAMILIES: Final = (
@@ -247,11 +193,14 @@ def table_registry(collector: TableCollector, tally: Tally) -> CollectorRegistry
     """A private registry with the table's collector and its latency histogram."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    # No ``_created`` series beside the histogram's (the start time says as much): the
+    # families served are the declared ones. Process-wide, and the daemon is its own process.
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     latency = _F["lammer_frame_to_publish_seconds"]
     tally.latency = Histogram(
         latency.name,
         latency.help,
         buckets=LATENCY_BUCKETS,
         registry=registry,
-    )
+    ).observe
     return registry

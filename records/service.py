@@ -60,7 +60,8 @@ from contract.follow import resent_mark
 from contract.nodes import Nodes
 from contract.session import observe_disconnect
 from contract.tasks import cancel_and_wait
-from metrics.endpoint import MetricsServer, MetricsSettings
+from metrics.endpoint import MetricsServer
+from metrics.settings import MetricsSettings
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
 from records.messages import Message as Stored

@@ -73,7 +73,7 @@ from pydantic import (
 from contract.nodes import parse_listen, parse_nodes, parse_port
 from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
-from metrics.endpoint import MetricsConfigError, MetricsSettings, metrics_settings
+from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 
 
 def _resolve(value: Path, info: ValidationInfo) -> Path:

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from daemon.config import validate_config
 from daemon.errors import ConfigFileError
-from daemon.metrics import Tally
+from daemon.tally import Tally
 from daemon.outbox import OutboxMessage
 
 BASE: dict[str, Any] = {
@@ -43,7 +43,9 @@ def _message(seq: int, topic: str) -> OutboxMessage:
 
 def test_a_frame_is_measured_when_its_last_message_is_acknowledged() -> None:
     registry = CollectorRegistry()
-    tally = Tally(latency=Histogram("t_seconds", "t", buckets=(0.5, 1, 5), registry=registry))
+    tally = Tally(
+        latency=Histogram("t_seconds", "t", buckets=(0.5, 1, 5), registry=registry).observe
+    )
     tally.frame_queued(3, arrived=10.0)  # a roll: messages 1 to 3
     tally.frame_queued(5, arrived=11.0)  # the next: 4 and 5
     tally.published([_message(1, "craps/roll"), _message(2, "craps/board")], now=12.0)

@@ -13,13 +13,8 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.broker import free_port
-from metrics.endpoint import (
-    CONTENT_TYPE,
-    MetricsConfigError,
-    MetricsServer,
-    build_app,
-    metrics_settings,
-)
+from metrics.endpoint import CONTENT_TYPE, MetricsServer, build_app
+from metrics.settings import MetricsConfigError, metrics_settings
 
 
 def test_a_bare_port_listens_on_loopback() -> None:

@@ -14,7 +14,7 @@ import aiomqtt
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.broker import Broker, free_port
-from metrics.endpoint import metrics_settings
+from metrics.settings import metrics_settings
 from records.service import run
 from tests.records.conftest import StoreDb
 from tests.records.messages import craps_roll
