@@ -112,6 +112,10 @@ class TableDaemon:
         self.growth = GrowthMeter()
         self.tally = Tally()
         """What ``[metrics]`` counts as the shell works (``daemon.tally``)."""
+        if config.metrics is not None:
+            # Loaded now, before the start's heap is settled (``settle_heap``), not after.
+            import daemon.metrics  # noqa: F401
+            import metrics.endpoint  # noqa: F401
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
