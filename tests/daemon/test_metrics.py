@@ -9,8 +9,8 @@ from prometheus_client import CollectorRegistry, Histogram
 
 from daemon.config import validate_config
 from daemon.errors import ConfigFileError
-from daemon.tally import Tally
 from daemon.outbox import OutboxMessage
+from daemon.tally import Tally
 
 BASE: dict[str, Any] = {
     "table": {"id": "craps-1", "game": "CRAPS"},
