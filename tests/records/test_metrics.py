@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import aiomqtt
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.broker import Broker, free_port
@@ -132,3 +133,17 @@ async def test_stored_refused_lag_and_gaps_are_served(
             pass
         else:
             raise AssertionError("the metrics listener outlived the service")
+
+
+def test_the_options_refuse_a_listener_beyond_loopback_without_its_scrapers() -> None:
+    from cli.records import _metrics
+
+    with pytest.raises(ValueError, match=r"--metrics-listen: .*--metrics-allow-from"):
+        _metrics("0.0.0.0:9471", [])
+    with pytest.raises(ValueError, match="--metrics-allow-from needs --metrics-listen"):
+        _metrics(None, ["10.0.0.5"])
+    assert _metrics(None, []) is None
+    wide = _metrics("0.0.0.0:9471", ["10.0.0.5"])
+    assert wide is not None
+    assert wide.allowed("10.0.0.5")
+    assert not wide.allowed("10.0.0.6")
