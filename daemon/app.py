@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Final, assert_never
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
 import structlog
 
@@ -53,13 +53,14 @@ from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
 from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
-from daemon.errors import JournalError
+from daemon.errors import JournalError, MetricsListenError
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
 from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
+from daemon.tally import DeviceCounts, Tally
 from drivers.driver import DeviceDriver
 from drivers.events import (
     BadFrameReceived,
@@ -72,6 +73,9 @@ from drivers.events import (
 from foundation.backoff import Backoff
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
+
+if TYPE_CHECKING:
+    from metrics.endpoint import MetricsServer
 
 log = structlog.get_logger("lammer.daemon")
 
@@ -123,6 +127,12 @@ class TableDaemon:
         """The folder holding the lammer packages this process runs: what is authenticated."""
         self.software: SoftwareCheck | None = None
         """The installed software as read at start, checked against ``[software]``."""
+        self.tally = Tally()
+        """What ``[metrics]`` counts as the shell works (``daemon.tally``)."""
+        if config.metrics is not None:
+            # Loaded now, before the start's heap is settled (``settle_heap``), not after.
+            import daemon.metrics  # noqa: F401
+            import metrics.endpoint  # noqa: F401
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
@@ -194,7 +204,14 @@ class TableDaemon:
                 "without a JOURNAL_FAULT alarm",
                 path=str(self.reserve.path),
             )
+        metrics = self._metrics_server(core, mqtt)
         try:
+            if metrics is not None:
+                try:
+                    await metrics.start()
+                except OSError as exc:  # a port in use: the daemon stops with a sentence
+                    raise MetricsListenError(str(metrics.settings), exc) from exc
+                self.log.info("metrics served", listen=str(metrics.settings))
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")
                 for device, driver in [] if refused else self._make_drivers(core):
@@ -208,11 +225,34 @@ class TableDaemon:
                 self.log.info("table running", game=self.config.table.game)
         finally:
             self.notifier.stopping()
+            if metrics is not None:
+                await metrics.stop()
             await mqtt.close()
             try:
                 core.close()  # a snapshot: the next start replays nothing
             except JournalError as exc:
                 self.log.error("no snapshot at stop: the journal refused it", error=str(exc))
+
+    def _metrics_server(self, core: TableCore, mqtt: MqttLink) -> MetricsServer | None:
+        """The ``[metrics]`` endpoint on this table's own registry, or None (not asked).
+        Imported only then: a table without metrics loads neither aiohttp nor
+        prometheus_client."""
+        if self.config.metrics is None:
+            return None
+        from daemon.metrics import TableCollector, table_registry
+        from metrics.endpoint import MetricsServer
+
+        collector = TableCollector(
+            core=core,
+            link=mqtt,
+            tally=self.tally,
+            growth=self.growth,
+            journal_path=self.config.journal_path,
+            version=core.version,
+            devices=table.devices_for(self.config.table.game),
+        )
+        registry = table_registry(collector, self.tally)
+        return MetricsServer(registry, self.config.metrics.settings())
 
     def _make_mqtt(self, core: TableCore) -> MqttLink:
         m = self.config.mqtt
@@ -253,6 +293,7 @@ class TableDaemon:
             floor_resend=m.floor_resend,
             on_journal_error=on_journal_error,
             on_login=self._logins.put_nowait,
+            on_published=self.tally.published,
         )
         core.resender = link  # request/resend copies go out through the link
         return link
@@ -275,20 +316,27 @@ class TableDaemon:
     ) -> None:
         """Journal, apply and publish every event of one driver, in order."""
         dlog = self.log.bind(device=device)
+        counts = self.tally.device(device)
         async for event in driver.events():
-            await self._durably(
+            arrived = time.monotonic()
+            count_event(counts, event)
+            queued = await self._durably(
                 core, mqtt, functools.partial(on_driver_event, core, device, event, dlog)
             )
+            if queued and isinstance(event, Received):
+                # Nothing is published before this: the link runs at the next await.
+                self.tally.frame_queued(core.journal.last_seq, arrived)
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
 
-    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> None:
+    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> int:
         """Run ``handle`` (a core call: journal, apply, queue) until the journal takes it.
 
         While the journal refuses (a full disk, an I/O error) the event is held: nothing
         is acknowledged (the device sends the frame again: nothing is lost), the table is
         published ``offline`` (a screen shows it closed: no payout can be trusted to the
         record now), and an error is logged every ``JOURNAL_RETRY_S``. When the journal
-        takes it again, the outage goes into the record and the table is ``online``."""
+        takes it again, the outage goes into the record and the table is ``online``.
+        Returns the number of messages queued."""
         while True:
             if self._fault.since is not None and not self._fault.room():
                 # Nothing is written into the reserve's room but the fault's own record:
@@ -306,7 +354,7 @@ class TableDaemon:
                 self._fault.over(core, mqtt)  # stays faulted if the record cannot be kept
             if queued:
                 mqtt.notify()
-            return
+            return queued
 
     async def _login_watch(self, core: TableCore, mqtt: MqttLink) -> None:
         """What the MQTT link says of its login, journaled as the table's alarm."""
@@ -586,6 +634,21 @@ class JournalFault:
         if queued:
             mqtt.notify()
         self.log.info("journal writes again: the table is online", held=held, error=error)
+
+
+def count_event(counts: DeviceCounts, event: DriverEvent) -> None:
+    """One driver event in its device's counts (``[metrics]``)."""
+    match event:
+        case Received():
+            counts.frames += 1
+        case BadFrameReceived():
+            counts.naks += 1  # the driver NAKed it already
+        case NoiseReceived():
+            counts.noise += 1
+        case Disconnected():
+            counts.disconnects += 1
+        case _:
+            pass
 
 
 def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: Any) -> int:

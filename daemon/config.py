@@ -17,7 +17,8 @@ Sections and who needs them:
   (CRAPS) and ``[bust_bonus]`` (BJ) have defaults. A section the game does not use is
   accepted (one file may list every key) and reported by
   ``TableConfig.notes()``, which ``lammer check-config`` prints.
-* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults.
+* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults;
+  ``[metrics]`` (a Prometheus endpoint) only when given.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from foundation.config_files import (
     read_toml,
     resolve,
 )
+from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
@@ -558,6 +560,34 @@ class SoftwareSection(_Section):
         return self
 
 
+class MetricsSection(_Section):
+    """``[metrics]``: a Prometheus endpoint (``GET /metrics``, text format) for the floor's
+    IT (docs/floor/monitoring.md). Opt-in: without this section nothing listens. Each table
+    of a controller needs a port of its own."""
+
+    listen: str = Field(
+        description="HOST:PORT (or PORT: 127.0.0.1:PORT) of the metrics endpoint; a host "
+        "other than loopback needs allow_from",
+    )
+    allow_from: list[str] = Field(
+        default=[],
+        description="Addresses or networks (10.0.0.5, 10.0.0.0/24) of the Prometheus servers "
+        "allowed to scrape besides this machine; others get 403",
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> MetricsSection:
+        try:
+            metrics_settings(self.listen, self.allow_from)
+        except MetricsConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def settings(self) -> MetricsSettings:
+        """The listener as ``metrics.endpoint`` serves it."""
+        return metrics_settings(self.listen, self.allow_from)
+
+
 class TableConfig(_Section):
     """One table's whole configuration."""
 
@@ -571,6 +601,7 @@ class TableConfig(_Section):
     bonus_craps: BonusCrapsSection = BonusCrapsSection()
     bust_bonus: BustBonusSection = BustBonusSection()
     software: SoftwareSection = SoftwareSection()
+    metrics: MetricsSection | None = None
 
     @property
     def client_id(self) -> str:

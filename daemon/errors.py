@@ -77,3 +77,12 @@ class BrokerLoginRefused(DaemonError, PermissionError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class MetricsListenError(DaemonError, OSError):
+    """``[metrics] listen`` cannot be listened on (a port in use, an address not this
+    machine's): the daemon stops with this sentence, and systemd tries again."""
+
+    def __init__(self, listen: str, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        super().__init__(f"cannot serve metrics on {listen} ([metrics] listen): {reason}")

@@ -594,6 +594,14 @@ class Journal:
         ).fetchall()
         return [_message(row) for row in rows]
 
+    def pending_count(self) -> int:
+        """How many messages are not yet published (the outbox's depth)."""
+        try:
+            row = self._conn.execute("SELECT count(*) FROM outbox WHERE published = 0").fetchone()
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot count the outbox: {exc}") from exc
+        return int(row[0])
+
     def mark_published(self, *seqs: int) -> None:
         """Record that messages ``seqs`` reached the broker, in one transaction.
         Idempotent.

@@ -187,6 +187,7 @@ class MqttLink:
         shed_for: float = SHED_FOR,
         on_journal_error: Callable[[], None] | None = None,
         on_login: Callable[[bool], None] | None = None,
+        on_published: Callable[[list[OutboxMessage]], None] | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -226,6 +227,8 @@ class MqttLink:
         """Times a request subscription was left unread for a flood (``daemon.intake``)."""
         self._on_journal_error = on_journal_error
         self._on_login = on_login
+        self._on_published = on_published
+        """Told of the outbox messages the broker acknowledged, in seq order (the metrics)."""
         """Told ``True`` when the broker refuses the login after the start (the table raises
         ``MQTT_LOGIN_REFUSED``), ``False`` when it takes it again."""
         self._login_refused = False
@@ -293,6 +296,11 @@ class MqttLink:
     def published(self) -> int:
         """How many outbox messages this link has had acknowledged since it started."""
         return self._published
+
+    @property
+    def available(self) -> bool:
+        """What ``availability`` says: True for ``online`` (``set_available``)."""
+        return self._available
 
     def notify(self) -> None:
         """New messages are in the outbox: wake the drain (sync; call from the loop)."""
@@ -636,6 +644,9 @@ class MqttLink:
                 # connection dropped behind it.
                 if mark and acked:
                     self._published += len(acked)
+                    if self._on_published is not None:
+                        done_seqs = set(acked)
+                        self._on_published([m for m in chunk if m.seq in done_seqs])
                     self._unmarked.update(acked)
                     self._mark_unmarked()
                     if self._floor_resend:

@@ -30,6 +30,8 @@ records_db = "host=floor-db dbname=lammer_records user=records_reader"  # /repor
 records_day_starts = "06:00"          # when a gaming day starts (lammer records --day-starts)
 records_timezone = "America/Indiana/Indianapolis"   # the floor's (default: the system's)
 records_big_hit = 100                 # a big hit pays this to 1 or more
+metrics_listen = "127.0.0.1:9464"     # Prometheus metrics on a port of their own
+metrics_allow_from = []               # scrapers beyond this machine (then listen wider)
 
 floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controller.json
                                       # files floor-config reads: the pit marks a lost
@@ -76,6 +78,7 @@ from foundation.config_files import (
     read_toml,
 )
 from foundation.endpoints import is_loopback, parse_listen, parse_nodes, parse_port
+from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 
 Port = Annotated[StrictInt, AfterValidator(parse_port)]
 
@@ -152,6 +155,17 @@ class WebConfig(BaseModel):
     )
     records_big_hit: Annotated[StrictInt, Field(ge=2, le=1_000_000)] = Field(
         default=100, description="a big hit on /reports pays this to 1 or more"
+    )
+    metrics_listen: str | None = Field(
+        default=None,
+        description="serve Prometheus metrics on a listener of their own, HOST:PORT (PORT "
+        "alone: 127.0.0.1:PORT), never on the pages' port; a host beyond loopback needs "
+        "metrics_allow_from (default: none)",
+    )
+    metrics_allow_from: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks of the Prometheus servers allowed to scrape "
+        "besides this machine (10.0.0.5, 10.0.0.0/24); others get 403",
     )
 
     @field_validator("records_db")
@@ -285,9 +299,25 @@ class WebConfig(BaseModel):
             problems.append("terminal_user: required when terminal_password_file is set")
         if (self.tls_cert is None) != (self.tls_key is None):
             problems.append("tls_cert and tls_key: give both to serve HTTPS, or neither")
+        problems += self._metrics_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _metrics_problems(self) -> list[str]:
+        if self.metrics_listen is None:
+            return ["metrics_allow_from: needs metrics_listen"] if self.metrics_allow_from else []
+        try:
+            metrics_settings(self.metrics_listen, self.metrics_allow_from)
+        except MetricsConfigError as exc:
+            return [f"metrics_listen: {str(exc).replace('allow_from', 'metrics_allow_from')}"]
+        return []
+
+    def metrics(self) -> MetricsSettings | None:
+        """The metrics listener (``metrics_listen``), or None."""
+        if self.metrics_listen is None:
+            return None
+        return metrics_settings(self.metrics_listen, self.metrics_allow_from)
 
     @property
     def day_starts(self) -> time:

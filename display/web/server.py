@@ -40,6 +40,7 @@ import json
 import math
 import re
 import secrets
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -179,6 +180,10 @@ class WebState:
     )
     version: str = field(default_factory=lammer_version)
     request_timeout: float = 5.0
+    pages_served: Counter[str] = field(default_factory=Counter)
+    """Pages served, by page (the metrics: ``display.web.metrics``)."""
+    websockets_opened: int = 0
+    """WebSockets opened since the start (the metrics)."""
 
 
 STATE: Final = web.AppKey("state", WebState)
@@ -218,6 +223,7 @@ def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     path = STATIC / name
 
     async def handler(request: web.Request) -> web.StreamResponse:
+        request.app[STATE].pages_served[path.stem] += 1
         return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
 
     return handler
@@ -473,6 +479,7 @@ async def reports_page(request: web.Request) -> web.StreamResponse:
         return web.FileResponse(
             STATIC / "denied.html", status=403, headers={"Cache-Control": "no-cache"}
         )
+    request.app[STATE].pages_served["reports"] += 1
     return web.FileResponse(STATIC / "reports.html", headers={"Cache-Control": "no-cache"})
 
 
@@ -570,6 +577,7 @@ async def feed(request: web.Request) -> web.StreamResponse:
         max_msg_size=MAX_WS_MESSAGE, heartbeat=max(2.0, state.config.keepalive / 3)
     )
     await ws.prepare(request)
+    state.websockets_opened += 1
     hello = wire(
         "hello",
         server=state.version,
