@@ -5,12 +5,16 @@ what tables publish while the service restarts waits for it on the broker), subs
 ``<prefix>/+/#`` for each prefix; one PostgreSQL connection. Each message is checked
 (``records.messages``), stored once (``records.store``), counted by its table's watch
 (``records.observe``) and, when a table's alarms change, the table's integrity topic is
-published again (``records.publish``, retained, QoS 1). Order, duplicates and gaps are
-``contract.feed.Feed``'s, the contract's one subscriber library: it releases each table's
-messages once and in seq order, asks the table for what is missing (``request/resend``,
-published here as the operator ``records``) and gives up on what cannot come with a
-``Gap`` the store records with its reason. Its positions are kept in the store, so a
-restart asks for what came meanwhile.
+published again (``records.publish``, retained, QoS 1). Checked first: the feed admits a
+message only once the contract's parse accepts it (``contract.feed.admit``), so one it
+refuses (wrong types, an oversized field, another table's id, an unknown topic, a ``seq``
+that is not a positive integer) never takes a seq from the table's genuine message; it is
+logged (once per table and reason a minute) and counted (``Records.status``). Order,
+duplicates and gaps are ``contract.feed.Feed``'s, the contract's one subscriber library:
+it releases each table's messages once and in seq order, asks the table for what is
+missing (``request/resend``, published here as the operator ``records``) and gives up on
+what cannot come with a ``Gap`` the store records with its reason. Its positions are
+kept in the store, so a restart asks for what came meanwhile.
 
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
@@ -54,7 +58,7 @@ import aiomqtt
 import psycopg
 import structlog
 
-from contract.feed import Event, Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
 from contract.nodes import Nodes
@@ -266,6 +270,12 @@ class Records:
                     )
                 case Resend():
                     asks.append(event)
+                case Refused():
+                    # The feed checked it first (contract.feed.admit): no seq taken, so
+                    # the genuine message of that seq is still awaited and asked for.
+                    self.dropped += 1
+                    reason = f"{event.topic[:80]}: {event.reason}: {event.detail}"
+                    self._warn(_table_of(event.table), reason, now, key=event.reason)
         return asks
 
     def _keep(self, table: str, rel: str, payload: bytes, now: float) -> None:
@@ -369,11 +379,33 @@ class Records:
         self.published[table] = key
         self.outbox.append((table, integrity_payload(table, findings, now_ts())))
 
-    def _warn(self, table: str, reason: str, now: float) -> None:
-        key = (table, reason.split(":")[0])
-        if now - self._warned.get(key, -1e9) >= 60:
-            self._warned[key] = now
-            log.warning("message dropped", table=table, reason=reason, dropped=self.dropped)
+    def _warn(self, table: str, reason: str, now: float, *, key: str | None = None) -> None:
+        """One line per table and kind of reason a minute at most (a flood of junk must not
+        flood the log), with the counts so far."""
+        seen = (table, key or reason.split(":")[0])
+        if now - self._warned.get(seen, -1e9) >= 60:
+            self._warned[seen] = now
+            log.warning(
+                "message dropped",
+                table=table,
+                reason=reason,
+                dropped=self.dropped,
+                refused=sum(self.feed.refused.values()),
+            )
+
+    def status(self) -> dict[str, Any]:
+        """What the service has done since it started: messages stored, messages dropped
+        (refused by the contract before the feed, ``refused`` by reason, or not storable),
+        transactions, what waits to be stored, and the tables it follows."""
+        return {
+            "stored": self.stored,
+            "dropped": self.dropped,
+            "refused": dict(self.feed.refused),
+            "refused_total": sum(self.feed.refused.values()),
+            "batches": self.batches,
+            "pending": sum(not isinstance(i, Ack) for i in self.pending),
+            "tables": len(self.feed.positions()),
+        }
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -404,6 +436,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             if error is not None:
                 raise error
     finally:
+        if records is not None:
+            log.info("records stopped", **records.status())
         # The writer may have opened another connection (the first one was lost).
         await asyncio.to_thread((records.conn if records is not None else conn).close)
 

@@ -14,6 +14,29 @@ from hypothesis import strategies as st
 from contract.feed import Event, Feed, Gap, Message, Other, Resend
 
 T = "lammer/t1"
+TS = "2026-12-01T14:00:00.000Z"
+
+
+def _progress(numbers: list[int]) -> dict[str, object]:
+    return {"pays": "34", "hit": [], "remaining": numbers, "complete": False, "chance": "1/3"}
+
+
+BODIES: dict[str, dict[str, object]] = {
+    "craps/roll": {"roll_id": 1, "dice": [1, 2], "total": 3, "status": "counted", "reason": None},
+    "state": {"game": "CRAPS", "devices": {}, "alarms": []},
+    "craps/board": {
+        "paytable": 1,
+        "betting_open": True,
+        "numbers_hit": [],
+        "all_small": _progress([2, 3, 4, 5, 6]),
+        "all_tall": _progress([8, 9, 10, 11, 12]),
+        "make_em_all": _progress([2, 3, 4, 5, 6, 8, 9, 10, 11, 12]),
+        "pending_roll": None,
+    },
+    "response/resend": {},
+}
+"""A body the contract admits for each topic the simulated table publishes (the feed
+checks every message before it counts: ``contract.feed.admit``)."""
 
 
 @dataclass
@@ -24,6 +47,7 @@ class SimTable:
     next_seq: int = 1
     last_message: int | None = None
     published: dict[int, bytes] = field(default_factory=dict)
+    topics: dict[int, str] = field(default_factory=dict)
     set_aside: set[int] = field(default_factory=set)
     gone_below: int = 1
     served: list[Resend] = field(default_factory=list)
@@ -34,8 +58,10 @@ class SimTable:
     def message(self, topic: str = "craps/roll", *, aside: bool = False, **body: object) -> int:
         seq = self.next_seq
         self.next_seq += 1
-        payload = json.dumps({"table": "t1", **body, "seq": seq, "prev_seq": self.last_message})
+        stamped = {"table": "t1", **BODIES[topic], **body, "ts": TS}
+        payload = json.dumps({**stamped, "seq": seq, "prev_seq": self.last_message})
         self.last_message = seq
+        self.topics[seq] = topic
         if aside:
             self.set_aside.add(seq)
         else:
@@ -120,7 +146,8 @@ def run(
                 if lossy_copies and seq not in lost_once:
                     lost_once.add(seq)
                     continue
-                consumer.take(feed.receive(T, "craps/roll", payload, now=now, resent=True))
+                topic = table.topics[seq]
+                consumer.take(feed.receive(T, topic, payload, now=now, resent=True))
             consumer.take(feed.receive(T, "response/resend", answer, now=now))
             continue
         if feed.held(T) == 0 and feed.next_deadline() is None:
@@ -302,7 +329,7 @@ def test_a_table_restarted_with_a_reused_id_goes_on_above_its_old_seqs() -> None
     last = [old.message() for _ in range(3)][-1]
     feed = Feed(start={T: last}, ident="n")
     new = SimTable(next_seq=last + 50)  # a new journal: seq continues above the old one
-    first = new.message()
+    first = new.message("state")
     got = feed.receive(T, "state", new.published[first], now=0)
     assert [m.seq for m in got if isinstance(m, Message)] == [first]  # prev_seq null
     assert feed.held(T) == 0
@@ -314,8 +341,8 @@ def test_a_table_that_never_answers_gives_a_gap_after_bounded_asks() -> None:
     a, _lost, c = table.message(), table.message(), table.message()
     feed = Feed(wait=1.0, timeout=2.0, max_asks=3, ident="q")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[a], now=0))
-    consumer.take(feed.receive(T, "x", table.published[c], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[c], now=0))
     now = 0.0
     while not consumer.gaps:
         now += 0.5
@@ -333,9 +360,9 @@ def test_held_messages_are_bounded() -> None:
     rest = [table.message() for _ in range(6)]
     feed = Feed(max_held=4, ident="h")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[first], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[first], now=0))
     for seq in rest:
-        consumer.take(feed.receive(T, "x", table.published[seq], now=0))
+        consumer.take(feed.receive(T, "craps/roll", table.published[seq], now=0))
     assert consumer.gaps == [Gap(table=T, from_seq=first + 1, to_seq=first + 1, reason="overflow")]
     assert [m.seq for m in consumer.released] == [first, *rest]
     assert feed.held(T) == 0
@@ -350,8 +377,8 @@ def test_a_long_gap_is_asked_in_parts_of_1000_seqs() -> None:
     after = table.message()
     feed = Feed(wait=0.0, max_chunks=4, ident="p")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[first], now=0))
-    consumer.take(feed.receive(T, "x", table.published[after], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[first], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[after], now=0))
     consumer.take(feed.tick(0.0))
     assert [(a.from_seq, a.to_seq) for a in consumer.asks] == [
         (first + 1, first + 1000),
@@ -483,7 +510,7 @@ def test_no_probe_storm_one_probe_per_quiet_period_among_subscribers() -> None:
                     asked.append(ask)
                     copies, answer = table.answer(ask)
                     for _seq, payload in copies:
-                        deliver("x", payload, now, resent=True)
+                        deliver(table.topics[_seq], payload, now, resent=True)
                     deliver("response/resend", answer, now)
         return asked
 
@@ -543,8 +570,8 @@ def test_no_probe_while_a_gap_is_being_filled() -> None:
     a, _lost, c = table.message(), table.message(), table.message()
     feed = Feed(wait=1.0, timeout=100.0, max_asks=1, patience=1000.0, probe_after=30.0, ident="g")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[a], now=0.0))
-    consumer.take(feed.receive(T, "x", table.published[c], now=0.0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0.0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[c], now=0.0))
     for step in range(1, 100 * 4):
         consumer.take(feed.tick(step / 4))
     assert [(r.from_seq, r.to_seq) for r in consumer.asks] == [(a + 1, c - 1)]  # the gap's only
@@ -559,7 +586,7 @@ def _serve(table: SimTable, ask: Resend, consumers: list[Consumer], now: float) 
     copies, answer = table.answer(ask)
     for c in consumers:
         for _seq, payload in copies:
-            c.take(c.feed.receive(T, "x", payload, now=now, resent=True))
+            c.take(c.feed.receive(T, table.topics[_seq], payload, now=now, resent=True))
         c.take(c.feed.receive(T, "response/resend", answer, now=now))
 
 
@@ -662,7 +689,8 @@ def test_a_pit_of_many_tables_spreads_its_catchups_and_one_answer_spares_the_oth
     feed = Feed(catchup_after=0.5, catchup_spread=2.0, ident="pit")
     tables = [f"lammer/t{i}" for i in range(200)]
     for i, base in enumerate(tables):
-        payload = json.dumps({"table": base, "seq": 10 + i, "prev_seq": None}).encode()
+        body = {**BODIES["state"], "table": f"t{i}", "ts": TS, "seq": 10 + i, "prev_seq": None}
+        payload = json.dumps(body).encode()
         feed.receive(base, "state", payload, now=0.0, retained=True)
     when: dict[str, float] = {}
     for step in range(1, 300):
