@@ -11,7 +11,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from contract.feed import Event, Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend, admit
+from contract.payloads import PayloadError
+from tests.contract.forged import forged
 
 T = "lammer/t1"
 TS = "2026-12-01T14:00:00.000Z"
@@ -762,3 +764,74 @@ def test_resend_topics_at_the_user_level() -> None:
     for bad in ("", "a/b", "+", "#", "x" * 65, "-lead"):
         with pytest.raises(ValueError, match="topic level"):
             ask.topic_for(bad)
+
+
+@pytest.mark.parametrize("kind", [f.kind for f in forged("t1", 12_440, 1)])
+def test_a_message_the_contract_refuses_moves_nothing_and_is_said(kind: str) -> None:
+    # Issue 27: a forged message with a seq ahead of the table's, its prev_seq the table's
+    # last (released at once if it counted), took the table's position to 12,440 and the
+    # genuine messages after it were dropped without a trace.
+    table = SimTable()
+    consumer = Consumer(Feed(ident="f"))
+    first = table.message()
+    consumer.take(consumer.feed.receive(T, "craps/roll", table.published[first], now=0.0))
+    bad = next(f for f in forged("t1", 12_440, first) if f.kind == kind)
+    got = consumer.feed.receive(T, bad.topic, bad.payload, now=0.1)
+    assert [type(e) for e in got] == [Refused]
+    (refused,) = got
+    assert isinstance(refused, Refused)
+    assert (refused.table, refused.topic, refused.reason) == (T, bad.topic, bad.reason)
+    assert refused.detail
+    assert consumer.feed.refused == {bad.reason: 1}
+    assert consumer.feed.positions() == {T: first}
+    assert consumer.feed.held(T) == 0
+    # The genuine messages that follow are released, in order, nothing asked.
+    genuine = [table.message() for _ in range(3)]
+    for seq in genuine:
+        consumer.take(consumer.feed.receive(T, "craps/roll", table.published[seq], now=0.2))
+    assert [m.seq for m in consumer.released] == [first, *genuine]
+    assert consumer.gaps == []
+    assert consumer.asks == []
+
+
+def test_a_forged_seq_ahead_leaves_the_gap_fill_to_ask_for_the_genuine_message() -> None:
+    table = SimTable()
+    consumer = Consumer(Feed(wait=1.0, ident="g"))
+    first = table.message()
+    lost = table.message()  # the genuine message of that seq is lost on the way
+    after = table.message()
+    consumer.take(consumer.feed.receive(T, "craps/roll", table.published[first], now=0.0))
+    for bad in forged("t1", lost, first):  # forged ones at the lost seq and beyond
+        consumer.take(consumer.feed.receive(T, bad.topic, bad.payload, now=0.1))
+    consumer.take(consumer.feed.receive(T, "craps/roll", table.published[after], now=0.2))
+    consumer.take(consumer.feed.tick(1.5))
+    (ask,) = consumer.asks
+    assert (ask.from_seq, ask.to_seq) == (lost, lost)
+    consumer.asks.clear()
+    _serve(table, ask, [consumer], now=1.6)
+    assert [m.seq for m in consumer.released if m.topic == "craps/roll"] == [first, lost, after]
+    assert consumer.gaps == []
+    assert sum(consumer.feed.refused.values()) == len(forged("t1", lost, first))
+
+
+def test_admit_is_the_contracts_parse() -> None:
+    table = SimTable()
+    roll = table.message()
+    answer = table.message("response/resend", request_id="r", status="ok", sent=0)
+    assert admit("t1", "craps/roll", table.published[roll]).seq == roll
+    assert admit("t1", "response/resend", table.published[answer]).seq == answer
+    for topic in ("response/resend/x", "response/", "craps", "state/extra"):
+        with pytest.raises(PayloadError) as caught:
+            admit("t1", topic, table.published[roll])
+        assert caught.value.reason == "unknown_topic"
+    with pytest.raises(PayloadError, match="wrong_table"):
+        admit("t2", "craps/roll", table.published[roll])
+    # Availability and a deleted retained state carry no seq: passed on as they are.
+    feed = Feed(ident="a")
+    assert [type(e) for e in feed.receive(T, "availability", b"junk", now=0)] == [Other]
+    assert [type(e) for e in feed.receive(T, "state", b"", now=0)] == [Other]
+    assert feed.refused == {}
+    # A JSON availability cannot take a seq either.
+    got = feed.receive(T, "availability", table.published[roll], now=0)
+    assert [type(e) for e in got] == [Other]
+    assert feed.positions() == {}
