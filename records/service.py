@@ -96,6 +96,11 @@ WHERE topic = ANY(%s) ORDER BY table_id, seq
 BATCH: Final = 200
 """Messages a transaction stores at most (docs/floor/records.md: the figures)."""
 
+REFRESH: Final = 900.0
+"""Seconds at least between two publications of a table's integrity topic whose alarms
+stand unchanged and only their figures (hits, rounds) moved: 96 a day at most, no log
+line (docs/floor/integrity.md)."""
+
 GAP_REASONS: Final = {
     "gone": "the table's journal no longer holds them",
     "not_resent": "the table answered the resend and did not send them (never published)",
@@ -178,7 +183,13 @@ class Records:
             ident="records",
         )
         self.watches: dict[str, TableWatch] = {}
-        self.published: dict[str, list[tuple[str, str, str, str, int]]] = {}
+        self.published: dict[str, list[tuple[str, str, str, str]]] = {}
+        """Per table, the alarms last published: (bet, row, window, side)."""
+        self.figures: dict[str, list[tuple[str, str, str, str, int, int]]] = {}
+        """Per table, the figures last published: the alarms' hits and rounds."""
+        self.refreshed: dict[str, float] = {}
+        """Per table, when (``clock``) its integrity topic was last published."""
+        self.clock: Callable[[], float] = time.monotonic
         self.outbox: list[tuple[str, dict[str, Any]]] = []
         self.pending: deque[Item | Ack] = deque()
         """Received and released, not yet committed, in order; acks after what they follow."""
@@ -365,18 +376,34 @@ class Records:
         self.conn = self.store.conn = conn
 
     def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
-        key: list[tuple[str, str, str, str, int]] = sorted(
-            (f.bet, f.row, f.window, f.side, f.observed) for f in findings
+        """Publish ``table``'s integrity topic again when an alarm is raised, changes (its
+        bet, row, window or side) or clears, and log it then: once, not at every result
+        while the table stays in alarm (issue 27). The figures of alarms that stand (the
+        hits, the rounds) go on the topic again at most once per ``REFRESH`` seconds,
+        without a log line. ``force``: publish whatever the last one was (the start)."""
+        alarms: list[tuple[str, str, str, str]] = sorted(
+            {(f.bet, f.row, f.window, f.side) for f in findings}
         )
-        if not force and self.published.get(table) == key:
-            return
-        if findings and self.published.get(table) != key:
+        figures: list[tuple[str, str, str, str, int, int]] = sorted(
+            (f.bet, f.row, f.window, f.side, f.observed, f.trials) for f in findings
+        )
+        before = self.published.get(table)
+        now = self.clock()
+        if not force and before == alarms:
+            stale = self.figures.get(table) != figures
+            if not stale or now - self.refreshed.get(table, -REFRESH) < REFRESH:
+                return
+        elif before != alarms and findings:
             log.warning(
                 "integrity alarm",
                 table=table,
                 alarms=[f"{f.bet} {f.row} {f.window} {f.side}" for f in findings],
             )
-        self.published[table] = key
+        elif before != alarms and before:
+            log.info("integrity alarms cleared", table=table)
+        self.published[table] = alarms
+        self.figures[table] = figures
+        self.refreshed[table] = now
         self.outbox.append((table, integrity_payload(table, findings, now_ts())))
 
     def _warn(self, table: str, reason: str, now: float, *, key: str | None = None) -> None:
