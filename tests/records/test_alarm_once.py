@@ -5,6 +5,7 @@ service's message path and store against the private PostgreSQL; its clock is th
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any
 
 import psycopg
@@ -27,7 +28,7 @@ def _result(seq: int, royal: bool) -> tuple[str, bytes]:
     return f"lammer/{TABLE}/cover_all/result", body({**result, "prev_seq": seq - 1 or None})
 
 
-def _play(records: Records, first: int, count: int) -> list[dict[str, Any]]:
+def _play(records: Records, first: int, count: int) -> list[MutableMapping[str, Any]]:
     """``count`` results from seq ``first`` (a Royal Flush every 7th: beyond any honest
     table), stored; the log lines."""
     with capture_logs() as logs:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import MutableMapping
 from typing import Any
 
 import aiomqtt
@@ -141,7 +142,9 @@ async def test_forged_messages_ahead_of_a_table_lose_none_of_its_genuine_ones(
     await _reconciled(store_db, table.journal_path)
 
 
-def _status_after(records: Records, deliveries: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+def _status_after(
+    records: Records, deliveries: list[tuple[str, bytes]]
+) -> list[MutableMapping[str, Any]]:
     """Deliver to the service's message path, store what it releases; its log lines."""
     with capture_logs() as logs:
         for topic, payload in deliveries:
