@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend, admit
 from contract.payloads import PayloadError
-from tests.contract.forged import forged
+from tests.helpers.forged import forged
 
 T = "lammer/t1"
 TS = "2026-12-01T14:00:00.000Z"

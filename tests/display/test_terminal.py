@@ -40,8 +40,8 @@ from display.terminal import (
 )
 from foundation.backoff import Backoff
 from tests.conftest import Broker, free_port
-from tests.contract.forged import forged
 from tests.display.conftest import AuthBroker
+from tests.helpers.forged import forged
 
 TS = "2026-06-15T20:31:07.412Z"
 

@@ -13,9 +13,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from records.service import REFRESH, Records
+from tests.helpers.records_service import settings_for
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, cover_all_result
-from tests.records.test_service import settings_for
 
 TABLE = "lir-9"
 

@@ -28,18 +28,29 @@ from display.web.store import Store
 from records.observe import GamingDay
 from records.service import Records, run
 from records.store import Store as RecordsStore
-from tests.contract.forged import forged, seq_kinds
+from tests.helpers.forged import forged, seq_kinds
+from tests.helpers.records_service import reconciled, settings_for
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
-from tests.records.test_daemon_records import FIRST, SECOND, _reconciled
-from tests.records.test_service import settings_for
 
 __all__ = ["make_table"]
 
 pytestmark = pytest.mark.integration
 
 DEADLINE = 60.0
+FIRST = """\
+ROLL,101,1,1
+ROLL,102,1,2
+ROLL,103,2,2
+ROLL,104,2,3
+ROLL,105,3,3
+"""
+SECOND = """\
+ROLL,106,4,4
+ROLL,107,3,4
+ROLL,108,6,1
+"""
 
 
 async def _pit(broker: Broker, store: Store, ready: asyncio.Event) -> None:
@@ -139,7 +150,7 @@ async def test_forged_messages_ahead_of_a_table_lose_none_of_its_genuine_ones(
         ids = [r[0] for r in conn.execute("SELECT roll_id FROM craps_roll ORDER BY seq")]
         assert conn.execute("SELECT count(*) FROM gap").fetchone() == (0,)
     assert ids == list(range(101, 109))
-    await _reconciled(store_db, table.journal_path)
+    await reconciled(store_db, table.journal_path)
 
 
 def _status_after(
