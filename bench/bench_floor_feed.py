@@ -45,7 +45,7 @@ from typing import Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from contract.feed import Gap, Message, Other, Resend
+from contract.feed import Event, Message, Resend
 from deploy.floor_cluster import FloorCluster
 from tests.integration.floor import Controller, FeedSubscriber, PitSubscriber
 
@@ -75,7 +75,7 @@ class Timed(FeedSubscriber):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.latency: list[tuple[float, float]] = []  # (ts, seconds to release)
 
-    def _handle(self, events: Sequence[Message | Gap | Resend | Other]) -> list[Resend]:
+    def _handle(self, events: Sequence[Event]) -> list[Resend]:
         now = time.time()
         for event in events:
             if isinstance(event, Message) and isinstance(event.body.get("ts"), str):

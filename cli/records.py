@@ -185,14 +185,14 @@ def _date(text: str) -> date:
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a date YYYY-MM-DD") from None
 
 
 def _hour(text: str) -> time:
     try:
         return time.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time HH:MM") from None
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a time HH:MM") from None
 
 
 def _batch(text: str) -> int:
@@ -205,7 +205,9 @@ def _zone(text: str) -> ZoneInfo:
     try:
         return ZoneInfo(text)
     except (ZoneInfoNotFoundError, ValueError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time zone (Europe/Paris)") from None
+        raise argparse.ArgumentTypeError(
+            f"{text[:80]!r} is not a time zone (Europe/Paris)"
+        ) from None
 
 
 def _nodes(text: str) -> list[tuple[str, int]]:
@@ -355,20 +357,22 @@ def _logging() -> None:
 
 def _report(args: argparse.Namespace) -> int:
     from records import report_format
-    from records.reports import build
+    from records.reports import build, check_question
 
     first = args.day or args.first or date.today()
     last = args.day or args.last or first
     if last < first:
         print(f"lammer records: --to {last} is before --from {first}", file=sys.stderr)
         return EXIT_USAGE
-    tables: list[str] | None = [args.table] if args.table else None
-    if args.area:
-        try:
+    tables: list[str] | None = [args.table] if args.table is not None else None
+    try:
+        if args.area is not None:
             tables = _area(args.areas, args.area)
-        except ValueError as exc:
-            print(f"lammer records: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+        # Every parameter checked before the store is asked: a sentence, never a traceback.
+        check_question(first, last, tables, args.big_hit)
+    except ValueError as exc:
+        print(f"lammer records: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     zone, name = _zone_name(args.timezone)
     with _connect(args.db) as conn, _refused():
         report = build(
@@ -403,12 +407,16 @@ def _area(path: Path | None, name: str) -> list[str]:
         raise ValueError("--area needs --areas FILE (lammer web's configuration with [areas])")
     try:
         areas = tomllib.loads(path.read_text()).get("areas", {})
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: {str(exc)[:200]}") from None
+    if not isinstance(areas, dict):
+        raise ValueError(f"{path}: [areas] is not a table of area = [table ids]")
     tables = areas.get(name)
     if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
         known = ", ".join(sorted(areas)) or "none"
-        raise ValueError(f"{path} has no area {name!r} (areas: {known})")
+        raise ValueError(f"{path} has no area {name[:64]!r} (areas: {known})")
     return list(tables)
 
 

@@ -88,6 +88,19 @@ quiet period. Each feed adds to ``probe_after`` a fixed share of
 table do not all ask in the same second (the table serves 4 resends a second, 8 at
 once, all clients together), and the first answer spares the others their probe.
 A loss after the probe (the table's next message, lost too) waits for what follows it.
+
+Checked before it counts. Every payload but ``availability``'s (no seq) and an empty one (a
+retained state deleted) is checked against the contract (``admit``: the topic is one the
+daemon publishes, ``TOPICS`` or ``response/<name>``; the payload 64 KiB at most, a JSON
+object, valid for its topic's model, ``seq`` a positive integer, ``table`` the topic's
+table) before it can touch the table's position: a message refused there (another client's
+junk, a forged seq ahead of the table's) is returned as a ``Refused`` event with its reason,
+counted in ``refused``, and changes nothing else, so the genuine message of that seq is
+still awaited and the gap fill asks the table for it. One check for every consumer (the
+records service, ``lammer web``, the terminal display), each of which logs and counts the
+``Refused`` event its own way. A topic the daemon adds in a later contract version is
+refused by an older consumer until it is updated (and its seq ends as a gap,
+``unanswered``): a subscriber cannot tell it from a forged one.
 """
 
 from __future__ import annotations
@@ -95,11 +108,13 @@ from __future__ import annotations
 import json
 import uuid
 import zlib
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
 
-from contract.requests import RESEND_SPAN, request_topic
+from contract.payloads import TOPICS, Envelope, PayloadError, parse_as
+from contract.requests import RESEND_SPAN, ResponseMessage, request_topic
 
 RESEND_TOPIC: Final = "request/resend"
 ANSWER_TOPIC: Final = "response/resend"
@@ -201,8 +216,41 @@ class Other:
     payload: bytes
 
 
-Event = Message | Gap | Resend | Other
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """A message the contract refuses (``admit``): it changed nothing (no seq taken, no
+    table's position moved). ``reason`` is ``PayloadError``'s category (``too_large``,
+    ``not_json``, ``invalid``, ``wrong_table``, ``unknown_topic``), ``detail`` says what is
+    wrong (naming the field). The consumer logs and counts it."""
+
+    table: str
+    topic: str
+    payload: bytes
+    reason: str
+    detail: str
+
+
+Event = Message | Gap | Resend | Other | Refused
 """What ``Feed`` returns, in the order the consumer must handle it."""
+
+
+def admit(table_id: str, topic: str, payload: bytes) -> Envelope:
+    """A payload published on ``<base>/<topic>`` of the table ``table_id``, checked against
+    the contract before it may count (module docstring, "Checked before it counts"): its
+    topic one the daemon publishes (``TOPICS``, ``response/<name>``), the payload valid for
+    its model (``contract.payloads.parse_as``: 64 KiB at most, a JSON object, every field
+    typed and bounded, ``seq`` a positive integer, ``prev_seq`` one or null) and naming
+    ``table_id``. Raises ``PayloadError`` saying why not."""
+    if topic in TOPICS:
+        model: type[Envelope] = TOPICS[topic][0]
+    elif topic.startswith("response/") and topic.count("/") == 1 and len(topic) > 9:
+        model = ResponseMessage
+    else:
+        raise PayloadError("unknown_topic", f"{topic[:80]!r} is not a topic of the contract")
+    message = parse_as(model, payload, table=table_id)
+    if getattr(message, "table", None) != table_id:  # every model has one: belt and braces
+        raise PayloadError("wrong_table", f"names no table or another than {table_id!r}")
+    return message
 
 
 @dataclass(slots=True)
@@ -307,9 +355,11 @@ class Feed:
         self._asked = 0
         self._tables: dict[str, _Table] = {}
         self.ignored = 0
-        """Messages ignored: no table room left, or a JSON body without a usable seq."""
+        """Messages ignored: no table room left."""
         self.dropped = 0
         """Messages dropped as already seen."""
+        self.refused: Counter[str] = Counter()
+        """Messages the contract refused (``admit``), by reason: they changed nothing."""
         for name, last in (start or {}).items():
             self._tables[name] = self._new_table(name, last)
 
@@ -353,17 +403,20 @@ class Feed:
         """A message received on ``<table>/<topic>``; returns what to do, in order."""
         if topic.startswith("request/"):
             return []  # another client's request: not the table's
+        refused = self._check(table, topic, payload)
+        if refused is not None:
+            return [refused]
         t = self._table(table)
         if t is None:
             self.ignored += 1
             return []
-        body = _body(payload)
-        if body is None:
+        if not payload or topic == "availability":
             return [self._other(t, topic, payload)]
-        seq, prev = body["seq"], body.get("prev_seq")
-        if not _is_seq(seq) or not (prev is None or _is_seq(prev)):
-            self.ignored += 1
-            return []
+        # Admitted (``_check``): a JSON object whose seq is a positive integer, prev_seq
+        # one or null.
+        body: dict[str, Any] = json.loads(payload)
+        seq: int = body["seq"]
+        prev: int | None = body.get("prev_seq")
         out: list[Event] = []
         self._burst(t, now, retained=retained, resent=resent)
         if topic == ANSWER_TOPIC:
@@ -399,6 +452,21 @@ class Feed:
         self._advance(t, now, out)
         self._quiet(t, out, now)
         return out
+
+    def _check(self, table: str, topic: str, payload: bytes) -> Refused | None:
+        """Checked before anything counts (``admit``): junk must not take the seq of the
+        real message. ``availability`` and an empty payload (a retained state deleted)
+        carry no seq: passed on as ``Other``, the consumer checks them."""
+        if not payload or topic == "availability":
+            return None
+        try:
+            admit(table.rsplit("/", 1)[-1], topic, payload)
+        except PayloadError as exc:
+            self.refused[exc.reason] += 1
+            return Refused(
+                table=table, topic=topic, payload=payload, reason=exc.reason, detail=exc.detail
+            )
+        return None
 
     def _hold(self, t: _Table, message: Message, prev: int | None, now: float) -> None:
         """Hold ``message`` until what comes before it is released or given up."""
@@ -676,16 +744,6 @@ def _after_newest_state(t: _Table, seq: int, prev: int | None) -> bool:
     that state, not at this message."""
     newest = max(t.early, default=None)
     return newest is not None and prev is not None and prev > newest and seq > newest
-
-
-def _body(payload: bytes) -> dict[str, Any] | None:
-    if not payload.startswith(b"{"):
-        return None
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) and "seq" in body else None
 
 
 def _is_seq(value: object) -> TypeGuard[int]:

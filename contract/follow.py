@@ -13,6 +13,7 @@ for, wakes up for its deadlines, and yields the tables' messages in order and th
                 case Message(): ...             # exactly once, in seq order, per table
                 case Gap(): ...                 # record it: those seqs will not come
                 case Other(): ...               # availability
+                case Refused(): ...             # not the contract's: log and count it
     save(feed.positions())
 """
 
@@ -24,7 +25,7 @@ from typing import Final
 
 import aiomqtt
 
-from contract.feed import Event, Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend
 
 LOGIN_REFUSED_CODES: Final = frozenset({4, 5, 0x86, 0x87})
 """CONNACK codes of a refused login: MQTT 3.1.1's 4 (bad user name or password) and 5 (not
@@ -66,15 +67,15 @@ async def follow(
     operator: str = "feed",
     user: str | None = None,
     clock: Callable[[], float] | None = None,
-) -> AsyncIterator[Message | Gap | Other]:
+) -> AsyncIterator[Message | Gap | Other | Refused]:
     """Subscribe ``client`` (connected; MQTT 5 keeps the ``resent`` marking) to every
     table of ``bases`` (``<prefix>/<table id>``), feed what arrives to ``feed``, publish its
     resend requests (``operator`` names the asker in the table's record; ``user``, the MQTT
     user the client logged in with, is the request's topic level, mqtt-api.md 1.4: None
-    for a client without a login, which asks on the bare topic), and yield the
-    tables' messages in order and the gaps. Runs until the connection fails
-    (``aiomqtt.MqttError``) or the caller stops iterating; ``feed`` keeps its positions,
-    so a new connection goes on with the same ``feed``."""
+    for a client without a login, which asks on the bare topic), and yield the tables'
+    messages in order, the gaps and what the contract refused. Runs until the connection
+    fails (``aiomqtt.MqttError``) or the caller stops iterating; ``feed`` keeps its
+    positions, so a new connection goes on with the same ``feed``."""
     now = clock or asyncio.get_running_loop().time
     for base in bases:
         await client.subscribe(f"{base}/#", qos=1)

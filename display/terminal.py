@@ -53,7 +53,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from contract.feed import Feed, Gap, Message, Other, Resend
+from contract.feed import Feed, Gap, Message, Other, Refused, Resend
 from contract.payloads import (
     TOPICS,
     Alarm,
@@ -73,7 +73,6 @@ from contract.payloads import (
     PendingRollModel,
     StateMessage,
     parse,
-    parse_as,
 )
 from contract.session import UNBOUNDED, bounded, session
 from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
@@ -162,7 +161,7 @@ class TableView:
         try:
             message = parse(sub, payload, table=self.table)
         except PayloadError as exc:
-            return self._warn(f"{sub}: {_WHY.get(exc.reason, exc.reason)}{exc.detail}; ignored")
+            return self.refused(sub, exc.reason, exc.detail)
         if retained and message.seq <= self._topic_seq.get(sub, -1):
             return False  # older than the state already drawn for this topic
         self._remember(sub, message.seq)
@@ -170,6 +169,12 @@ class TableView:
         return True
 
     # -- helpers ------------------------------------------------------------------------
+
+    def refused(self, sub: str, reason: str, detail: str) -> bool:
+        """A payload the contract refused (``PayloadError``'s reason): a warning line."""
+        if reason == "unknown_topic":
+            return self._warn(f"{sub}: unknown topic; ignored")
+        return self._warn(f"{sub}: {_WHY.get(reason, reason)}{detail}; ignored")
 
     def _warn(self, text: str) -> bool:
         self.warnings.append(text)
@@ -300,22 +305,15 @@ class Screen:
         if view is None:
             return False
         sub = topic[len(view.base) + 1 :]
-        if payload and sub != "availability" and not sub.startswith("request/"):
-            # Checked before the feed: junk must not take a seq from the real message.
-            try:
-                if sub in TOPICS:
-                    parse(sub, payload, table=view.table)
-                else:  # a response, or a topic the daemon added: its envelope at least
-                    parse_as(Envelope, payload, table=view.table)
-            except PayloadError:
-                return view.apply(topic, payload)  # the warning line, as it says
+        # The feed checks the payload with the contract before it can take a seq
+        # (contract.feed.admit): junk comes back as ``Refused``, a warning line.
         return self._handle(self.feed.receive(view.base, sub, payload, now=now, retained=retained))
 
     def tick(self, now: float) -> bool:
         """Time passed: gaps asked for, or given up."""
         return self._handle(self.feed.tick(now))
 
-    def _handle(self, events: Sequence[Message | Gap | Resend | Other]) -> bool:
+    def _handle(self, events: Sequence[Message | Gap | Resend | Other | Refused]) -> bool:
         changed = False
         for event in events:
             view = next((v for v in self.views if v.base == event.table), None)
@@ -326,6 +324,8 @@ class Screen:
                     changed = view.gap(event) or changed
                 case Message() | Other() if view is not None:
                     changed = view.apply(f"{event.table}/{event.topic}", event.payload) or changed
+                case Refused() if view is not None:
+                    changed = view.refused(event.topic, event.reason, event.detail) or changed
         return changed
 
 

@@ -1,13 +1,14 @@
 """A received MQTT message, checked against the contract, as the store keeps it.
 
 ``parse(table, topic, payload)`` takes a topic relative to the table's base topic and the
-payload bytes; it returns a ``Message`` (every JSON payload: the envelope, the checked body
-as a plain dict), an ``Availability`` (plain text, no seq), or a ``Request`` (a request
-seen on the floor: its operator, for the decisions report). Anything else raises
+payload bytes; it returns a ``Message`` (every JSON payload, checked as the feed checks it
+before it can count, ``contract.feed.admit``: the envelope, the body as a plain dict), an
+``Availability`` (plain text, no seq), or a ``Request`` (a request seen on the floor: its
+operator, for the decisions report). Anything else raises
 ``MessageError`` with one sentence; it is never stored.
 
 Consumers accept fields they do not know (mqtt-api.md: "add topics and fields freely"), so
-a newer table's additions are kept in the stored payload and ignored by the check; the
+a newer table's additions are kept in the stored payload (and not typed by the check); the
 ``resent: true`` key that marks a resend under MQTT 3.1.1 (mqtt-api.md 1.3, ``resend``) is
 removed, so a resent message stores exactly as the original.
 """
@@ -18,9 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-import pydantic
-
-from contract.schemas import model_for
+from contract.feed import admit
+from contract.payloads import PayloadError
 from records.errors import MessageError
 
 MAX_PAYLOAD: Final = 64 * 1024
@@ -78,6 +78,15 @@ def _json_object(payload: bytes) -> dict[str, Any]:
     return data
 
 
+def _sentence(topic: str, payload: bytes, exc: PayloadError) -> str:
+    """What is wrong with a payload the contract refused, in one sentence."""
+    if exc.reason == "too_large":
+        return f"a payload of {len(payload)} bytes is larger than any table sends"
+    if exc.reason == "not_json":
+        return f"the payload is not JSON ({exc.detail[:160]})"
+    return f"{topic[:80]}: {exc.detail}"
+
+
 def parse(table: str, topic: str, payload: bytes) -> Received:
     """The message ``payload`` received on ``<base>/<topic>`` of ``table``, checked."""
     if topic == "availability":
@@ -96,21 +105,12 @@ def parse(table: str, topic: str, payload: bytes) -> Received:
             operator=operator.strip()[:100] if isinstance(operator, str) else None,
             payload=data,
         )
+    # The check the feed made before the message could count (contract.feed.admit): one
+    # code path for every consumer of the contract.
     try:
-        model, _ = model_for(topic)
-    except KeyError:
-        raise MessageError(f"{topic!r} is not a topic of the MQTT contract") from None
+        checked = admit(table, topic, payload)
+    except PayloadError as exc:
+        raise MessageError(_sentence(topic, payload, exc)) from None
     data = _json_object(payload)
     data.pop(RESENT_KEY, None)
-    known = {key: value for key, value in data.items() if key in model.model_fields}
-    try:
-        checked = model.model_validate(known)
-    except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "payload"
-        raise MessageError(f"{topic}: {where}: {first['msg']}") from None
-    if data.get("table") != table:
-        raise MessageError(f"a message on table {table}'s topic names table {data.get('table')!r}")
-    seq = getattr(checked, "seq")  # noqa: B009 - every JSON message's model has an Envelope
-    ts = getattr(checked, "ts")  # noqa: B009
-    return Message(table=table, seq=seq, ts=ts, topic=topic, payload=data)
+    return Message(table=table, seq=checked.seq, ts=checked.ts, topic=topic, payload=data)

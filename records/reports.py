@@ -19,6 +19,7 @@ sheet's expected value of the same, for the columns played.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, tzinfo
@@ -28,6 +29,7 @@ from typing import Any, Final, cast
 
 import psycopg
 
+from contract.payloads import TABLE_ID_PATTERN
 from records.parsheet import (
     SUITED,
     bust_cell_chances,
@@ -283,6 +285,38 @@ class Report:
     availability: list[AvailabilityChange] = field(default_factory=list)
 
 
+FIRST_DAY: Final = date(1970, 1, 1)
+"""The first gaming day a report covers (no table's journal is older)."""
+LAST_DAY: Final = date(9999, 12, 30)
+"""The last gaming day a report covers: the day after it must still be a date (a gaming
+day ends at the next day's start), in every time zone."""
+MAX_BIG_HIT: Final = 10**9
+"""The largest ``big_hit`` (to 1) a report takes: beyond any pay table's odds."""
+_TABLE_ID = re.compile(TABLE_ID_PATTERN)
+
+
+def check_question(
+    first: date, last: date, tables: list[str] | None = None, big_hit: int = BIG_HIT
+) -> None:
+    """A report's parameters, checked before any query: ``ValueError`` with one sentence
+    when one is wrong (a day out of range, ``last`` before ``first``, a table id that is
+    not one, a big hit out of range), so no parameter ends in a traceback."""
+    for day in (first, last):
+        if not FIRST_DAY <= day <= LAST_DAY:
+            raise ValueError(
+                f"{day} is not a gaming day a report covers ({FIRST_DAY} to {LAST_DAY})"
+            )
+    if last < first:
+        raise ValueError(f"the last day {last} is before the first {first}")
+    for table in tables or []:
+        if not _TABLE_ID.match(table) or "\n" in table:
+            raise ValueError(
+                f"{table[:64]!r} is not a table id (letters, digits, - and _, 1 to 64)"
+            )
+    if not 1 <= big_hit <= MAX_BIG_HIT:
+        raise ValueError(f"a big hit pays 1 to {MAX_BIG_HIT:,} to 1, not {big_hit}")
+
+
 def window(first: date, last: date, starts: time, tz: tzinfo) -> tuple[datetime, datetime]:
     """The instants a range of gaming days covers: [first's start, the day after last's)."""
     start = datetime.combine(first, starts, tz)
@@ -301,7 +335,9 @@ def build(
     tables: list[str] | None = None,
     big_hit: int = BIG_HIT,
 ) -> Report:
-    """The report of gaming days ``first`` to ``last`` for ``tables`` (None: all)."""
+    """The report of gaming days ``first`` to ``last`` for ``tables`` (None: all).
+    ``ValueError`` with a sentence for a parameter ``check_question`` refuses."""
+    check_question(first, last, tables, big_hit)
     start, end = window(first, last, starts, tz)
     params: dict[str, Any] = {
         "tz": tz_name,

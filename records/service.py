@@ -5,12 +5,16 @@ what tables publish while the service restarts waits for it on the broker), subs
 ``<prefix>/+/#`` for each prefix; one PostgreSQL connection. Each message is checked
 (``records.messages``), stored once (``records.store``), counted by its table's watch
 (``records.observe``) and, when a table's alarms change, the table's integrity topic is
-published again (``records.publish``, retained, QoS 1). Order, duplicates and gaps are
-``contract.feed.Feed``'s, the contract's one subscriber library: it releases each table's
-messages once and in seq order, asks the table for what is missing (``request/resend``,
-published here as the operator ``records``) and gives up on what cannot come with a
-``Gap`` the store records with its reason. Its positions are kept in the store, so a
-restart asks for what came meanwhile.
+published again (``records.publish``, retained, QoS 1). Checked first: the feed admits a
+message only once the contract's parse accepts it (``contract.feed.admit``), so one it
+refuses (wrong types, an oversized field, another table's id, an unknown topic, a ``seq``
+that is not a positive integer) never takes a seq from the table's genuine message; it is
+logged (once per table and reason a minute) and counted (``Records.status``). Order,
+duplicates and gaps are ``contract.feed.Feed``'s, the contract's one subscriber library:
+it releases each table's messages once and in seq order, asks the table for what is
+missing (``request/resend``, published here as the operator ``records``) and gives up on
+what cannot come with a ``Gap`` the store records with its reason. Its positions are
+kept in the store, so a restart asks for what came meanwhile.
 
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
@@ -54,7 +58,7 @@ import aiomqtt
 import psycopg
 import structlog
 
-from contract.feed import Event, Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
 from contract.nodes import Nodes
@@ -94,6 +98,11 @@ WHERE topic = ANY(%s) ORDER BY table_id, seq
 
 BATCH: Final = 200
 """Messages a transaction stores at most (docs/floor/records.md: the figures)."""
+
+REFRESH: Final = 900.0
+"""Seconds at least between two publications of a table's integrity topic whose alarms
+stand unchanged and only their figures (hits, rounds) moved: 96 a day at most, no log
+line (docs/floor/integrity.md)."""
 
 GAP_REASONS: Final = {
     "gone": "the table's journal no longer holds them",
@@ -179,7 +188,13 @@ class Records:
             ident="records",
         )
         self.watches: dict[str, TableWatch] = {}
-        self.published: dict[str, list[tuple[str, str, str, str, int]]] = {}
+        self.published: dict[str, list[tuple[str, str, str, str]]] = {}
+        """Per table, the alarms last published: (bet, row, window, side)."""
+        self.figures: dict[str, list[tuple[str, str, str, str, int, int]]] = {}
+        """Per table, the figures last published: the alarms' hits and rounds."""
+        self.refreshed: dict[str, float] = {}
+        """Per table, when (``clock``) its integrity topic was last published."""
+        self.clock: Callable[[], float] = time.monotonic
         self.outbox: list[tuple[str, dict[str, Any]]] = []
         self.pending: deque[Item | Ack] = deque()
         """Received and released, not yet committed, in order; acks after what they follow."""
@@ -274,6 +289,12 @@ class Records:
                     )
                 case Resend():
                     asks.append(event)
+                case Refused():
+                    # The feed checked it first (contract.feed.admit): no seq taken, so
+                    # the genuine message of that seq is still awaited and asked for.
+                    self.dropped += 1
+                    reason = f"{event.topic[:80]}: {event.reason}: {event.detail}"
+                    self._warn(_table_of(event.table), reason, now, key=event.reason)
         return asks
 
     def _keep(self, table: str, rel: str, payload: bytes, now: float) -> None:
@@ -368,25 +389,63 @@ class Records:
         self.conn = self.store.conn = conn
 
     def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
-        key: list[tuple[str, str, str, str, int]] = sorted(
-            (f.bet, f.row, f.window, f.side, f.observed) for f in findings
+        """Publish ``table``'s integrity topic again when an alarm is raised, changes (its
+        bet, row, window or side) or clears, and log it then: once, not at every result
+        while the table stays in alarm (issue 27). The figures of alarms that stand (the
+        hits, the rounds) go on the topic again at most once per ``REFRESH`` seconds,
+        without a log line. ``force``: publish whatever the last one was (the start)."""
+        alarms: list[tuple[str, str, str, str]] = sorted(
+            {(f.bet, f.row, f.window, f.side) for f in findings}
         )
-        if not force and self.published.get(table) == key:
-            return
-        if findings and self.published.get(table) != key:
+        figures: list[tuple[str, str, str, str, int, int]] = sorted(
+            (f.bet, f.row, f.window, f.side, f.observed, f.trials) for f in findings
+        )
+        before = self.published.get(table)
+        now = self.clock()
+        if not force and before == alarms:
+            stale = self.figures.get(table) != figures
+            if not stale or now - self.refreshed.get(table, -REFRESH) < REFRESH:
+                return
+        elif before != alarms and findings:
             log.warning(
                 "integrity alarm",
                 table=table,
                 alarms=[f"{f.bet} {f.row} {f.window} {f.side}" for f in findings],
             )
-        self.published[table] = key
+        elif before != alarms and before:
+            log.info("integrity alarms cleared", table=table)
+        self.published[table] = alarms
+        self.figures[table] = figures
+        self.refreshed[table] = now
         self.outbox.append((table, integrity_payload(table, findings, now_ts())))
 
-    def _warn(self, table: str, reason: str, now: float) -> None:
-        key = (table, reason.split(":")[0])
-        if now - self._warned.get(key, -1e9) >= 60:
-            self._warned[key] = now
-            log.warning("message dropped", table=table, reason=reason, dropped=self.dropped)
+    def _warn(self, table: str, reason: str, now: float, *, key: str | None = None) -> None:
+        """One line per table and kind of reason a minute at most (a flood of junk must not
+        flood the log), with the counts so far."""
+        seen = (table, key or reason.split(":")[0])
+        if now - self._warned.get(seen, -1e9) >= 60:
+            self._warned[seen] = now
+            log.warning(
+                "message dropped",
+                table=table,
+                reason=reason,
+                dropped=self.dropped,
+                refused=sum(self.feed.refused.values()),
+            )
+
+    def status(self) -> dict[str, Any]:
+        """What the service has done since it started: messages stored, messages dropped
+        (refused by the contract before the feed, ``refused`` by reason, or not storable),
+        transactions, what waits to be stored, and the tables it follows."""
+        return {
+            "stored": self.stored,
+            "dropped": self.dropped,
+            "refused": dict(self.feed.refused),
+            "refused_total": sum(self.feed.refused.values()),
+            "batches": self.batches,
+            "pending": sum(not isinstance(i, Ack) for i in self.pending),
+            "tables": len(self.feed.positions()),
+        }
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -424,6 +483,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 raise error
     finally:
         await stack.aclose()
+        if records is not None:
+            log.info("records stopped", **records.status())
         # The writer may have opened another connection (the first one was lost).
         await asyncio.to_thread((records.conn if records is not None else conn).close)
 

@@ -32,7 +32,7 @@ import psycopg
 from records.chart import points
 from records.observe import GamingDay, system_zone
 from records.report_format import as_json, number, percent
-from records.reports import Report, build
+from records.reports import Report, build, check_question
 
 MAX_DAYS: Final = 31
 """Gaming days one page may ask for (a month of a floor is millions of rows)."""
@@ -102,14 +102,17 @@ def question(
         raise ReportUnavailable("give a table or an area, not both", 400)
     tables: list[str] | None = None
     if table is not None:
-        if len(table) > 64:
-            raise ReportUnavailable("not a table id", 400)
         tables = [table]
     if area is not None:
         if area not in areas:
             known = ", ".join(sorted(areas)) or "none is configured"
             raise ReportUnavailable(f"no area {area[:64]!r} (areas: {known})", 400)
         tables = list(areas[area])
+    try:
+        # The command's own check (records.reports): days in range, table ids that are ids.
+        check_question(first, last, tables)
+    except ValueError as exc:
+        raise ReportUnavailable(str(exc), 400) from None
     return Question(first=first, last=last, tables=tables, table=table, area=area)
 
 
@@ -189,6 +192,8 @@ def fetch(
                 tables=asked.tables,
                 big_hit=big_hit,
             )
+    except ValueError as exc:  # a parameter records.reports.check_question refuses
+        raise ReportUnavailable(str(exc), 400) from None
     except psycopg.OperationalError as exc:
         raise ReportUnavailable(f"the records store stopped answering: {one_line(exc)}") from exc
     except psycopg.Error as exc:

@@ -542,6 +542,10 @@ HEALTH_FIELDS: Final[dict[str, str]] = {
     "gaps": "gaps the feed gave up on (seqs that will not come): each shown on its table's card",
     "duplicates_dropped": "messages the feed dropped as seqs already released (retained "
     "states republished, resent copies)",
+    "refused": "messages the feed refused before they could count, by reason (too_large, "
+    "not_json, invalid, wrong_table, unknown_topic): no seq taken, the genuine message still "
+    "asked for; also counted in dropped",
+    "refused_total": "the sum of refused",
 }
 """Every field of ``GET /api/health`` and what it means (docs/reference/metrics.md is made
 from this; a test asks the real server's answer for exactly these keys)."""

@@ -34,10 +34,10 @@ floor-controller declarations) the pit marks a lost controller's tables "control
 unreachable since hh:mm"; ``since`` is when this server learned it (for a ``0`` found
 retained at connect: at the latest then).
 
-Every payload is parsed with the contract (``contract.payloads.parse``; a response or a
-topic the daemon added, its envelope) before it reaches the feed; one that does not
-validate is dropped,
-counted by reason in ``dropped`` and logged (rate-limited), and never reaches a browser.
+Every payload is checked with the contract by the feed itself before it can take a seq
+(``contract.feed.admit``: the topic one the daemon publishes, the payload valid for it and
+naming its table); one refused is dropped, counted by reason in ``dropped`` (and in
+``refused``, the feed's count) and logged (rate-limited), and never reaches a browser.
 The browser receives one JSON text per message::
 
     {"t": "msg", "table": "t1", "topic": "craps/board", "retained": true, "payload": {...}}
@@ -67,7 +67,7 @@ from typing import Any, Final
 import structlog
 from pydantic import ValidationError
 
-from contract.feed import Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend
 from contract.floor import (
     BRIDGE_STATUS_ROOT,
     INTEGRITY_ROOT,
@@ -78,12 +78,10 @@ from contract.floor import (
 from contract.payloads import (
     TABLE_ID_PATTERN,
     TOPICS,
-    Envelope,
     PayloadError,
     decode,
     describe,
     parse,
-    parse_as,
     relayed,
 )
 from contract.topics import HISTORY, HISTORY_TOPICS
@@ -227,17 +225,9 @@ class Store:
         if table not in self.tables and len(self.tables) >= self.max_tables:
             self._drop("too_many_tables", topic, f"more than {self.max_tables}")
             return []
-        if payload and sub != "availability" and not sub.startswith("request/"):
-            # Checked before the feed: a payload that is not the contract's (another
-            # client's junk on an open broker) must not take a seq from the real one.
-            try:
-                if sub in TOPICS:
-                    parse(sub, payload, table=table)
-                else:  # a response, or a topic the daemon added: its envelope at least
-                    parse_as(Envelope, payload, table=table)
-            except PayloadError as exc:
-                self._drop(exc.reason, topic, exc.detail)
-                return []
+        # The feed checks every payload with the contract before it can take a seq
+        # (contract.feed.admit): another client's junk on an open broker, or a forged seq
+        # ahead of the table's, comes back as ``Refused`` and is dropped and counted here.
         events = self.feed.receive(head + table, sub, payload, now=now, retained=retained)
         return self._handle(events)
 
@@ -245,9 +235,7 @@ class Store:
         """Time passed: the feed asks for gaps whose wait is over, or gives them up."""
         return self._handle(self.feed.tick(now))
 
-    def _handle(
-        self, events: Sequence[Message | Gap | Resend | Other]
-    ) -> list[tuple[str | None, str]]:
+    def _handle(self, events: Sequence[Event]) -> list[tuple[str | None, str]]:
         out: list[tuple[str | None, str]] = []
         for event in events:
             match event:
@@ -259,6 +247,8 @@ class Store:
                     self.resends.append(event)
                 case Gap():
                     out.append(self._gap(event))
+                case Refused():
+                    self._drop(event.reason, f"{event.table}/{event.topic}", event.detail)
         return out
 
     def _gap(self, gap: Gap) -> tuple[str, str]:
@@ -489,4 +479,6 @@ class Store:
             "ignored": dict(self.ignored),
             "gaps": self.gaps,
             "duplicates_dropped": self.feed.dropped,
+            "refused": dict(self.feed.refused),
+            "refused_total": sum(self.feed.refused.values()),
         }

@@ -11,9 +11,34 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from contract.feed import Event, Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend, admit
+from contract.payloads import PayloadError
+from tests.helpers.forged import forged
 
 T = "lammer/t1"
+TS = "2026-12-01T14:00:00.000Z"
+
+
+def _progress(numbers: list[int]) -> dict[str, object]:
+    return {"pays": "34", "hit": [], "remaining": numbers, "complete": False, "chance": "1/3"}
+
+
+BODIES: dict[str, dict[str, object]] = {
+    "craps/roll": {"roll_id": 1, "dice": [1, 2], "total": 3, "status": "counted", "reason": None},
+    "state": {"game": "CRAPS", "devices": {}, "alarms": []},
+    "craps/board": {
+        "paytable": 1,
+        "betting_open": True,
+        "numbers_hit": [],
+        "all_small": _progress([2, 3, 4, 5, 6]),
+        "all_tall": _progress([8, 9, 10, 11, 12]),
+        "make_em_all": _progress([2, 3, 4, 5, 6, 8, 9, 10, 11, 12]),
+        "pending_roll": None,
+    },
+    "response/resend": {},
+}
+"""A body the contract admits for each topic the simulated table publishes (the feed
+checks every message before it counts: ``contract.feed.admit``)."""
 
 
 @dataclass
@@ -24,6 +49,7 @@ class SimTable:
     next_seq: int = 1
     last_message: int | None = None
     published: dict[int, bytes] = field(default_factory=dict)
+    topics: dict[int, str] = field(default_factory=dict)
     set_aside: set[int] = field(default_factory=set)
     gone_below: int = 1
     served: list[Resend] = field(default_factory=list)
@@ -34,8 +60,10 @@ class SimTable:
     def message(self, topic: str = "craps/roll", *, aside: bool = False, **body: object) -> int:
         seq = self.next_seq
         self.next_seq += 1
-        payload = json.dumps({"table": "t1", **body, "seq": seq, "prev_seq": self.last_message})
+        stamped = {"table": "t1", **BODIES[topic], **body, "ts": TS}
+        payload = json.dumps({**stamped, "seq": seq, "prev_seq": self.last_message})
         self.last_message = seq
+        self.topics[seq] = topic
         if aside:
             self.set_aside.add(seq)
         else:
@@ -120,7 +148,8 @@ def run(
                 if lossy_copies and seq not in lost_once:
                     lost_once.add(seq)
                     continue
-                consumer.take(feed.receive(T, "craps/roll", payload, now=now, resent=True))
+                topic = table.topics[seq]
+                consumer.take(feed.receive(T, topic, payload, now=now, resent=True))
             consumer.take(feed.receive(T, "response/resend", answer, now=now))
             continue
         if feed.held(T) == 0 and feed.next_deadline() is None:
@@ -302,7 +331,7 @@ def test_a_table_restarted_with_a_reused_id_goes_on_above_its_old_seqs() -> None
     last = [old.message() for _ in range(3)][-1]
     feed = Feed(start={T: last}, ident="n")
     new = SimTable(next_seq=last + 50)  # a new journal: seq continues above the old one
-    first = new.message()
+    first = new.message("state")
     got = feed.receive(T, "state", new.published[first], now=0)
     assert [m.seq for m in got if isinstance(m, Message)] == [first]  # prev_seq null
     assert feed.held(T) == 0
@@ -314,8 +343,8 @@ def test_a_table_that_never_answers_gives_a_gap_after_bounded_asks() -> None:
     a, _lost, c = table.message(), table.message(), table.message()
     feed = Feed(wait=1.0, timeout=2.0, max_asks=3, ident="q")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[a], now=0))
-    consumer.take(feed.receive(T, "x", table.published[c], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[c], now=0))
     now = 0.0
     while not consumer.gaps:
         now += 0.5
@@ -333,9 +362,9 @@ def test_held_messages_are_bounded() -> None:
     rest = [table.message() for _ in range(6)]
     feed = Feed(max_held=4, ident="h")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[first], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[first], now=0))
     for seq in rest:
-        consumer.take(feed.receive(T, "x", table.published[seq], now=0))
+        consumer.take(feed.receive(T, "craps/roll", table.published[seq], now=0))
     assert consumer.gaps == [Gap(table=T, from_seq=first + 1, to_seq=first + 1, reason="overflow")]
     assert [m.seq for m in consumer.released] == [first, *rest]
     assert feed.held(T) == 0
@@ -350,8 +379,8 @@ def test_a_long_gap_is_asked_in_parts_of_1000_seqs() -> None:
     after = table.message()
     feed = Feed(wait=0.0, max_chunks=4, ident="p")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[first], now=0))
-    consumer.take(feed.receive(T, "x", table.published[after], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[first], now=0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[after], now=0))
     consumer.take(feed.tick(0.0))
     assert [(a.from_seq, a.to_seq) for a in consumer.asks] == [
         (first + 1, first + 1000),
@@ -483,7 +512,7 @@ def test_no_probe_storm_one_probe_per_quiet_period_among_subscribers() -> None:
                     asked.append(ask)
                     copies, answer = table.answer(ask)
                     for _seq, payload in copies:
-                        deliver("x", payload, now, resent=True)
+                        deliver(table.topics[_seq], payload, now, resent=True)
                     deliver("response/resend", answer, now)
         return asked
 
@@ -543,8 +572,8 @@ def test_no_probe_while_a_gap_is_being_filled() -> None:
     a, _lost, c = table.message(), table.message(), table.message()
     feed = Feed(wait=1.0, timeout=100.0, max_asks=1, patience=1000.0, probe_after=30.0, ident="g")
     consumer = Consumer(feed)
-    consumer.take(feed.receive(T, "x", table.published[a], now=0.0))
-    consumer.take(feed.receive(T, "x", table.published[c], now=0.0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[a], now=0.0))
+    consumer.take(feed.receive(T, "craps/roll", table.published[c], now=0.0))
     for step in range(1, 100 * 4):
         consumer.take(feed.tick(step / 4))
     assert [(r.from_seq, r.to_seq) for r in consumer.asks] == [(a + 1, c - 1)]  # the gap's only
@@ -559,7 +588,7 @@ def _serve(table: SimTable, ask: Resend, consumers: list[Consumer], now: float) 
     copies, answer = table.answer(ask)
     for c in consumers:
         for _seq, payload in copies:
-            c.take(c.feed.receive(T, "x", payload, now=now, resent=True))
+            c.take(c.feed.receive(T, table.topics[_seq], payload, now=now, resent=True))
         c.take(c.feed.receive(T, "response/resend", answer, now=now))
 
 
@@ -662,7 +691,8 @@ def test_a_pit_of_many_tables_spreads_its_catchups_and_one_answer_spares_the_oth
     feed = Feed(catchup_after=0.5, catchup_spread=2.0, ident="pit")
     tables = [f"lammer/t{i}" for i in range(200)]
     for i, base in enumerate(tables):
-        payload = json.dumps({"table": base, "seq": 10 + i, "prev_seq": None}).encode()
+        body = {**BODIES["state"], "table": f"t{i}", "ts": TS, "seq": 10 + i, "prev_seq": None}
+        payload = json.dumps(body).encode()
         feed.receive(base, "state", payload, now=0.0, retained=True)
     when: dict[str, float] = {}
     for step in range(1, 300):
@@ -734,3 +764,74 @@ def test_resend_topics_at_the_user_level() -> None:
     for bad in ("", "a/b", "+", "#", "x" * 65, "-lead"):
         with pytest.raises(ValueError, match="topic level"):
             ask.topic_for(bad)
+
+
+@pytest.mark.parametrize("kind", [f.kind for f in forged("t1", 12_440, 1)])
+def test_a_message_the_contract_refuses_moves_nothing_and_is_said(kind: str) -> None:
+    # Issue 27: a forged message with a seq ahead of the table's, its prev_seq the table's
+    # last (released at once if it counted), took the table's position to 12,440 and the
+    # genuine messages after it were dropped without a trace.
+    table = SimTable()
+    consumer = Consumer(Feed(ident="f"))
+    first = table.message()
+    consumer.take(consumer.feed.receive(T, "craps/roll", table.published[first], now=0.0))
+    bad = next(f for f in forged("t1", 12_440, first) if f.kind == kind)
+    got = consumer.feed.receive(T, bad.topic, bad.payload, now=0.1)
+    assert [type(e) for e in got] == [Refused]
+    (refused,) = got
+    assert isinstance(refused, Refused)
+    assert (refused.table, refused.topic, refused.reason) == (T, bad.topic, bad.reason)
+    assert refused.detail
+    assert consumer.feed.refused == {bad.reason: 1}
+    assert consumer.feed.positions() == {T: first}
+    assert consumer.feed.held(T) == 0
+    # The genuine messages that follow are released, in order, nothing asked.
+    genuine = [table.message() for _ in range(3)]
+    for seq in genuine:
+        consumer.take(consumer.feed.receive(T, "craps/roll", table.published[seq], now=0.2))
+    assert [m.seq for m in consumer.released] == [first, *genuine]
+    assert consumer.gaps == []
+    assert consumer.asks == []
+
+
+def test_a_forged_seq_ahead_leaves_the_gap_fill_to_ask_for_the_genuine_message() -> None:
+    table = SimTable()
+    consumer = Consumer(Feed(wait=1.0, ident="g"))
+    first = table.message()
+    lost = table.message()  # the genuine message of that seq is lost on the way
+    after = table.message()
+    consumer.take(consumer.feed.receive(T, "craps/roll", table.published[first], now=0.0))
+    for bad in forged("t1", lost, first):  # forged ones at the lost seq and beyond
+        consumer.take(consumer.feed.receive(T, bad.topic, bad.payload, now=0.1))
+    consumer.take(consumer.feed.receive(T, "craps/roll", table.published[after], now=0.2))
+    consumer.take(consumer.feed.tick(1.5))
+    (ask,) = consumer.asks
+    assert (ask.from_seq, ask.to_seq) == (lost, lost)
+    consumer.asks.clear()
+    _serve(table, ask, [consumer], now=1.6)
+    assert [m.seq for m in consumer.released if m.topic == "craps/roll"] == [first, lost, after]
+    assert consumer.gaps == []
+    assert sum(consumer.feed.refused.values()) == len(forged("t1", lost, first))
+
+
+def test_admit_is_the_contracts_parse() -> None:
+    table = SimTable()
+    roll = table.message()
+    answer = table.message("response/resend", request_id="r", status="ok", sent=0)
+    assert admit("t1", "craps/roll", table.published[roll]).seq == roll
+    assert admit("t1", "response/resend", table.published[answer]).seq == answer
+    for topic in ("response/resend/x", "response/", "craps", "state/extra"):
+        with pytest.raises(PayloadError) as caught:
+            admit("t1", topic, table.published[roll])
+        assert caught.value.reason == "unknown_topic"
+    with pytest.raises(PayloadError, match="wrong_table"):
+        admit("t2", "craps/roll", table.published[roll])
+    # Availability and a deleted retained state carry no seq: passed on as they are.
+    feed = Feed(ident="a")
+    assert [type(e) for e in feed.receive(T, "availability", b"junk", now=0)] == [Other]
+    assert [type(e) for e in feed.receive(T, "state", b"", now=0)] == [Other]
+    assert feed.refused == {}
+    # A JSON availability cannot take a seq either.
+    got = feed.receive(T, "availability", table.published[roll], now=0)
+    assert [type(e) for e in got] == [Other]
+    assert feed.positions() == {}

@@ -179,6 +179,19 @@ async def test_reports_need_a_pit_login(
         assert (await answer.json())["error"] == "day: '2026-13-01' is not a date YYYY-MM-DD"
         answer = await pit.request.get(f"{web.url}/api/reports?day={DAY}&area=Nowhere")
         assert answer.status == 400
+        # Issue 27: days where the gaming-day arithmetic overflows (500 before), a NUL (503
+        # "the store refused the report" before) and over-long values are bad questions.
+        for query, sentence in (
+            ("day=9999-12-31", "9999-12-31 is not a gaming day a report covers"),
+            ("from=0001-01-01&to=0001-01-01", "0001-01-01 is not a gaming day a report covers"),
+            (f"day={DAY}&table=%00", "'\\x00' is not a table id"),
+            (f"day={DAY}&table={'t' * 1000}", f"'{'t' * 64}' is not a table id"),
+            (f"day={DAY}&area=%00", "no area '\\x00'"),
+            (f"day={'9' * 1000}", "day: '9999999999"),
+        ):
+            answer = await pit.request.get(f"{web.url}/api/reports?{query}")
+            assert answer.status == 400, query
+            assert (await answer.json())["error"].startswith(sentence), query
     finally:
         stop_web(web)
         for ctx in contexts:

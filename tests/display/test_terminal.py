@@ -41,6 +41,7 @@ from display.terminal import (
 from foundation.backoff import Backoff
 from tests.conftest import Broker, free_port
 from tests.display.conftest import AuthBroker
+from tests.helpers.forged import forged
 
 TS = "2026-06-15T20:31:07.412Z"
 
@@ -552,6 +553,26 @@ def test_the_screen_puts_a_table_in_seq_order_and_shows_what_will_not_come() -> 
     assert "messages lost: seq 15-18 will not come (unanswered)" in text
     rolls = [int(n) for n in re.findall(r"roll (\d+)\s+All Small", text)]
     assert sorted(rolls) == [10, 12, 14, 20]  # 14 after 12, and 20 after the gap
+
+
+def test_forged_messages_ahead_of_the_table_are_warnings_and_take_no_seq() -> None:
+    # Issue 27: the feed checks each message before it counts (contract.feed.admit).
+    view = TableView(table="t2")
+    screen = Screen([view])
+    result = {"bet": "all_small", "outcome": "lose", "pays": None}
+    topic = "lammer/t2/craps/result"
+    assert screen.receive(topic, payload(10, "t2", roll_id=10, prev_seq=None, **result), now=0)
+    bad = forged("t2", 12_440, 10)
+    for message in bad:  # each a warning line on the table's panel
+        assert screen.receive(f"lammer/t2/{message.topic}", message.payload, now=0.1)
+        assert view.warnings[-1].startswith(f"{message.topic}: "), view.warnings[-1]
+        if message.topic == "craps/jackpot":
+            assert view.warnings[-1] == "craps/jackpot: unknown topic; ignored"
+    assert sum(screen.feed.refused.values()) == len(bad)
+    assert screen.receive(topic, payload(11, "t2", roll_id=11, prev_seq=10, **result), now=0.2)
+    rolls = [int(n) for n in re.findall(r"roll (\d+)\s+All Small", frame([view], width=200))]
+    assert sorted(rolls) == [10, 11]
+    assert screen.feed.positions() == {"lammer/t2": 11}
 
 
 def test_display_options_that_cannot_be_used_end_in_one_sentence(

@@ -14,8 +14,10 @@ from display.errors import WebConfigError
 from display.web.config import validate_web_config
 from display.web.reports import MAX_DAYS, ReportUnavailable, question, today
 from display.web.store import Store
+from records.reports import FIRST_DAY, LAST_DAY
 
 AREAS = {"Pit 1": ["bj-1", "uth-2"]}
+LONG = "t" * 64
 NOW = date(2026, 12, 1)
 
 
@@ -72,7 +74,17 @@ def test_a_query_string_asks_for_days_and_tables() -> None:
         ({"from": "2026-01-01", "to": "2026-12-01"}, f"at most {MAX_DAYS} gaming days at once"),
         ({"table": "bj-1", "area": "Pit 1"}, "give a table or an area, not both"),
         ({"area": "Pit 9"}, "no area 'Pit 9' (areas: Pit 1)"),
-    ]
+        # Issue 27: the gaming-day arithmetic overflowed (500), a NUL reached the store (503).
+        ({"day": "9999-12-31"}, f"9999-12-31 is not a gaming day a report covers ({FIRST_DAY} "
+         f"to {LAST_DAY})"),
+        ({"from": "0001-01-01", "to": "0001-01-02"}, "0001-01-01 is not a gaming day a report "
+         f"covers ({FIRST_DAY} to {LAST_DAY})"),
+        ({"table": "\x00"}, "'\\x00' is not a table id (letters, digits, - and _, 1 to 64)"),
+        ({"table": "t1\nt2"}, "'t1\\nt2' is not a table id (letters, digits, - and _, 1 to 64)"),
+        ({"table": "t" * 65}, f"'{LONG}' is not a table id (letters, digits, - and _, 1 to 64)"),
+        ({"area": "\x00" * 100}, "no area '" + "\\x00" * 64 + "' (areas: Pit 1)"),
+        ({"day": "9" * 5000}, f"day: '{'9' * 40}' is not a date YYYY-MM-DD"),
+    ]  # fmt: skip
     for query, sentence in wrong:
         with pytest.raises(ReportUnavailable) as info:
             question(query, areas=AREAS, current=NOW)

@@ -44,6 +44,28 @@ def roll(seq: int, prev: int | None) -> bytes:
     ).encode()
 
 
+def board(seq: int, prev: int | None) -> bytes:
+    """A table's craps/board message (the feed checks every message with the contract)."""
+
+    def bet(numbers: list[int]) -> dict[str, object]:
+        return {"pays": "34", "hit": [], "remaining": numbers, "complete": False, "chance": "1/3"}
+
+    body = {
+        "table": "craps1",
+        "seq": seq,
+        "prev_seq": prev,
+        "ts": "2026-12-01T20:31:07.412Z",
+        "paytable": 1,
+        "betting_open": True,
+        "numbers_hit": [],
+        "all_small": bet([2, 3, 4, 5, 6]),
+        "all_tall": bet([8, 9, 10, 11, 12]),
+        "make_em_all": bet([2, 3, 4, 5, 6, 8, 9, 10, 11, 12]),
+        "pending_roll": None,
+    }
+    return json.dumps(body).encode()
+
+
 async def test_the_documented_python_subscriber_prints_every_message_once_in_order(
     tmp_path: Path, mosquitto_private: Broker
 ) -> None:
@@ -53,7 +75,7 @@ async def test_the_documented_python_subscriber_prints_every_message_once_in_ord
     broker = mosquitto_private
     async with aiomqtt.Client(broker.host, broker.port) as table:
         await table.publish(f"{base}/availability", b"online", qos=1, retain=True)
-        await table.publish(f"{base}/craps/board", roll(5, 3), qos=1, retain=True)
+        await table.publish(f"{base}/craps/board", board(5, 3), qos=1, retain=True)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             str(script),

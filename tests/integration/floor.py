@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import aiomqtt
 
 from cli.main import main
-from contract.feed import Feed, Gap, Message, Other, Resend
+from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend
 from contract.floor import BRIDGE_STATUS_ROOT
 from contract.payloads import TOPICS
 from contract.session import observe_disconnect
@@ -285,7 +285,7 @@ class FeedSubscriber(FloorSubscriber):
         base = f"{parts[0]}/{parts[1]}"
         return self._handle(self.feed.receive(base, parts[2], payload, now=now, retained=retained))
 
-    def _handle(self, events: Sequence[Message | Gap | Resend | Other]) -> list[Resend]:
+    def _handle(self, events: Sequence[Event]) -> list[Resend]:
         out: list[Resend] = []
         for event in events:
             match event:
@@ -295,7 +295,7 @@ class FeedSubscriber(FloorSubscriber):
                     self.gaps.append(event)
                 case Resend():
                     out.append(event)
-                case Other():
+                case Other() | Refused():
                     pass
         return out
 
