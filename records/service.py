@@ -60,6 +60,7 @@ from contract.follow import resent_mark
 from contract.nodes import Nodes
 from contract.session import observe_disconnect
 from contract.tasks import cancel_and_wait
+from records import backfill as bf
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
 from records.messages import Message as Stored
@@ -129,6 +130,11 @@ class Settings:
     settle: float = 5.0
     """At a stop, how long the writer may take to store what waits (then the broker keeps
     what was not acknowledged)."""
+    backfill_days: int = 1
+    """Gaming days a backfill reaches back (``records.backfill``): 1, from the start of the
+    current one; 0, no backfill."""
+    backfill_tables: int = bf.TABLES
+    """Tables backfilled at once."""
 
 
 def now_ts() -> str:
@@ -173,6 +179,11 @@ class Records:
             timeout=settings.resend_timeout,
             ident="records",
         )
+        jobs = bf.load(conn)
+        self.backfill = bf.Backfill(jobs=jobs, max_tables=settings.backfill_tables)
+        """What is asked from the tables' journals (``records.backfill``)."""
+        self._known = set(self.positions) | {job.base for job in jobs}
+        """Tables seen by an earlier run: no first-seen backfill."""
         self.watches: dict[str, TableWatch] = {}
         self.published: dict[str, list[tuple[str, str, str, str, int]]] = {}
         self.outbox: list[tuple[str, dict[str, Any]]] = []
@@ -234,6 +245,8 @@ class Records:
                 # (not the resend asks, ours or a display's: they decide nothing).
                 if rel != "request/resend":
                     self._keep(table, rel, payload, now)
+            elif self.backfill.claims(base, rel, payload, now):
+                self._keep(table, rel, payload, now)  # below the feed's position: its own
             else:
                 events = self.feed.receive(
                     base, rel, payload, now=now, retained=retained, resent=resent
@@ -253,9 +266,16 @@ class Records:
         for event in events:
             match event:
                 case Message():
+                    self._first_seen(event, now)
                     self._keep(_table_of(event.table), event.topic, event.payload, now)
                 case Other():
                     self._keep(_table_of(event.table), event.topic, event.payload, now)
+                case Gap() if event.reason in ("unanswered", "overflow") and self._backfills():
+                    # Too long for the feed (the service was away longer than the broker
+                    # kept its queue): asked from the journal, paced (records.backfill).
+                    self._start(
+                        event.table, top=event.to_seq, floor=event.from_seq, reason=bf.GAP, now=now
+                    )
                 case Gap():
                     reason = f"{event.reason}: {GAP_REASONS.get(event.reason, event.reason)}"
                     table = _table_of(event.table)
@@ -267,6 +287,27 @@ class Records:
                 case Resend():
                     asks.append(event)
         return asks
+
+    def _backfills(self) -> bool:
+        return self.settings.backfill_days > 0
+
+    def _first_seen(self, event: Message, now: float) -> None:
+        """The first live message of a table no earlier run saw: what the table published
+        before it (up to its ``prev_seq``) is asked from its journal."""
+        if event.retained or event.table in self._known:
+            return
+        self._known.add(event.table)
+        top = event.body.get("prev_seq")
+        if self._backfills() and isinstance(top, int) and not isinstance(top, bool) and top >= 1:
+            self._start(event.table, top=top, floor=1, reason=bf.FIRST_SEEN, now=now)
+
+    def _start(self, base: str, *, top: int, floor: int, reason: str, now: float) -> None:
+        since = bf.day_start(self.settings.day, datetime.now(UTC), self.settings.backfill_days)
+        job = bf.Job(base=base, top=top, floor=floor, next_seq=top, since=since, reason=reason)
+        for item in self.backfill.start(job, now):
+            if isinstance(item, Resend):
+                continue  # start asks nothing: the ticker does
+            self._queue(item)
 
     def _keep(self, table: str, rel: str, payload: bytes, now: float) -> None:
         try:
@@ -280,6 +321,11 @@ class Records:
     def tick(self, now: float) -> list[Resend]:
         """Time passed: the feed's asks and gaps; the writer woken when positions moved."""
         asks = self._events(self.feed.tick(now), now)
+        for out in self.backfill.tick(now):
+            if isinstance(out, Resend):
+                asks.append(out)
+            else:
+                self._queue(out)
         if self.feed.positions() != self.positions:
             self.idle.clear()
             self.ready.set()
