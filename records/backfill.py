@@ -48,7 +48,7 @@ import psycopg
 import structlog
 
 from contract.feed import ANSWER_TOPIC, Resend
-from contract.requests import RESEND_SPAN, copy_budget
+from contract.requests import BARE_USER, RESEND_SPAN, copy_budget
 from records.observe import GamingDay
 from records.store import Missing, Operation
 
@@ -122,6 +122,13 @@ class Drop(Operation):
 
     def apply(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(_DROP, (self.job.base, self.job.top))
+
+
+def budget_for(user: str | None) -> int:
+    """``BUDGET`` for the MQTT user the service asks as (None: no login, the bare request,
+    counted as the terminal's), one page at least."""
+    own = copy_budget(user or BARE_USER)
+    return max(RESEND_SPAN, own - 2 * RESEND_SPAN)
 
 
 def load(conn: psycopg.Connection[Any]) -> list[Job]:

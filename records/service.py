@@ -180,7 +180,11 @@ class Records:
             ident="records",
         )
         jobs = bf.load(conn)
-        self.backfill = bf.Backfill(jobs=jobs, max_tables=settings.backfill_tables)
+        self.backfill = bf.Backfill(
+            jobs=jobs,
+            max_tables=settings.backfill_tables,
+            budget=bf.budget_for(settings.mqtt_user),
+        )
         """What is asked from the tables' journals (``records.backfill``)."""
         self._known = set(self.positions) | {job.base for job in jobs}
         """Tables seen by an earlier run: no first-seen backfill."""
