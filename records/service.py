@@ -68,7 +68,7 @@ from records.messages import parse
 from records.migrate import migrate
 from records.observe import GamingDay, TableWatch
 from records.publish import integrity_payload
-from records.store import Item, Missing, Store, refused
+from records.store import Item, Missing, Operation, Store, refused
 
 log = structlog.get_logger("lammer.records")
 
@@ -92,6 +92,13 @@ WHERE topic = ANY(%s) ORDER BY table_id, seq
 
 BATCH: Final = 200
 """Messages a transaction stores at most (docs/floor/records.md: the figures)."""
+
+RECENT_SECONDS: Final = 60.0
+RECENT_ITEMS: Final = 50_000
+"""What the service wrote in the last ``RECENT_SECONDS`` (``RECENT_ITEMS`` at most) is
+written again on every new database connection (docs/floor/records.md, "A standby"): a
+primary that died before its standby received its last commits (asynchronous streaming
+replication) loses nothing the service acknowledged to the broker."""
 
 GAP_REASONS: Final = {
     "gone": "the table's journal no longer holds them",
@@ -200,6 +207,11 @@ class Records:
         self.stored = 0
         self.dropped = 0
         self.batches = 0
+        self.recent: deque[tuple[float, list[Item]]] = deque()
+        """The batches committed in the last ``RECENT_SECONDS``: written again after a
+        reconnect (``reconnect``)."""
+        self._recent_items = 0
+        self.rewritten = 0
         self._warned: dict[tuple[str, str], float] = {}
 
     def replay(self) -> None:
@@ -367,6 +379,7 @@ class Records:
             else []
         )
         self.batches += 1
+        self._remember(batch.items)
         for item, result in zip(batch.items, results, strict=True):
             if isinstance(item, Missing):
                 for first, last in result if isinstance(result, list) else []:
@@ -393,8 +406,25 @@ class Records:
         for ack in batch.acks:
             ack.send()
 
+    def _remember(self, items: list[Item]) -> None:
+        """Keep what a committed batch wrote, as ``reconnect`` writes it again: messages,
+        gaps and backfill jobs, all idempotent (not an availability or a request: written
+        again, each would be a row more)."""
+        now = time.monotonic()
+        kept: list[Item] = [i for i in items if isinstance(i, Stored | Missing | Operation)]
+        if kept:
+            self.recent.append((now, kept))
+            self._recent_items += len(kept)
+        while self.recent and (
+            self.recent[0][0] < now - RECENT_SECONDS or self._recent_items > RECENT_ITEMS
+        ):
+            self._recent_items -= len(self.recent.popleft()[1])
+
     def reconnect(self) -> None:
-        """A new database connection in place of a lost one (blocking: a thread)."""
+        """A new database connection in place of a lost one (blocking: a thread); on it,
+        what was committed in the last ``RECENT_SECONDS`` is written again: the server
+        answering now may be a standby promoted after the primary died, without the
+        primary's last commits (idempotent by (table, seq) where nothing was lost)."""
         with contextlib.suppress(psycopg.Error):
             self.conn.close()
         try:
@@ -403,6 +433,19 @@ class Records:
         except psycopg.Error as exc:
             raise refused(exc, "a new connection") from exc
         self.conn = self.store.conn = conn
+        items = [item for _, batch in self.recent for item in batch]
+        if items or self.positions:
+            results = self.store.write_batch(items, self.positions or None)
+            again = sum(
+                r is True for i, r in zip(items, results, strict=True) if isinstance(i, Stored)
+            )
+            self.rewritten += again
+            log.info(
+                "store reconnected",
+                written_again=len(items),
+                were_lost=again,
+                server=_server(conn),
+            )
 
     def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
         key: list[tuple[str, str, str, str, int]] = sorted(
@@ -503,6 +546,12 @@ def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
     context = ssl.create_default_context(cafile=str(ca_file))
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
+
+
+def _server(conn: psycopg.Connection[Any]) -> str:
+    """The host and port a connection reached (of a multi-host DSN: the primary)."""
+    info = conn.info
+    return f"{info.host}:{info.port}"
 
 
 def _connect(dsn: str) -> psycopg.Connection[Any]:
