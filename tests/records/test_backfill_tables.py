@@ -54,6 +54,23 @@ async def _until_stored(store_db: StoreDb, tables: list[Table]) -> None:
     assert [(m, topics[m]) for m in missing] == []
 
 
+async def _all_stored_at_the_end(store_db: StoreDb, tables: list[Table]) -> None:
+    """The tables stop (nothing more is published: no answer to a request the service
+    sends while it stops), then everything they published is stored."""
+    for t in tables:
+        await t.stop_daemon()
+    await _until_stored(store_db, tables)
+
+
+async def _stop_all(stop: asyncio.Event, service: asyncio.Task[None], tables: list[Table]) -> None:
+    stop.set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(service, DEADLINE)
+    for t in tables:
+        if t.daemon is not None:
+            await t.stop_daemon()
+
+
 async def test_records_started_after_three_tables_played_gets_all_they_published(
     make_table: MakeTable, mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
@@ -81,12 +98,9 @@ async def test_records_started_after_three_tables_played_gets_all_they_published
         for t in tables:
             await t.wait_sim_done()
             await t.wait_published()
-        await _until_stored(store_db, tables)
+        await _all_stored_at_the_end(store_db, tables)
     finally:
-        stop.set()
-        await asyncio.wait_for(service, DEADLINE)
-        for t in tables:
-            await t.stop_daemon()
+        await _stop_all(stop, service, tables)
     for t in tables:
         await _reconciled(store_db, t.journal_path)
     with psycopg.connect(store_db.dsn) as conn:
@@ -112,11 +126,8 @@ async def test_records_started_before_three_tables_misses_nothing_either(
         for t in tables:
             await t.wait_sim_done()
             await t.wait_published()
-        await _until_stored(store_db, tables)
+        await _all_stored_at_the_end(store_db, tables)
     finally:
-        stop.set()
-        await asyncio.wait_for(service, DEADLINE)
-        for t in tables:
-            await t.stop_daemon()
+        await _stop_all(stop, service, tables)
     for t in tables:
         await _reconciled(store_db, t.journal_path)
