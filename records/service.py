@@ -10,7 +10,9 @@ published again (``records.publish``, retained, QoS 1). Order, duplicates and ga
 messages once and in seq order, asks the table for what is missing (``request/resend``,
 published here as the operator ``records``) and gives up on what cannot come with a
 ``Gap`` the store records with its reason. Its positions are kept in the store, so a
-restart asks for what came meanwhile.
+restart asks for what came meanwhile. What came before a table was first seen, and a gap
+too long for the feed, is asked from the table's journal by ``records.backfill``, paced;
+the messages it brings are checked and stored like the rest, never through the feed.
 
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
@@ -32,7 +34,10 @@ message that is not the contract's is logged (once per table and reason a minute
 dropped, never stored. A database connection that is lost (the server restarted) is
 opened again with a jittered backoff and the same batch written again, unacknowledged
 meanwhile; a database that refuses a write stops the service with a clear error: systemd
-restarts it, and the broker keeps what was not acknowledged meanwhile.
+restarts it, and the broker keeps what was not acknowledged meanwhile. On every new
+connection the last minute's batches are written again (``RECENT_SECONDS``): with a
+multi-host DSN and ``target_session_attrs=read-write`` the new connection may reach a
+standby promoted without the old primary's last commits.
 """
 
 from __future__ import annotations
