@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -113,6 +114,7 @@ async def bench(args: argparse.Namespace) -> None:
     finally:
         rig.stop()
         pg.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:
