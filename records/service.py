@@ -217,6 +217,9 @@ class Records:
         reconnect (``reconnect``)."""
         self._recent_items = 0
         self.rewritten = 0
+        self._backfilled: set[tuple[str, int]] = set()
+        """(table, seq) of the backfill's messages not yet committed: the watch counts
+        them as they are stored and evaluates once a batch, not once each."""
         self._warned: dict[tuple[str, str], float] = {}
 
     def replay(self) -> None:
@@ -268,6 +271,8 @@ class Records:
                     self._keep(table, rel, payload, now)
             elif self.backfill.claims(base, rel, payload, now):
                 self._keep(table, rel, payload, now)  # below the feed's position: its own
+                if self.pending and isinstance(last := self.pending[-1], Stored):
+                    self._backfilled.add((last.table, last.seq))
             else:
                 events = self.feed.receive(
                     base, rel, payload, now=now, retained=retained, resent=resent
@@ -385,6 +390,7 @@ class Records:
         )
         self.batches += 1
         self._remember(batch.items)
+        later: dict[str, tuple[set[str], str]] = {}  # backfilled: evaluated once a batch
         for item, result in zip(batch.items, results, strict=True):
             if isinstance(item, Missing):
                 for first, last in result if isinstance(result, list) else []:
@@ -401,8 +407,17 @@ class Records:
             self.stored += 1
             if item.topic in WATCHED:
                 families = self._watch(item.table).feed(item.topic, item.payload)
-                if families:
+                if families and (item.table, item.seq) in self._backfilled:
+                    kinds, newest = later.setdefault(item.table, (set(), item.ts))
+                    kinds.update(families)
+                    later[item.table] = (kinds, max(newest, item.ts))
+                elif families:
                     self._integrity(item.table, self._watch(item.table).evaluate(item.ts, families))
+        for table, (kinds, newest) in later.items():
+            self._integrity(table, self._watch(table).evaluate(newest, sorted(kinds)))
+        for item in batch.items:
+            if isinstance(item, Stored):
+                self._backfilled.discard((item.table, item.seq))
 
     def committed(self, batch: Batch) -> None:
         """After ``commit``, in the event loop: the positions are the store's, and the
