@@ -51,6 +51,8 @@ async def _played(rig: Rig, lammer: str) -> list[int]:
     last: list[int] = []
     while True:
         await asyncio.sleep(3)
+        if not rig.journal.exists():
+            continue  # the daemon is starting
         _, seqs = await asyncio.to_thread(journal_publications, rig.journal, lammer)
         if seqs and seqs == last:
             return seqs
