@@ -49,6 +49,7 @@ import structlog
 
 from contract.feed import ANSWER_TOPIC, Resend
 from contract.requests import BARE_USER, RESEND_SPAN, copy_budget
+from records.messages import MAX_PAYLOAD
 from records.observe import GamingDay
 from records.store import Missing, Operation
 
@@ -245,8 +246,8 @@ class Backfill:
         the caller checks and stores it, and does not hand it to the feed. An answer to a
         page (``response/resend``) is read and left to the feed (it is a new message)."""
         runs = [r for r in self._runs if r.job.base == base]
-        if not runs or not payload.startswith(b"{"):
-            return False
+        if not runs or not payload.startswith(b"{") or len(payload) > MAX_PAYLOAD:
+            return False  # not a table's message: the caller refuses it as it would
         try:
             body = json.loads(payload)
         except ValueError:

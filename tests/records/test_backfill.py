@@ -129,6 +129,8 @@ def test_only_messages_within_a_jobs_range_are_claimed() -> None:
     assert backfill.claims(BASE, "state", json.dumps({**body, "seq": 50}).encode(), 0.0)
     assert not backfill.claims("lammer/t2", "state", json.dumps({**body, "seq": 50}).encode(), 0.0)
     assert not backfill.claims(BASE, "state", b"not json", 0.0)
+    big = json.dumps({**body, "seq": 60, "pad": "x" * 70_000}).encode()
+    assert not backfill.claims(BASE, "state", big, 0.0)  # refused by records.messages
 
 
 def test_a_budget_refusal_is_waited_out_as_the_table_says() -> None:
