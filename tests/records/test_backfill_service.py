@@ -11,9 +11,9 @@ import psycopg
 
 from contract.feed import Resend
 from records.service import Records
+from tests.helpers.records_service import settings_for
+from tests.helpers.records_tables import roll, stored
 from tests.records.conftest import StoreDb
-from tests.records.test_batches import roll, stored
-from tests.records.test_service import settings_for
 
 
 def _drain(records: Records) -> None:

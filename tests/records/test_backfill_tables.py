@@ -8,7 +8,6 @@ finds nothing missing; started the other way round (records first), the same.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import replace
 
 import psycopg
@@ -16,59 +15,21 @@ import pytest
 
 from deploy.broker import Broker
 from records.service import run
+from tests.helpers.records_service import settings_for
+from tests.helpers.records_tables import (
+    FIRST,
+    SECOND,
+    all_stored_at_the_end,
+    reconciled,
+    stop_all,
+    until_stored,
+)
 from tests.integration.conftest import MakeTable, make_table
-from tests.integration.harness import Table
 from tests.records.conftest import StoreDb
-from tests.records.test_daemon_records import FIRST, SECOND, _reconciled
-from tests.records.test_service import settings_for
 
 __all__ = ["make_table"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
-
-DEADLINE = 120.0  # a loaded machine: three daemons, their simulators and the service
-
-
-def _published(tables: list[Table]) -> set[tuple[str, int]]:
-    return {(t.table_id, r["seq"]) for t in tables for r in t.journal("--kind", "publish")}
-
-
-async def _stored(store_db: StoreDb) -> set[tuple[str, int]]:
-    def query() -> set[tuple[str, int]]:
-        with psycopg.connect(store_db.dsn) as conn:
-            return {(r[0], r[1]) for r in conn.execute("SELECT table_id, seq FROM message")}
-
-    return await asyncio.to_thread(query)
-
-
-async def _until_stored(store_db: StoreDb, tables: list[Table]) -> None:
-    expected = _published(tables)
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(DEADLINE):
-            while not expected <= await _stored(store_db):  # noqa: ASYNC110 - the database
-                await asyncio.sleep(0.2)
-    missing = sorted(expected - await _stored(store_db))
-    topics = {
-        (t.table_id, r["seq"]): r["topic"] for t in tables for r in t.journal("--kind", "publish")
-    }
-    assert [(m, topics[m]) for m in missing] == []
-
-
-async def _all_stored_at_the_end(store_db: StoreDb, tables: list[Table]) -> None:
-    """The tables stop (nothing more is published: no answer to a request the service
-    sends while it stops), then everything they published is stored."""
-    for t in tables:
-        await t.stop_daemon()
-    await _until_stored(store_db, tables)
-
-
-async def _stop_all(stop: asyncio.Event, service: asyncio.Task[None], tables: list[Table]) -> None:
-    stop.set()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(service, DEADLINE)
-    for t in tables:
-        if t.daemon is not None:
-            await t.stop_daemon()
 
 
 async def test_records_started_after_three_tables_played_gets_all_they_published(
@@ -90,7 +51,7 @@ async def test_records_started_after_three_tables_played_gets_all_they_published
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
     try:
-        await _until_stored(store_db, tables)
+        await until_stored(store_db, tables)
         # And it goes on live.
         for t in tables:
             await t.stop_sim()
@@ -98,11 +59,11 @@ async def test_records_started_after_three_tables_played_gets_all_they_published
         for t in tables:
             await t.wait_sim_done()
             await t.wait_published()
-        await _all_stored_at_the_end(store_db, tables)
+        await all_stored_at_the_end(store_db, tables)
     finally:
-        await _stop_all(stop, service, tables)
+        await stop_all(stop, service, tables)
     for t in tables:
-        await _reconciled(store_db, t.journal_path)
+        await reconciled(store_db, t.journal_path)
     with psycopg.connect(store_db.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM backfill").fetchone() == (0,)
         twice = conn.execute(
@@ -126,8 +87,8 @@ async def test_records_started_before_three_tables_misses_nothing_either(
         for t in tables:
             await t.wait_sim_done()
             await t.wait_published()
-        await _all_stored_at_the_end(store_db, tables)
+        await all_stored_at_the_end(store_db, tables)
     finally:
-        await _stop_all(stop, service, tables)
+        await stop_all(stop, service, tables)
     for t in tables:
-        await _reconciled(store_db, t.journal_path)
+        await reconciled(store_db, t.journal_path)

@@ -27,17 +27,22 @@ from deploy.postgres import ADMIN, Postgres, postgres_bindir
 from records.migrate import migrate
 from records.provision import provision
 from records.service import run
+from tests.helpers.records_service import settings_for
+from tests.helpers.records_tables import (
+    FIRST,
+    SECOND,
+    THIRD,
+    all_stored_at_the_end,
+    reconciled,
+    stop_all,
+    until_stored,
+)
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
-from tests.records.test_backfill_tables import _all_stored_at_the_end, _stop_all, _until_stored
-from tests.records.test_daemon_records import FIRST, SECOND, THIRD, _reconciled
-from tests.records.test_service import settings_for
 
 __all__ = ["make_table"]
 
 pytestmark = [pytest.mark.integration, pytest.mark.heavy]
-
-DEADLINE = 120.0
 
 
 def _as_cluster_user(pg: Postgres, *argv: str) -> None:
@@ -121,7 +126,7 @@ async def test_records_go_on_with_the_standby_when_the_primary_dies(
             await t.start(FIRST)
         for t in tables:
             await t.wait_published()
-        await _until_stored(db, tables)
+        await until_stored(db, tables)
         # The primary dies mid-run: the tables play on, the service holds what comes.
         for t in tables:
             await t.stop_sim()
@@ -148,11 +153,11 @@ async def test_records_go_on_with_the_standby_when_the_primary_dies(
             await t.start_sim(THIRD)
         for t in tables:
             await t.wait_published()
-        await _all_stored_at_the_end(after, tables)
+        await all_stored_at_the_end(after, tables)
     finally:
-        await _stop_all(stop, service, tables)
+        await stop_all(stop, service, tables)
     for t in tables:
-        await _reconciled(after, t.journal_path)
+        await reconciled(after, t.journal_path)
     with psycopg.connect(after.dsn) as conn:
         twice = conn.execute(
             "SELECT table_id, seq FROM message GROUP BY table_id, seq HAVING count(*) > 1"

@@ -11,9 +11,9 @@ from psycopg import sql
 
 from records.provision import SCHEMA
 from records.service import Records
+from tests.helpers.records_service import settings_for
+from tests.helpers.records_tables import roll, stored
 from tests.records.conftest import StoreDb
-from tests.records.test_batches import roll, stored
-from tests.records.test_service import settings_for
 
 
 def test_what_a_promoted_standby_lacks_is_written_again_on_the_new_connection(
