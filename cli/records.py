@@ -4,7 +4,7 @@
 
     lammer records run --db DSN [--mqtt HOST:PORT[,HOST:PORT...]] [--mqtt-user records]
         [--mqtt-password-file FILE] [--mqtt-ca-file CA] [--prefix lammer ...]
-        [--day-starts 06:00] [--timezone TZ] [--batch 200]
+        [--day-starts 06:00] [--timezone TZ] [--batch 200] [--backfill-days 1]
     lammer records report --db DSN [--day YYYY-MM-DD | --from DAY --to DAY]
         [--table ID | --area NAME --areas FILE] [--format text|json|csv] [--big-hit 100]
         [--plot DIR]
@@ -93,6 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDRESS[/BITS]",
         help="a Prometheus server allowed to scrape besides this machine (repeat; needed "
         "for a --metrics-listen beyond loopback)",
+    )
+    run_p.add_argument(
+        "--backfill-days",
+        type=_backfill_days,
+        default=1,
+        metavar="N",
+        help="a table first seen, or a gap the broker did not keep, is asked from its "
+        "journal back to the start of the current gaming day (1, the default), N gaming "
+        "days back, or not at all (0)",
     )
     _day(run_p)
     run_p.set_defaults(_action=_run)
@@ -201,6 +210,12 @@ def _batch(text: str) -> int:
     return int(text)
 
 
+def _backfill_days(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 366:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of gaming days from 0 to 366")
+    return int(text)
+
+
 def _zone(text: str) -> ZoneInfo:
     try:
         return ZoneInfo(text)
@@ -273,6 +288,7 @@ def _run(args: argparse.Namespace) -> int:
         mqtt_ca_file=args.mqtt_ca_file,
         batch=args.batch or BATCH,
         metrics=metrics,
+        backfill_days=args.backfill_days,
     )
     import psycopg
 

@@ -14,7 +14,10 @@ duplicates and gaps are ``contract.feed.Feed``'s, the contract's one subscriber 
 it releases each table's messages once and in seq order, asks the table for what is
 missing (``request/resend``, published here as the operator ``records``) and gives up on
 what cannot come with a ``Gap`` the store records with its reason. Its positions are
-kept in the store, so a restart asks for what came meanwhile.
+kept in the store, so a restart asks for what came meanwhile. What came before a table was
+first seen, and a gap too long for the feed, is asked from the table's journal by
+``records.backfill``, paced; the messages it brings are checked and stored like the rest,
+never through the feed.
 
 At start: the migrations (``records.migrate``), then the watches rebuilt from the store,
 and each table's integrity topic published once, so the floor's picture is current.
@@ -36,7 +39,10 @@ message that is not the contract's is logged (once per table and reason a minute
 dropped, never stored. A database connection that is lost (the server restarted) is
 opened again with a jittered backoff and the same batch written again, unacknowledged
 meanwhile; a database that refuses a write stops the service with a clear error: systemd
-restarts it, and the broker keeps what was not acknowledged meanwhile.
+restarts it, and the broker keeps what was not acknowledged meanwhile. On every new
+connection the last minute's batches are written again (``RECENT_SECONDS``): with a
+multi-host DSN and ``target_session_attrs=read-write`` the new connection may reach a
+standby promoted without the old primary's last commits.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ from contract.session import observe_disconnect
 from contract.tasks import cancel_and_wait
 from metrics.endpoint import MetricsServer
 from metrics.settings import MetricsSettings
+from records import backfill as bf
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
 from records.messages import Message as Stored
@@ -74,7 +81,7 @@ from records.metrics import records_registry
 from records.migrate import migrate
 from records.observe import GamingDay, TableWatch
 from records.publish import integrity_payload
-from records.store import Item, Missing, Store, refused
+from records.store import Item, Missing, Operation, Store, refused
 
 log = structlog.get_logger("lammer.records")
 
@@ -103,6 +110,12 @@ REFRESH: Final = 900.0
 """Seconds at least between two publications of a table's integrity topic whose alarms
 stand unchanged and only their figures (hits, rounds) moved: 96 a day at most, no log
 line (docs/floor/integrity.md)."""
+RECENT_SECONDS: Final = 60.0
+RECENT_ITEMS: Final = 50_000
+"""What the service wrote in the last ``RECENT_SECONDS`` (``RECENT_ITEMS`` at most) is
+written again on every new database connection (docs/floor/records.md, "A standby"): a
+primary that died before its standby received its last commits (asynchronous streaming
+replication) loses nothing the service acknowledged to the broker."""
 
 GAP_REASONS: Final = {
     "gone": "the table's journal no longer holds them",
@@ -143,6 +156,11 @@ class Settings:
     what was not acknowledged)."""
     metrics: MetricsSettings | None = None
     """Where to serve Prometheus metrics (``records.metrics``); None: nowhere."""
+    backfill_days: int = 1
+    """Gaming days a backfill reaches back (``records.backfill``): 1, from the start of the
+    current one; 0, no backfill."""
+    backfill_tables: int = bf.TABLES
+    """Tables backfilled at once."""
 
 
 def now_ts() -> str:
@@ -187,6 +205,15 @@ class Records:
             timeout=settings.resend_timeout,
             ident="records",
         )
+        jobs = bf.load(conn)
+        self.backfill = bf.Backfill(
+            jobs=jobs,
+            max_tables=settings.backfill_tables,
+            budget=bf.budget_for(settings.mqtt_user),
+        )
+        """What is asked from the tables' journals (``records.backfill``)."""
+        self._known = set(self.positions) | {job.base for job in jobs}
+        """Tables seen by an earlier run: no first-seen backfill."""
         self.watches: dict[str, TableWatch] = {}
         self.published: dict[str, list[tuple[str, str, str, str]]] = {}
         """Per table, the alarms last published: (bet, row, window, side)."""
@@ -208,6 +235,14 @@ class Records:
         self.stored_ts: dict[str, tuple[str, float]] = {}
         """Each table's newest message stored: its ``ts`` and when it was stored (wall
         clock), replaced whole by the writer's thread (``records.metrics``)."""
+        self.recent: deque[tuple[float, list[Item]]] = deque()
+        """The batches committed in the last ``RECENT_SECONDS``: written again after a
+        reconnect (``reconnect``)."""
+        self._recent_items = 0
+        self.rewritten = 0
+        self._backfilled: set[tuple[str, int]] = set()
+        """(table, seq) of the backfill's messages not yet committed: the watch counts
+        them as they are stored and evaluates once a batch, not once each."""
         self._warned: dict[tuple[str, str], float] = {}
 
     def replay(self) -> None:
@@ -257,6 +292,10 @@ class Records:
                 # (not the resend asks, ours or a display's: they decide nothing).
                 if rel != "request/resend":
                     self._keep(table, rel, payload, now)
+            elif self.backfill.claims(base, rel, payload, now):
+                self._keep(table, rel, payload, now)  # below the feed's position: its own
+                if self.pending and isinstance(last := self.pending[-1], Stored):
+                    self._backfilled.add((last.table, last.seq))
             else:
                 events = self.feed.receive(
                     base, rel, payload, now=now, retained=retained, resent=resent
@@ -276,9 +315,16 @@ class Records:
         for event in events:
             match event:
                 case Message():
+                    self._first_seen(event, now)
                     self._keep(_table_of(event.table), event.topic, event.payload, now)
                 case Other():
                     self._keep(_table_of(event.table), event.topic, event.payload, now)
+                case Gap() if event.reason in ("unanswered", "overflow") and self._backfills():
+                    # Too long for the feed (the service was away longer than the broker
+                    # kept its queue): asked from the journal, paced (records.backfill).
+                    self._start(
+                        event.table, top=event.to_seq, floor=event.from_seq, reason=bf.GAP, now=now
+                    )
                 case Gap():
                     reason = f"{event.reason}: {GAP_REASONS.get(event.reason, event.reason)}"
                     table = _table_of(event.table)
@@ -297,6 +343,27 @@ class Records:
                     self._warn(_table_of(event.table), reason, now, key=event.reason)
         return asks
 
+    def _backfills(self) -> bool:
+        return self.settings.backfill_days > 0
+
+    def _first_seen(self, event: Message, now: float) -> None:
+        """The first live message of a table no earlier run saw: what the table published
+        before it (up to its ``prev_seq``) is asked from its journal."""
+        if event.retained or event.table in self._known:
+            return
+        self._known.add(event.table)
+        top = event.body.get("prev_seq")
+        if self._backfills() and isinstance(top, int) and not isinstance(top, bool) and top >= 1:
+            self._start(event.table, top=top, floor=1, reason=bf.FIRST_SEEN, now=now)
+
+    def _start(self, base: str, *, top: int, floor: int, reason: str, now: float) -> None:
+        since = bf.day_start(self.settings.day, datetime.now(UTC), self.settings.backfill_days)
+        job = bf.Job(base=base, top=top, floor=floor, next_seq=top, since=since, reason=reason)
+        for item in self.backfill.start(job, now):
+            if isinstance(item, Resend):
+                continue  # start asks nothing: the ticker does
+            self._queue(item)
+
     def _keep(self, table: str, rel: str, payload: bytes, now: float) -> None:
         try:
             received = parse(table, rel, payload)
@@ -309,6 +376,11 @@ class Records:
     def tick(self, now: float) -> list[Resend]:
         """Time passed: the feed's asks and gaps; the writer woken when positions moved."""
         asks = self._events(self.feed.tick(now), now)
+        for out in self.backfill.tick(now):
+            if isinstance(out, Resend):
+                asks.append(out)
+            else:
+                self._queue(out)
         if self.feed.positions() != self.positions:
             self.idle.clear()
             self.ready.set()
@@ -347,6 +419,8 @@ class Records:
         )
         self.batches += 1
         newest: dict[str, str] = {}
+        self._remember(batch.items)
+        later: dict[str, tuple[set[str], str]] = {}  # backfilled: evaluated once a batch
         for item, result in zip(batch.items, results, strict=True):
             if isinstance(item, Missing):
                 for first, last in result if isinstance(result, list) else []:
@@ -364,11 +438,20 @@ class Records:
             newest[item.table] = item.ts
             if item.topic in WATCHED:
                 families = self._watch(item.table).feed(item.topic, item.payload)
-                if families:
+                if families and (item.table, item.seq) in self._backfilled:
+                    kinds, latest = later.setdefault(item.table, (set(), item.ts))
+                    kinds.update(families)
+                    later[item.table] = (kinds, max(latest, item.ts))
+                elif families:
                     self._integrity(item.table, self._watch(item.table).evaluate(item.ts, families))
         if newest:
             stamp = time.time()
             self.stored_ts = {**self.stored_ts, **{t: (ts, stamp) for t, ts in newest.items()}}
+        for table, (kinds, latest) in later.items():
+            self._integrity(table, self._watch(table).evaluate(latest, sorted(kinds)))
+        for item in batch.items:
+            if isinstance(item, Stored):
+                self._backfilled.discard((item.table, item.seq))
 
     def committed(self, batch: Batch) -> None:
         """After ``commit``, in the event loop: the positions are the store's, and the
@@ -377,8 +460,25 @@ class Records:
         for ack in batch.acks:
             ack.send()
 
+    def _remember(self, items: list[Item]) -> None:
+        """Keep what a committed batch wrote, as ``reconnect`` writes it again: messages,
+        gaps and backfill jobs, all idempotent (not an availability or a request: written
+        again, each would be a row more)."""
+        now = time.monotonic()
+        kept: list[Item] = [i for i in items if isinstance(i, Stored | Missing | Operation)]
+        if kept:
+            self.recent.append((now, kept))
+            self._recent_items += len(kept)
+        while self.recent and (
+            self.recent[0][0] < now - RECENT_SECONDS or self._recent_items > RECENT_ITEMS
+        ):
+            self._recent_items -= len(self.recent.popleft()[1])
+
     def reconnect(self) -> None:
-        """A new database connection in place of a lost one (blocking: a thread)."""
+        """A new database connection in place of a lost one (blocking: a thread); on it,
+        what was committed in the last ``RECENT_SECONDS`` is written again: the server
+        answering now may be a standby promoted after the primary died, without the
+        primary's last commits (idempotent by (table, seq) where nothing was lost)."""
         with contextlib.suppress(psycopg.Error):
             self.conn.close()
         try:
@@ -387,6 +487,19 @@ class Records:
         except psycopg.Error as exc:
             raise refused(exc, "a new connection") from exc
         self.conn = self.store.conn = conn
+        items = [item for _, batch in self.recent for item in batch]
+        if items or self.positions:
+            results = self.store.write_batch(items, self.positions or None)
+            again = sum(
+                r is True for i, r in zip(items, results, strict=True) if isinstance(i, Stored)
+            )
+            self.rewritten += again
+            log.info(
+                "store reconnected",
+                written_again=len(items),
+                were_lost=again,
+                server=_server(conn),
+            )
 
     def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
         """Publish ``table``'s integrity topic again when an alarm is raised, changes (its
@@ -534,6 +647,12 @@ def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
     context = ssl.create_default_context(cafile=str(ca_file))
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     return context
+
+
+def _server(conn: psycopg.Connection[Any]) -> str:
+    """The host and port a connection reached (of a multi-host DSN: the primary)."""
+    info = conn.info
+    return f"{info.host}:{info.port}"
 
 
 def _connect(dsn: str) -> psycopg.Connection[Any]:

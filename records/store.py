@@ -124,7 +124,15 @@ class Missing:
     reason: str
 
 
-Item = Received | Missing
+class Operation:
+    """Something else a batch writes in its transaction (``records.backfill``'s jobs)."""
+
+    def apply(self, conn: psycopg.Connection[Any]) -> None:
+        """Write it on ``conn``, inside the batch's transaction."""
+        raise NotImplementedError
+
+
+Item = Received | Missing | Operation
 """What a batch holds, in the order it is written."""
 
 
@@ -159,10 +167,15 @@ class Store:
         ``StoreError``; either way nothing of the batch is stored."""
         try:
             with self.conn.transaction():
-                out: list[list[tuple[int, int]] | bool] = [
-                    self._missing(item) if isinstance(item, Missing) else self._write(item)
-                    for item in items
-                ]
+                out: list[list[tuple[int, int]] | bool] = []
+                for item in items:
+                    if isinstance(item, Missing):
+                        out.append(self._missing(item))
+                    elif isinstance(item, Operation):
+                        item.apply(self.conn)
+                        out.append(False)
+                    else:
+                        out.append(self._write(item))
                 if positions:
                     self._keep_positions(positions)
                 return out

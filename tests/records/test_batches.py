@@ -24,19 +24,9 @@ from records.messages import parse
 from records.service import Records, run
 from records.store import Missing, Store
 from tests.helpers.records_service import DEADLINE, FakeTable, settings_for, until
+from tests.helpers.records_tables import roll, stored
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
-
-
-def roll(table: str, seq: int, prev: int | None) -> bytes:
-    """A roll as a table publishes it, chained to the message before (``prev_seq``)."""
-    return body({**craps_roll(table, seq, seq, 1 + seq % 6, 1 + seq // 6 % 6), "prev_seq": prev})
-
-
-def stored(store_db: StoreDb) -> list[tuple[str, int]]:
-    """Every (table, seq) in the store, repeats included (there must be none)."""
-    with psycopg.connect(store_db.dsn) as conn:
-        return [(r[0], r[1]) for r in conn.execute("SELECT table_id, seq FROM craps_roll")]
 
 
 def test_a_batch_is_bounded_and_acknowledged_only_once_committed(store_db: StoreDb) -> None:

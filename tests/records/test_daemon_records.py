@@ -14,8 +14,6 @@ import asyncio
 import contextlib
 import os
 import pwd
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -25,6 +23,7 @@ from deploy.broker import Broker
 from records.observe import GamingDay
 from records.service import run
 from tests.helpers.records_service import settings_for
+from tests.helpers.records_tables import FIRST, SECOND, THIRD, reconciled
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
 
@@ -32,21 +31,7 @@ __all__ = ["make_table"]
 
 pytestmark = pytest.mark.integration
 
-LAMMER = str(Path(sys.executable).parent / "lammer")
 DEADLINE = 30.0
-
-FIRST = """\
-ROLL,101,1,1
-ROLL,102,1,2
-ROLL,103,2,2
-ROLL,104,2,3
-ROLL,105,3,3
-"""
-SECOND = """\
-ROLL,106,4,4
-ROLL,107,3,4
-ROLL,108,6,1
-"""
 
 
 async def test_every_result_is_stored_once_through_a_records_restart(
@@ -98,13 +83,7 @@ async def test_every_result_is_stored_once_through_a_records_restart(
         results = conn.execute("SELECT bet, outcome FROM craps_result ORDER BY seq").fetchall()
     assert [r[0] for r in rows] == list(range(101, 109))
     assert ("all_small", "win") in results
-    await _reconciled(store_db, table.journal_path)
-
-
-THIRD = """\
-ROLL,109,5,5
-ROLL,110,2,1
-"""
+    await reconciled(store_db, table.journal_path)
 
 
 def persistent_broker(workdir: Path) -> Broker:
@@ -190,19 +169,4 @@ async def test_three_tables_through_a_broker_restart_and_a_records_restart(
             await t.stop_daemon()
         broker.stop()
     for t in tables:
-        await _reconciled(store_db, t.journal_path)
-
-
-async def _reconciled(store_db: StoreDb, journal: Path) -> None:
-    """``lammer records reconcile`` finds the store and ``journal`` agree: nothing missing,
-    nothing extra, no recorded gap."""
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [LAMMER, "records", "reconcile", "--db", store_db.dsn, "--journal", str(journal)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert ", 0 missing, 0 extra, 0 in recorded gaps" in done.stdout
+        await reconciled(store_db, t.journal_path)
