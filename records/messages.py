@@ -15,12 +15,12 @@ removed, so a resent message stores exactly as the original.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Final
 
 from contract.feed import admit
 from contract.payloads import PayloadError
+from foundation import strict_json
 from records.errors import MessageError
 
 MAX_PAYLOAD: Final = 64 * 1024
@@ -62,15 +62,11 @@ class Request:
 Received = Message | Availability | Request
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _json_object(payload: bytes) -> dict[str, Any]:
     if len(payload) > MAX_PAYLOAD:
         raise MessageError(f"a payload of {len(payload)} bytes is larger than any table sends")
     try:
-        data = json.loads(payload, parse_constant=_no_constant)
+        data = strict_json.loads(payload)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise MessageError(f"the payload is not JSON ({str(exc)[:120]})") from None
     if not isinstance(data, dict):

@@ -70,6 +70,7 @@ from contract.follow import resent_mark
 from contract.nodes import Nodes
 from contract.session import observe_disconnect
 from contract.tasks import cancel_and_wait
+from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM, Backoff
 from metrics.endpoint import MetricsServer
 from metrics.settings import MetricsSettings
 from records import backfill as bf
@@ -104,6 +105,11 @@ WHERE topic = ANY(%s) ORDER BY table_id, seq
 """
 
 BATCH: Final = 200
+STORE_BACKOFF: Final = Backoff(initial=0.2, maximum=5.0)
+"""Seconds before a batch is written again after the store went away: 0.4 s doubling to
+5 s, jittered (``foundation.backoff``); each try first opens a new connection."""
+BROKER_BACKOFF: Final = Backoff(initial=DEFAULT_INITIAL, maximum=DEFAULT_MAXIMUM)
+"""Seconds before the next round once every broker node failed, as every lammer link."""
 """Messages a transaction stores at most (docs/floor/records.md: the figures)."""
 
 REFRESH: Final = 900.0
@@ -622,7 +628,7 @@ async def _writer(records: Records, closing: asyncio.Event) -> None:
                 break
             except StoreUnreachable as exc:
                 attempt += 1
-                delay = min(5.0, 0.2 * 2 ** min(attempt, 5)) * (0.5 + rng.random() / 2)
+                delay = STORE_BACKOFF.delay(attempt, rng)
                 log.error(
                     "store unreachable",
                     error=str(exc).strip().splitlines()[0],
@@ -659,17 +665,10 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
     return psycopg.connect(dsn, autocommit=True)
 
 
-def _backoff(attempt: int, rng: random.Random) -> float:
-    """Seconds before round ``attempt`` of every node failing: 0.5 s doubling to 5 s,
-    jittered to between half and all of it."""
-    step: float = min(5.0, 0.5 * 2.0 ** min(attempt, 4))
-    return step * (0.5 + rng.random() / 2)
-
-
 async def _serve(records: Records, stop: asyncio.Event) -> None:
     s = records.settings
     rng = random.Random()  # noqa: S311  reconnect jitter, not a secret
-    nodes = Nodes([(s.mqtt_host, s.mqtt_port), *s.other_nodes], rng, _backoff)
+    nodes = Nodes([(s.mqtt_host, s.mqtt_port), *s.other_nodes], rng, BROKER_BACKOFF.delay)
     while not stop.is_set():
         host, port = nodes.current
         try:
