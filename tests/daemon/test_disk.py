@@ -14,6 +14,7 @@ import pytest
 
 from daemon.disk import (
     FLOOR_BYTES_PER_HOUR,
+    MARGIN_BYTES,
     RESERVE_BYTES,
     GrowthMeter,
     Reserve,
@@ -82,6 +83,83 @@ def test_a_reserve_the_disk_cannot_hold_takes_nothing(tiny_disk: Path) -> None:
     small = Reserve(tiny_disk / "t1.db.reserve", size=256 * 1024)
     assert small.ensure()
     assert free_bytes(tiny_disk) <= before - 256 * 1024
+
+
+def _leave(folder: Path, free: int) -> None:
+    """Size the file ``filler`` in ``folder`` (allocated, not sparse) so that exactly
+    ``free`` bytes of its file system stay free (tmpfs counts in 4 KiB pages)."""
+    filler = folder / "filler"
+    have = filler.stat().st_blocks * 512 if filler.exists() else 0
+    size = have + free_bytes(folder) - free
+    assert size >= 0
+    with filler.open("ab") as f:
+        f.truncate(size)  # a smaller file gives its pages back
+        if size:
+            os.posix_fallocate(f.fileno(), 0, size)
+    assert free_bytes(folder) == free
+
+
+def test_the_reserve_alone_is_no_proof_that_space_returned(tiny_disk: Path) -> None:
+    # Issue 27: the reserve freed for the fault's record leaves exactly the room that
+    # allocating it again takes, so with another file holding the disk full the table
+    # reopened a second later and closed at the next write, again and again.
+    size = margin = 128 * 1024
+    reserve = Reserve(tiny_disk / "t1.db.reserve", size=size, margin=margin)
+    assert reserve.ensure()
+    assert reserve.whole()
+    _leave(tiny_disk, 0)  # another process fills the disk
+    assert not reserve.returned()  # held whole, but nothing free beyond it
+    assert reserve.whole()
+    assert reserve.release()  # the fault: the reserve's room takes its record
+    assert not reserve.whole()
+    assert free_bytes(tiny_disk) == size
+    assert not reserve.returned()  # the freed room never counts
+    assert not reserve.path.exists()  # and is not taken back: the fault's marks may need it
+    assert free_bytes(tiny_disk) == size
+    _leave(tiny_disk, size + margin - 4096)  # a page short of the reserve and the margin
+    assert not reserve.returned()
+    assert not reserve.path.exists()
+    _leave(tiny_disk, size + margin)  # space returned: the reserve and another one free
+    assert reserve.returned()
+    assert reserve.whole()
+    assert free_bytes(tiny_disk) == margin  # measured with the reserve held
+
+
+def test_a_reserve_held_whole_still_needs_the_margin_free(tiny_disk: Path) -> None:
+    size, margin = 64 * 1024, 192 * 1024
+    reserve = Reserve(tiny_disk / "t1.db.reserve", size=size, margin=margin)
+    assert reserve.ensure()
+    _leave(tiny_disk, margin - 4096)
+    assert not reserve.returned()
+    assert reserve.whole()  # kept: it is the table's own room
+    _leave(tiny_disk, margin)
+    assert reserve.returned()
+    assert free_bytes(tiny_disk) == margin  # nothing taken: the reserve was whole already
+
+
+def test_space_has_not_returned_to_a_reserve_that_cannot_be_made(tmp_path: Path) -> None:
+    gone = Reserve(tmp_path / "missing" / "t1.db.reserve", size=4096, margin=4096)
+    assert not gone.returned()  # the folder cannot be measured
+    link = tmp_path / "t1.db.reserve"
+    link.symlink_to(tmp_path / "elsewhere")
+    held = Reserve(link, size=4096, margin=4096)
+    assert not held.whole()
+    assert not held.returned()  # O_NOFOLLOW: never allocated through the symlink
+    assert not (tmp_path / "elsewhere").exists()
+    sparse = tmp_path / "t2.db.reserve"
+    sparse.write_bytes(b"")
+    os.truncate(sparse, 8192)  # the right length, no blocks: not held
+    assert not Reserve(sparse, size=8192).whole()
+    short = tmp_path / "t3.db.reserve"
+    short.write_bytes(b"x" * 4096)  # allocated, too short
+    assert not Reserve(short, size=8192).whole()
+    assert Reserve(short, size=4096).whole()
+
+
+def test_the_margin_is_another_reserve() -> None:
+    assert MARGIN_BYTES == RESERVE_BYTES
+    reserve = Reserve(Path("t1.db.reserve"))
+    assert (reserve.size, reserve.margin) == (RESERVE_BYTES, MARGIN_BYTES)
 
 
 def test_journal_bytes_counts_the_live_segment_its_wal_and_the_archive(tmp_path: Path) -> None:
