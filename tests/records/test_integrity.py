@@ -13,6 +13,8 @@ and fails if the statement drifts):
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import replace
 from datetime import date, timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -21,11 +23,15 @@ import numpy as np
 import pytest
 
 from records.integrity import (
+    ALL_ROWS,
     ALPHA,
     FALSE_ALARMS_A_YEAR_AT_MOST,
+    MIN_CELL_EXPECTED,
     Z_SIMULATION,
+    Family,
     Finding,
     Watch,
+    _pooled_chi_square,
     binomial_lower,
     binomial_upper,
     bust_bonus_families,
@@ -33,7 +39,13 @@ from records.integrity import (
     cover_all_family,
     craps_families,
 )
-from records.parsheet import bust_cell_chances, bust_rates, cover_all_chance, cover_all_rows
+from records.parsheet import (
+    Chance,
+    bust_cell_chances,
+    bust_rates,
+    cover_all_chance,
+    cover_all_rows,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY0 = date(2026, 12, 1)
@@ -358,3 +370,190 @@ def test_a_familys_alarm_stays_while_other_families_are_evaluated() -> None:
     watch.observe("die faces", later, {None: 600_000}, {str(f): 100_000 for f in range(1, 7)})
     cleared = watch.evaluate(later, "t3", ["die faces"])
     assert {f.window for f in cleared} <= {"all"}  # the month-old day and week are gone
+
+
+# ---------------------------------------------------------------------------------------
+# What mutation testing found untested (issue 27), each against independent arithmetic
+
+
+def _exact_lower_tail(x: int, n: int, p: Fraction) -> Fraction:
+    return sum(
+        (Fraction(math.comb(n, k)) * p**k * (1 - p) ** (n - k) for k in range(x + 1)),
+        Fraction(0),
+    )
+
+
+def _two_columns() -> Family:
+    """Two rows, two columns, exact chances; the rows and OTHER partition the trials."""
+    return Family(
+        name="f",
+        rows=("a", "b"),
+        chances={
+            1: {"a": Chance.of(Fraction(1, 10)), "b": Chance.of(Fraction(1, 5))},
+            2: {"a": Chance.of(Fraction(1, 4)), "b": Chance.of(Fraction(1, 8))},
+        },
+    )
+
+
+def test_each_row_is_tested_both_ways_against_the_exact_sum_of_its_columns() -> None:
+    watch = Watch([_two_columns()], alpha=0.0)  # alpha 0: exact tails, no shortcut
+    watch.observe("f", DAY0, {1: 30, 2: 40}, {"a": 25, "b": 3})
+    found = {(f.row, f.side): f for f in watch.findings("f", "all", DAY0)}
+    assert set(found) == {
+        ("a", "high"),
+        ("a", "low"),
+        ("b", "high"),
+        ("b", "low"),
+        (ALL_ROWS, "fit"),
+    }
+    # a: 30/10 + 40/4 = 13 expected; b: 30/5 + 40/8 = 11 (sums of each column's share).
+    for row, expected, observed in (("a", 13, 25), ("b", 11, 3)):
+        for side in ("high", "low"):
+            f = found[(row, side)]
+            assert f.expected_exact == expected
+            assert f.expected == pytest.approx(expected, rel=1e-12)
+            assert (f.bet, f.window, f.trials, f.observed) == ("f", "all", 70, observed)
+    # One column's worth of trials binomial at the mean chance (Hoeffding), exact tails:
+    # 25 is far above 13 (high side small, low side 1); 3 far below 11.
+    mean_a, mean_b = Fraction(13, 70), Fraction(11, 70)
+    high_a = float(_exact_binomial_tail(25, 70, mean_a))
+    assert found[("a", "high")].p_value == pytest.approx(high_a, rel=1e-8)
+    assert found[("a", "low")].p_value == 1.0
+    low_b = float(_exact_lower_tail(3, 70, mean_b))
+    assert found[("b", "low")].p_value == pytest.approx(low_b, rel=1e-8)
+    assert found[("b", "high")].p_value == 1.0
+
+
+def test_the_all_rows_test_is_pearsons_with_the_rounds_that_paid_nothing() -> None:
+    watch = Watch([_two_columns()])
+    watch.observe("f", DAY0, {1: 30, 2: 40}, {"a": 25, "b": 3})
+    [fit] = [f for f in watch.findings("f", "all", DAY0) if f.side == "fit"]
+    # Cells (observed, expected): a (25, 13), b (3, 11), nothing paid (42, 46); exact
+    # chances, so each variance is its expectation. Two degrees of freedom, whose survival
+    # function is exp(-x/2) exactly.
+    statistic = Fraction(12**2, 13) + Fraction(8**2, 11) + Fraction(4**2, 46)
+    assert (fit.row, fit.observed, fit.trials, fit.expected) == (ALL_ROWS, 28, 70, 24)
+    assert fit.expected_exact is None
+    assert fit.p_value == pytest.approx(math.exp(-float(statistic) / 2), rel=1e-9)
+    # Not exclusive: no all-rows test (its rows need not partition the trials).
+    loose = Watch([replace(_two_columns(), exclusive=False)])
+    loose.observe("f", DAY0, {1: 30, 2: 40}, {"a": 25, "b": 3})
+    assert {f.side for f in loose.findings("f", "all", DAY0)} == {"high", "low"}
+
+
+def test_a_simulated_chance_counts_against_the_alarm_and_has_no_exact_sum() -> None:
+    sim = Chance(estimate=0.1, std_error=0.01, exact=None)
+    fam = Family(name="s", rows=("r",), chances={None: {"r": sim}})
+    watch = Watch([fam], alpha=0.0, z=3.0)  # alpha 0: exact tails, no shortcut
+    watch.observe("s", DAY0, {None: 200}, {"r": 50})
+    found = {f.side: f for f in watch.findings("s", "day", DAY0)}
+    assert found["high"].expected_exact is None
+    assert found["high"].expected == pytest.approx(20.0)
+    # Tested at 0.1 + 3 x 0.01 going up and 0.1 - 3 x 0.01 going down.
+    high = float(_exact_binomial_tail(50, 200, Fraction(13, 100)))
+    assert found["high"].p_value == pytest.approx(high, rel=1e-6)
+    # All rows (the row and the rounds that paid nothing, df 1): the row's variance widened
+    # by the simulation's error, (200 x 0.01)^2: (50 - 20)^2 / (20 + 4) + 30^2 / 180.
+    statistic = 30**2 / 24 + 30**2 / 180
+    assert found["fit"].p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-9)
+    watch.observe("s", DAY0 + timedelta(days=1), {None: 200}, {"r": 2})
+    low_found = {f.side: f for f in watch.findings("s", "day", DAY0 + timedelta(days=1))}
+    low = float(_exact_lower_tail(2, 200, Fraction(7, 100)))
+    assert low_found["low"].p_value == pytest.approx(low, rel=1e-6)
+    assert low_found["high"].p_value == 1.0
+
+
+def test_pooling_small_cells_before_pearsons_statistic() -> None:
+    # Cells (observed, expected, variance). Under 5 expected pooled; the pool kept when it
+    # reaches 5, else folded into the smallest kept cell.
+    assert _pooled_chi_square([(10, 20, 20), (6, 3, 3), (1, 3, 3), (30, 25, 25)]) == (
+        pytest.approx(100 / 20 + 1 / 6 + 25 / 25),
+        2,
+    )
+    assert _pooled_chi_square([(10, 20, 20), (3, 2, 2), (1, 2, 2), (30, 25, 25)]) == (
+        pytest.approx(100 / 24 + 25 / 25),
+        1,
+    )
+    assert _pooled_chi_square([(9, 5, 5), (1, 5, 5)]) == (pytest.approx(16 / 5 + 16 / 5), 1)
+    assert _pooled_chi_square([(1, 2, 2), (2, 2, 2)]) == (0.0, 0)  # nothing to compare
+    assert _pooled_chi_square([(10, 20, 20)]) == (0.0, 0)
+    assert _pooled_chi_square([(10, 20, 20), (4, 4.5, 9)]) == (0.0, 0)  # folded: one cell
+    assert MIN_CELL_EXPECTED == 5.0
+
+
+def _chi_square_sf_closed_form(x: float, df: int) -> float:
+    """P(chi2(df) >= x) by the closed forms: even df, exp(-x/2) sum (x/2)^k / k!; odd df,
+    erfc(sqrt(x/2)) plus exp(-x/2) sum (x/2)^(k+1/2) / Gamma(k+3/2)."""
+    h = x / 2
+    if df % 2 == 0:
+        return math.exp(-h) * sum(h**k / math.factorial(k) for k in range(df // 2))
+    tail = math.erfc(math.sqrt(h))
+    return tail + math.exp(-h) * sum(h ** (k + 0.5) / math.gamma(k + 1.5) for k in range(df // 2))
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 9, 10])
+def test_chi_square_survival_matches_the_closed_forms_on_both_sides_of_its_switch(
+    df: int,
+) -> None:
+    # The incomplete gamma function Q(df/2, x/2) by its series under x/2 < df/2 + 1 and by
+    # its continued fraction above: both branches against the closed forms.
+    for x in (0.01, 0.3, 1.0, 2.5, df * 0.9, df + 1.9, df + 2.1, df + 6, 3 * df + 10, 80.0):
+        truth = _chi_square_sf_closed_form(x, df)
+        assert chi_square_sf(x, df) == pytest.approx(truth, rel=1e-9, abs=1e-300), (x, df)
+    assert chi_square_sf(0.0, df) == 1.0
+    assert chi_square_sf(-1.0, df) == 1.0
+
+
+def test_an_alarm_that_clears_and_comes_back_is_new() -> None:
+    # A fair coin: 100 heads in 100 on the first day raise the alarm (day, week, all).
+    coin = Family(
+        name="coin",
+        rows=("heads",),
+        chances={None: {"heads": Chance.of(Fraction(1, 2))}},
+        exclusive=False,  # its rows alone: no all-rows test
+    )
+    watch = Watch([coin])
+    watch.observe("coin", DAY0, {None: 100}, {"heads": 100})
+    first = watch.evaluate(DAY0, "t1")
+    assert {(f.window, f.side, f.since) for f in first} == {
+        ("day", "high", "t1"),
+        ("week", "high", "t1"),
+        ("all", "high", "t1"),
+    }
+    # A month of honest tosses: every window clears, and nothing is remembered.
+    later = DAY0 + timedelta(days=30)
+    watch.observe("coin", later, {None: 100_000}, {"heads": 49_950})
+    assert watch.evaluate(later, "t2") == []
+    assert watch.active() == {}
+    # The dishonest coin again, a month later: a new alarm, since now, not since t1.
+    again = later + timedelta(days=30)
+    watch.observe("coin", again, {None: 100}, {"heads": 100})
+    found = watch.evaluate(again, "t3")
+    assert {(f.window, f.since) for f in found} == {("day", "t3"), ("week", "t3")}
+    assert watch.active() == {
+        ("coin", "heads", "day", "high"): "t3",
+        ("coin", "heads", "week", "high"): "t3",
+    }
+
+
+def test_the_day_and_the_week_are_the_gaming_days_ending_with_the_day() -> None:
+    coin = Family(
+        name="coin", rows=("heads",), chances={None: {"heads": Chance.of(Fraction(1, 2))}}
+    )
+    watch = Watch([coin])
+    for back, tosses in ((0, 1), (1, 10), (6, 100), (7, 1000), (-1, 10_000)):
+        watch.observe("coin", DAY0 - timedelta(days=back), {None: tosses}, {"heads": back + 1})
+    assert watch.counts("coin", "day", DAY0) == (Counter({None: 1}), Counter({"heads": 1}))
+    week = watch.counts("coin", "week", DAY0)
+    assert week == (Counter({None: 111}), Counter({"heads": 1 + 2 + 7}))
+    total = watch.counts("coin", "all", DAY0)
+    assert total == (Counter({None: 11_111}), Counter({"heads": 1 + 2 + 7 + 8 + 0}))
+
+
+def test_observing_an_unknown_column_or_row_is_refused_by_name() -> None:
+    watch = Watch([_two_columns()])
+    with pytest.raises(KeyError, match="f has no par-sheet column 3"):
+        watch.observe("f", DAY0, {1: 5, 3: 1}, {})
+    with pytest.raises(KeyError, match="f has no row 'c'"):
+        watch.observe("f", DAY0, {1: 5}, {"a": 1, "c": 1})
+    assert watch.counts("f", "all", DAY0) == (Counter(), Counter())  # nothing half added
