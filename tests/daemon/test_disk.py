@@ -214,3 +214,73 @@ def test_hostile_settings_are_refused(window: float, floor: float) -> None:
 
 def test_the_default_floor_is_a_day_of_a_busy_table() -> None:
     assert GrowthMeter().needed(24) == 24 * FLOOR_BYTES_PER_HOUR + RESERVE_BYTES + WAL_LIMIT_BYTES
+
+
+def test_a_sparse_or_partly_allocated_reserve_is_allocated_whole(tmp_path: Path) -> None:
+    # The right length is not enough: a file the disk has not given its blocks holds
+    # nothing. 1024 pages, the last one left unallocated (a hole).
+    size = 1024 * 4096
+    sparse = Reserve(tmp_path / "t1.db.reserve", size=size)
+    with sparse.path.open("wb") as f:
+        f.truncate(size)
+    assert not sparse.whole()
+    assert sparse.ensure()
+    assert sparse.path.stat().st_blocks * 512 >= size
+    partial = Reserve(tmp_path / "t2.db.reserve", size=size)
+    with partial.path.open("wb") as f:
+        f.write(b"\1" * (size - 4096))
+        f.truncate(size)
+    blocks = partial.path.stat().st_blocks
+    if not blocks * 512 < size <= blocks * 513:
+        pytest.skip(f"this file system allocated {blocks} blocks for {size - 4096} bytes")
+    assert not partial.whole()  # a page short
+    assert partial.ensure()
+    assert partial.whole()
+    assert partial.path.stat().st_blocks * 512 >= size
+
+
+def test_a_reserve_that_cannot_be_removed_is_not_said_released(tmp_path: Path) -> None:
+    folder = tmp_path / "t1.db.reserve"
+    folder.mkdir()  # not a file: unlink refuses it
+    assert not Reserve(folder).release()
+    assert folder.is_dir()
+
+
+def test_journal_bytes_counts_the_shared_memory_file_too(tmp_path: Path) -> None:
+    journal = tmp_path / "t1.db"
+    journal.write_bytes(b"x" * 4096)
+    (tmp_path / "t1.db-shm").write_bytes(b"x" * 32768)
+    assert journal_bytes(journal) == 4096 + 32768
+
+
+def test_samples_at_one_instant_are_kept_and_measure_nothing_alone() -> None:
+    meter = GrowthMeter(window=3600, floor=0)
+    meter.sample(5, 0)
+    meter.sample(5, 1000)  # the same instant: no rate from these two
+    assert meter.per_hour() == 0
+    meter.sample(65, 7000)  # a minute after both: 7000 bytes in 60 s from the first
+    assert meter.per_hour() == pytest.approx(7000 * 60)
+
+
+def test_the_window_keeps_one_sample_older_than_it_and_no_more() -> None:
+    # Far from time 0 (a monotonic clock's seconds are large): the window is measured back
+    # from now, and only samples older than it by the whole window go.
+    meter = GrowthMeter(window=3600, floor=0)
+    meter.sample(10_000, 0)
+    meter.sample(10_060, 6000)
+    meter.sample(10_120, 6000)
+    assert meter.per_hour() == pytest.approx(6000 / 120 * 3600)  # all three kept
+    # 0, then a jump of 1 MB 10 s later, then nothing for an hour: the sample before the
+    # jump goes exactly when the one after it is a whole window old.
+    edge = GrowthMeter(window=3600, floor=0)
+    edge.sample(0, 0)
+    edge.sample(10, 1_000_000)
+    edge.sample(3609, 1_000_000)  # 3599 s after the jump: the jump is in the window
+    assert edge.per_hour() == pytest.approx(1_000_000 / 3609 * 3600)
+    edge.sample(3610, 1_000_000)  # 3600 s after it: the sample before the jump goes
+    assert edge.per_hour() == 0
+    three = GrowthMeter(window=3600, floor=0)  # the same with three samples only
+    three.sample(0, 0)
+    three.sample(10, 1_000_000)
+    three.sample(3610, 1_000_000)
+    assert three.per_hour() == 0
