@@ -159,6 +159,9 @@ def _prepare(module: str, tests: tuple[str, ...]) -> Path:
         "only_mutate": [module],
         "pytest_add_cli_args_test_selection": list(tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider"],
+        # mutmut copies the package and tests/ into mutants/; some tests read docs/ too
+        # (the integrity watch's par sheet is compared with the one the docs publish).
+        "also_copy": ["docs"],
         # mutmut reads mypy's report only when the command's first word is "mypy" (on PATH
         # below); its trampolines carry "type: ignore" comments that strict mode would flag.
         "type_check_command": [

@@ -557,3 +557,17 @@ def test_observing_an_unknown_column_or_row_is_refused_by_name() -> None:
     with pytest.raises(KeyError, match="f has no row 'c'"):
         watch.observe("f", DAY0, {1: 5}, {"a": 1, "c": 1})
     assert watch.counts("f", "all", DAY0) == (Counter(), Counter())  # nothing half added
+
+
+def test_binomial_tails_at_their_edges() -> None:
+    assert binomial_upper(0, 10, 0.0) == 1.0  # P(X >= 0) is 1 whatever p
+    assert binomial_upper(1, 10, 0.0) == 0.0  # never a hit
+    assert binomial_upper(5, 10, 1.0) == 1.0
+    assert binomial_upper(11, 10, 0.5) == 0.0  # more hits than trials
+    assert binomial_upper(10, 10, 0.5) == pytest.approx(0.5**10, rel=1e-8)
+    # Every trial a hit, with a floor: the Ash shortcut has no bound there (1 - x/n is 0),
+    # so the tail is summed.
+    assert binomial_upper(10, 10, 0.5, floor=1e-12) == pytest.approx(0.5**10, rel=1e-8)
+    assert binomial_lower(0, 10, 0.5) == pytest.approx(0.5**10, rel=1e-8)
+    assert binomial_lower(10, 10, 0.5) == 1.0
+    assert binomial_lower(0, 10, 0.5, floor=1e-12) == pytest.approx(0.5**10, rel=1e-8)
