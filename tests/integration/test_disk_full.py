@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,7 +178,7 @@ async def test_a_disk_another_file_holds_full_keeps_the_table_closed_until_it_is
     filler = await _fill_while_rolling(table, small_disk, empty_wal=False, leave=0)
     mark = next(i for i, m in enumerate(rec.messages) if m.body == "offline")
 
-    def still() -> list[dict[str, object]]:
+    def still() -> list[dict[str, Any]]:
         return [e for e in table.log_events() if e["event"] == "journal still refuses to write"]
 
     # Held full for HOLD_S, and at least until the daemon said three times that it still

@@ -466,18 +466,18 @@ def test_a_simulated_chance_counts_against_the_alarm_and_has_no_exact_sum() -> N
 def test_pooling_small_cells_before_pearsons_statistic() -> None:
     # Cells (observed, expected, variance). Under 5 expected pooled; the pool kept when it
     # reaches 5, else folded into the smallest kept cell.
-    assert _pooled_chi_square([(10, 20, 20), (6, 3, 3), (1, 3, 3), (30, 25, 25)]) == (
-        pytest.approx(100 / 20 + 1 / 6 + 25 / 25),
-        2,
-    )
-    assert _pooled_chi_square([(10, 20, 20), (3, 2, 2), (1, 2, 2), (30, 25, 25)]) == (
-        pytest.approx(100 / 24 + 25 / 25),
-        1,
-    )
-    assert _pooled_chi_square([(9, 5, 5), (1, 5, 5)]) == (pytest.approx(16 / 5 + 16 / 5), 1)
-    assert _pooled_chi_square([(1, 2, 2), (2, 2, 2)]) == (0.0, 0)  # nothing to compare
-    assert _pooled_chi_square([(10, 20, 20)]) == (0.0, 0)
-    assert _pooled_chi_square([(10, 20, 20), (4, 4.5, 9)]) == (0.0, 0)  # folded: one cell
+    cases: list[tuple[list[tuple[float, float, float]], float, int]] = [
+        ([(10, 20, 20), (6, 3, 3), (1, 3, 3), (30, 25, 25)], 100 / 20 + 1 / 6 + 25 / 25, 2),
+        ([(10, 20, 20), (3, 2, 2), (1, 2, 2), (30, 25, 25)], 100 / 24 + 25 / 25, 1),
+        ([(9, 5, 5), (1, 5, 5)], 16 / 5 + 16 / 5, 1),  # 5 expected is kept as it is
+        ([(1, 2, 2), (2, 2, 2)], 0.0, 0),  # nothing to compare
+        ([(10, 20, 20)], 0.0, 0),
+        ([(10, 20, 20), (4, 4.5, 9)], 0.0, 0),  # folded: one cell
+    ]
+    for cells, statistic, df in cases:
+        got, got_df = _pooled_chi_square(cells)
+        assert got_df == df, cells
+        assert got == pytest.approx(statistic), cells
     assert MIN_CELL_EXPECTED == 5.0
 
 
@@ -486,9 +486,10 @@ def _chi_square_sf_closed_form(x: float, df: int) -> float:
     erfc(sqrt(x/2)) plus exp(-x/2) sum (x/2)^(k+1/2) / Gamma(k+3/2)."""
     h = x / 2
     if df % 2 == 0:
-        return math.exp(-h) * sum(h**k / math.factorial(k) for k in range(df // 2))
+        return math.exp(-h) * math.fsum(math.pow(h, k) / math.factorial(k) for k in range(df // 2))
     tail = math.erfc(math.sqrt(h))
-    return tail + math.exp(-h) * sum(h ** (k + 0.5) / math.gamma(k + 1.5) for k in range(df // 2))
+    terms = (math.pow(h, k + 0.5) / math.gamma(k + 1.5) for k in range(df // 2))
+    return tail + math.exp(-h) * math.fsum(terms)
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 9, 10])
