@@ -201,3 +201,13 @@ def test_a_flood_is_on_at_the_count_within_the_window_and_starts_again_after() -
     assert not flood.refused(5.0)
     assert not flood.refused(5.1)
     assert flood.refused(5.2)
+
+
+def test_the_gate_says_its_rate_and_defaults_to_the_tables() -> None:
+    assert RequestGate(rate=7).rate == 7.0
+    gate = RequestGate()
+    assert gate.rate == 5.0
+    verdicts = [gate.check(0.0) for _ in range(22)]
+    assert verdicts == [Verdict.ADMIT] * 20 + [Verdict.ANSWER_BUSY, Verdict.COUNT]
+    assert gate.check(1.0) is Verdict.ADMIT  # a second later: 5 more, and a busy answer
+    assert [gate.check(1.0) for _ in range(5)][-1] is Verdict.ANSWER_BUSY
