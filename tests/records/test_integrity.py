@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from records import integrity
 from records.integrity import (
     ALL_ROWS,
     ALPHA,
@@ -31,6 +32,7 @@ from records.integrity import (
     Family,
     Finding,
     Watch,
+    _kl,
     _pooled_chi_square,
     binomial_lower,
     binomial_upper,
@@ -42,6 +44,7 @@ from records.integrity import (
 from records.parsheet import (
     Chance,
     bust_cell_chances,
+    bust_cells,
     bust_rates,
     cover_all_chance,
     cover_all_rows,
@@ -572,3 +575,189 @@ def test_binomial_tails_at_their_edges() -> None:
     assert binomial_lower(0, 10, 0.5) == pytest.approx(0.5**10, rel=1e-8)
     assert binomial_lower(10, 10, 0.5) == 1.0
     assert binomial_lower(0, 10, 0.5, floor=1e-12) == pytest.approx(0.5**10, rel=1e-8)
+
+
+def test_kullback_leibler_of_two_coins_by_hand() -> None:
+    for t, p in ((0.3, 0.1), (0.9, 0.5), (0.5, 0.5)):
+        by_hand = t * math.log(t / p) + (1 - t) * math.log((1 - t) / (1 - p))
+        assert _kl(t, p) == pytest.approx(by_hand, rel=1e-12, abs=1e-15)
+    assert _kl(0.0, 0.2) == pytest.approx(math.log(1 / 0.8), rel=1e-12)  # 0 log 0 is 0
+    assert _kl(1.0, 0.2) == pytest.approx(math.log(1 / 0.2), rel=1e-12)
+
+
+def test_a_count_far_from_any_alarm_gets_ashs_bound_not_a_sum() -> None:
+    # With the floor (the watch's alpha) the tail is not summed when Ash's lower bound is
+    # already above it: the p-value reported is that bound, exp(-n D(x/n || p)) / sqrt(8 x
+    # (1 - x/n)), never more than the tail itself.
+    coin = Family(
+        name="coin", rows=("heads",), chances={None: {"heads": Chance.of(Fraction(1, 2))}}
+    )
+    watch = Watch([coin])
+    watch.observe("coin", DAY0, {None: 100}, {"heads": 62})
+    found = {f.side: f for f in watch.findings("coin", "all", DAY0)}
+    t = 0.62
+    d = t * math.log(t / 0.5) + (1 - t) * math.log((1 - t) / 0.5)
+    ash = math.exp(-100 * d) / math.sqrt(8 * 62 * (1 - t))
+    assert found["high"].p_value == pytest.approx(ash, rel=1e-9)
+    assert found["high"].p_value < float(_exact_binomial_tail(62, 100, Fraction(1, 2)))
+    watch.observe("coin", DAY0 + timedelta(days=1), {None: 100}, {"heads": 38})
+    low = {f.side: f for f in watch.findings("coin", "day", DAY0 + timedelta(days=1))}
+    assert low["low"].p_value == pytest.approx(ash, rel=1e-9)  # the mirror image
+    assert binomial_lower(38, 100, 0.5, floor=1e-12) == pytest.approx(ash, rel=1e-9)
+
+
+def test_a_p_value_equal_to_alpha_is_no_alarm() -> None:
+    coin = Family(
+        name="coin",
+        rows=("heads",),
+        chances={None: {"heads": Chance.of(Fraction(1, 2))}},
+        exclusive=False,
+    )
+    exact = Watch([coin], alpha=0.0)
+    exact.observe("coin", DAY0, {None: 100}, {"heads": 90})
+    p = next(f.p_value for f in exact.findings("coin", "all", DAY0) if f.side == "high")
+    at = Watch([coin], alpha=p)
+    at.observe("coin", DAY0, {None: 100}, {"heads": 90})
+    assert at.evaluate(DAY0, "t") == []  # under alpha, not at it
+    above = Watch([coin], alpha=p * 1.0001)
+    above.observe("coin", DAY0, {None: 100}, {"heads": 90})
+    assert len(above.evaluate(DAY0, "t")) == 3  # day, week, all
+
+
+def _coins(*names: str) -> list[Family]:
+    chances: dict[object, dict[str, Chance]] = {None: {"heads": Chance.of(Fraction(1, 2))}}
+    return [Family(name=n, rows=("heads",), chances=chances, exclusive=False) for n in names]
+
+
+def test_an_alarm_keeps_its_since_and_others_are_kept_as_last_found() -> None:
+    watch = Watch(_coins("a", "b"))
+    watch.observe("a", DAY0, {None: 100}, {"heads": 100})
+    assert {f.since for f in watch.evaluate(DAY0, "t1")} == {"t1"}
+    assert {f.since for f in watch.evaluate(DAY0, "t2")} == {"t1"}  # still the same alarm
+    # A month later b is tested alone: a's alarms stay as they were last found (its day
+    # and week would be empty now), with their since.
+    later = DAY0 + timedelta(days=30)
+    watch.observe("b", later, {None: 10}, {"heads": 5})
+    kept = watch.evaluate(later, "t3", ["b"])
+    assert {(f.bet, f.window, f.since) for f in kept} == {
+        ("a", "day", "t1"),
+        ("a", "week", "t1"),
+        ("a", "all", "t1"),
+    }
+    # And when a is tested again, its all-time alarm is the one of t1 still.
+    again = watch.evaluate(later, "t4", ["a"])
+    assert {(f.bet, f.window, f.since) for f in again} == {("a", "all", "t1")}
+    assert watch.active() == {("a", "heads", "all", "high"): "t1"}
+
+
+def test_findings_for_reports_carry_no_time() -> None:
+    watch = Watch(_coins("a"))
+    watch.observe("a", DAY0, {None: 100}, {"heads": 100})
+    assert {f.since for f in watch.findings("a", "all", DAY0)} == {""}
+
+
+def test_simulated_columns_widen_each_rows_variance_by_their_summed_errors() -> None:
+    # Two simulated columns: the row's standard error in counts is the sum of each
+    # column's (fully correlated, the same par sheet): 100 x 0.01 + 300 x 0.02 = 7.
+    def sim(p: float, se: float) -> Chance:
+        return Chance(estimate=p, std_error=se, exact=None)
+
+    fam = Family(
+        name="s", rows=("r",), chances={1: {"r": sim(0.1, 0.01)}, 2: {"r": sim(0.2, 0.02)}}
+    )
+    watch = Watch([fam], alpha=0.0, z=2.0)
+    watch.observe("s", DAY0, {1: 100, 2: 300}, {"r": 100})
+    found = {f.side: f for f in watch.findings("s", "all", DAY0)}
+    # Expected 10 + 60 = 70; the row's variance 70 + 7^2; the rest 330 expected, 300 seen.
+    statistic = 30**2 / (70 + 49) + 30**2 / 330
+    assert found["fit"].p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-9)
+    # Tested going up at (100 x 0.12 + 300 x 0.24) / 400 = 0.21 per round.
+    high = float(_exact_binomial_tail(100, 400, Fraction(21, 100)))
+    assert found["high"].p_value == pytest.approx(high, rel=1e-6)
+
+
+def test_a_simulated_chance_moved_past_one_counts_as_one() -> None:
+    near = Chance(estimate=0.99, std_error=0.01, exact=None)  # + 4 x 0.01: capped at 1
+    fam = Family(
+        name="s", rows=("r",), chances={1: {"r": near}, 2: {"r": Chance.of(Fraction(1, 2))}}
+    )
+    watch = Watch([fam], alpha=0.0)
+    watch.observe("s", DAY0, {1: 10, 2: 90}, {"r": 80})
+    found = {f.side: f for f in watch.findings("s", "all", DAY0)}
+    high = float(_exact_binomial_tail(80, 100, Fraction(10 + 45, 100)))
+    assert found["high"].p_value == pytest.approx(high, rel=1e-6)
+
+
+def test_a_rest_cell_under_one_expected_keeps_its_own_variance() -> None:
+    fam = Family(
+        name="f",
+        rows=("a", "b"),
+        chances={None: {"a": Chance.of(Fraction(45, 100)), "b": Chance.of(Fraction(545, 1000))}},
+    )
+    watch = Watch([fam], alpha=0.0)
+    watch.observe("f", DAY0, {None: 100}, {"a": 40, "b": 58})
+    [fit] = [f for f in watch.findings("f", "all", DAY0) if f.side == "fit"]
+    # The rest: 2 seen, 0.5 expected (variance 0.5), folded into a (45 expected): (42,
+    # 45.5, 45.5) and b (58, 54.5, 54.5); one degree of freedom.
+    statistic = 3.5**2 / 45.5 + 3.5**2 / 54.5
+    assert fit.p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-9)
+
+
+def test_pooling_uses_the_expected_counts_and_folds_into_the_smallest() -> None:
+    cases: list[tuple[list[tuple[float, float, float]], float, int]] = [
+        # A cell of 4 expected whose variance was widened to 6 is still a small cell.
+        ([(10, 20, 20), (1, 4, 6), (30, 25, 25), (8, 6, 6)], 100 / 20 + 25 / 25 + 1 / 12, 2),
+        # A pool of exactly 5 expected is a cell of its own.
+        ([(10, 20, 20), (3, 2.5, 2.5), (4, 2.5, 2.5), (30, 25, 25)], 5 + 4 / 5 + 1, 2),
+        # Folded into the cell of the smallest expected count, not the first nor the one of
+        # the smallest variance: (14, 24, 34).
+        ([(30, 25, 25), (10, 20, 30), (3, 2, 2), (1, 2, 2)], 1 + 100 / 34, 1),
+    ]
+    for cells, statistic, df in cases:
+        got, got_df = _pooled_chi_square(cells)
+        assert got_df == df, cells
+        assert got == pytest.approx(statistic), cells
+
+
+def test_bust_bonus_families_are_the_par_sheets_for_the_rules_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[int, bool]] = []
+
+    def cells(decks: int, hits_soft_17: bool) -> dict[tuple[str, str], Fraction]:
+        asked.append((decks, hits_soft_17))
+        return {cell: Fraction(1, 100 + i) for i, cell in enumerate(bust_cells())}
+
+    def rates(decks: int, hits_soft_17: bool) -> dict[str, Fraction]:
+        asked.append((decks, hits_soft_17))
+        return {"6": Fraction(2, 5), "10": Fraction(1, 4)}
+
+    monkeypatch.setattr(integrity, "bust_cell_chances", cells)
+    monkeypatch.setattr(integrity, "bust_rates", rates)
+    families = bust_bonus_families(2, True)
+    assert asked == [(2, True), (2, True)]
+    assert [f.name for f in families] == [
+        "bust_bonus",
+        "dealer bust, up card 6",
+        "dealer bust, up card 10",
+    ]
+    first = bust_cells()[0]
+    assert families[0].chances[None][f"{first[0]} {first[1]}"] == Chance.of(Fraction(1, 100))
+    assert families[2].chances[None]["bust"] == Chance.of(Fraction(1, 4))
+
+
+def test_the_dice_families_are_the_36_outcomes_their_totals_and_faces() -> None:
+    families = {f.name: f for f in craps_families()}
+    dice = families["dice"]
+    assert dice.rows == tuple(f"{a}-{b}" for a in (1, 2, 3, 4, 5, 6) for b in (1, 2, 3, 4, 5, 6))
+    assert set(dice.chances[None].values()) == {Chance.of(Fraction(1, 36))}
+    totals = families["dice totals"]
+    assert totals.rows == tuple(str(t) for t in range(2, 13))
+    ways = {2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 7: 6, 8: 5, 9: 4, 10: 3, 11: 2, 12: 1}
+    assert {r: c.exact for r, c in totals.chances[None].items()} == {
+        str(t): Fraction(w, 36) for t, w in ways.items()
+    }
+    faces = families["die faces"]
+    assert faces.rows == ("1", "2", "3", "4", "5", "6")
+    assert set(faces.chances[None].values()) == {Chance.of(Fraction(1, 6))}
+    assert [f.name for f in craps_families()[:3]] == ["all_small", "all_tall", "make_em_all"]
