@@ -70,11 +70,33 @@ MODULES: dict[str, tuple[str, ...]] = {
     "drivers/link.py": ("tests/drivers/test_link.py",),
     "daemon/journal.py": ("tests/daemon/test_journal.py", "tests/daemon/test_segments.py"),
     "daemon/segments.py": ("tests/daemon/test_segments.py",),
+    "daemon/disk.py": ("tests/daemon/test_disk.py",),
+    "daemon/resend.py": ("tests/daemon/test_resend.py",),
+    "daemon/intake.py": ("tests/daemon/test_intake.py", "tests/daemon/test_mqtt.py"),
+    "records/integrity.py": ("tests/records/test_integrity.py", "tests/records/test_publish.py"),
+    "records/service.py": (
+        "tests/records/test_service.py",
+        "tests/records/test_batches.py",
+        "tests/records/test_daemon_records.py",
+    ),
+    "contract/feed.py": ("tests/contract/test_feed.py", "tests/integration/test_resend.py"),
 }
 """Each mutated module and the test files that cover it (the test file that mirrors it first)."""
 
+PYTEST_ARGS: dict[str, tuple[str, ...]] = {
+    "records/integrity.py": ("-m", "not heavy"),
+}
+"""Arguments a module's tests run with, besides the files. The integrity watch's heavy tests
+(a million honest rounds, the detection simulations: hundreds of evaluations each) take
+minutes under mutmut's trampolines for every mutant they reach; its mutants are judged by
+the tests of exact arithmetic beside them."""
+
 STRICT: frozenset[str] = frozenset(
-    {"rules/paytables.py", "rules/cover_all.py", "rules/bust_bonus.py", "daemon/journal.py"}
+    {
+        *("rules/paytables.py", "rules/cover_all.py", "rules/bust_bonus.py", "daemon/journal.py"),
+        *("daemon/disk.py", "daemon/resend.py", "daemon/intake.py", "records/integrity.py"),
+        *("records/service.py", "contract/feed.py"),
+    }
 )
 """Modules where every non-equivalent mutant must be caught; the others need 95 %."""
 
@@ -144,7 +166,10 @@ def _prepare(module: str, tests: tuple[str, ...]) -> Path:
         "source_paths": [package],
         "only_mutate": [module],
         "pytest_add_cli_args_test_selection": list(tests),
-        "pytest_add_cli_args": ["-p", "no:cacheprovider"],
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", *PYTEST_ARGS.get(module, ())],
+        # mutmut copies the package and tests/ into mutants/; some tests read docs/ too
+        # (the integrity watch's par sheet is compared with the one the docs publish).
+        "also_copy": ["docs"],
         # mutmut reads mypy's report only when the command's first word is "mypy" (on PATH
         # below); its trampolines carry "type: ignore" comments that strict mode would flag.
         "type_check_command": [
@@ -158,12 +183,12 @@ def _prepare(module: str, tests: tuple[str, ...]) -> Path:
     return work
 
 
-def _fresh_kill(work: Path, name: str, tests: tuple[str, ...]) -> bool:
+def _fresh_kill(work: Path, name: str, tests: tuple[str, ...], args: tuple[str, ...]) -> bool:
     """Whether the tests fail with ``name`` switched on before anything is imported."""
     env = dict(os.environ, MUTANT_UNDER_TEST=name, PYTHONDONTWRITEBYTECODE="1")
     env["PYTEST_ADDOPTS"] = "-p no:cacheprovider"
     run = subprocess.run(
-        ["nice", "-n", "19", str(BIN / "python"), "-m", "pytest", "-x", "-q", *tests],
+        ["nice", "-n", "19", str(BIN / "python"), "-m", "pytest", "-x", "-q", *args, *tests],
         cwd=work / "mutants",
         env=env,
         capture_output=True,
@@ -200,9 +225,13 @@ def run_module(module: str, *, children: int, known: dict[str, str], reuse: bool
     again = [n for n, c in codes.items() if c in _MISSED and n not in known]
     covering = _covering(work)
 
+    args = PYTEST_ARGS.get(module, ())
+
     def fresh_kill(name: str) -> bool:
         first = covering.get(_function(name), tests)
-        return _fresh_kill(work, name, first) or (first != tests and _fresh_kill(work, name, tests))
+        return _fresh_kill(work, name, first, args) or (
+            first != tests and _fresh_kill(work, name, tests, args)
+        )
 
     with ThreadPoolExecutor(max_workers=children) as pool:
         fresh = dict(zip(again, pool.map(fresh_kill, again), strict=True))

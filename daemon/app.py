@@ -340,7 +340,8 @@ class TableDaemon:
         while True:
             if self._fault.since is not None and not self._fault.room():
                 # Nothing is written into the reserve's room but the fault's own record:
-                # the event waits until the reserve is whole again (space returned).
+                # the event waits until space has really returned (the reserve whole
+                # again and a margin beyond it: no table reopening into a full disk).
                 await self._fault.wait()
                 continue
             try:
@@ -558,7 +559,8 @@ class JournalFault:
     The first refusal (a device event's, a request's, the timer's, or the MQTT link's mark
     of a message published) takes the table offline at once, frees the disk's reserve
     (``daemon.disk``) and records ``JOURNAL_FAULT`` in its room, so both reach the displays
-    within the second. Events are tried again only once the reserve is whole again."""
+    within the second. Events are tried again only once space has really returned
+    (``Reserve.returned``)."""
 
     def __init__(self, log: Any, reserve: Reserve | None = None) -> None:
         self.log = log
@@ -616,9 +618,10 @@ class JournalFault:
             self.log.error("journal still refuses to write", error=error, held=self.held)
 
     def room(self) -> bool:
-        """Whether the journal may be tried again: the reserve allocated whole again (the
-        proof that space returned), or no reserve kept."""
-        return self.reserve is None or self.reserve.ensure()
+        """Whether the journal may be tried again: space has really returned (the reserve
+        allocated whole again and a margin free beyond it: ``Reserve.returned``), or no
+        reserve kept."""
+        return self.reserve is None or self.reserve.returned()
 
     def over(self, core: TableCore, mqtt: MqttLink) -> None:
         """The journal may work again: the outage goes into the record, and only when it

@@ -9,10 +9,18 @@ allocated with ``posix_fallocate``). At the first refused write it deletes the f
 the room it leaves takes the ``JournalRefused`` record and the ``alarms`` and ``state``
 messages that carry ``JOURNAL_FAULT`` to the displays, then the marks of those messages
 published. Nothing else is written into it: every event stays held (the device sends its
-frame again) until the reserve can be allocated again whole, which is the proof that space
-returned; only then is the held event written, the fault journaled and cleared, and the
-table ``online``. A disk someone else fills meanwhile leaves the alarm unwritten: the table
-is offline all the same.
+frame again) until space has really returned (``Reserve.returned``); only then is the held
+event written, the fault journaled and cleared, and the table ``online``. A disk someone
+else fills meanwhile leaves the alarm unwritten: the table is offline all the same.
+
+**Hysteresis.** Freeing the reserve leaves exactly the room that allocating it again takes,
+so "the reserve can be allocated again" alone proves nothing: with another process holding
+the disk full, the table went ``online`` a second after the fault and ``offline`` again at
+the next write, 11 times in 18 s (issue 27). Space has returned only when the reserve is
+allocated whole again *and* ``MARGIN_BYTES`` more are free beyond it, measured with the
+reserve held (so the room the reserve itself left never counts); the reserve is not even
+tried before the disk shows both free, so a disk still full keeps the little room the
+fault's record left.
 
 **DISK_LOW.** ``GrowthMeter`` measures how fast the journal's files grow (the live segment,
 its WAL and the archive, sampled every ``DISK_CHECK_S``, over the last ``GROWTH_WINDOW_S``),
@@ -26,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +45,11 @@ from daemon.journal import WAL_LIMIT_BYTES
 RESERVE_BYTES: Final = 2 * 1024 * 1024
 """Room kept for the record of a full disk: the ``JournalRefused`` record, ``alarms`` and
 ``state`` (each under 32 KiB) and their marks, in a WAL of 4 KiB pages, many times over."""
+
+MARGIN_BYTES: Final = RESERVE_BYTES
+"""Free space beyond the reserve the disk must show before a table held closed by a full
+disk reopens (another reserve's worth): room for many rolls, so the table does not reopen
+into a disk that refuses the next write."""
 
 DISK_CHECK_S: Final = 60.0
 """Seconds between two measures of the journal's growth and the free space."""
@@ -59,6 +73,7 @@ class Reserve:
 
     path: Path
     size: int = RESERVE_BYTES
+    margin: int = MARGIN_BYTES
 
     def ensure(self) -> bool:
         """Allocate the reserve whole (idempotent). False when the disk cannot hold it (a
@@ -81,6 +96,34 @@ class Reserve:
             return False
         finally:
             os.close(fd)
+
+    def whole(self) -> bool:
+        """Whether the reserve is held: its file there (not a symlink), ``size`` bytes long
+        and allocated, not sparse."""
+        try:
+            info = os.lstat(self.path)
+        except OSError:
+            return False
+        return (
+            stat.S_ISREG(info.st_mode)
+            and info.st_size >= self.size
+            and info.st_blocks * 512 >= self.size
+        )
+
+    def returned(self) -> bool:
+        """Whether space has really returned after a full disk (module docstring,
+        "Hysteresis"): ``size + margin`` bytes free before the reserve is tried, then the
+        reserve allocated whole and ``margin`` bytes still free with it held. A disk that
+        cannot be measured has not returned. The reserve, once whole again, is kept."""
+        folder = self.path.parent
+        try:
+            if not self.whole() and (
+                free_bytes(folder) < self.size + self.margin or not self.ensure()
+            ):
+                return False
+            return free_bytes(folder) >= self.margin
+        except OSError:
+            return False
 
     def release(self) -> bool:
         """Free the reserve; True when there was one to free."""

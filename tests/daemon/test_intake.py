@@ -152,3 +152,54 @@ def test_a_flood_is_said_at_its_count_within_a_second_never_at_a_pace() -> None:
     # A clock that goes back starts the count again (it never says a flood by it).
     back = Flood(at=3, window=1.0)
     assert [back.refused(t) for t in (10.0, 10.1, 5.0, 5.1)] == [False, False, False, False]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rate": "5"}, "rate must be a number, got str"),
+        ({"rate": True}, "rate must be a number, got bool"),
+        ({"rate": 0}, "rate must be a finite number above 0, got 0"),
+        ({"rate": math.inf}, "rate must be a finite number above 0, got inf"),
+        ({"burst": 0}, "burst must be a finite number above 0, got 0"),
+        ({"burst": 0.5}, "burst must be at least 1, got 0.5"),
+        ({"burst": "20"}, "burst must be a number, got str"),
+    ],
+)
+def test_a_hostile_setting_is_refused_with_a_sentence_naming_it(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises((TypeError, ValueError)) as refused:
+        RequestGate(**kwargs)
+    assert str(refused.value) == message
+
+
+def test_a_burst_of_exactly_one_is_allowed() -> None:
+    bucket = TokenBucket(rate=1, burst=1)
+    assert bucket.take(0.0)
+    assert not bucket.take(0.0)
+    assert bucket.take(1.0)  # exactly one token a second later
+
+
+def test_a_flood_is_on_at_the_count_within_the_window_and_starts_again_after() -> None:
+    flood = Flood(at=3, window=1.0)
+    assert [flood.refused(10.0), flood.refused(10.5), flood.refused(10.99)] == [False, False, True]
+    assert flood.refused(10.999)  # still on within the window
+    # A whole window after the first: counted afresh.
+    assert not flood.refused(11.0)
+    assert not flood.refused(11.1)
+    assert flood.refused(11.2)
+    # A clock that went back starts the count again too.
+    assert not flood.refused(5.0)
+    assert not flood.refused(5.1)
+    assert flood.refused(5.2)
+
+
+def test_the_gate_says_its_rate_and_defaults_to_the_tables() -> None:
+    assert RequestGate(rate=7).rate == 7.0
+    gate = RequestGate()
+    assert gate.rate == 5.0
+    verdicts = [gate.check(0.0) for _ in range(22)]
+    assert verdicts == [Verdict.ADMIT] * 20 + [Verdict.ANSWER_BUSY, Verdict.COUNT]
+    assert gate.check(1.0) is Verdict.ADMIT  # a second later: 5 more, and a busy answer
+    assert [gate.check(1.0) for _ in range(5)][-1] is Verdict.ANSWER_BUSY

@@ -27,6 +27,7 @@ from daemon.resend import (
     Refuse,
     ResendDesk,
     Serve,
+    budget_error,
 )
 from rules.events import DiceRolled
 
@@ -281,3 +282,72 @@ def test_three_screens_asking_the_same_range_at_once_get_it_published_once(
     clock.now += SHARE_WINDOW
     core.decide(_ask("display", 1, 12, "s3"))
     assert len(resender.copies) == 2 * len(seqs)
+
+
+# -- what mutation testing found untested -------------------------------------------------
+
+
+def test_the_budget_refusal_says_the_figures_and_at_least_one_second() -> None:
+    assert budget_error("records", 12_000, 1_500, 30.4) == (
+        "resend budget spent: this table publishes at most 12,000 copies a minute for "
+        "records, and 1,500 more were asked; ask again in 30 s"
+    )
+    assert budget_error("display", 2000, 5, 0.2).endswith("ask again in 1 s")
+    assert budget_error("display", 2000, 5, 1.6).endswith("ask again in 2 s")
+
+
+def test_copies_that_fit_exactly_are_free_now_and_nothing_is_counted_for_none() -> None:
+    budget = CopyBudget(100, window=60.0)
+    budget.spend(60, 0.0)
+    assert budget.free_in(40, 1.0) == 0.0  # exactly what is left
+    assert budget.fits(40, 1.0)
+    budget.spend(0, 2.0)  # nothing sent: nothing to expire later
+    assert budget.left(2.0) == 40
+    assert budget.free_in(41, 2.0) == pytest.approx(58.0)  # when the 60 of 0 s leave
+    assert budget.left(60.0) == 100
+
+
+def test_a_copy_published_again_is_shared_for_a_window_from_then() -> None:
+    # The share window runs from each copy's latest publication: a copy published again
+    # moves behind the others, so the oldest go first.
+    clock = Clock()
+    desk = ResendDesk(clock=clock)
+    first = desk.plan("display", _messages(1, 1))
+    assert isinstance(first, Serve)
+    desk.served("display", first)  # seq 1 at 1000
+    clock.now = 1003.0
+    second = desk.plan("display", _messages(2, 1))
+    assert isinstance(second, Serve)
+    desk.served("display", second)  # seq 2 at 1003
+    clock.now = 1005.0  # exactly a window after seq 1: published again
+    again = desk.plan("display", _messages(1, 1))
+    assert isinstance(again, Serve)
+    assert [m.seq for m in again.publish] == [1]
+    desk.served("display", again)  # seq 1 at 1005
+    clock.now = 1008.5  # seq 2's window is over (1003 + 5), seq 1's is not (1005 + 5)
+    late = desk.plan("display", _messages(1, 2))
+    assert isinstance(late, Serve)
+    assert [m.seq for m in late.publish] == [2]
+    assert late.shared == 1
+
+
+def test_a_copy_served_twice_counts_from_its_latest_publication() -> None:
+    # Two requests planned before either is served both publish seq 1; the later one
+    # moves it behind seq 2, so seq 2's window ending first lets it go first.
+    clock = Clock()
+    desk = ResendDesk(clock=clock)
+    a, b = desk.plan("display", _messages(1, 1)), desk.plan("records", _messages(1, 1))
+    assert isinstance(a, Serve)
+    assert isinstance(b, Serve)
+    desk.served("display", a)  # seq 1 at 1000
+    clock.now = 1003.0
+    two = desk.plan("display", _messages(2, 1))
+    assert isinstance(two, Serve)
+    desk.served("display", two)  # seq 2 at 1003
+    clock.now = 1004.0
+    desk.served("records", b)  # seq 1 again at 1004
+    clock.now = 1008.5  # seq 2's window is over, seq 1's (from 1004) is not
+    late = desk.plan("display", _messages(1, 2))
+    assert isinstance(late, Serve)
+    assert [m.seq for m in late.publish] == [2]
+    assert desk.published == 3

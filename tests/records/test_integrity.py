@@ -13,6 +13,8 @@ and fails if the statement drifts):
 from __future__ import annotations
 
 import math
+from collections import Counter
+from dataclasses import replace
 from datetime import date, timedelta
 from fractions import Fraction
 from pathlib import Path
@@ -20,12 +22,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from records import integrity
 from records.integrity import (
+    ALL_ROWS,
     ALPHA,
     FALSE_ALARMS_A_YEAR_AT_MOST,
+    MIN_CELL_EXPECTED,
     Z_SIMULATION,
+    Family,
     Finding,
     Watch,
+    _kl,
+    _pooled_chi_square,
     binomial_lower,
     binomial_upper,
     bust_bonus_families,
@@ -33,7 +41,14 @@ from records.integrity import (
     cover_all_family,
     craps_families,
 )
-from records.parsheet import bust_cell_chances, bust_rates, cover_all_chance, cover_all_rows
+from records.parsheet import (
+    Chance,
+    bust_cell_chances,
+    bust_cells,
+    bust_rates,
+    cover_all_chance,
+    cover_all_rows,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY0 = date(2026, 12, 1)
@@ -358,3 +373,391 @@ def test_a_familys_alarm_stays_while_other_families_are_evaluated() -> None:
     watch.observe("die faces", later, {None: 600_000}, {str(f): 100_000 for f in range(1, 7)})
     cleared = watch.evaluate(later, "t3", ["die faces"])
     assert {f.window for f in cleared} <= {"all"}  # the month-old day and week are gone
+
+
+# ---------------------------------------------------------------------------------------
+# What mutation testing found untested (issue 27), each against independent arithmetic
+
+
+def _exact_lower_tail(x: int, n: int, p: Fraction) -> Fraction:
+    return sum(
+        (Fraction(math.comb(n, k)) * p**k * (1 - p) ** (n - k) for k in range(x + 1)),
+        Fraction(0),
+    )
+
+
+def _two_columns() -> Family:
+    """Two rows, two columns, exact chances; the rows and OTHER partition the trials."""
+    return Family(
+        name="f",
+        rows=("a", "b"),
+        chances={
+            1: {"a": Chance.of(Fraction(1, 10)), "b": Chance.of(Fraction(1, 5))},
+            2: {"a": Chance.of(Fraction(1, 4)), "b": Chance.of(Fraction(1, 8))},
+        },
+    )
+
+
+def test_each_row_is_tested_both_ways_against_the_exact_sum_of_its_columns() -> None:
+    watch = Watch([_two_columns()], alpha=0.0)  # alpha 0: exact tails, no shortcut
+    watch.observe("f", DAY0, {1: 30, 2: 40}, {"a": 25, "b": 3})
+    found = {(f.row, f.side): f for f in watch.findings("f", "all", DAY0)}
+    assert set(found) == {
+        ("a", "high"),
+        ("a", "low"),
+        ("b", "high"),
+        ("b", "low"),
+        (ALL_ROWS, "fit"),
+    }
+    # a: 30/10 + 40/4 = 13 expected; b: 30/5 + 40/8 = 11 (sums of each column's share).
+    for row, expected, observed in (("a", 13, 25), ("b", 11, 3)):
+        for side in ("high", "low"):
+            f = found[(row, side)]
+            assert f.expected_exact == expected
+            assert f.expected == pytest.approx(expected, rel=1e-12)
+            assert (f.bet, f.window, f.trials, f.observed) == ("f", "all", 70, observed)
+    # One column's worth of trials binomial at the mean chance (Hoeffding), exact tails:
+    # 25 is far above 13 (high side small, low side 1); 3 far below 11.
+    mean_a, mean_b = Fraction(13, 70), Fraction(11, 70)
+    high_a = float(_exact_binomial_tail(25, 70, mean_a))
+    assert found[("a", "high")].p_value == pytest.approx(high_a, rel=1e-8)
+    assert found[("a", "low")].p_value == 1.0
+    low_b = float(_exact_lower_tail(3, 70, mean_b))
+    assert found[("b", "low")].p_value == pytest.approx(low_b, rel=1e-8)
+    assert found[("b", "high")].p_value == 1.0
+
+
+def test_the_all_rows_test_is_pearsons_with_the_rounds_that_paid_nothing() -> None:
+    watch = Watch([_two_columns()])
+    watch.observe("f", DAY0, {1: 30, 2: 40}, {"a": 25, "b": 3})
+    [fit] = [f for f in watch.findings("f", "all", DAY0) if f.side == "fit"]
+    # Cells (observed, expected): a (25, 13), b (3, 11), nothing paid (42, 46); exact
+    # chances, so each variance is its expectation. Two degrees of freedom, whose survival
+    # function is exp(-x/2) exactly.
+    statistic = Fraction(12**2, 13) + Fraction(8**2, 11) + Fraction(4**2, 46)
+    assert (fit.row, fit.observed, fit.trials, fit.expected) == (ALL_ROWS, 28, 70, 24)
+    assert fit.expected_exact is None
+    assert fit.p_value == pytest.approx(math.exp(-float(statistic) / 2), rel=1e-9)
+    # Not exclusive: no all-rows test (its rows need not partition the trials).
+    loose = Watch([replace(_two_columns(), exclusive=False)])
+    loose.observe("f", DAY0, {1: 30, 2: 40}, {"a": 25, "b": 3})
+    assert {f.side for f in loose.findings("f", "all", DAY0)} == {"high", "low"}
+
+
+def test_a_simulated_chance_counts_against_the_alarm_and_has_no_exact_sum() -> None:
+    sim = Chance(estimate=0.1, std_error=0.01, exact=None)
+    fam = Family(name="s", rows=("r",), chances={None: {"r": sim}})
+    watch = Watch([fam], alpha=0.0, z=3.0)  # alpha 0: exact tails, no shortcut
+    watch.observe("s", DAY0, {None: 200}, {"r": 50})
+    found = {f.side: f for f in watch.findings("s", "day", DAY0)}
+    assert found["high"].expected_exact is None
+    assert found["high"].expected == pytest.approx(20.0)
+    # Tested at 0.1 + 3 x 0.01 going up and 0.1 - 3 x 0.01 going down.
+    high = float(_exact_binomial_tail(50, 200, Fraction(13, 100)))
+    assert found["high"].p_value == pytest.approx(high, rel=1e-6)
+    # All rows (the row and the rounds that paid nothing, df 1): the row's variance widened
+    # by the simulation's error, (200 x 0.01)^2: (50 - 20)^2 / (20 + 4) + 30^2 / 180.
+    statistic = 30**2 / 24 + 30**2 / 180
+    assert found["fit"].p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-9)
+    watch.observe("s", DAY0 + timedelta(days=1), {None: 200}, {"r": 2})
+    low_found = {f.side: f for f in watch.findings("s", "day", DAY0 + timedelta(days=1))}
+    low = float(_exact_lower_tail(2, 200, Fraction(7, 100)))
+    assert low_found["low"].p_value == pytest.approx(low, rel=1e-6)
+    assert low_found["high"].p_value == 1.0
+
+
+def test_pooling_small_cells_before_pearsons_statistic() -> None:
+    # Cells (observed, expected, variance). Under 5 expected pooled; the pool kept when it
+    # reaches 5, else folded into the smallest kept cell.
+    cases: list[tuple[list[tuple[float, float, float]], float, int]] = [
+        ([(10, 20, 20), (6, 3, 3), (1, 3, 3), (30, 25, 25)], 100 / 20 + 1 / 6 + 25 / 25, 2),
+        ([(10, 20, 20), (3, 2, 2), (1, 2, 2), (30, 25, 25)], 100 / 24 + 25 / 25, 1),
+        ([(9, 5, 5), (1, 5, 5)], 16 / 5 + 16 / 5, 1),  # 5 expected is kept as it is
+        ([(1, 2, 2), (2, 2, 2)], 0.0, 0),  # nothing to compare
+        ([(10, 20, 20)], 0.0, 0),
+        ([(10, 20, 20), (4, 4.5, 9)], 0.0, 0),  # folded: one cell
+    ]
+    for cells, statistic, df in cases:
+        got, got_df = _pooled_chi_square(cells)
+        assert got_df == df, cells
+        assert got == pytest.approx(statistic), cells
+    assert MIN_CELL_EXPECTED == 5.0
+
+
+def _chi_square_sf_closed_form(x: float, df: int) -> float:
+    """P(chi2(df) >= x) by the closed forms: even df, exp(-x/2) sum (x/2)^k / k!; odd df,
+    erfc(sqrt(x/2)) plus exp(-x/2) sum (x/2)^(k+1/2) / Gamma(k+3/2)."""
+    h = x / 2
+    if df % 2 == 0:
+        return math.exp(-h) * math.fsum(math.pow(h, k) / math.factorial(k) for k in range(df // 2))
+    tail = math.erfc(math.sqrt(h))
+    terms = (math.pow(h, k + 0.5) / math.gamma(k + 1.5) for k in range(df // 2))
+    return tail + math.exp(-h) * math.fsum(terms)
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 4, 5, 6, 9, 10])
+def test_chi_square_survival_matches_the_closed_forms_on_both_sides_of_its_switch(
+    df: int,
+) -> None:
+    # The incomplete gamma function Q(df/2, x/2) by its series under x/2 < df/2 + 1 and by
+    # its continued fraction above: both branches against the closed forms.
+    for x in (0.01, 0.3, 1.0, 2.5, df * 0.9, df + 1.9, df + 2.1, df + 6, 3 * df + 10, 80.0):
+        truth = _chi_square_sf_closed_form(x, df)
+        assert chi_square_sf(x, df) == pytest.approx(truth, rel=1e-9, abs=1e-300), (x, df)
+    assert chi_square_sf(0.0, df) == 1.0
+    assert chi_square_sf(-1.0, df) == 1.0
+
+
+def test_an_alarm_that_clears_and_comes_back_is_new() -> None:
+    # A fair coin: 100 heads in 100 on the first day raise the alarm (day, week, all).
+    coin = Family(
+        name="coin",
+        rows=("heads",),
+        chances={None: {"heads": Chance.of(Fraction(1, 2))}},
+        exclusive=False,  # its rows alone: no all-rows test
+    )
+    watch = Watch([coin])
+    watch.observe("coin", DAY0, {None: 100}, {"heads": 100})
+    first = watch.evaluate(DAY0, "t1")
+    assert {(f.window, f.side, f.since) for f in first} == {
+        ("day", "high", "t1"),
+        ("week", "high", "t1"),
+        ("all", "high", "t1"),
+    }
+    # A month of honest tosses: every window clears, and nothing is remembered.
+    later = DAY0 + timedelta(days=30)
+    watch.observe("coin", later, {None: 100_000}, {"heads": 49_950})
+    assert watch.evaluate(later, "t2") == []
+    assert watch.active() == {}
+    # The dishonest coin again, a month later: a new alarm, since now, not since t1.
+    again = later + timedelta(days=30)
+    watch.observe("coin", again, {None: 100}, {"heads": 100})
+    found = watch.evaluate(again, "t3")
+    assert {(f.window, f.since) for f in found} == {("day", "t3"), ("week", "t3")}
+    assert watch.active() == {
+        ("coin", "heads", "day", "high"): "t3",
+        ("coin", "heads", "week", "high"): "t3",
+    }
+
+
+def test_the_day_and_the_week_are_the_gaming_days_ending_with_the_day() -> None:
+    coin = Family(
+        name="coin", rows=("heads",), chances={None: {"heads": Chance.of(Fraction(1, 2))}}
+    )
+    watch = Watch([coin])
+    for back, tosses in ((0, 1), (1, 10), (6, 100), (7, 1000), (-1, 10_000)):
+        watch.observe("coin", DAY0 - timedelta(days=back), {None: tosses}, {"heads": back + 1})
+    assert watch.counts("coin", "day", DAY0) == (Counter({None: 1}), Counter({"heads": 1}))
+    week = watch.counts("coin", "week", DAY0)
+    assert week == (Counter({None: 111}), Counter({"heads": 1 + 2 + 7}))
+    total = watch.counts("coin", "all", DAY0)
+    assert total == (Counter({None: 11_111}), Counter({"heads": 1 + 2 + 7 + 8 + 0}))
+
+
+def test_observing_an_unknown_column_or_row_is_refused_by_name() -> None:
+    watch = Watch([_two_columns()])
+    with pytest.raises(KeyError, match="f has no par-sheet column 3"):
+        watch.observe("f", DAY0, {1: 5, 3: 1}, {})
+    with pytest.raises(KeyError, match="f has no row 'c'"):
+        watch.observe("f", DAY0, {1: 5}, {"a": 1, "c": 1})
+    assert watch.counts("f", "all", DAY0) == (Counter(), Counter())  # nothing half added
+
+
+def test_binomial_tails_at_their_edges() -> None:
+    assert binomial_upper(0, 10, 0.0) == 1.0  # P(X >= 0) is 1 whatever p
+    assert binomial_upper(1, 10, 0.0) == 0.0  # never a hit
+    assert binomial_upper(5, 10, 1.0) == 1.0
+    assert binomial_upper(11, 10, 0.5) == 0.0  # more hits than trials
+    assert binomial_upper(10, 10, 0.5) == pytest.approx(0.5**10, rel=1e-8)
+    # Every trial a hit, with a floor: the Ash shortcut has no bound there (1 - x/n is 0),
+    # so the tail is summed.
+    assert binomial_upper(10, 10, 0.5, floor=1e-12) == pytest.approx(0.5**10, rel=1e-8)
+    assert binomial_lower(0, 10, 0.5) == pytest.approx(0.5**10, rel=1e-8)
+    assert binomial_lower(10, 10, 0.5) == 1.0
+    assert binomial_lower(0, 10, 0.5, floor=1e-12) == pytest.approx(0.5**10, rel=1e-8)
+
+
+def test_kullback_leibler_of_two_coins_by_hand() -> None:
+    for t, p in ((0.3, 0.1), (0.9, 0.5), (0.5, 0.5)):
+        by_hand = t * math.log(t / p) + (1 - t) * math.log((1 - t) / (1 - p))
+        assert _kl(t, p) == pytest.approx(by_hand, rel=1e-12, abs=1e-15)
+    assert _kl(0.0, 0.2) == pytest.approx(math.log(1 / 0.8), rel=1e-12)  # 0 log 0 is 0
+    assert _kl(1.0, 0.2) == pytest.approx(math.log(1 / 0.2), rel=1e-12)
+
+
+def test_a_count_far_from_any_alarm_gets_ashs_bound_not_a_sum() -> None:
+    # With the floor (the watch's alpha) the tail is not summed when Ash's lower bound is
+    # already above it: the p-value reported is that bound, exp(-n D(x/n || p)) / sqrt(8 x
+    # (1 - x/n)), never more than the tail itself.
+    coin = Family(
+        name="coin", rows=("heads",), chances={None: {"heads": Chance.of(Fraction(1, 2))}}
+    )
+    watch = Watch([coin])
+    watch.observe("coin", DAY0, {None: 100}, {"heads": 62})
+    found = {f.side: f for f in watch.findings("coin", "all", DAY0)}
+    t = 0.62
+    d = t * math.log(t / 0.5) + (1 - t) * math.log((1 - t) / 0.5)
+    ash = math.exp(-100 * d) / math.sqrt(8 * 62 * (1 - t))
+    assert found["high"].p_value == pytest.approx(ash, rel=1e-9)
+    assert found["high"].p_value < float(_exact_binomial_tail(62, 100, Fraction(1, 2)))
+    watch.observe("coin", DAY0 + timedelta(days=1), {None: 100}, {"heads": 38})
+    low = {f.side: f for f in watch.findings("coin", "day", DAY0 + timedelta(days=1))}
+    assert low["low"].p_value == pytest.approx(ash, rel=1e-9)  # the mirror image
+    assert binomial_lower(38, 100, 0.5, floor=1e-12) == pytest.approx(ash, rel=1e-9)
+
+
+def test_a_p_value_equal_to_alpha_is_no_alarm() -> None:
+    coin = Family(
+        name="coin",
+        rows=("heads",),
+        chances={None: {"heads": Chance.of(Fraction(1, 2))}},
+        exclusive=False,
+    )
+    exact = Watch([coin], alpha=0.0)
+    exact.observe("coin", DAY0, {None: 100}, {"heads": 90})
+    p = next(f.p_value for f in exact.findings("coin", "all", DAY0) if f.side == "high")
+    at = Watch([coin], alpha=p)
+    at.observe("coin", DAY0, {None: 100}, {"heads": 90})
+    assert at.evaluate(DAY0, "t") == []  # under alpha, not at it
+    above = Watch([coin], alpha=p * 1.0001)
+    above.observe("coin", DAY0, {None: 100}, {"heads": 90})
+    assert len(above.evaluate(DAY0, "t")) == 3  # day, week, all
+
+
+def _coins(*names: str) -> list[Family]:
+    chances: dict[object, dict[str, Chance]] = {None: {"heads": Chance.of(Fraction(1, 2))}}
+    return [Family(name=n, rows=("heads",), chances=chances, exclusive=False) for n in names]
+
+
+def test_an_alarm_keeps_its_since_and_others_are_kept_as_last_found() -> None:
+    watch = Watch(_coins("a", "b"))
+    watch.observe("a", DAY0, {None: 100}, {"heads": 100})
+    assert {f.since for f in watch.evaluate(DAY0, "t1")} == {"t1"}
+    assert {f.since for f in watch.evaluate(DAY0, "t2")} == {"t1"}  # still the same alarm
+    # A month later b is tested alone: a's alarms stay as they were last found (its day
+    # and week would be empty now), with their since.
+    later = DAY0 + timedelta(days=30)
+    watch.observe("b", later, {None: 10}, {"heads": 5})
+    kept = watch.evaluate(later, "t3", ["b"])
+    assert {(f.bet, f.window, f.since) for f in kept} == {
+        ("a", "day", "t1"),
+        ("a", "week", "t1"),
+        ("a", "all", "t1"),
+    }
+    # And when a is tested again, its all-time alarm is the one of t1 still.
+    again = watch.evaluate(later, "t4", ["a"])
+    assert {(f.bet, f.window, f.since) for f in again} == {("a", "all", "t1")}
+    assert watch.active() == {("a", "heads", "all", "high"): "t1"}
+
+
+def test_findings_for_reports_carry_no_time() -> None:
+    watch = Watch(_coins("a"))
+    watch.observe("a", DAY0, {None: 100}, {"heads": 100})
+    assert {f.since for f in watch.findings("a", "all", DAY0)} == {""}
+
+
+def test_simulated_columns_widen_each_rows_variance_by_their_summed_errors() -> None:
+    # Two simulated columns: the row's standard error in counts is the sum of each
+    # column's (fully correlated, the same par sheet): 100 x 0.01 + 300 x 0.02 = 7.
+    def sim(p: float, se: float) -> Chance:
+        return Chance(estimate=p, std_error=se, exact=None)
+
+    fam = Family(
+        name="s", rows=("r",), chances={1: {"r": sim(0.1, 0.01)}, 2: {"r": sim(0.2, 0.02)}}
+    )
+    watch = Watch([fam], alpha=0.0, z=2.0)
+    watch.observe("s", DAY0, {1: 100, 2: 300}, {"r": 100})
+    found = {f.side: f for f in watch.findings("s", "all", DAY0)}
+    # Expected 10 + 60 = 70; the row's variance 70 + 7^2; the rest 330 expected, 300 seen.
+    statistic = 30**2 / (70 + 49) + 30**2 / 330
+    assert found["fit"].p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-9)
+    # Tested going up at (100 x 0.12 + 300 x 0.24) / 400 = 0.21 per round.
+    high = float(_exact_binomial_tail(100, 400, Fraction(21, 100)))
+    assert found["high"].p_value == pytest.approx(high, rel=1e-6)
+
+
+def test_a_simulated_chance_moved_past_one_counts_as_one() -> None:
+    near = Chance(estimate=0.99, std_error=0.01, exact=None)  # + 4 x 0.01: capped at 1
+    fam = Family(
+        name="s", rows=("r",), chances={1: {"r": near}, 2: {"r": Chance.of(Fraction(1, 2))}}
+    )
+    watch = Watch([fam], alpha=0.0)
+    watch.observe("s", DAY0, {1: 10, 2: 90}, {"r": 80})
+    found = {f.side: f for f in watch.findings("s", "all", DAY0)}
+    high = float(_exact_binomial_tail(80, 100, Fraction(10 + 45, 100)))
+    assert found["high"].p_value == pytest.approx(high, rel=1e-6)
+
+
+def test_a_rest_cell_under_one_expected_keeps_its_own_variance() -> None:
+    fam = Family(
+        name="f",
+        rows=("a", "b"),
+        chances={None: {"a": Chance.of(Fraction(45, 100)), "b": Chance.of(Fraction(545, 1000))}},
+    )
+    watch = Watch([fam], alpha=0.0)
+    watch.observe("f", DAY0, {None: 100}, {"a": 40, "b": 58})
+    [fit] = [f for f in watch.findings("f", "all", DAY0) if f.side == "fit"]
+    # The rest: 2 seen, 0.5 expected (variance 0.5), folded into a (45 expected): (42,
+    # 45.5, 45.5) and b (58, 54.5, 54.5); one degree of freedom.
+    statistic = 3.5**2 / 45.5 + 3.5**2 / 54.5
+    assert fit.p_value == pytest.approx(math.erfc(math.sqrt(statistic / 2)), rel=1e-9)
+
+
+def test_pooling_uses_the_expected_counts_and_folds_into_the_smallest() -> None:
+    cases: list[tuple[list[tuple[float, float, float]], float, int]] = [
+        # A cell of 4 expected whose variance was widened to 6 is still a small cell.
+        ([(10, 20, 20), (1, 4, 6), (30, 25, 25), (8, 6, 6)], 100 / 20 + 25 / 25 + 1 / 12, 2),
+        # A pool of exactly 5 expected is a cell of its own.
+        ([(10, 20, 20), (3, 2.5, 2.5), (4, 2.5, 2.5), (30, 25, 25)], 5 + 4 / 5 + 1, 2),
+        # Folded into the cell of the smallest expected count, not the first nor the one of
+        # the smallest variance: (14, 24, 34).
+        ([(30, 25, 25), (10, 20, 30), (3, 2, 2), (1, 2, 2)], 1 + 100 / 34, 1),
+    ]
+    for cells, statistic, df in cases:
+        got, got_df = _pooled_chi_square(cells)
+        assert got_df == df, cells
+        assert got == pytest.approx(statistic), cells
+
+
+def test_bust_bonus_families_are_the_par_sheets_for_the_rules_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[tuple[int, bool]] = []
+
+    def cells(decks: int, hits_soft_17: bool) -> dict[tuple[str, str], Fraction]:
+        asked.append((decks, hits_soft_17))
+        return {cell: Fraction(1, 100 + i) for i, cell in enumerate(bust_cells())}
+
+    def rates(decks: int, hits_soft_17: bool) -> dict[str, Fraction]:
+        asked.append((decks, hits_soft_17))
+        return {"6": Fraction(2, 5), "10": Fraction(1, 4)}
+
+    monkeypatch.setattr(integrity, "bust_cell_chances", cells)
+    monkeypatch.setattr(integrity, "bust_rates", rates)
+    families = bust_bonus_families(2, True)
+    assert asked == [(2, True), (2, True)]
+    assert [f.name for f in families] == [
+        "bust_bonus",
+        "dealer bust, up card 6",
+        "dealer bust, up card 10",
+    ]
+    first = bust_cells()[0]
+    assert families[0].chances[None][f"{first[0]} {first[1]}"] == Chance.of(Fraction(1, 100))
+    assert families[2].chances[None]["bust"] == Chance.of(Fraction(1, 4))
+
+
+def test_the_dice_families_are_the_36_outcomes_their_totals_and_faces() -> None:
+    families = {f.name: f for f in craps_families()}
+    dice = families["dice"]
+    assert dice.rows == tuple(f"{a}-{b}" for a in (1, 2, 3, 4, 5, 6) for b in (1, 2, 3, 4, 5, 6))
+    assert set(dice.chances[None].values()) == {Chance.of(Fraction(1, 36))}
+    totals = families["dice totals"]
+    assert totals.rows == tuple(str(t) for t in range(2, 13))
+    ways = {2: 1, 3: 2, 4: 3, 5: 4, 6: 5, 7: 6, 8: 5, 9: 4, 10: 3, 11: 2, 12: 1}
+    assert {r: c.exact for r, c in totals.chances[None].items()} == {
+        str(t): Fraction(w, 36) for t, w in ways.items()
+    }
+    faces = families["die faces"]
+    assert faces.rows == ("1", "2", "3", "4", "5", "6")
+    assert set(faces.chances[None].values()) == {Chance.of(Fraction(1, 6))}
+    assert [f.name for f in craps_families()[:3]] == ["all_small", "all_tall", "make_em_all"]
