@@ -121,8 +121,9 @@ ALARMS: Final[tuple[AlarmKind, ...]] = (
         raised="the journal refuses a write (a full disk, an I/O error): recorded in the room "
         "of the journal's reserve, with the error; the table is closed (`availability` "
         "`offline`) and holds every event",
-        cleared="the journal writes again (space returned), in the transaction of the "
-        "`journal_fault` record; or the next start",
+        cleared="the journal writes again once space has really returned (the 2 MiB reserve "
+        "allocated whole again and another 2 MiB free beside it, so freeing the reserve "
+        "never counts), in the transaction of the `journal_fault` record; or the next start",
     ),
     AlarmKind(
         code="DISK_LOW",
