@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from daemon.intake import BUSY_ERROR, Flood, RequestGate, Verdict
 from deploy.broker import Broker
+from foundation.bucket import TokenBucket
 
 
 def test_a_burst_then_the_rate() -> None:
