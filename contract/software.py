@@ -44,6 +44,7 @@ PACKAGES: Final = (
     "display",
     "drivers",
     "foundation",
+    "metrics",
     "records",
     "rules",
     "simulators",
