@@ -966,10 +966,21 @@ def _bridge_note(plan: BrokerPlan) -> Section:
 
 
 def _bridge_process_section(plan: BrokerPlan) -> Section:
-    process = _process_section(plan)
     return Section(
         "Process: the floor bridge's own broker",
-        process.directives,
+        (
+            *(d for d in _process_section(plan).directives if d.key == "user"),
+            Directive("log_dest", "stderr", ("To the unit's journal, through the watchdog.",)),
+            Directive("log_timestamp", "false"),
+            Directive("log_type", "error"),
+            Directive("log_type", "warning"),
+            Directive("log_type", "notice", ("The bridges' connections and their failures.",)),
+            Directive(
+                "connection_messages",
+                "false",
+                ("Not a line per probe (one every 2 s): the watchdog logs what matters.",),
+            ),
+        ),
         (
             "Run by lammer bridge-watchdog (lammer-bridge.service), which restarts it when its",
             "probe gets no answer through the listener below.",
