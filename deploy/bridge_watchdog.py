@@ -164,6 +164,8 @@ class Watchdog:
         self._stop = asyncio.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._ready_said = False
+        self.answering: int | None = None
+        """The pid of the broker that answers the probes, None while none does."""
 
     def stop(self) -> None:
         """End the loop (SIGTERM, SIGINT): the broker is stopped cleanly on the way out."""
@@ -212,6 +214,7 @@ class Watchdog:
                     await self._pause(0.1)  # still starting: not listening yet
                     continue
                 missed += 1
+                self.answering = None
                 log.warning(
                     "bridge broker did not answer the probe",
                     pid=self._process.pid,
@@ -222,6 +225,7 @@ class Watchdog:
                     return f"no answer to {missed} probes in a row"
             else:
                 missed = 0
+                self.answering = self._process.pid
                 if not answered:
                     answered = True
                     ms = round(took * 1e3, 1)
@@ -238,6 +242,7 @@ class Watchdog:
             await asyncio.wait_for(self._stop.wait(), seconds)
 
     async def _end(self, reason: str) -> None:
+        self.answering = None
         process, self._process = self._process, None
         if process is None:
             return

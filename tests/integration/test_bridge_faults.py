@@ -17,10 +17,12 @@ started again by its watchdog, the daemons told (its will, ``0``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -68,29 +70,36 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     s = Setup(tmp_path_factory.mktemp("bridge-faults"))
     s.cluster.start()
     yield s
+    s.ctl.broker.stop()
     s.cluster.stop()
 
 
-async def _started(s: Setup) -> tuple[FaultyNode, FloorSubscriber, LocalClock, int]:
-    """The stand-in node, the brokers, a floor subscriber and the local clock, running."""
+@dataclass
+class Running:
+    """What ``running`` started."""
+
+    node: FaultyNode
+    watcher: FloorSubscriber
+    clock: LocalClock
+    pid: int  # the tables' broker's
+    log_from: int  # where this test's part of the controller's log starts
+
+    def log(self, s: Setup) -> str:
+        """The controller's log (both brokers, the watchdog) since this test started."""
+        return s.ctl.broker.log.read_text(errors="replace")[self.log_from :]
+
+
+@contextlib.asynccontextmanager
+async def running(s: Setup) -> AsyncIterator[Running]:
+    """The stand-in node, the brokers, a floor subscriber and the local clock, running;
+    all stopped on the way out, whatever happened."""
     _, cert = s.foreign
+    log_from = len(s.ctl.broker.log.read_text(errors="replace")) if s.ctl.broker.log.exists() else 0
     node = FaultyNode(s.cluster.mqtt_endpoints[0], cert, cert.with_suffix(".key"))
     await node.start(s.fault_port)
-    s.ctl.broker.start()
-    process = s.ctl.broker.process
-    assert process is not None
-    pid = process.pid
     table = s.ctl.table.table_id
     topic = f"lammer/{table}/craps/roll"
     watcher = FloorSubscriber(s.cluster, [topic], first=2)
-    await watcher.start()
-    # Both bridges up before the table publishes: the tables' broker keeps a session for
-    # the bridge broker (and queues for it) from its first connection on.
-    await until(
-        lambda: "as floor-bridge" in s.ctl.broker.log.read_text(errors="replace"),
-        "the bridge broker connected to the tables' broker",
-    )
-    await until(lambda: bridges(s.cluster), "the bridge connected to the floor")
     clock = LocalClock(
         s.ctl.broker.host,
         s.ctl.broker.port,
@@ -99,9 +108,28 @@ async def _started(s: Setup) -> tuple[FaultyNode, FloorSubscriber, LocalClock, i
         s.login("display"),
         folder=s.ctl.root,
     )
-    await clock.start()
-    await until(lambda: floor_seqs(watcher), "the bridge up: the clock on the floor")
-    return node, watcher, clock, pid
+    try:
+        s.ctl.broker.start()
+        process = s.ctl.broker.process
+        assert process is not None
+        await watcher.start()
+        # Both bridges up before the table publishes: the tables' broker keeps a session
+        # for the bridge broker (and queues for it) from its first connection on.
+        await until(
+            lambda: "as floor-bridge" in s.ctl.broker.log.read_text(errors="replace")[log_from:],
+            "the bridge broker connected to the tables' broker",
+        )
+        await until(lambda: bridges(s.cluster), "the bridge connected to the floor")
+        await clock.start()
+        await until(lambda: floor_seqs(watcher), "the bridge up: the clock on the floor")
+        yield Running(node, watcher, clock, process.pid, log_from)
+    finally:
+        await clock.stop()
+        try:
+            await watcher.close()
+        finally:
+            s.ctl.broker.stop()
+            await node.close()
 
 
 def floor_seqs(watcher: FloorSubscriber) -> set[int]:
@@ -114,25 +142,18 @@ def floor_seqs(watcher: FloorSubscriber) -> set[int]:
     return seqs
 
 
-async def _closed(s: Setup, node: FaultyNode, watcher: FloorSubscriber) -> None:
-    await watcher.close()
-    s.ctl.broker.stop()
-    await node.close()
-
-
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_each_floor_fault_20_times_leaves_the_tables_broker_serving(
     setup: Setup, fault: Mode
 ) -> None:
     s = setup
-    node, watcher, clock, pid = await _started(s)
     recoveries: list[float] = []
-    try:
+    async with running(s) as r:
+        node, watcher, clock = r.node, r.watcher, r.clock
         for cycle in range(CYCLES):
-            met = node.attempts[fault]
-            node.switch(fault)
             # The bridge meets the fault (twice for a flapping floor: up, down, up, down).
-            wanted = met + (2 if fault == "flap" else 1)
+            wanted = node.attempts[fault] + (2 if fault == "flap" else 1)
+            node.switch(fault)
             await until(
                 lambda wanted=wanted: node.attempts[fault] >= wanted,  # type: ignore[misc]
                 f"cycle {cycle}: the bridge meeting {fault}",
@@ -147,28 +168,27 @@ async def test_each_floor_fault_20_times_leaves_the_tables_broker_serving(
             )
             recoveries.append(time.monotonic() - ended)
         await clock.stop()
+        # The tables' broker is the one that started, alive: never stalled nor restarted.
+        process = s.ctl.broker.process
+        assert process is not None
+        assert process.pid == r.pid
+        assert process.poll() is None, "the tables' broker exited under the fault"
         await until(
             lambda: set(clock.sent) <= floor_seqs(watcher),
             "every message the table published on the floor",
         )
-    finally:
-        await clock.stop()
-        alive = s.ctl.broker.process is not None and s.ctl.broker.process.poll() is None
-        log = s.ctl.broker.log.read_text(errors="replace")
-        await _closed(s, node, watcher)
+        log = r.log(s)
     recoveries.sort()
+    copies = sum(isinstance(m.body, dict) and "clock" in m.body for m in watcher.messages)
     print(
         f"\n{fault} x{CYCLES}: local {clock.figures()}; bridge back on the floor "
         f"p50 {recoveries[len(recoveries) // 2]:.2f} s, max {recoveries[-1]:.2f} s; "
-        f"bridge attempts met {node.attempts[fault]}; watchdog restarts "
-        f"{log.count('bridge broker started') - 1}, SIGKILLs {log.count('ignored SIGTERM')}"
+        f"bridge attempts met {node.attempts[fault]}; bridge broker restarts "
+        f"{log.count('bridge broker started') - 1}, SIGKILLs {log.count('ignored SIGTERM')}; "
+        f"{len(clock.sent)} published, {copies} received on the floor"
     )
-    assert alive, "the tables' broker exited under the fault"
-    assert pid > 0
     assert clock.late(LOCAL_MAX) == [], clock.figures()
     assert len(clock.late(LOCAL_BOUND)) <= len(clock.sent) // 100, clock.figures()
-    copies = sum(isinstance(m.body, dict) and "clock" in m.body for m in watcher.messages)
-    print(f"{fault}: {len(clock.sent)} published, {copies} received on the floor")
 
 
 async def test_a_hung_bridge_broker_is_killed_and_restarted_by_its_watchdog(
@@ -178,18 +198,17 @@ async def test_a_hung_bridge_broker_is_killed_and_restarted_by_its_watchdog(
     Mosquitto of the issue). The watchdog SIGKILLs it and starts another; the daemons hear
     its will (``0`` on the local status); the tables' broker serves throughout."""
     s = setup
-    node, watcher, clock, _ = await _started(s)
     local = bridge_status_topic("faults.local")
+    async with running(s) as r:
+        watcher, clock = r.watcher, r.clock
 
-    def heard(payload: bytes) -> bool:
-        return (local, payload) in clock.statuses
+        def heard(payload: bytes) -> bool:
+            return (local, payload) in clock.statuses
 
-    try:
         hung = await until(s.ctl.broker.bridge_pid, "the bridge broker's pid")
         await until(lambda: heard(b"1"), "the daemons hearing the bridge broker is there")
         os.kill(hung, signal.SIGSTOP)
-        stopped = time.monotonic()
-        stopped_seq = clock.seq
+        stopped, stopped_seq = time.monotonic(), clock.seq
         replaced = await until(
             lambda: (p := s.ctl.broker.bridge_pid()) is not None and p != hung and p,
             "the watchdog starting another bridge broker",
@@ -213,10 +232,7 @@ async def test_a_hung_bridge_broker_is_killed_and_restarted_by_its_watchdog(
             within=DEADLINE,
         )
         lost = sorted(set(clock.sent) - floor_seqs(watcher))
-    finally:
-        await clock.stop()
-        log = s.ctl.broker.log.read_text(errors="replace")
-        await _closed(s, node, watcher)
+        log = r.log(s)
     print(f"\nhung bridge broker replaced in {took:.1f} s (pid {hung} -> {replaced}); "
           f"local {clock.figures()}; lost at the kill: {lost}")  # fmt: skip
     assert len(lost) <= 2
