@@ -64,6 +64,7 @@ class Row:
     cpu_per_min: float
     lost: int
     restarts: int
+    errors: int = 0  # the local clock's connections lost (no answer in 10 s)
 
 
 def cpu_seconds(pid: int | None) -> float:
@@ -143,19 +144,26 @@ async def one(
                 continue
             wanted = node.attempts[fault] + (2 if fault == "flap" else 1)
             node.switch(fault)
-            await until(
-                lambda w=wanted: node.attempts[fault] >= w,  # type: ignore[misc]
-                f"the bridge meeting {fault}",
-            )
+            with contextlib.suppress(AssertionError):  # a hung broker meets nothing more
+                await until(
+                    lambda w=wanted: node.attempts[fault] >= w,  # type: ignore[misc]
+                    f"the bridge meeting {fault}",
+                    60,
+                )
             if fault == "silent":
                 await asyncio.sleep(0.5)
             node.switch("floor")
             ended, after = time.monotonic(), clock.seq
-            await until(
-                lambda a=after: any(q > a for q in floor_seqs(watcher)),  # type: ignore[misc]
-                "the bridge back on the floor",
-            )
-            recover.append(time.monotonic() - ended)
+            try:
+                await until(
+                    lambda a=after: any(q > a for q in floor_seqs(watcher)),  # type: ignore[misc]
+                    "the bridge back on the floor",
+                    60,
+                )
+            except AssertionError:
+                recover.append(float("inf"))  # not back within a minute
+            else:
+                recover.append(time.monotonic() - ended)
         await clock.stop()
         with contextlib.suppress(AssertionError):
             await until(lambda: set(clock.sent) <= floor_seqs(watcher), "all on the floor", 30)
@@ -174,6 +182,7 @@ async def one(
             used / minutes,
             len(set(clock.sent) - floor_seqs(watcher)),
             max(0, log.count("bridge broker started") - 1),
+            sum("error" in line for line in clock.out.read_text().splitlines()),
         )
     finally:
         await clock.stop()
@@ -192,6 +201,7 @@ def clients(cluster: FloorCluster) -> list[str]:
 
 def show(row: Row) -> str:
     local = row.local or [float("nan")]
+    errors = f"  clock errors {row.errors}" if row.errors else ""
     over = sum(v > 0.1 for v in row.local) + (row.sent - len(row.local))
     rec = (
         f"{percentile(row.recover, 0.5):5.2f} / {max(row.recover):5.2f}"
@@ -201,7 +211,7 @@ def show(row: Row) -> str:
     return (
         f"{row.design:6} {row.fault:8} {percentile(local, 0.5) * 1e3:6.1f} "
         f"{percentile(local, 0.99) * 1e3:7.1f} {local[-1] * 1e3:8.1f} {over:5d}/{row.sent:<5d} "
-        f"{rec}  {row.cpu_per_min:6.2f}  {row.lost:4d}  {row.restarts:3d}"
+        f"{rec}  {row.cpu_per_min:6.2f}  {row.lost:4d}  {row.restarts:3d}{errors}"
     )
 
 
