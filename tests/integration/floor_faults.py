@@ -87,6 +87,10 @@ class FaultyNode:
             if server is not None:
                 server.close()
                 await server.wait_closed()
+        # Every connection was just ended (switch): its task ends on its own; one that
+        # does not within 5 s is cancelled.
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=5)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
