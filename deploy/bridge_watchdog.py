@@ -21,8 +21,9 @@ watchdog runs it:
   is what this process watches).
 
 The probe speaks MQTT 3.1.1 itself over a plain socket (a few packets): no client library
-thread or reconnect logic can hide a broker that does not answer, and each probe is a new
-connection bounded as a whole by ``deadline``.
+thread or reconnect logic can hide a broker that does not answer. It keeps one connection
+(``Prober``): a probe is a PUBLISH and the message back, bounded by ``deadline`` with the
+connection opened again first when the last one failed.
 """
 
 from __future__ import annotations
@@ -120,36 +121,72 @@ async def _read_packet(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return kind, await reader.readexactly(size)
 
 
-async def probe(endpoint: Endpoint, deadline: float = DEADLINE) -> float:
-    """One MQTT round trip through the broker at ``endpoint`` within ``deadline`` s; the
-    seconds it took. Raises ``ProbeError``, ``OSError`` or ``TimeoutError``."""
-    started = time.monotonic()
-    nonce = f"{os.getpid()}-{time.monotonic_ns()}"
-    topic = f"{PROBE_ROOT}/{nonce}"
-    async with asyncio.timeout(deadline):
-        reader, writer = await asyncio.open_connection(endpoint.host, endpoint.port)
+class Prober:
+    """MQTT round trips through one broker over one connection, opened (CONNECT, SUBSCRIBE
+    to a topic of its own) when needed and kept: a probe is then one PUBLISH and the same
+    message back, and the broker's persistence sees no change (a subscription per probe
+    would make ``autosave_on_changes`` write its database at every probe). Any failure
+    closes the connection; the next probe opens another, within its own deadline."""
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self._nonce = f"{os.getpid()}-{time.monotonic_ns()}"
+        self._topic = f"{PROBE_ROOT}/{self._nonce}"
+        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._count = 0
+
+    async def probe(self, deadline: float = DEADLINE) -> float:
+        """One round trip within ``deadline`` s (connecting first if needed); the seconds
+        it took. Raises ``ProbeError``, ``OSError``, ``TimeoutError`` or
+        ``asyncio.IncompleteReadError``, the connection closed."""
+        started = time.monotonic()
         try:
-            connect = b"\x00\x04MQTT\x04\x02" + (10).to_bytes(2, "big") + _text(f"probe-{nonce}")
-            writer.write(_packet(0x10, connect))
-            kind, body = await _read_packet(reader)
-            if kind != 0x20 or len(body) != 2 or body[1] != 0:
-                raise ProbeError(f"CONNECT refused ({kind:#x} {body.hex()})")
-            writer.write(_packet(0x82, b"\x00\x01" + _text(topic) + b"\x00"))
-            kind, body = await _read_packet(reader)
-            if kind != 0x90 or body[-1:] != b"\x00":
-                raise ProbeError(f"SUBSCRIBE refused ({kind:#x} {body.hex()})")
-            writer.write(_packet(0x30, _text(topic) + nonce.encode()))
-            while True:
-                kind, body = await _read_packet(reader)
-                if kind & 0xF0 == 0x30 and body.endswith(nonce.encode()):
-                    break
-            writer.write(b"\xe0\x00")
-            await writer.drain()
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-    return time.monotonic() - started
+            async with asyncio.timeout(deadline):
+                reader, writer = self._stream or await self._open()
+                self._count += 1
+                mark = f"{self._nonce}/{self._count}".encode()
+                writer.write(_packet(0x30, _text(self._topic) + mark))
+                while True:
+                    kind, body = await _read_packet(reader)
+                    if kind & 0xF0 == 0x30 and body.endswith(mark):
+                        break
+        except BaseException:
+            await self.close()
+            raise
+        return time.monotonic() - started
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection(self.endpoint.host, self.endpoint.port)
+        self._stream = reader, writer
+        connect = b"\x00\x04MQTT\x04\x02" + (30).to_bytes(2, "big") + _text(f"probe-{self._nonce}")
+        writer.write(_packet(0x10, connect))
+        kind, body = await _read_packet(reader)
+        if kind != 0x20 or len(body) != 2 or body[1] != 0:
+            raise ProbeError(f"CONNECT refused ({kind:#x} {body.hex()})")
+        writer.write(_packet(0x82, b"\x00\x01" + _text(self._topic) + b"\x00"))
+        kind, body = await _read_packet(reader)
+        if kind != 0x90 or body[-1:] != b"\x00":
+            raise ProbeError(f"SUBSCRIBE refused ({kind:#x} {body.hex()})")
+        return reader, writer
+
+    async def close(self) -> None:
+        """Close the connection, if any (no DISCONNECT: the broker may not answer)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream[1].close()
+            with contextlib.suppress(OSError, TimeoutError):
+                async with asyncio.timeout(1):
+                    await stream[1].wait_closed()
+
+
+async def probe(endpoint: Endpoint, deadline: float = DEADLINE) -> float:
+    """One MQTT round trip through the broker at ``endpoint`` within ``deadline`` s, on a
+    connection of its own; the seconds it took. Raises as ``Prober.probe``."""
+    prober = Prober(endpoint)
+    try:
+        return await prober.probe(deadline)
+    finally:
+        await prober.close()
 
 
 class Watchdog:
@@ -164,6 +201,7 @@ class Watchdog:
         self._stop = asyncio.Event()
         self._process: subprocess.Popen[bytes] | None = None
         self._ready_said = False
+        self.prober = Prober(self.endpoint)
         self.answering: int | None = None
         """The pid of the broker that answers the probes, None while none does."""
 
@@ -208,7 +246,7 @@ class Watchdog:
             if self._process.poll() is not None:
                 return f"the bridge broker exited with status {self._process.returncode}"
             try:
-                took = await probe(self.endpoint, settings.deadline)
+                took = await self.prober.probe(settings.deadline)
             except (OSError, TimeoutError, ProbeError, asyncio.IncompleteReadError) as exc:
                 if not answered and time.monotonic() - started < START_WITHIN:
                     await self._pause(0.1)  # still starting: not listening yet
@@ -243,6 +281,7 @@ class Watchdog:
 
     async def _end(self, reason: str) -> None:
         self.answering = None
+        await self.prober.close()
         process, self._process = self._process, None
         if process is None:
             return
