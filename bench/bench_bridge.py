@@ -112,6 +112,8 @@ async def one(
     root, name = ctl.root, ctl.name
     port = free_port()
     ctl.configure("--bridge", f"127.0.0.1:{port}", "--bridge-retry", "1:2")
+    # The watchdog as the unit runs it (a probe every 2 s, 3 s deadline, 5 s grace).
+    ctl.broker.watchdog_args = ()
     if design == "single":
         ctl.broker = BridgedBroker(
             ctl.root, port=ctl.broker.port, config_file=single_conf(ctl.out), bridge_conf=None
