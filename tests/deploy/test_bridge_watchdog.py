@@ -58,6 +58,7 @@ async def test_a_broker_that_never_answers_fails_the_probe_within_its_deadline()
         await server.wait_closed()
 
 
+@pytest.mark.service
 async def test_a_refusing_broker_fails_the_probe(tmp_path: Path) -> None:
     """A broker that refuses the probe's topic (an ACL without it) is not answering."""
     port = free_port()
@@ -77,6 +78,7 @@ async def test_a_refusing_broker_fails_the_probe(tmp_path: Path) -> None:
 
 
 @pytest.mark.heavy
+@pytest.mark.service
 async def test_a_hung_broker_is_killed_and_started_again(tmp_path: Path) -> None:
     """SIGSTOP: the broker cannot answer nor act on SIGTERM; the watchdog SIGKILLs it
     after its grace and starts another, which answers."""

@@ -35,7 +35,12 @@ from tests.integration.floor_faults import FAULTS, FaultyNode, LocalClock, Mode
 from tests.integration.harness import DEADLINE
 from tests.integration.test_floor_tls import other_ca
 
-pytestmark = [pytest.mark.integration, pytest.mark.heavy, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.heavy,
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
 
 CYCLES = 20
 LOCAL_BOUND = 0.100
