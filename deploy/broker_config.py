@@ -49,10 +49,21 @@ Choices (also in docs/floor/broker.md):
   topic inside another (prefix ``lammer/t1`` for table ``x``, beside table ``t1``) is
   refused: ``t1``'s daemon could write the other table's state.
 
-Extending for the floor bridge (``--bridge HOST:PORT[,HOST:PORT...]``): the option parses
-with ``parse_endpoint`` into a ``bridge`` field of ``BrokerPlan`` (``plan_broker`` checks it
-with the rest), and the bridge is one more section of ``mosquitto.conf``, rendered last by
-``_bridge_section`` (every option after a ``connection`` line belongs to that bridge):
+The floor bridge (``--bridge HOST:PORT[,HOST:PORT...]``) parses with ``parse_endpoint``
+into a ``bridge`` field of ``BrokerPlan`` (``plan_broker`` checks it with the rest). It runs
+in a Mosquitto of its own (issue 28: a 2.0.11 bridge that fails TLS can hang the broker it
+is in), so ``mosquitto.conf`` has none and three more files are written:
+
+    DIR/bridge.conf            0640 root:<broker group>   the bridge broker: one loopback
+                                                       listener (the watchdog's probe), a
+                                                       bridge ``tables`` to this broker as
+                                                       user ``floor-bridge`` and the bridge
+                                                       ``floor``
+    DIR/bridge.acl             0600 <broker user>         the probe's topics only
+    DIR/lammer-bridge.service  0644                       the unit: ``lammer bridge-watchdog``
+
+The floor bridge is the last section of ``bridge.conf``, rendered by ``_bridge_section``
+(every option after a ``connection`` line belongs to that bridge):
 ``address`` with every cluster node, ``cleansession false``, ``try_private false``,
 ``notifications false``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
 from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` and
@@ -61,8 +72,8 @@ Mosquitto does not check a bridge's traffic against ``acl_file``, so those ``top
 lines are all that bounds what the floor may send: name each table's ``request/+``, never a
 wildcard above it. Its password is kept as the users' are (a ``credentials/`` entry read
 or made by ``_password_for``) and written as ``remote_password`` into ``mosquitto.conf``,
-which is why that file is already 0640 root:<broker group>; ``check_rendered`` reads the new
-directives back like every other. The limits already serve a bridge: persistence keeps its
+which is why that file is 0640 root:<broker group>; ``check_rendered`` reads both files
+back like every other. The limits already serve a bridge: persistence keeps its
 queue across a restart, and ``max_queued_messages`` is sized for a floor outage.
 
 Errors: ``BrokerConfigError(DaemonError, ValueError)``, ``problems`` listing every one.
