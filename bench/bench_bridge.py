@@ -45,9 +45,9 @@ from bench.common import machine, percentile
 from deploy.broker import free_port
 from deploy.broker_config import read_conf
 from deploy.floor_cluster import FloorCluster
+from tests.helpers.pki import other_ca
 from tests.integration.floor import BridgedBroker, Controller, FloorSubscriber, bridges, until
 from tests.integration.floor_faults import FAULTS, FaultyNode, LocalClock, Mode
-from tests.integration.test_floor_tls import other_ca
 
 DESIGNS = ("single", "split")
 TICK = os.sysconf("SC_CLK_TCK")

@@ -87,6 +87,24 @@ def _probe() -> CommandModule:
     return probe
 
 
+def _verify_install() -> CommandModule:
+    from cli import verify_install
+
+    return verify_install
+
+
+def _release() -> CommandModule:
+    from cli import release
+
+    return release
+
+
+def _authenticate() -> CommandModule:
+    from cli import authenticate
+
+    return authenticate
+
+
 def _demo() -> CommandModule:
     from cli import demo
 
@@ -133,6 +151,15 @@ COMMANDS: dict[str, tuple[Callable[[], CommandModule], str]] = {
     "probe": (
         _probe,
         "which device answers at a serial port or device server, and how clean the line is",
+    ),
+    "verify-install": (
+        _verify_install,
+        "the installed lammer's components and digests (seeded: --seed), or against a manifest",
+    ),
+    "release": (_release, "signed release manifests: keygen, manifest, verify"),
+    "authenticate": (
+        _authenticate,
+        "the floor's software authenticator: asks every table with a fresh seed, on a schedule",
     ),
     "demo": (_demo, "a simulated floor: broker, simulators, daemons and a display"),
 }

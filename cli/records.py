@@ -28,11 +28,14 @@ import sys
 from collections.abc import Iterator
 from datetime import date, time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from contract.nodes import parse_nodes
 from contract.tasks import STOP_DEADLINE_S, exit_after
+from foundation.endpoints import parse_nodes
+
+if TYPE_CHECKING:
+    from metrics.settings import MetricsSettings
 
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -77,6 +80,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="messages stored in one transaction at most (default 200; 1: one each)",
+    )
+    run_p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics here (PORT alone: 127.0.0.1:PORT; default: none)",
+    )
+    run_p.add_argument(
+        "--metrics-allow-from",
+        action="append",
+        default=[],
+        metavar="ADDRESS[/BITS]",
+        help="a Prometheus server allowed to scrape besides this machine (repeat; needed "
+        "for a --metrics-listen beyond loopback)",
     )
     _day(run_p)
     run_p.set_defaults(_action=_run)
@@ -199,6 +215,22 @@ def _nodes(text: str) -> list[tuple[str, int]]:
         raise ValueError(f"--mqtt {text!r}: {exc}") from None
 
 
+def _metrics(listen: str | None, allow: list[str]) -> MetricsSettings | None:
+    """``--metrics-listen`` and ``--metrics-allow`` (``ValueError`` with a sentence)."""
+    from metrics.settings import MetricsConfigError, metrics_settings
+
+    if listen is None:
+        if allow:
+            raise ValueError("--metrics-allow-from needs --metrics-listen")
+        return None
+    try:
+        return metrics_settings(listen, allow)
+    except MetricsConfigError as exc:
+        raise ValueError(
+            "--metrics-listen: " + str(exc).replace("allow_from", "--metrics-allow-from")
+        ) from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from records.observe import GamingDay, system_zone
     from records.service import BATCH, Settings, prefixes_of
@@ -208,6 +240,7 @@ def _run(args: argparse.Namespace) -> int:
         (host, port), *others = _nodes(args.mqtt)
         prefixes = prefixes_of(args.prefix or ["lammer"])
         password = None
+        metrics = _metrics(args.metrics_listen, args.metrics_allow_from)
         if args.mqtt_ca_file is not None:
             from records.service import tls_context
 
@@ -237,6 +270,7 @@ def _run(args: argparse.Namespace) -> int:
         day=GamingDay(args.day_starts, args.timezone or system_zone()),
         mqtt_ca_file=args.mqtt_ca_file,
         batch=args.batch or BATCH,
+        metrics=metrics,
     )
     import psycopg
 

@@ -25,6 +25,7 @@ from cli.main import build_parser
 from daemon.config import TableConfig
 from display.web.config import WebConfig
 from display.web.server import HEALTH_FIELDS
+from metrics.families import Family
 from rules.alarms import ALARMS
 from simulators.cli import build_parser as build_sim_parser
 
@@ -331,17 +332,21 @@ def alarms_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def prometheus_metrics() -> list[tuple[str, str, str]]:
-    """``(name, type, help)`` of every Prometheus metric lammer exports: none yet.
+def prometheus_metrics() -> list[tuple[str, Family]]:
+    """``(process, family)`` of every Prometheus family lammer serves, as declared."""
+    from daemon.metrics import FAMILIES as TABLE
+    from display.web.metrics import FAMILIES as WEB
+    from records.metrics import FAMILIES as RECORDS
 
-    The metrics of issue 33 belong here, read from their registry (each family's name,
-    type and help), so that their page is generated as every other reference is.
-    """
-    return []
+    return [
+        *(("lammer run", f) for f in TABLE),
+        *(("lammer web", f) for f in WEB),
+        *(("lammer records run", f) for f in RECORDS),
+    ]
 
 
 def metrics_page() -> str:
-    """Every field of ``lammer web``'s ``/api/health``, and the metrics once they exist."""
+    """Every field of ``lammer web``'s ``/api/health``, and every Prometheus family."""
     lines = [
         GENERATED,
         "",
@@ -356,13 +361,26 @@ def metrics_page() -> str:
         "|---|---|",
     ]
     lines += [f"| `{name}` | {_cell(meaning)} |" for name, meaning in HEALTH_FIELDS.items()]
-    lines += ["", "## Prometheus metrics", ""]
-    metrics = prometheus_metrics()
-    if metrics:
-        lines += ["| metric | type | meaning |", "|---|---|---|"]
-        lines += [f"| `{n}` | {t} | {_cell(h)} |" for n, t, h in metrics]
-    else:
-        lines.append("None yet. [Monitoring](../floor/monitoring.md) says what can be watched.")
+    lines += [
+        "",
+        "## Prometheus metrics",
+        "",
+        "Served in the text format on `GET /metrics` by each process that is given a metrics "
+        "listener (a table's `[metrics] listen`, `lammer web --metrics-listen`, `lammer "
+        "records run --metrics-listen`), declared once in `daemon/metrics.py`, "
+        "`display/web/metrics.py` and `records/metrics.py`. A histogram's samples are "
+        "`_bucket`, `_sum` and `_count`; an info is one sample of value 1 whose labels are "
+        "the information. How to scrape them and what to alert on: "
+        "[Monitoring](../floor/monitoring.md).",
+        "",
+        "| process | metric | type | labels | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {process} | `{f.exposed}` | {f.kind} | "
+        f"{', '.join(f'`{label}`' for label in f.labels) or '-'} | {_cell(f.help)} |"
+        for process, f in prometheus_metrics()
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from daemon.config import load_config
-from daemon.errors import BrokerLoginRefused, ConfigFileError, JournalError
+from daemon.errors import BrokerLoginRefused, ConfigFileError, JournalError, MetricsListenError
 from daemon.logs import configure_logging
 
 
@@ -66,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         # configuration: systemd's RestartPreventExitStatus=2 does not loop on it).
         print(f"lammer: {exc}", file=sys.stderr)
         return 2
+    except MetricsListenError as exc:
+        # Another table on the same port, say: one line, exit 1 (systemd retries).
+        print(f"lammer: {exc}", file=sys.stderr)
+        return 1
     except JournalError as exc:
         # A journal that cannot be opened (a missing or read-only folder, a file that is
         # not a journal, another daemon holding it) is an operator's problem to fix: one

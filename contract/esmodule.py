@@ -1,10 +1,11 @@
 """The browser's share of the contract: one ES module generated from these declarations.
 
 The pages of ``lammer web`` run ES modules as served (no build step), so what they need of
-the contract (the topics, the contract's version, the games' and bets' names, the texts of
-the clauses a stickperson reads) is written into ``display/web/static/js/contract.js`` by
-``write_module`` (``make schemas``), and a test fails when the file is stale. No page
-spells a game, a bet or a clause itself, and none reads the daemon's English.
+the contract (the topics and which games publish them, the screens' history, the
+contract's version, the games' and bets' names, the texts of the clauses a stickperson
+reads) is written into ``display/web/static/js/contract.js`` by ``write_module`` (``make
+schemas``), and a test fails when the file is stale. No page spells a topic, a game, a bet
+or a clause itself, and none reads the daemon's English.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from contract.payloads import CONTRACT_VERSION, TOPICS
+from contract.topics import FAMILY_TOPICS, HISTORY, HISTORY_TOPICS, RESULTS, Topic
 from contract.vocabulary import BET_NAMES, GAME_NAMES, INVALID_ROLL_CLAUSES, VOID_CLAUSES
 from rules.events import MAX_ID, POKER_GAMES
 
@@ -42,6 +44,27 @@ def module_text() -> str:
             {topic: {"retained": retained} for topic, (_, retained) in TOPICS.items()},
             "Every JSON topic under a table's base topic, and whether it is retained.",
         ),
+        _const(
+            "TOPIC",
+            {member.name: member.value for member in Topic},
+            "Every topic under a table's base topic, by name: a page never spells one.",
+        ),
+        _const(
+            "FAMILY_TOPICS",
+            {name: [t.value for t in topics] for name, topics in FAMILY_TOPICS.items()},
+            "Each game family's own topics (poker: the games with a Cover All Bonus).",
+        ),
+        _const(
+            "RESULTS",
+            [t.value for t in RESULTS],
+            "The topics a table's last result is read from, in the order preferred.",
+        ),
+        _const(
+            "HISTORY_TOPICS",
+            sorted(t.value for t in HISTORY_TOPICS),
+            "The topics whose earlier messages a page keeps, besides the latest.",
+        ),
+        _const("HISTORY", HISTORY, "Messages kept per table and history topic."),
         _const("GAMES", dict(GAME_NAMES), "Each game a table plays, as people name it."),
         _const("POKER_GAMES", list(POKER_GAMES), "The games with a Cover All Bonus."),
         _const("BETS", dict(BET_NAMES), "The Bonus Craps bets as the seed names them."),

@@ -68,3 +68,37 @@ class IntegrityBody(PayloadModel):
     table: TableId
     ts: Timestamp
     alarms: list[IntegrityAlarm]
+
+
+# ---------------------------------------------------------------------------------------
+# Software authentication (mqtt-api.md 1.4): published by ``lammer authenticate``.
+
+SOFTWARE_ROOT: Final = f"{FLOOR_ROOT}/software/"
+"""The prefix of every table's software topic (retained)."""
+
+SOFTWARE_ALARM: Final = "SOFTWARE"
+"""The alarm the pit shows for a table whose software is not ``approved``."""
+
+
+def software_topic(table: str) -> str:
+    """Where the floor's authenticator retains a table's software status."""
+    return f"{SOFTWARE_ROOT}{table}"
+
+
+class SoftwareBody(PayloadModel):
+    """``lammer-floor/software/<table>`` (retained): the latest authentication of a table.
+
+    ``status`` ``approved`` (its answer to a fresh seed matches the approved manifest
+    ``manifest``), ``unknown`` (it matches none: ``differs`` names the first component
+    that does not match the manifest of its version, or the first manifest) or ``silent``
+    (no answer in time, or only answers to another seed); ``version`` is what its ``info``
+    says; ``message`` a sentence for the pit.
+    """
+
+    table: TableId
+    ts: Timestamp
+    status: Literal["approved", "unknown", "silent"]
+    version: Annotated[str, Field(max_length=200)] | None
+    manifest: Annotated[str, Field(max_length=300)] | None
+    differs: Annotated[str, Field(max_length=300)] | None
+    message: Text

@@ -52,13 +52,14 @@ one; ``pending_roll`` is ``{roll_id, dice, reason}``; ``alarms[].since`` is writ
 
 from __future__ import annotations
 
-import json
 import re
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from contract.topics import Topic
+from foundation import strict_json
 from rules.alarms import ALARMS
 from rules.cards import parse_card
 from rules.craps import SERIES_SHOWN
@@ -73,9 +74,10 @@ from rules.events import (
     TableGame,
 )
 
-CONTRACT_VERSION: Final = "1.3"
-"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 additions and
-lammer's own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
+CONTRACT_VERSION: Final = "1.4"
+"""The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 to 1.4
+additions (1.4: ``info``'s ``software``, ``request/authenticate``) and lammer's
+own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
 ``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
 ``since``; docs/reference/mqtt.md)."""
 
@@ -725,6 +727,22 @@ class PaytablesModel(PayloadModel):
     )
 
 
+HEX_DIGEST_PATTERN: Final = r"^[0-9a-f]{64}$"
+HexDigest = Annotated[str, Field(pattern=HEX_DIGEST_PATTERN, description="64 hex digits")]
+"""A SHA-256 or HMAC-SHA256, lowercase hex (``contract.software``)."""
+
+
+class SoftwareModel(PayloadModel):
+    """What the table runs (mqtt-api.md 1.4): the lammer version and the SHA-256 over the
+    sorted list of its critical components, each hashed with SHA-256
+    (``contract.software``, ``lammer verify-install``)."""
+
+    version: Name = Field(description="the lammer version")
+    digest: HexDigest = Field(
+        description="SHA-256 over the sorted `sha256sum`-style listing of every component"
+    )
+
+
 class InfoBody(PayloadModel):
     """``info`` (retained; added topic): what this table runs, for screens and the pit.
 
@@ -742,6 +760,12 @@ class InfoBody(PayloadModel):
     paytables: PaytablesModel = Field(
         description="`{cover_all, bonus_craps, bust_bonus}`, each `null` but the table's own "
         "game's:"
+    )
+    software: SoftwareModel | None = Field(
+        default=None,
+        description="`{version, digest}`: the installed software's digest, computed at start "
+        "(`null` from a table before 1.4)",
+        json_schema_extra=_added("1.4"),
     )
 
 
@@ -791,17 +815,17 @@ class InfoMessage(InfoBody, Envelope):
 
 # topic (relative to the base topic) -> (model of the published message, retained)
 TOPICS: Final[dict[str, tuple[type[Envelope], bool]]] = {
-    "info": (InfoMessage, True),
-    "state": (StateMessage, True),
-    "alarms": (AlarmsMessage, True),
-    "cover_all/payouts": (CoverAllPayoutsMessage, True),
-    "cover_all/result": (CoverAllResultMessage, True),
-    "craps/board": (CrapsBoardMessage, True),
-    "craps/roll": (CrapsRollMessage, False),
-    "craps/result": (CrapsResultMessage, False),
-    "craps/reversal": (CrapsReversalMessage, False),
-    "bust_bonus/state": (BustBonusStateMessage, True),
-    "bust_bonus/result": (BustBonusResultMessage, True),
+    Topic.INFO: (InfoMessage, True),
+    Topic.STATE: (StateMessage, True),
+    Topic.ALARMS: (AlarmsMessage, True),
+    Topic.COVER_ALL_PAYOUTS: (CoverAllPayoutsMessage, True),
+    Topic.COVER_ALL_RESULT: (CoverAllResultMessage, True),
+    Topic.CRAPS_BOARD: (CrapsBoardMessage, True),
+    Topic.CRAPS_ROLL: (CrapsRollMessage, False),
+    Topic.CRAPS_RESULT: (CrapsResultMessage, False),
+    Topic.CRAPS_REVERSAL: (CrapsReversalMessage, False),
+    Topic.BUST_BONUS_STATE: (BustBonusStateMessage, True),
+    Topic.BUST_BONUS_RESULT: (BustBonusResultMessage, True),
 }
 """Every topic the daemon publishes from the table's state and the rules' outcomes, with
 its model and whether it is retained: the one topic table of producers and consumers
@@ -908,10 +932,6 @@ class PayloadError(ValueError):
         self.detail = detail
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def describe(exc: ValidationError, *, most: int = 3) -> str:
     """The first errors of a validation, each naming its field (``dice.1: ...``)."""
     parts = []
@@ -931,7 +951,7 @@ def decode(payload: bytes) -> dict[str, Any]:
     if len(payload) > MAX_PAYLOAD:
         raise PayloadError("too_large", f"{len(payload)} bytes")
     try:
-        data = json.loads(payload, parse_constant=_no_constant)
+        data = strict_json.loads(payload)
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise PayloadError("not_json", f"not UTF-8 JSON ({str(exc)[:200]})") from None
     except RecursionError:

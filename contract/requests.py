@@ -28,7 +28,7 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from contract.payloads import Envelope, PayloadModel, TableId, Text
+from contract.payloads import Envelope, HexDigest, PayloadModel, TableId, Text
 from rules.events import MAX_ID, VoidClause
 
 MAX_PAYLOAD: Final = 4096
@@ -155,7 +155,7 @@ class OverturnRequest(RequestModel):
 RESEND_SPAN: Final = 1000
 """``to_seq - from_seq`` at most (mqtt-api.md 1.3 "at most 1,000 apart")."""
 
-USER_LEVEL: Final = frozenset({"resend"})
+USER_LEVEL: Final = frozenset({"resend", "authenticate"})
 """Requests a read-only user publishes with its user name as one more topic level,
 ``<base>/request/<name>/<user>`` (mqtt-api.md 1.4): the broker grants each user its own
 name only, so the table knows who asks and can budget per user. The bare
@@ -246,6 +246,34 @@ class ResendRequest(RequestBase):
         return self
 
 
+SEED_HEX: Final = re.compile(r"(?:[0-9a-fA-F]{2}){16,64}")
+"""A seed of ``request/authenticate``: 16 to 64 bytes in hex (mqtt-api.md 1.4)."""
+
+
+class AuthenticateRequest(RequestBase):
+    """``request/authenticate`` (mqtt-api.md 1.4): the table reads its critical components
+    now and answers with each one's HMAC-SHA256 under ``seed`` and the whole's
+    (``contract.software``). The terminal (bare) and ``records``
+    (``request/authenticate/records``) may ask; ``display`` may not."""
+
+    EFFECT: ClassVar[str] = (
+        "reads the installed software now and answers each component's HMAC-SHA256 under the "
+        "seed and the whole's (at most one at a time, a few a minute per user)"
+    )
+
+    seed: str = Field(description="the verifier's fresh seed: 16 to 64 bytes, hex")
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _seed(cls, value: object) -> str:
+        if not isinstance(value, str) or not SEED_HEX.fullmatch(value):
+            raise ValueError(
+                f"seed must be 16 to 64 bytes written in hex (32 to 128 hex digits), got "
+                f"{_shown(value)}"
+            )
+        return value.lower()
+
+
 ALARM_CODE: Final = re.compile(r"[A-Z][A-Z0-9_]{0,79}")
 """An alarm code as the table raises them (``MODE_MISMATCH``, ``DEVICE_FAULT_JAM``)."""
 
@@ -275,16 +303,27 @@ REQUEST_MODELS: Final[dict[str, type[RequestBase]]] = {
     "overturn": OverturnRequest,
     "resend": ResendRequest,
     "alarm_ack": AlarmAckRequest,
+    "authenticate": AuthenticateRequest,
 }
 """Every request of mqtt-api.md by name."""
 
 REQUEST_NAMES: Final = tuple(REQUEST_MODELS)
 
-NAMES_TEXT: Final = "roll_decision, void_roll, overturn, resend or alarm_ack"
+NAMES_TEXT: Final = "roll_decision, void_roll, overturn, resend, alarm_ack or authenticate"
 
 
 # ---------------------------------------------------------------------------------------
 # Responses
+
+MAX_COMPONENTS: Final = 5000
+"""Components an ``authenticate`` answer may list (a release has a few hundred)."""
+
+
+class ComponentHmac(PayloadModel):
+    """One component of an ``authenticate`` answer: its path and its HMAC under the seed."""
+
+    path: Annotated[str, Field(min_length=1, max_length=300)]
+    hmac: HexDigest
 
 
 class ResponseBody(PayloadModel):
@@ -310,6 +349,20 @@ class ResponseBody(PayloadModel):
         ge=1,
         description="resend: every seq of the range below this one is no longer in the "
         "journal; `null` if none is gone",
+    )
+    # authenticate (mqtt-api.md 1.4); null for the other requests.
+    seed: Annotated[str, Field(pattern=r"^[0-9a-f]{32,128}$")] | None = Field(
+        default=None, description="authenticate: the seed asked with, echoed (lowercase hex)"
+    )
+    digest: HexDigest | None = Field(
+        default=None,
+        description="authenticate: HMAC-SHA256 under the seed over the sorted list of the "
+        "components' HMACs",
+    )
+    components: Annotated[list[ComponentHmac], Field(max_length=MAX_COMPONENTS)] | None = Field(
+        default=None,
+        description="authenticate: `[{path, hmac}]`, each component's HMAC-SHA256 under the "
+        "seed, sorted by path",
     )
 
     @model_validator(mode="after")

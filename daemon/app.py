@@ -29,25 +29,38 @@ import gc
 import signal
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Final, assert_never
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, assert_never
 
 import structlog
 
+from contract.manifest import ManifestError, load_manifest, public_keys
+from contract.software import (
+    Component,
+    SoftwareError,
+    components,
+    first_difference,
+    installed_root,
+    parse_seed,
+    seeded,
+    whole_digest,
+)
 from contract.vocabulary import lammer_version
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
 from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
-from daemon.errors import JournalError
+from daemon.errors import JournalError, MetricsListenError
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
 from daemon.notify import Notifier
 from daemon.publications import retained_topics
 from daemon.requests import Incoming
 from daemon.segments import Segment, open_live, remove_segment
-from drivers.backoff import Backoff
+from daemon.tally import DeviceCounts, Tally
 from drivers.driver import DeviceDriver
 from drivers.events import (
     BadFrameReceived,
@@ -57,8 +70,12 @@ from drivers.events import (
     NoiseReceived,
     Received,
 )
+from foundation.backoff import Backoff
 from rules import table
 from rules.events import Device, DeviceConnected, DeviceDisconnected
+
+if TYPE_CHECKING:
+    from metrics.endpoint import MetricsServer
 
 log = structlog.get_logger("lammer.daemon")
 
@@ -106,12 +123,23 @@ class TableDaemon:
         the MQTT link tells, ``_login_watch`` hands it to the table (``MQTT_LOGIN_REFUSED``)."""
         self.disk_check_every = disk_check_every
         self.growth = GrowthMeter()
+        self.software_root = installed_root()
+        """The folder holding the lammer packages this process runs: what is authenticated."""
+        self.software: SoftwareCheck | None = None
+        """The installed software as read at start, checked against ``[software]``."""
+        self.tally = Tally()
+        """What ``[metrics]`` counts as the shell works (``daemon.tally``)."""
+        if config.metrics is not None:
+            # Loaded now, before the start's heap is settled (``settle_heap``), not after.
+            import daemon.metrics  # noqa: F401
+            import metrics.endpoint  # noqa: F401
 
     async def run(self) -> None:
         """Open the journal, replay it, then run drivers and MQTT until cancelled."""
         # Every line logged inside names the table, the drivers' and the MQTT link's
         # included; tasks started here copy the context.
         with structlog.contextvars.bound_contextvars(table=self.config.table.id):
+            self.software = check_software(self.config, self.software_root, self.log)
             journal = open_live(self.config.journal_path, key=self.config.journal.read_key())
             core: TableCore | None = None
             try:
@@ -144,6 +172,7 @@ class TableDaemon:
             self.config,
             journal,
             version=lammer_version(),
+            software_digest=None if self.software is None else self.software.digest,
             clock=self.clock,
             on_replay_progress=lambda: self.notifier.extend_timeout(REPLAY_EXTENSION_S),
             replay_progress_every=self.replay_extend_every,
@@ -155,6 +184,19 @@ class TableDaemon:
         # what another game of this table id left retained is cleared.
         core.upkeep.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
         core.start()
+        refused = False
+        if self.software is not None:
+            core.software_checked(self.software.record(), self.software.problem)
+            if self.software.problem is not None:
+                # Issue 33: a table whose program cannot be verified refuses play: offline,
+                # its devices never opened, SOFTWARE on its alarms; requests still answered
+                # (a lab can authenticate it remotely).
+                refused = True
+                mqtt.set_available(False)
+                self.log.error(
+                    "software not approved: the table stays closed",
+                    problem=self.software.problem,
+                )
         core.journal_writable()  # a JOURNAL_FAULT a stopped daemon left: the start wrote
         if not self.reserve.ensure():
             self.log.warning(
@@ -162,10 +204,17 @@ class TableDaemon:
                 "without a JOURNAL_FAULT alarm",
                 path=str(self.reserve.path),
             )
+        metrics = self._metrics_server(core, mqtt)
         try:
+            if metrics is not None:
+                try:
+                    await metrics.start()
+                except OSError as exc:  # a port in use: the daemon stops with a sentence
+                    raise MetricsListenError(str(metrics.settings), exc) from exc
+                self.log.info("metrics served", listen=str(metrics.settings))
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(mqtt.run(), name="mqtt")
-                for device, driver in self._make_drivers(core):
+                for device, driver in [] if refused else self._make_drivers(core):
                     tg.create_task(self._pump(core, mqtt, device, driver), name=f"driver-{device}")
                 tg.create_task(self._watchdog(core), name="watchdog")
                 tg.create_task(self._timer(core, mqtt), name="timer")
@@ -176,11 +225,34 @@ class TableDaemon:
                 self.log.info("table running", game=self.config.table.game)
         finally:
             self.notifier.stopping()
+            if metrics is not None:
+                await metrics.stop()
             await mqtt.close()
             try:
                 core.close()  # a snapshot: the next start replays nothing
             except JournalError as exc:
                 self.log.error("no snapshot at stop: the journal refused it", error=str(exc))
+
+    def _metrics_server(self, core: TableCore, mqtt: MqttLink) -> MetricsServer | None:
+        """The ``[metrics]`` endpoint on this table's own registry, or None (not asked).
+        Imported only then: a table without metrics loads neither aiohttp nor
+        prometheus_client."""
+        if self.config.metrics is None:
+            return None
+        from daemon.metrics import TableCollector, table_registry
+        from metrics.endpoint import MetricsServer
+
+        collector = TableCollector(
+            core=core,
+            link=mqtt,
+            tally=self.tally,
+            growth=self.growth,
+            journal_path=self.config.journal_path,
+            version=core.version,
+            devices=table.devices_for(self.config.table.game),
+        )
+        registry = table_registry(collector, self.tally)
+        return MetricsServer(registry, self.config.metrics.settings())
 
     def _make_mqtt(self, core: TableCore) -> MqttLink:
         m = self.config.mqtt
@@ -189,6 +261,18 @@ class TableDaemon:
         async def on_request(incoming: Incoming) -> None:
             assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
             await self._durably(core, link, lambda: core.decide(incoming))
+            pending = core.pending_authentication
+            if pending is not None:
+                # request/authenticate: the files are read now, off the event loop (tens
+                # of ms); the requests behind it wait, devices do not.
+                core.pending_authentication = None
+                asked = pending[1]
+                answer = await asyncio.to_thread(
+                    seeded_answer, self.software_root, asked.request.seed
+                )
+                await self._durably(
+                    core, link, lambda: core.authenticated(pending[0], asked, answer)
+                )
 
         def on_journal_error() -> None:
             assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
@@ -209,6 +293,7 @@ class TableDaemon:
             floor_resend=m.floor_resend,
             on_journal_error=on_journal_error,
             on_login=self._logins.put_nowait,
+            on_published=self.tally.published,
         )
         core.resender = link  # request/resend copies go out through the link
         return link
@@ -231,20 +316,27 @@ class TableDaemon:
     ) -> None:
         """Journal, apply and publish every event of one driver, in order."""
         dlog = self.log.bind(device=device)
+        counts = self.tally.device(device)
         async for event in driver.events():
-            await self._durably(
+            arrived = time.monotonic()
+            count_event(counts, event)
+            queued = await self._durably(
                 core, mqtt, functools.partial(on_driver_event, core, device, event, dlog)
             )
+            if queued and isinstance(event, Received):
+                # Nothing is published before this: the link runs at the next await.
+                self.tally.frame_queued(core.journal.last_seq, arrived)
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
 
-    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> None:
+    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> int:
         """Run ``handle`` (a core call: journal, apply, queue) until the journal takes it.
 
         While the journal refuses (a full disk, an I/O error) the event is held: nothing
         is acknowledged (the device sends the frame again: nothing is lost), the table is
         published ``offline`` (a screen shows it closed: no payout can be trusted to the
         record now), and an error is logged every ``JOURNAL_RETRY_S``. When the journal
-        takes it again, the outage goes into the record and the table is ``online``."""
+        takes it again, the outage goes into the record and the table is ``online``.
+        Returns the number of messages queued."""
         while True:
             if self._fault.since is not None and not self._fault.room():
                 # Nothing is written into the reserve's room but the fault's own record:
@@ -262,7 +354,7 @@ class TableDaemon:
                 self._fault.over(core, mqtt)  # stays faulted if the record cannot be kept
             if queued:
                 mqtt.notify()
-            return
+            return queued
 
     async def _login_watch(self, core: TableCore, mqtt: MqttLink) -> None:
         """What the MQTT link says of its login, journaled as the table's alarm."""
@@ -377,6 +469,89 @@ def settle_heap() -> int:
     return gc.get_freeze_count()
 
 
+@dataclass(frozen=True, slots=True)
+class SoftwareCheck:
+    """The installed software as read at start: its digest, how long reading it took, and
+    against ``[software]``'s manifests which one it matches or the problem (a sentence)."""
+
+    digest: str | None
+    """None when the files could not be read."""
+    count: int
+    ms: float
+    approved: str | None
+    problem: str | None
+
+    def record(self) -> dict[str, object]:
+        """What the journal keeps of it (kind ``daemon``, ``software``)."""
+        return {
+            "version": lammer_version(),
+            "digest": self.digest,
+            "components": self.count,
+            "ms": self.ms,
+            "approved": self.approved,
+            "problem": self.problem,
+        }
+
+
+def check_software(config: TableConfig, root: Path, log: Any) -> SoftwareCheck:
+    """Read the installed components now (``contract.software``) and check them against
+    the approved manifests of ``[software]``, if any."""
+    started = time.perf_counter()
+    try:
+        parts = components(root)
+    except SoftwareError as exc:
+        # Closed only where approved manifests are required; else published as unknown.
+        log.error("installed software unreadable", error=str(exc))
+        unread = f"the installed software cannot be read: {exc}"
+        return SoftwareCheck(None, 0, 0.0, None, unread if config.software.manifests else None)
+    digest = whole_digest(parts)
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    approved, problem = _approval(config, parts, digest)
+    log.info(
+        "software digest",
+        digest=digest,
+        components=len(parts),
+        ms=ms,
+        approved=approved,
+        problem=problem,
+    )
+    return SoftwareCheck(digest, len(parts), ms, approved, problem)
+
+
+def _approval(
+    config: TableConfig, parts: tuple[Component, ...], digest: str
+) -> tuple[str | None, str | None]:
+    section = config.software
+    if not section.manifests:
+        return None, None
+    try:
+        keys = public_keys(section.public_keys)
+        manifests = [load_manifest(p, keys) for p in section.manifests]
+    except ManifestError as exc:
+        return None, f"the software cannot be verified: {exc}"
+    for manifest in manifests:
+        if manifest.digest == digest:
+            return manifest.name, None
+    version = lammer_version()
+    closest = next((m for m in manifests if m.version == version), manifests[0])
+    actual = {c.path: c.digest for c in parts}
+    found = first_difference(actual, dict(closest.components))
+    what = "its components differ" if found is None else found[1]
+    return None, (
+        f"the installed software matches no approved release manifest: {what} "
+        f"(against {closest.name}, lammer {closest.version})"
+    )
+
+
+def seeded_answer(root: Path, seed_hex: str) -> tuple[tuple[Component, ...], str] | str:
+    """``request/authenticate``'s answer read now: the components' HMACs under the seed and
+    the whole's, or a sentence why the files cannot be read. Runs in a worker thread."""
+    try:
+        return seeded(components(root), parse_seed(seed_hex))
+    except SoftwareError as exc:
+        return f"the installed software cannot be read: {exc}"
+
+
 class JournalFault:
     """A journal that refuses to write, while it does: since when, why, how many held.
 
@@ -459,6 +634,21 @@ class JournalFault:
         if queued:
             mqtt.notify()
         self.log.info("journal writes again: the table is online", held=held, error=error)
+
+
+def count_event(counts: DeviceCounts, event: DriverEvent) -> None:
+    """One driver event in its device's counts (``[metrics]``)."""
+    match event:
+        case Received():
+            counts.frames += 1
+        case BadFrameReceived():
+            counts.naks += 1  # the driver NAKed it already
+        case NoiseReceived():
+            counts.noise += 1
+        case Disconnected():
+            counts.disconnects += 1
+        case _:
+            pass
 
 
 def on_driver_event(core: TableCore, device: Device, event: DriverEvent, dlog: Any) -> int:

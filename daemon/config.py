@@ -17,15 +17,14 @@ Sections and who needs them:
   (CRAPS) and ``[bust_bonus]`` (BJ) have defaults. A section the game does not use is
   accepted (one file may list every key) and reported by
   ``TableConfig.notes()``, which ``lammer check-config`` prints.
-* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults.
+* ``[mqtt]``, ``[journal]``, ``[logging]``, ``[watchdog]``: optional, with defaults;
+  ``[metrics]`` (a Prometheus endpoint) only when given.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import os
-import tomllib
 import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -46,9 +45,18 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from daemon.errors import ConfigFileError
-from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
 from drivers.errors import DriverConfigError
 from drivers.settings import RS485_MAX_DELAY, DriverSettings, Rs485
+from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM
+from foundation.config_files import (
+    TYPE_PROBLEMS,
+    did_you_mean,
+    existing_file,
+    private_file,
+    read_toml,
+    resolve,
+)
+from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 from rules.events import GAMES, Device, TableGame
 
 CARD_GAMES: Final[frozenset[str]] = frozenset(GAMES)
@@ -98,37 +106,6 @@ Seconds = Annotated[
     StrictFloat, AfterValidator(_positive), Field(json_schema_extra={"exclusiveMinimum": 0})
 ]
 Port = Annotated[StrictInt, _range(1, 65535), _between(1, 65535)]
-
-
-def _resolve(value: Path, info: ValidationInfo) -> Path:
-    """A relative path is relative to the configuration file's directory."""
-    value = value.expanduser()
-    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
-    if not value.is_absolute() and isinstance(base, Path):
-        value = base / value
-    return value
-
-
-def _existing_file(value: Path, info: ValidationInfo) -> Path:
-    value = _resolve(value, info)
-    if not value.exists():
-        raise ValueError(f"no such file: {value}")
-    if not value.is_file():
-        raise ValueError(f"not a regular file: {value}")
-    return value
-
-
-def _private_file(value: Path, info: ValidationInfo) -> Path:
-    """An existing regular file only its owner may read or write (a password, a key)."""
-    value = _existing_file(value, info)
-    mode = value.stat().st_mode & 0o777
-    if mode & 0o077:
-        # A secret others may read (or replace) is no secret: refuse it, as ssh does.
-        raise ValueError(
-            f"must be readable by its owner only, got mode {mode:04o} "
-            f"(group or others may read or write it): chmod 600 {value}"
-        )
-    return value
 
 
 class _Section(BaseModel):
@@ -298,7 +275,7 @@ class TlsSection(_Section):
     @field_validator("ca_file", "cert_file", "key_file")
     @classmethod
     def _exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        return None if value is None else existing_file(value, info)
 
 
 class MqttSection(_Section):
@@ -376,7 +353,7 @@ class MqttSection(_Section):
     @field_validator("password_file")
     @classmethod
     def _password_exists(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _private_file(value, info)
+        return None if value is None else private_file(value, info)
 
     def read_password(self) -> str | None:
         """The password from ``password_file`` (first line, without its newline), or None."""
@@ -451,7 +428,7 @@ class JournalSection(_Section):
     def _usable(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _resolve(value, info)
+        value = resolve(value, info)
         if value.is_dir():
             raise ValueError(f"is a directory, expected a file path: {value}")
         # The journal creates missing directories; an ancestor that is a file cannot work.
@@ -478,7 +455,7 @@ class JournalSection(_Section):
     def _command(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
+        value = existing_file(value, info)
         if not os.access(value, os.X_OK):
             raise ValueError(f"is not executable: {value}")
         return value
@@ -488,7 +465,7 @@ class JournalSection(_Section):
     def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _private_file(value, info)
+        value = private_file(value, info)
         if value.stat().st_size < 16:
             raise ValueError(f"holds {value.stat().st_size} bytes: a key needs 16 or more")
         return value
@@ -560,6 +537,57 @@ class BustBonusSection(_Section):
     )
 
 
+class SoftwareSection(_Section):
+    """``[software]``: the approved releases (issue 33). At start the table computes its
+    installed software's digest (``lammer verify-install``) and, when ``manifests`` are
+    given, stays closed (``availability`` ``offline``, a ``SOFTWARE`` alarm naming the
+    first file that differs) unless it matches one of them, each signed by one of
+    ``public_keys`` (``lammer release``)."""
+
+    manifests: list[Annotated[Path, AfterValidator(existing_file)]] = Field(
+        default_factory=list,
+        description="Approved release manifests (lammer release manifest); none: no check",
+    )
+    public_keys: list[Annotated[Path, AfterValidator(existing_file)]] = Field(
+        default_factory=list,
+        description="Public keys (PEM) the manifests must be signed with",
+    )
+
+    @model_validator(mode="after")
+    def _keys_given(self) -> SoftwareSection:
+        if self.manifests and not self.public_keys:
+            raise ValueError("manifests are given without public_keys to verify them with")
+        return self
+
+
+class MetricsSection(_Section):
+    """``[metrics]``: a Prometheus endpoint (``GET /metrics``, text format) for the floor's
+    IT (docs/floor/monitoring.md). Opt-in: without this section nothing listens. Each table
+    of a controller needs a port of its own."""
+
+    listen: str = Field(
+        description="HOST:PORT (or PORT: 127.0.0.1:PORT) of the metrics endpoint; a host "
+        "other than loopback needs allow_from",
+    )
+    allow_from: list[str] = Field(
+        default=[],
+        description="Addresses or networks (10.0.0.5, 10.0.0.0/24) of the Prometheus servers "
+        "allowed to scrape besides this machine; others get 403",
+    )
+
+    @model_validator(mode="after")
+    def _checked(self) -> MetricsSection:
+        try:
+            metrics_settings(self.listen, self.allow_from)
+        except MetricsConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def settings(self) -> MetricsSettings:
+        """The listener as ``metrics.endpoint`` serves it."""
+        return metrics_settings(self.listen, self.allow_from)
+
+
 class TableConfig(_Section):
     """One table's whole configuration."""
 
@@ -572,6 +600,8 @@ class TableConfig(_Section):
     watchdog: WatchdogSection = WatchdogSection()
     bonus_craps: BonusCrapsSection = BonusCrapsSection()
     bust_bonus: BustBonusSection = BustBonusSection()
+    software: SoftwareSection = SoftwareSection()
+    metrics: MetricsSection | None = None
 
     @property
     def client_id(self) -> str:
@@ -732,8 +762,7 @@ def _describe(error: Any) -> str:
     got = f", got {value!r}"
     if kind == "extra_forbidden":
         names = _field_names(TableConfig, tuple(error["loc"]))
-        close = difflib.get_close_matches(str(error["loc"][-1]), names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(str(error["loc"][-1]), names)
         return f"unknown key{hint}" + (
             f" (known: {', '.join(names)})" if names and not hint else ""
         )
@@ -747,15 +776,8 @@ def _describe(error: Any) -> str:
         return f"must be one of {ctx.get('expected')}{got}"
     if kind in {"model_type", "model_attributes_type", "dict_type"}:
         return f"must be a table ([section] or {{...}}){got}"
-    simple = {
-        "int_type": "an integer",
-        "bool_type": "true or false",
-        "float_type": "a number",
-        "string_type": "a string",
-        "path_type": "a path string",
-    }
-    if kind in simple:
-        return f"must be {simple[kind]}{got}"
+    if kind in TYPE_PROBLEMS:
+        return f"{TYPE_PROBLEMS[kind]}{got}"
     return f"{error['msg']}{got}"
 
 
@@ -779,20 +801,7 @@ def load_config(path: str | Path) -> TableConfig:
     unreadable file, TOML that does not parse, or settings that do not validate.
     """
     path = Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigFileError(path, ["(file): no such file"]) from None
-    except IsADirectoryError:
-        raise ConfigFileError(path, ["(file): is a directory"]) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigFileError(path, [f"(file): not UTF-8 text ({exc.reason})"]) from exc
-    except OSError as exc:
-        raise ConfigFileError(path, [f"(file): cannot read: {exc.strerror}"]) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigFileError(path, [f"(file): not valid TOML: {exc}"]) from exc
+    data = read_toml(path, ConfigFileError)
     try:
         return validate_config(data, base_dir=path.resolve().parent)
     except ConfigFileError as exc:

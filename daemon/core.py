@@ -50,7 +50,8 @@ from typing import Any
 import structlog
 
 from contract.payloads import Publication
-from contract.requests import BARE_USER
+from contract.requests import BARE_USER, ComponentHmac
+from contract.software import Component
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
@@ -61,6 +62,7 @@ from daemon.publications import info_publication, outcome_publication, state_pub
 from daemon.records import to_record
 from daemon.replay import Memory, Replay, Settings, reconfigure, start_record
 from daemon.requests import (
+    AuthenticateAsked,
     DropCounter,
     Dropped,
     Incoming,
@@ -101,11 +103,20 @@ from rules.events import (
     ModeReported,
     NoiseSeen,
     Outcome,
+    SoftwareChecked,
     TimePassed,
 )
 from rules.table import HostFact
 
 log = structlog.get_logger("lammer.daemon")
+
+AUTHENTICATIONS_PER_MINUTE = 6
+"""``request/authenticate`` served per user in any 60 s (each reads every installed file,
+tens of milliseconds off the event loop); more are refused with ``AUTH_RATE_ERROR``."""
+
+AUTH_RATE_ERROR = (
+    f"at most {AUTHENTICATIONS_PER_MINUTE} authentications a minute per user: ask again in a minute"
+)
 
 CLOCK_JUMP_LIMIT = 2.0
 """Seconds the wall clock may move against the steady clock between two looks before it
@@ -131,6 +142,7 @@ class TableCore:
         journal: Journal,
         *,
         version: str,
+        software_digest: str | None = None,
         clock: Clock = utc_now,
         on_replay_progress: Callable[[], object] | None = None,
         replay_progress_every: int = 50_000,
@@ -165,7 +177,11 @@ class TableCore:
             craps_paytable=config.bonus_craps.paytable,
             decks=config.bust_bonus.decks,
             dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+            digest=software_digest,
         )
+        self.software_digest = software_digest
+        """The installed software's digest computed at start (``contract.software``), or
+        None when not computed (a core built by a test)."""
         self.dropped = DropCounter()
         """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
         self.busy = DropCounter()
@@ -178,6 +194,11 @@ class TableCore:
         self.resends = ResendDesk()
         """What each user's resends may cost: a rate, copies shared, a budget
         (``daemon.resend``)."""
+        self.authentications: dict[str, list[datetime]] = {}
+        """Per user, when its recent ``request/authenticate`` were served (the rate)."""
+        self.pending_authentication: tuple[Incoming, AuthenticateAsked] | None = None
+        """An admitted ``request/authenticate`` the shell is to serve (it reads the files
+        off the event loop, then calls ``authenticated``)."""
         self.resend_refused = DropCounter()
         """Resends refused past a user's copy budget and not answered: counted, reported
         once a minute."""
@@ -488,6 +509,8 @@ class TableCore:
             return self._refuse(incoming, request.request_id, request.error, at)
         if isinstance(request, ResendAsked):
             return self._resend(incoming, request, at)
+        if isinstance(request, AuthenticateAsked):
+            return self._authenticate_admit(incoming, request, at)
         name = incoming.name
         rlog = self.log.bind(request=name, request_id=request.request_id)
         decision = request.decision
@@ -566,6 +589,61 @@ class TableCore:
         self.resends.served(user, plan)
         resender.resend(plan.publish)
         self.log.info("resend served", **record)
+        return queued
+
+    def _authenticate_admit(
+        self, incoming: Incoming, asked: AuthenticateAsked, at: datetime
+    ) -> int:
+        """A well-formed ``request/authenticate``: within its user's rate it is handed to
+        the shell (``pending_authentication``), which reads the files off the event loop;
+        past it, refused."""
+        user = incoming.user or BARE_USER
+        recent = [t for t in self.authentications.get(user, []) if (at - t).total_seconds() < 60]
+        if len(recent) >= AUTHENTICATIONS_PER_MINUTE:
+            self.authentications[user] = recent
+            return self._refuse(incoming, asked.request_id, AUTH_RATE_ERROR, at)
+        self.authentications[user] = [*recent, at]
+        self.pending_authentication = (incoming, asked)
+        return 0
+
+    def authenticated(
+        self,
+        incoming: Incoming,
+        asked: AuthenticateAsked,
+        answer: tuple[tuple[Component, ...], str] | str,
+    ) -> int:
+        """Answer a ``request/authenticate`` with what the shell read: each component's
+        HMAC under the seed and the whole's, or the sentence why the files could not be
+        read; journaled with who asked (operator, user) and the seed."""
+        at = self.clock()
+        request, request_id = asked.request, asked.request_id
+        if isinstance(answer, str):
+            return self._refuse(incoming, request_id, answer, at)
+        macs, digest = answer
+        record: dict[str, object] = {
+            "operator": request.operator,
+            "request_id": request_id,
+            "user": incoming.user or BARE_USER,
+            "seed": request.seed,
+            "digest": digest,
+            "components": len(macs),
+            "software_digest": self.software_digest,
+        }
+        with self._batch():
+            self._journal("decision", {"authenticate": record}, at=at)
+            queued = self._queue(
+                response_publication(
+                    incoming.name,
+                    request_id,
+                    None,
+                    table=self.table_id,
+                    seed=request.seed,
+                    digest=digest,
+                    components=[ComponentHmac(path=c.path, hmac=c.digest) for c in macs],
+                ),
+                at,
+            )
+        self.log.info("software authenticated", **record)
         return queued
 
     def _refuse(
@@ -688,6 +766,15 @@ class TableCore:
         """The broker refused the table's login after the start, or takes it again
         (``MQTT_LOGIN_REFUSED``). Returns the messages queued."""
         return self._host_fact(BrokerLoginChecked(refused=refused, user=user), self.clock())
+
+    def software_checked(self, record: dict[str, object], problem: str | None) -> int:
+        """The installed software read at start (issue 33): its digest journaled (kind
+        ``daemon``, ``software``), and ``SOFTWARE`` raised when ``problem`` (it matches no
+        approved manifest), cleared otherwise. Returns the messages queued."""
+        at = self.clock()
+        with self._batch():
+            self._journal("daemon", {"software": record}, at=at)
+            return self._host_fact(SoftwareChecked(problem=problem), at)
 
     def disk_checked(self, free_bytes: int, needed_bytes: int, hours: int) -> int:
         """The free space on the journal's disk against what ``hours`` of its growth need

@@ -3,7 +3,7 @@
 One base for the layer; builtins mixed in where they fit, so callers may catch either::
 
     DaemonError(Exception)
-    ├── ConfigFileError(DaemonError, ValueError)    a table configuration that cannot be used:
+    ├── ConfigFileError(DaemonError, ConfigProblems)  a table configuration that cannot be used:
     │                                               ``problems`` lists every one as
     │                                               ``key.path: what is wrong``
     ├── JournalError(DaemonError)                   the journal refused an operation
@@ -21,28 +21,18 @@ parsing text. Other daemon modules add their errors under ``DaemonError`` here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
+
+from foundation.config_files import ConfigProblems
 
 
 class DaemonError(Exception):
     """Base of every error raised by the daemon layer."""
 
 
-class ConfigFileError(DaemonError, ValueError):
-    """A configuration file that cannot be used.
-
-    ``path`` is the file (``None`` when validated from data), ``problems`` every problem
-    found, each ``key.path: what is wrong`` (a file-level problem names no key).
-    """
-
-    def __init__(self, path: Path | None, problems: Sequence[str]) -> None:
-        self.path = path
-        self.problems: tuple[str, ...] = tuple(problems)
-        where = str(path) if path is not None else "configuration"
-        count = len(self.problems)
-        header = f"{where}: {count} problem{'s' if count != 1 else ''}"
-        super().__init__("\n  ".join([header, *self.problems]))
+class ConfigFileError(DaemonError, ConfigProblems):
+    """A table configuration that cannot be used: ``path`` is the file (``None`` when
+    validated from data), ``problems`` every problem found (``ConfigProblems``)."""
 
 
 class JournalError(DaemonError):
@@ -87,3 +77,12 @@ class BrokerLoginRefused(DaemonError, PermissionError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class MetricsListenError(DaemonError, OSError):
+    """``[metrics] listen`` cannot be listened on (a port in use, an address not this
+    machine's): the daemon stops with this sentence, and systemd tries again."""
+
+    def __init__(self, listen: str, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        super().__init__(f"cannot serve metrics on {listen} ([metrics] listen): {reason}")

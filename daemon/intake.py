@@ -4,9 +4,9 @@ A table needs a stickperson's decision every few rolls; each one costs a journal
 transaction (an fsync) and an answer on the wire. A client that may publish requests (a
 pit terminal, or whoever holds its password) can send thousands a second. Served one by
 one, they would push the table's results behind their answers and fill the journal
-(issue 20: 5,000 requests in 2 s delayed a roll by 19.8 s and grew the journal 1.3 KB a
-request). So the MQTT link asks ``RequestGate.check`` for every request as it arrives,
-before it is queued:
+(measured without the gate: 5,000 requests in 2 s delayed a roll by 19.8 s and grew the
+journal 1.3 KB a request). So the MQTT link asks ``RequestGate.check`` for every request as
+it arrives, before it is queued:
 
 * ``ADMIT``: within the rate (a token bucket: ``rate`` a second on average, ``burst`` at
   once); the request is served as always (journaled, answered).
@@ -37,9 +37,10 @@ would still read one by one is left unread for a while (``Flood``, ``SHED_AT``).
 from __future__ import annotations
 
 import enum
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
+
+from foundation.bucket import TokenBucket, positive_rate
 
 REQUEST_RATE: Final = 5.0
 """Requests a second a table serves on average (a stickperson decides a few a minute)."""
@@ -59,45 +60,6 @@ class Verdict(enum.Enum):
     COUNT = "count"
 
 
-def _checked_rate(what: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{what} must be a number, got {type(value).__name__}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a finite number above 0, got {value!r}")
-    return float(value)
-
-
-@dataclass(slots=True)
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` kept; ``take`` spends one if there is one.
-    Time is the caller's (a monotonic clock in seconds): a clock that goes back adds none."""
-
-    rate: float
-    burst: float
-    _tokens: float = field(init=False)
-    _at: float | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        self.rate = _checked_rate("rate", self.rate)
-        self.burst = _checked_rate("burst", self.burst)
-        if self.burst < 1:
-            raise ValueError(f"burst must be at least 1, got {self.burst!r}")
-        self._tokens = self.burst
-
-    def take(self, now: float) -> bool:
-        """Spend a token at ``now`` if one is left; False when the bucket is empty."""
-        if not math.isfinite(now):
-            raise ValueError(f"not a time: {now!r}")
-        if self._at is not None and now > self._at:
-            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
-        if self._at is None or now > self._at:
-            self._at = now
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
-
-
 class RequestGate:
     """The table's request intake: ``check(now)`` for each request as it arrives."""
 
@@ -108,7 +70,7 @@ class RequestGate:
         burst: int = REQUEST_BURST,
         answers: float = BUSY_ANSWERS,
     ) -> None:
-        self.rate = _checked_rate("rate", rate)
+        self.rate = positive_rate("rate", rate)
         self._requests = TokenBucket(rate, burst)
         self._answers = TokenBucket(answers, 1)
         self.admitted = 0
@@ -152,7 +114,7 @@ class Flood:
     one by one: each costs the link a packet parsed and acknowledged on the table's event
     loop, thousands a second, and the table's results wait behind them). The link then
     unsubscribes for ``SHED_FOR`` seconds: the broker drops what nobody reads, at no cost
-    to the table (issue 28: 5,000 resend requests a second from one user)."""
+    to the table (a flood measured at 5,000 resend requests a second from one user)."""
 
     at: int = SHED_AT
     window: float = 1.0

@@ -91,8 +91,8 @@ SCHEMA_VERSION: Final = 3  # PRAGMA user_version (2: outbox.refused; 3: the hash
 
 WAL_CHECKPOINT_PAGES: Final = 256
 """``PRAGMA wal_autocheckpoint``: the WAL is copied into the database once it holds this many
-pages (1 MiB at SQLite's 4 KiB pages; SQLite's default, 1000, let the WAL alone fill a
-3 MB disk: issue 20)."""
+pages (1 MiB at SQLite's 4 KiB pages; with SQLite's default, 1000, the WAL alone filled a
+3 MB disk under a flood of requests)."""
 
 WAL_LIMIT_BYTES: Final = 1024 * 1024
 """``PRAGMA journal_size_limit``: after a checkpoint the WAL file is cut back to this size
@@ -594,6 +594,14 @@ class Journal:
         ).fetchall()
         return [_message(row) for row in rows]
 
+    def pending_count(self) -> int:
+        """How many messages are not yet published (the outbox's depth)."""
+        try:
+            row = self._conn.execute("SELECT count(*) FROM outbox WHERE published = 0").fetchone()
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot count the outbox: {exc}") from exc
+        return int(row[0])
+
     def mark_published(self, *seqs: int) -> None:
         """Record that messages ``seqs`` reached the broker, in one transaction.
         Idempotent.
@@ -767,10 +775,6 @@ class Journal:
         finally:
             self._conn.execute("PRAGMA busy_timeout = 5000")
         return not busy
-
-    def size_bytes(self) -> int:
-        """The database file's size on disk."""
-        return self._path.stat().st_size
 
     def _read(self, query: str, params: tuple[object, ...]) -> list[Any]:
         try:

@@ -7,7 +7,8 @@
    ``<base>/availability``; TCP_NODELAY on the socket (with Nagle on, about 0.5% of
    messages stall 40 ms);
 2. subscribe ``<base>/request/+`` and, for the requests read-only users send at their own
-   level (mqtt-api.md 1.4, ``contract.requests.USER_LEVEL``), ``<base>/request/resend/+``
+   level (mqtt-api.md 1.4, ``contract.requests.USER_LEVEL``), ``<base>/request/<name>/+``
+   for ``authenticate`` and ``resend``
    (QoS 1), before saying ``online``, so a request sent the moment a terminal sees
    ``online`` finds the table listening;
 3. publish ``online`` (retained);
@@ -23,7 +24,7 @@
 
 When the broker is unreachable or the connection drops, the link logs the outage once
 (and its end), and reconnects after a jittered, capped, exponential backoff
-(``drivers.backoff``, the policy every link of lammer shares: 0.5 s, capped at 5 s, by
+(``foundation.backoff``, the policy every link of lammer shares: 0.5 s, capped at 5 s, by
 default, so displays are stale at most about 5 s after the broker returns). Nothing is
 lost: unacknowledged messages stay pending in the journal and go out, in order, on the
 next connection. Within one connection each message is published once; across a
@@ -125,7 +126,7 @@ from daemon.intake import SHED_AT, SHED_FOR, Flood, RequestGate, Verdict
 from daemon.outbox import Outbox, OutboxMessage
 from daemon.requests import Incoming
 from daemon.resend import MAX_USERS, OTHERS, RESEND_BURST, RESEND_RATE, RESENT_PROPERTY
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 
 log = structlog.get_logger("lammer.mqtt")
 
@@ -186,6 +187,7 @@ class MqttLink:
         shed_for: float = SHED_FOR,
         on_journal_error: Callable[[], None] | None = None,
         on_login: Callable[[bool], None] | None = None,
+        on_published: Callable[[list[OutboxMessage]], None] | None = None,
     ) -> None:
         if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
             raise ValueError(f"not a usable base topic: {base_topic!r}")
@@ -225,6 +227,8 @@ class MqttLink:
         """Times a request subscription was left unread for a flood (``daemon.intake``)."""
         self._on_journal_error = on_journal_error
         self._on_login = on_login
+        self._on_published = on_published
+        """Told of the outbox messages the broker acknowledged, in seq order (the metrics)."""
         """Told ``True`` when the broker refuses the login after the start (the table raises
         ``MQTT_LOGIN_REFUSED``), ``False`` when it takes it again."""
         self._login_refused = False
@@ -292,6 +296,11 @@ class MqttLink:
     def published(self) -> int:
         """How many outbox messages this link has had acknowledged since it started."""
         return self._published
+
+    @property
+    def available(self) -> bool:
+        """What ``availability`` says: True for ``online`` (``set_available``)."""
+        return self._available
 
     def notify(self) -> None:
         """New messages are in the outbox: wake the drain (sync; call from the loop)."""
@@ -635,6 +644,9 @@ class MqttLink:
                 # connection dropped behind it.
                 if mark and acked:
                     self._published += len(acked)
+                    if self._on_published is not None:
+                        done_seqs = set(acked)
+                        self._on_published([m for m in chunk if m.seq in done_seqs])
                     self._unmarked.update(acked)
                     self._mark_unmarked()
                     if self._floor_resend:

@@ -26,6 +26,7 @@ from typing import assert_never
 
 from contract.payloads import (
     CONTRACT_VERSION,
+    TOPICS,
     Alarm,
     AlarmsBody,
     BetProgressModel,
@@ -51,10 +52,12 @@ from contract.payloads import (
     PendingRollModel,
     Publication,
     SeriesRollModel,
+    SoftwareModel,
     StateBody,
     format_odds,
     publication,
 )
+from contract.topics import Topic, game_topics
 from daemon.clock import format_ts
 from rules import bust_bonus, craps
 from rules.alarms import PAYOUT_ALARMS
@@ -81,12 +84,11 @@ def retained_topics(game: str) -> frozenset[str]:
     """The retained topics a table of ``game`` publishes (``availability`` included): any
     other retained topic under its base is not this table's (a table id used before for
     another game) and is cleared at start (``MqttLink.survey``)."""
-    common = {"availability", "info", "state", "alarms"}
-    if game in POKER_GAMES:
-        return frozenset(common | {"cover_all/payouts", "cover_all/result"})
-    if game == "BJ":
-        return frozenset(common | {"bust_bonus/state", "bust_bonus/result"})
-    return frozenset(common | {"craps/board"})
+    return frozenset(
+        topic
+        for topic in game_topics(game)
+        if topic == Topic.AVAILABILITY or TOPICS[topic][1]  # TOPICS: (model, retained)
+    )
 
 
 def _odds_or_none(value: Decimal | None) -> str | None:
@@ -112,7 +114,7 @@ def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
             return _cover_all_result(outcome, table)
         case RollRecorded():
             return publication(
-                "craps/roll",
+                Topic.CRAPS_ROLL,
                 CrapsRollBody(
                     table=table,
                     roll_id=outcome.roll_id,
@@ -124,7 +126,7 @@ def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
             )
         case CrapsBetSettled():
             return publication(
-                "craps/result",
+                Topic.CRAPS_RESULT,
                 CrapsResultBody(
                     table=table,
                     roll_id=outcome.roll_id,
@@ -135,7 +137,7 @@ def outcome_publication(outcome: Outcome, *, table: str) -> Publication | None:
             )
         case CrapsBetReversed():
             return publication(
-                "craps/reversal",
+                Topic.CRAPS_REVERSAL,
                 CrapsReversalBody(
                     table=table, roll_id=outcome.roll_id, bet=outcome.bet, outcome=outcome.outcome
                 ),
@@ -157,7 +159,7 @@ def _cover_all_payouts(outcome: CoverAllPayouts, table: str) -> Publication:
         hands=outcome.hands,
         paytable=[PayRowModel(hand=r.hand, pays=format_odds(r.pays)) for r in outcome.paytable],
     )
-    return publication("cover_all/payouts", body)
+    return publication(Topic.COVER_ALL_PAYOUTS, body)
 
 
 def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
@@ -187,7 +189,7 @@ def _cover_all_result(outcome: CoverAllResult, table: str) -> Publication:
         pays=_odds_or_none(outcome.pays),
         reason=outcome.reason,
     )
-    return publication("cover_all/result", body)
+    return publication(Topic.COVER_ALL_RESULT, body)
 
 
 def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
@@ -207,7 +209,7 @@ def _bust_bonus_result(outcome: BustBonusResult, table: str) -> Publication:
         paytable_row=outcome.paytable_row,
         column=outcome.column,
     )
-    return publication("bust_bonus/result", body)
+    return publication(Topic.BUST_BONUS_RESULT, body)
 
 
 # ---------------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ def state_publications(
             for name, d in state.devices
         }
         publications.append(_state(state, devices, alarms, table))
-        publications.append(publication("alarms", AlarmsBody(table=table, alarms=alarms)))
+        publications.append(publication(Topic.ALARMS, AlarmsBody(table=table, alarms=alarms)))
     if state.craps is not None and not unchanged((state.craps, since.craps if since else None)):
         publications.append(
             craps_board_publication(
@@ -279,7 +281,7 @@ def bust_bonus_state_publication(view: bust_bonus.BustBonusView, *, table: str) 
         dealer_cards=list(view.dealer_cards),
         paytable_row=view.paytable_row,
     )
-    return publication("bust_bonus/state", body)
+    return publication(Topic.BUST_BONUS_STATE, body)
 
 
 def _state(
@@ -293,7 +295,7 @@ def _state(
         devices=devices,
         alarms=alarms,
     )
-    state_publication = publication("state", body)
+    state_publication = publication(Topic.STATE, body)
     for name, device in state_publication.body["devices"].items():
         if name != "shuffler":
             del device["mode"]  # the spec lists mode "for the shuffler"
@@ -355,7 +357,7 @@ def craps_board_publication(
         ],
         series_count=board.series_count,
     )
-    return publication("craps/board", body)
+    return publication(Topic.CRAPS_BOARD, body)
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,8 +372,10 @@ def info_publication(
     craps_paytable: int,
     decks: int,
     dealer_hits_soft_17: bool,
+    digest: str | None = None,
 ) -> Publication:
-    """``info`` (added topic): the version, the game and the whole pay tables in use."""
+    """``info`` (added topic): the version, the game and the whole pay tables in use, and
+    the software's digest (``contract.software``, mqtt-api.md 1.4)."""
     cover_all = None
     if game in POKER_GAMES:
         pt = cover_all_table(game)
@@ -409,5 +413,6 @@ def info_publication(
         contract=CONTRACT_VERSION,
         game=game,
         paytables=PaytablesModel(cover_all=cover_all, bonus_craps=bonus_craps, bust_bonus=bust),
+        software=None if digest is None else SoftwareModel(version=version, digest=digest),
     )
-    return publication("info", body)
+    return publication(Topic.INFO, body)

@@ -48,6 +48,8 @@ from contract.requests import (
     USER_LEVEL,
     USER_PATTERN,
     AlarmAckRequest,
+    AuthenticateRequest,
+    ComponentHmac,
     OverturnRequest,
     RequestBase,
     ResendRequest,
@@ -55,6 +57,7 @@ from contract.requests import (
     RollDecisionRequest,
     VoidRollRequest,
 )
+from foundation import strict_json
 from rules.events import (
     AlarmAcknowledged,
     RollDecided,
@@ -190,7 +193,7 @@ def request_id_of(payload: bytes) -> str | int | None:
     if len(payload) > MAX_PAYLOAD:
         return None
     try:
-        data: Any = json.loads(payload.decode("utf-8"), parse_constant=_constant)
+        data: Any = strict_json.loads(payload.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     raw = data.get("request_id") if isinstance(data, dict) else None
@@ -236,10 +239,6 @@ def _describe(exc: ValidationError, name: str, model: type[RequestBase]) -> str:
     return "; ".join(problems)
 
 
-def _constant(text: str) -> object:
-    raise ValueError(f"{text} is not a number JSON allows")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """A well-formed request: its name, its own id (echoed in the response) and the
@@ -270,7 +269,7 @@ def validate_request(name: str, payload: bytes) -> tuple[RequestBase, str | int 
     except UnicodeDecodeError as exc:
         raise RequestError(f"the request is not UTF-8 text: {exc.reason}") from exc
     try:
-        data: Any = json.loads(text, parse_constant=_constant)
+        data: Any = strict_json.loads(text)
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         raise RequestError(f"the request is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
@@ -341,7 +340,20 @@ class ResendAsked:
     request: ResendRequest
 
 
-def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refused | Dropped:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthenticateAsked:
+    """A well-formed ``request/authenticate`` (mqtt-api.md 1.4): it asks no decision of the
+    rules; the shell reads the components off the event loop and the core answers
+    (``TableCore.authenticated``)."""
+
+    request_id: str | int | None
+    request: AuthenticateRequest
+
+
+Admitted = Request | ResendAsked | AuthenticateAsked | Refused | Dropped
+
+
+def admit(incoming: Incoming, *, at: datetime) -> Admitted:
     """What becomes of a request as received (``at``: when), in this order, before anything
     parses the payload: a name of any shape but ``[a-z0-9_]{1,64}`` is dropped, and so is a
     user level on a request that has none, or that is not a user's name; a retained
@@ -372,6 +384,10 @@ def admit(incoming: Incoming, *, at: datetime) -> Request | ResendAsked | Refuse
             request, request_id = validate_request(name, incoming.payload)
             assert isinstance(request, ResendRequest)  # noqa: S101  narrows for mypy: validate_request('resend') returns one
             return ResendAsked(request_id=request_id, request=request)
+        if name == "authenticate":
+            request, request_id = validate_request(name, incoming.payload)
+            assert isinstance(request, AuthenticateRequest)  # noqa: S101  narrows for mypy: validate_request('authenticate') returns one
+            return AuthenticateAsked(request_id=request_id, request=request)
         return parse_request(name, incoming.payload, at=at)
     except RequestError as exc:
         return Refused(request_id=exc.request_id, error=str(exc))
@@ -385,10 +401,14 @@ def response_publication(
     table: str,
     sent: int | None = None,
     missing_before: int | None = None,
+    seed: str | None = None,
+    digest: str | None = None,
+    components: list[ComponentHmac] | None = None,
 ) -> Publication:
     """``response/<name>``: ``status`` ok when ``error`` is None, else error with the
     sentence; ``request_id`` echoed as it came; ``sent`` and ``missing_before`` for
-    ``resend`` (null for the other requests)."""
+    ``resend``, ``seed``, ``digest`` and ``components`` for ``authenticate`` (null for the
+    other requests)."""
     body = ResponseBody(
         table=table,
         request_id=request_id,
@@ -396,5 +416,8 @@ def response_publication(
         error=error,
         sent=sent,
         missing_before=missing_before,
+        seed=seed,
+        digest=digest,
+        components=components,
     )
     return Publication(f"response/{name}", False, built(f"response/{name}", body))

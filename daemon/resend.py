@@ -8,7 +8,7 @@ with the MQTT 5 user property ``resent`` = ``true`` (``RESENT_PROPERTY``).
 Every copy goes to every subscriber of the table, and over its bridge to the whole floor,
 so one request can cost a thousand messages: a client holding the ``display`` password
 (every pit screen's) asking 50 times a second made one table publish 57,942 copies in
-20 s (issue 28). ``ResendDesk`` decides, per asking user, what a request costs:
+20 s (measured before the desk). ``ResendDesk`` decides, per asking user, what a request costs:
 
 * **Who asks.** A read-only user asks on ``request/resend/<user>``, and the broker lets it
   publish at its own name only (mqtt-api.md 1.4; ``lammer broker-config`` and
@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 from contract.requests import copy_budget
-from daemon.intake import TokenBucket
 from daemon.outbox import OutboxMessage
+from foundation.bucket import TokenBucket
 
 RESEND_RATE: Final = 4.0
 """Resend requests a table serves per second for one user, sustained."""

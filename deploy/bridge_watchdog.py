@@ -44,7 +44,7 @@ from daemon.notify import Notifier
 from deploy import children
 from deploy.broker import mosquitto_path
 from deploy.broker_config import PROBE_ROOT, read_conf
-from deploy.endpoints import Endpoint
+from foundation.endpoints import Endpoint
 
 log = structlog.get_logger("lammer.bridge_watchdog")
 

@@ -96,13 +96,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
-from contract.floor import bridge_status_topic, integrity_topic
+from contract.floor import bridge_status_topic, integrity_topic, software_topic
 from contract.payloads import TOPICS
 from contract.requests import request_topic
 from daemon.config import TableConfig
 from daemon.errors import DaemonError
 from deploy import floor
-from deploy.endpoints import Endpoint, parse_endpoint
 from deploy.files import (
     Change,
     Owner,
@@ -111,6 +110,7 @@ from deploy.files import (
     make_dir,
     write_file,
 )
+from foundation.endpoints import Endpoint, parse_endpoint
 
 # ---------------------------------------------------------------------------------------
 # Limits (the reasons are written next to each in mosquitto.conf, see _limits_section)
@@ -668,15 +668,22 @@ def _users(
     records = User(
         name=RECORDS,
         role="records",
-        about="The floor's records: read every table; publish resend requests and the "
-        "integrity alarms only",
+        about="The floor's records and authenticator: read every table; publish resend and "
+        "authenticate requests at its own name, the integrity alarms and the software "
+        "status only",
         grants=(
             *(
                 g
                 for t in tables
-                for g in (Grant("read", f"{t.base}/#"), resend_grant(t.base, RECORDS))
+                for g in (
+                    Grant("read", f"{t.base}/#"),
+                    resend_grant(t.base, RECORDS),
+                    # lammer authenticate (records/authenticate.py) runs as records.
+                    Grant("write", request_topic(t.base, "authenticate", RECORDS)),
+                )
             ),
             Grant("write", integrity_topic("+")),
+            Grant("write", software_topic("+")),
         ),
     )
     displays, terminals = devices
@@ -718,6 +725,7 @@ def _display_grants(tables: Sequence[Table], user: str) -> tuple[Grant, ...]:
     return (
         *(g for t in tables for g in (*readable_grants(t.base), resend_grant(t.base, user))),
         Grant("read", integrity_topic("+")),
+        Grant("read", software_topic("+")),
     )
 
 

@@ -74,12 +74,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic
+from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic, software_topic
 from contract.requests import request_topic
 from daemon.errors import DaemonError
 from deploy import floor, floor_tls
-from deploy.endpoints import Endpoint, is_loopback, parse_endpoint
 from deploy.files import Change, foreign_files, keep_or_make_password, make_dir, write_file
+from foundation.endpoints import Endpoint, is_loopback, parse_endpoint
 
 DEFAULT_MQTT_PORT: Final = 1883
 DEFAULT_ROUTE_PORT: Final = 6222
@@ -513,12 +513,19 @@ def floor_users(plan: FloorPlan, hashes: dict[str, str]) -> tuple[FloorUser, ...
     users.append(
         FloorUser(
             name=RECORDS,
-            about="The floor's records (lammer records): read every table; publish resend "
-            "requests at its own name and the integrity alarms only",
+            about="The floor's records (lammer records, lammer authenticate): read every "
+            "table; publish resend and authenticate requests at its own name, the integrity "
+            "alarms and the software status only",
             password_bcrypt=hashes[RECORDS],
             publish_allow=(
                 *(_resend_subject(t.base, RECORDS) for t in plan.tables),
+                # lammer authenticate runs as records (mqtt-api.md 1.4).
+                *(
+                    floor.nats_subject(request_topic(t.base, "authenticate", RECORDS))
+                    for t in plan.tables
+                ),
                 floor.nats_subject(integrity_topic("+")),
+                floor.nats_subject(software_topic("+")),
             ),
             publish_deny=(),
             subscribe_allow=_readers(plan),

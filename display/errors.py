@@ -3,7 +3,7 @@
 One base for the layer; builtins mixed in where they fit::
 
     DisplayError(Exception)
-    ├── WebConfigError(DisplayError, ValueError)   a ``lammer web`` configuration that cannot
+    ├── WebConfigError(DisplayError, ConfigProblems)  a ``lammer web`` configuration that cannot
     │                                              be used: ``problems`` lists every one as
     │                                              ``key: what is wrong``
     ├── UsersFileError(DisplayError, ValueError)   a users file that cannot be read or written
@@ -15,24 +15,18 @@ One base for the layer; builtins mixed in where they fit::
 from __future__ import annotations
 
 import errno
-from collections.abc import Sequence
 from pathlib import Path
+
+from foundation.config_files import ConfigProblems
 
 
 class DisplayError(Exception):
     """Base of every error raised by the display layer."""
 
 
-class WebConfigError(DisplayError, ValueError):
-    """A ``lammer web`` configuration that cannot be used; ``problems`` lists every one."""
-
-    def __init__(self, path: Path | None, problems: Sequence[str]) -> None:
-        self.path = path
-        self.problems: tuple[str, ...] = tuple(problems)
-        where = str(path) if path is not None else "configuration"
-        count = len(self.problems)
-        header = f"{where}: {count} problem{'s' if count != 1 else ''}"
-        super().__init__("\n  ".join([header, *self.problems]))
+class WebConfigError(DisplayError, ConfigProblems):
+    """A ``lammer web`` configuration that cannot be used; ``problems`` lists every one
+    (``ConfigProblems``)."""
 
 
 class UsersFileError(DisplayError, ValueError):

@@ -78,7 +78,7 @@ from contract.payloads import (
 from contract.session import UNBOUNDED, bounded, session
 from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
 from contract.vocabulary import BET_NAMES, GAME_NAMES
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 from rules.events import POKER_GAMES, CrapsBet, TableGame
 from rules.text import plural
 
@@ -870,7 +870,7 @@ class OptionError(ValueError):
 
 def link_of(args: argparse.Namespace) -> Link:
     """The ``Link`` the options describe; ``OptionError`` saying what is wrong."""
-    from contract.nodes import parse_nodes
+    from foundation.endpoints import parse_nodes
 
     try:
         nodes = parse_nodes(args.mqtt_host, args.port) if args.mqtt_host else []

@@ -35,7 +35,7 @@ Policies, each from link-layer.md unless said otherwise:
   quiet for half of it; no byte by the end of it is a disconnect (``DeviceTimeout``).
 * The port's loss (USB unplugged, pty closed, socket dropped, I/O error) gives
   ``Disconnected``; reopening waits ``reconnect_initial * 2**n`` capped at ``reconnect_max``,
-  jittered to 50-100 % of that (``drivers.backoff``), and starts again from
+  jittered to 50-100 % of that (``foundation.backoff``), and starts again from
   ``reconnect_initial`` once a good frame arrives. Only cancellation (or closing the
   iterator) stops the driver; the port is closed and waited for (pyserial-asyncio closes it
   in a background task: we await it).

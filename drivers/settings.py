@@ -15,9 +15,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from drivers.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM, Backoff
 from drivers.errors import DriverConfigError
 from drivers.rfc2217 import PortRequest
+from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM, Backoff
 from rules.events import DEVICES, Device
 
 MAX_BAUDRATE: Final = 2**31 - 1  # what termios (a C int) holds; real lines stop near 12 Mbaud
@@ -78,7 +78,7 @@ class DriverSettings:
     * ``silence_timeout``: ``None``, or seconds without a byte after which the device counts
       as lost (a ``QUERY`` probes it at half of that).
     * ``reconnect_initial``, ``reconnect_max``: the jittered backoff of reopening
-      (``drivers.backoff``; 0.5 s, capped at 5 s, by default).
+      (``foundation.backoff``; 0.5 s, capped at 5 s, by default).
     * ``rs485``: ``None``, or RS-485 half duplex on a device path (``Rs485``): refused for
       a device server's URL (the server's port has its own setting) and with ``rtscts``
       (RTS switches the transmitter). Whether the port's kernel driver has RS-485 is known
@@ -120,7 +120,7 @@ class DriverSettings:
             raise DriverConfigError(f"ack_deadline {self.ack_deadline} s is not positive")
         if self.silence_timeout is not None and self.silence_timeout <= 0:
             raise DriverConfigError(f"silence_timeout {self.silence_timeout} s is not positive")
-        Backoff(self.reconnect_initial, self.reconnect_max)  # checks the reconnect delays
+        _check_delays(self.reconnect_initial, self.reconnect_max)
         endpoint = check_url(self.url)
         if self.rs485 is not None:
             if endpoint is not None:
@@ -257,3 +257,11 @@ def _rfc2217(url: str, host: str, port: int, query: str) -> Endpoint:
     return Endpoint(
         scheme="rfc2217", host=host, port=port, timeout=timeout, await_control=await_control
     )
+
+
+def _check_delays(initial: float, maximum: float) -> None:
+    """The reconnect delays as ``Backoff`` checks them, refused as a ``DriverConfigError``."""
+    try:
+        Backoff(initial, maximum)
+    except ValueError as exc:
+        raise DriverConfigError(str(exc)) from None

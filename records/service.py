@@ -60,10 +60,13 @@ from contract.follow import resent_mark
 from contract.nodes import Nodes
 from contract.session import observe_disconnect
 from contract.tasks import cancel_and_wait
+from metrics.endpoint import MetricsServer
+from metrics.settings import MetricsSettings
 from records.errors import MessageError, StoreUnreachable
 from records.integrity import Finding
 from records.messages import Message as Stored
 from records.messages import parse
+from records.metrics import records_registry
 from records.migrate import migrate
 from records.observe import GamingDay, TableWatch
 from records.publish import integrity_payload
@@ -129,6 +132,8 @@ class Settings:
     settle: float = 5.0
     """At a stop, how long the writer may take to store what waits (then the broker keeps
     what was not acknowledged)."""
+    metrics: MetricsSettings | None = None
+    """Where to serve Prometheus metrics (``records.metrics``); None: nowhere."""
 
 
 def now_ts() -> str:
@@ -185,6 +190,9 @@ class Records:
         self.stored = 0
         self.dropped = 0
         self.batches = 0
+        self.stored_ts: dict[str, tuple[str, float]] = {}
+        """Each table's newest message stored: its ``ts`` and when it was stored (wall
+        clock), replaced whole by the writer's thread (``records.metrics``)."""
         self._warned: dict[tuple[str, str], float] = {}
 
     def replay(self) -> None:
@@ -317,6 +325,7 @@ class Records:
             else []
         )
         self.batches += 1
+        newest: dict[str, str] = {}
         for item, result in zip(batch.items, results, strict=True):
             if isinstance(item, Missing):
                 for first, last in result if isinstance(result, list) else []:
@@ -331,10 +340,14 @@ class Records:
             if not isinstance(item, Stored) or result is not True:
                 continue
             self.stored += 1
+            newest[item.table] = item.ts
             if item.topic in WATCHED:
                 families = self._watch(item.table).feed(item.topic, item.payload)
                 if families:
                     self._integrity(item.table, self._watch(item.table).evaluate(item.ts, families))
+        if newest:
+            stamp = time.time()
+            self.stored_ts = {**self.stored_ts, **{t: (ts, stamp) for t, ts in newest.items()}}
 
     def committed(self, batch: Batch) -> None:
         """After ``commit``, in the event loop: the positions are the store's, and the
@@ -381,6 +394,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     stop = stop or asyncio.Event()
     conn: psycopg.Connection[Any] = await asyncio.to_thread(_connect, settings.dsn)
     records: Records | None = None
+    stack = contextlib.AsyncExitStack()  # the metrics listener, when served
     try:
         applied = await asyncio.to_thread(migrate, conn)
         if applied:
@@ -388,6 +402,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         conn.autocommit = False
         records = Records(settings, conn)
         await asyncio.to_thread(records.replay)
+        if settings.metrics is not None:
+            metrics = MetricsServer(records_registry(records), settings.metrics)
+            await metrics.start()
+            stack.push_async_callback(metrics.stop)
+            log.info("metrics served", listen=str(settings.metrics))
         closing = asyncio.Event()
         writer = asyncio.create_task(_writer(records, closing))
         serve = asyncio.create_task(_serve(records, stop))
@@ -404,6 +423,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             if error is not None:
                 raise error
     finally:
+        await stack.aclose()
         # The writer may have opened another connection (the first one was lost).
         await asyncio.to_thread((records.conn if records is not None else conn).close)
 

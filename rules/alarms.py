@@ -142,6 +142,17 @@ ALARMS: Final[tuple[AlarmKind, ...]] = (
         "with a sentence",
         cleared="the broker takes the login again",
     ),
+    AlarmKind(
+        code="SOFTWARE",
+        device=None,
+        raised="at start, the installed software matches none of the approved release "
+        "manifests of `[software]` (or one cannot be verified): the message names the first "
+        "file that differs; the table stays closed (`availability` `offline`, no device "
+        "opened). On the floor's pit also when `lammer authenticate` finds a table not "
+        "`approved` (`lammer-floor/software/<table>`)",
+        cleared="a start whose software matches an approved manifest",
+        stops_payouts=True,
+    ),
 )
 """Every alarm code, in the order operators read them."""
 

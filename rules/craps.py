@@ -48,7 +48,7 @@ Choices where the specs are silent (documented in docs/auditors/choices.md):
   roll, so an id is never ambiguous. A decision naming an id that none of the latest
   ``RECENT_ROLLS`` roll events carried is an "unknown roll".
 * A ``NOROLL`` never counts and never waits: it is recorded at once, with dice ``(0, 0)``.
-* **The series on the board** (issue 22: a player display shows "the rolls of the current
+* **The series on the board** (so that a player display shows "the rolls of the current
   shooter's series"): the counted rolls of the current series, in counting order, each with
   its dice, total, the time it arrived, whether it lit a number and the bets it completed.
   A counted seven ends the series, so the board's series is empty after it; a voided roll

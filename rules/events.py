@@ -305,6 +305,15 @@ class DiskSpaceChecked:
     hours: int
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SoftwareChecked:
+    """The host checked its installed software against the approved release manifests at
+    start (issue 33): ``problem`` is None when it matches one, else a sentence naming the
+    first file that differs (or why no manifest could be used)."""
+
+    problem: str | None
+
+
 # ---------------------------------------------------------------------------------------
 # Stickperson decisions (request interface, mqtt-api.md "Requests")
 

@@ -107,6 +107,7 @@ from rules.events import (
     RoundSettled,
     RoundVoided,
     ShufflerFact,
+    SoftwareChecked,
     TableGame,
     TimePassed,
     VoidOverturned,
@@ -121,6 +122,7 @@ HostFact = (
     | JournalWritable
     | DiskSpaceChecked
     | BrokerLoginChecked
+    | SoftwareChecked
 )
 """What the host itself tells the table: its timer, a jump of its clock, a clean start."""
 
@@ -160,6 +162,12 @@ MB: Final = 1_000_000
 MQTT_LOGIN: Final = "MQTT_LOGIN_REFUSED"
 """The broker refuses the table's login after it started (a password changed on the broker
 and not in the table's ``password_file``): raised and cleared by ``BrokerLoginChecked``."""
+
+SOFTWARE: Final = "SOFTWARE"
+"""The installed software matches no approved release manifest (issue 33): raised and
+cleared by ``SoftwareChecked`` at start; the host keeps the table closed while it is."""
+SOFTWARE_TEXT: Final = 300
+"""Characters of the check's sentence kept in the alarm's message."""
 
 LINK_ERRORS: Final = "LINK_ERRORS"
 LINK_ERRORS_MAX: Final = 20
@@ -332,6 +340,10 @@ def apply(  # noqa: C901  one match over the table's event kinds, each a call
                 "(every event waits in the journal); check username and password_file"
             )
             return _raise(state, MQTT_LOGIN, None, message, at)
+        case SoftwareChecked(problem=problem):
+            if problem is None:
+                return _clear(state, SOFTWARE, None)
+            return _raise(state, SOFTWARE, None, problem[:SOFTWARE_TEXT], at)
         case ModeReported(game=mode):
             return _mode(state, mode, at)
         case DeckChecked(result=result):

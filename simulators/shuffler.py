@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 from rules.cards import DECK, Card, format_cards
+from rules.cover_all import LAYOUTS
 from rules.events import GAMES, MAX_ID, DeckResult, Game, PokerGame, Position
+from rules.paytables import cover_all_columns
 from simulators.faults import Faults, hit
 from simulators.scripts import Send, Sleep, Step
 
@@ -46,38 +47,6 @@ DealerRule = Literal["S17", "H17"]
 BAD_DECKS: tuple[DeckResult, ...] = ("SHORT", "EXTRA", "DUPLICATE", "FOREIGN")
 SHUFFLER_FAULT_CODES = ("JAM", "DOOR_OPEN", "CAMERA_FAULT")  # shuffler-icd.md "STATUS"
 BJ_SEATS: tuple[Position, ...] = ("P1", "P2", "P3", "P4", "P5", "P6", "P7")
-
-
-@dataclass(frozen=True, slots=True)
-class PokerLayout:
-    """One row of shuffler-icd.md's game table, with the game's Cover All columns."""
-
-    player_cards: int
-    dealer_cards: int  # 0: no dealer hand
-    community_cards: int  # 0: no CM
-    min_hands: int  # SD Cover All Bonus rule (9): the pay table's columns
-    max_hands: int
-
-    @property
-    def dealer_counts(self) -> bool:
-        """Whether the dealer's hand is one of the hands counted (rule (4))."""
-        return self.dealer_cards > 0
-
-    @property
-    def max_players(self) -> int:
-        """The most players a round can have (the widest pay-table column)."""
-        return self.max_hands - (1 if self.dealer_counts else 0)
-
-
-LAYOUTS: dict[PokerGame, PokerLayout] = {
-    "CSP": PokerLayout(5, 5, 0, 2, 8),
-    "FCP": PokerLayout(5, 6, 0, 2, 7),
-    "LIR": PokerLayout(3, 0, 2, 1, 7),
-    "MSP": PokerLayout(2, 0, 3, 1, 6),
-    "TCP": PokerLayout(3, 3, 0, 2, 8),
-    "UTH": PokerLayout(2, 2, 5, 2, 7),
-}
-"""shuffler-icd.md "Games" and the pay tables of SD Cover All Bonus rule (9)."""
 
 
 def next_id(current: int, maximum: int = MAX_ID) -> int:
@@ -218,13 +187,16 @@ class ShufflerGame:
         return self.rng.randint(1, frames)
 
     def _poker_round(self, game: PokerGame) -> list[Step]:
-        layout = LAYOUTS[game]
+        layout = LAYOUTS[game]  # shuffler-icd.md "Games", as the rules read a deal
+        columns = cover_all_columns(game)  # SD Cover All Bonus rule (9): total hands
+        dealer = 1 if layout.dealer_cards is not None else 0  # counted, rule (4)
         rid = self.round_id
         deck = list(DECK)
         self.rng.shuffle(deck)
-        hands = self.rng.randint(layout.min_hands, layout.max_hands)
-        players = hands - (1 if layout.dealer_counts else 0)
-        seats = self.rng.sample([f"P{n}" for n in range(1, layout.max_players + 1)], players)
+        hands = self.rng.randint(min(columns), max(columns))
+        seats = self.rng.sample(
+            [f"P{n}" for n in range(1, max(columns) - dealer + 1)], hands - dealer
+        )
         positions: list[tuple[str, int]] = [(seat, layout.player_cards) for seat in seats]
         if layout.dealer_cards:
             positions.append(("DL", layout.dealer_cards))

@@ -37,6 +37,9 @@ from hypothesis import HealthCheck, settings
 
 from deploy.broker import Broker, free_port
 
+# The shared helpers check with assert too: pytest rewrites their asserts, as a test's.
+pytest.register_assert_rewrite("tests.helpers")
+
 __all__ = ["Broker", "free_port"]
 
 # No test asserts a time (bench/ measures them): hypothesis' per-example deadline (200 ms)

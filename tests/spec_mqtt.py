@@ -439,6 +439,12 @@ def _info(body: _Body) -> None:  # lammer addition  # noqa: C901  the spec's inf
             r = _Body(f"{bust.topic} rows[{i}]", row)
             r.odds("off_suit")
             r.odds("suited")
+    software = body.sub("software", nullable=True)  # 1.4
+    if software is not None:
+        software.text("version")
+        digest = software.has("digest")
+        if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+            raise software.fail(f"digest is a SHA-256 in hex, got {digest!r}")
 
 
 def _response(body: _Body) -> None:
@@ -449,6 +455,30 @@ def _response(body: _Body) -> None:
         raise body.fail(f"request_id echoes the request's, got {request_id!r}")
     if body.one_of("status", ["ok", "error"]) == "error":
         body.text("error")  # "a sentence a person understands"
+    elif body.topic.endswith("response/authenticate"):
+        _authenticated(body)
+
+
+_HEX64: Final = re.compile(r"[0-9a-f]{64}")
+
+
+def _authenticated(body: _Body) -> None:
+    """1.4: ``seed`` echoed (hex, 16 to 64 bytes), ``digest`` the HMAC-SHA256 over the sorted
+    list of per-component HMACs, ``components`` each path with its HMAC."""
+    seed = body.has("seed")
+    if not isinstance(seed, str) or not re.fullmatch(r"(?:[0-9a-f]{2}){16,64}", seed):
+        raise body.fail(f"seed echoes a 16 to 64 byte hex seed, got {seed!r}")
+    if not isinstance(body.has("digest"), str) or not _HEX64.fullmatch(body.data["digest"]):
+        raise body.fail("digest is an HMAC-SHA256 in hex")
+    parts = body.has("components")
+    if not isinstance(parts, list) or not parts:
+        raise body.fail("components lists each component with its HMAC")
+    paths = [p.get("path") if isinstance(p, dict) else None for p in parts]
+    named = [p for p in paths if isinstance(p, str)]
+    if len(named) != len(paths) or named != sorted(named, key=lambda p: p.encode()):
+        raise body.fail("components are sorted by path")
+    if not all(isinstance(p.get("hmac"), str) and _HEX64.fullmatch(p["hmac"]) for p in parts):
+        raise body.fail("each component's hmac is an HMAC-SHA256 in hex")
 
 
 _CHECKS: Final[dict[str, Callable[[_Body], None]]] = {

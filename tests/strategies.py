@@ -204,6 +204,7 @@ REQUEST_VOCABULARY: Mapping[str, Strategy] = {
     ).filter(str.strip),
     "request_id": st.one_of(st.none(), st.text(max_size=20), st.integers()),
     "alarm": st.from_regex(ALARM_CODE, fullmatch=True),
+    "seed": st.binary(min_size=16, max_size=64).map(bytes.hex),
 }
 """Values of the request fields whose type alone does not say what the contract accepts."""
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contract.requests import REQUEST_MODELS
-from daemon.requests import Incoming, Request, ResendAsked, admit
+from daemon.requests import AuthenticateAsked, Incoming, Request, ResendAsked, admit
 from drivers import messages as m
 from rules import events as ev
 from tests import strategies as s
@@ -24,11 +24,13 @@ def test_every_drawn_request_is_one_the_table_accepts(item: tuple[str, dict[str,
     name, body = item
     REQUEST_MODELS[name].model_validate(body)
     admitted = admit(Incoming.receive(name, json.dumps(body).encode()), at=AT)
-    assert isinstance(admitted, Request | ResendAsked), admitted
+    assert isinstance(admitted, Request | ResendAsked | AuthenticateAsked), admitted
     if isinstance(admitted, Request):
         assert admitted.name == name
-    else:
+    elif isinstance(admitted, ResendAsked):
         assert name == "resend"
+    else:
+        assert name == "authenticate"
 
 
 _FACTS = get_args(ev.DeviceFact)

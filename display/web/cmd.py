@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import getpass
 import logging
 import signal
 import ssl
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -29,6 +32,9 @@ from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
 from display.errors import ListenError, LoginRefused, UsersFileError, WebConfigError
 from display.web.config import WebConfig, load_web_config
 from display.web.users import ROLES, add_user, check_name, check_password
+
+if TYPE_CHECKING:
+    from display.web.server import WebState
 
 SHUTDOWN_S = 5.0
 """Seconds a stopping server waits for requests in flight before it closes them."""
@@ -52,6 +58,13 @@ _OPTIONS = (
     ("--records-day-starts", "records_day_starts", str, "when a gaming day starts (06:00)"),
     ("--records-timezone", "records_timezone", str, "the floor's time zone (system's)"),
     ("--records-big-hit", "records_big_hit", int, "a big hit pays this to 1 or more (100)"),
+    ("--metrics-listen", "metrics_listen", str, "serve Prometheus metrics on HOST:PORT (none)"),
+    (
+        "--metrics-allow-from",
+        "metrics_allow_from",
+        lambda text: [item.strip() for item in text.split(",") if item.strip()],  # a list
+        "scrapers allowed besides this machine: ADDRESS[/BITS],...",
+    ),
 )
 
 
@@ -116,6 +129,10 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
         max_field_size=4096,
         max_headers=64,
         access_log=None,
+        # A stop waits at most SHUTDOWN_S for requests in flight (pages are closed first,
+        # and reconnect to the next server): SIGTERM from systemd or a killed demo ends it
+        # promptly. (On the runner: aiohttp deprecates it on the site.)
+        shutdown_timeout=SHUTDOWN_S,
     )
     await runner.setup()
     host, port = config.listen_address
@@ -123,9 +140,8 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
         tls = config.http_tls()
     except (OSError, ssl.SSLError) as exc:
         raise WebConfigError(None, [f"tls_cert, tls_key: cannot be used: {exc}"]) from exc
-    # A stop waits at most SHUTDOWN_S for requests in flight (pages are closed first, and
-    # reconnect to the next server): SIGTERM from systemd or a killed demo ends it promptly.
-    site = web.TCPSite(runner, host, port, ssl_context=tls, shutdown_timeout=SHUTDOWN_S)
+    metrics = contextlib.AsyncExitStack()
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -141,6 +157,7 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
             await site.start()
         except OSError as exc:
             raise ListenError(config.listen, exc) from exc
+        await metrics.enter_async_context(_metrics_served(config, state))
         log = structlog.get_logger("lammer.web")
         if config.password_in_clear:
             log.warning(
@@ -151,6 +168,7 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
         log.info(
             "serving",
             listen=config.listen,
+            metrics=config.metrics_listen,
             scheme="https" if config.https else "http",
             version=state.version,
         )
@@ -171,7 +189,29 @@ async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> Non
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        await metrics.aclose()
         await runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def _metrics_served(config: WebConfig, state: WebState) -> AsyncIterator[None]:
+    """The Prometheus listener (``metrics_listen``) while inside, if one is asked for."""
+    settings = config.metrics()
+    if settings is None:
+        yield
+        return
+    from display.web.metrics import web_registry
+    from metrics.endpoint import MetricsServer
+
+    server = MetricsServer(web_registry(state), settings)
+    try:
+        await server.start()
+    except OSError as exc:
+        raise ListenError(str(settings), exc) from exc
+    try:
+        yield
+    finally:
+        await server.stop()
 
 
 def _configure_logging() -> None:

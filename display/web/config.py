@@ -30,6 +30,8 @@ records_db = "host=floor-db dbname=lammer_records user=records_reader"  # /repor
 records_day_starts = "06:00"          # when a gaming day starts (lammer records --day-starts)
 records_timezone = "America/Indiana/Indianapolis"   # the floor's (default: the system's)
 records_big_hit = 100                 # a big hit pays this to 1 or more
+metrics_listen = "127.0.0.1:9464"     # Prometheus metrics on a port of their own
+metrics_allow_from = []               # scrapers beyond this machine (then listen wider)
 
 floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controller.json
                                       # files floor-config reads: the pit marks a lost
@@ -43,11 +45,8 @@ floor_controllers = ["floor/ctl1.json", "floor/ctl2.json"]  # the floor-controll
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import re
 import ssl
-import tomllib
 from datetime import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -68,27 +67,18 @@ from pydantic import (
     model_validator,
 )
 
-from contract.nodes import parse_listen, parse_nodes, parse_port
 from deploy.floor import Declaration, FloorError, parse_declaration
 from display.errors import WebConfigError
-
-
-def _resolve(value: Path, info: ValidationInfo) -> Path:
-    value = value.expanduser()
-    base = info.context.get("base_dir") if isinstance(info.context, dict) else None
-    if not value.is_absolute() and isinstance(base, Path):
-        value = base / value
-    return value
-
-
-def _existing_file(value: Path, info: ValidationInfo) -> Path:
-    value = _resolve(value, info)
-    if not value.exists():
-        raise ValueError(f"no such file: {value}")
-    if not value.is_file():
-        raise ValueError(f"not a regular file: {value}")
-    return value
-
+from foundation.config_files import (
+    TYPE_PROBLEMS,
+    did_you_mean,
+    existing_file,
+    from_folder,
+    open_mode,
+    read_toml,
+)
+from foundation.endpoints import is_loopback, parse_listen, parse_nodes, parse_port
+from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 
 Port = Annotated[StrictInt, AfterValidator(parse_port)]
 
@@ -165,6 +155,17 @@ class WebConfig(BaseModel):
     )
     records_big_hit: Annotated[StrictInt, Field(ge=2, le=1_000_000)] = Field(
         default=100, description="a big hit on /reports pays this to 1 or more"
+    )
+    metrics_listen: str | None = Field(
+        default=None,
+        description="serve Prometheus metrics on a listener of their own, HOST:PORT (PORT "
+        "alone: 127.0.0.1:PORT), never on the pages' port; a host beyond loopback needs "
+        "metrics_allow_from (default: none)",
+    )
+    metrics_allow_from: list[str] = Field(
+        default_factory=list,
+        description="addresses or networks of the Prometheus servers allowed to scrape "
+        "besides this machine (10.0.0.5, 10.0.0.0/24); others get 403",
     )
 
     @field_validator("records_db")
@@ -249,12 +250,12 @@ class WebConfig(BaseModel):
     @field_validator("mqtt_password_file", "terminal_password_file")
     @classmethod
     def _password_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        return None if value is None else existing_file(value, info)
 
     @field_validator("floor_controllers")
     @classmethod
     def _floor_controllers(cls, value: list[Path], info: ValidationInfo) -> list[Path]:
-        paths = [_existing_file(path, info) for path in value]
+        paths = [existing_file(path, info) for path in value]
         seen: dict[str, Path] = {}
         for path in paths:
             controller = _declaration(path).controller
@@ -266,14 +267,14 @@ class WebConfig(BaseModel):
     @field_validator("users")
     @classmethod
     def _users(cls, value: Path | None, info: ValidationInfo) -> Path | None:
-        return None if value is None else _existing_file(value, info)
+        return None if value is None else existing_file(value, info)
 
     @field_validator("mqtt_ca_file", "tls_cert")
     @classmethod
     def _certificate(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
+        value = existing_file(value, info)
         if b"-----BEGIN CERTIFICATE-----" not in value.read_bytes()[: 1 << 20]:
             raise ValueError(f"not a PEM certificate: {value}")
         return value
@@ -283,9 +284,9 @@ class WebConfig(BaseModel):
     def _key(cls, value: Path | None, info: ValidationInfo) -> Path | None:
         if value is None:
             return None
-        value = _existing_file(value, info)
-        mode = value.stat().st_mode & 0o777
-        if mode & 0o077:
+        value = existing_file(value, info)
+        if open_mode(value):
+            mode = value.stat().st_mode & 0o777
             raise ValueError(f"{value} may be read by others (mode {mode:04o}): chmod 0600 it")
         return value
 
@@ -298,9 +299,25 @@ class WebConfig(BaseModel):
             problems.append("terminal_user: required when terminal_password_file is set")
         if (self.tls_cert is None) != (self.tls_key is None):
             problems.append("tls_cert and tls_key: give both to serve HTTPS, or neither")
+        problems += self._metrics_problems()
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _metrics_problems(self) -> list[str]:
+        if self.metrics_listen is None:
+            return ["metrics_allow_from: needs metrics_listen"] if self.metrics_allow_from else []
+        try:
+            metrics_settings(self.metrics_listen, self.metrics_allow_from)
+        except MetricsConfigError as exc:
+            return [f"metrics_listen: {str(exc).replace('allow_from', 'metrics_allow_from')}"]
+        return []
+
+    def metrics(self) -> MetricsSettings | None:
+        """The metrics listener (``metrics_listen``), or None."""
+        if self.metrics_listen is None:
+            return None
+        return metrics_settings(self.metrics_listen, self.metrics_allow_from)
 
     @property
     def day_starts(self) -> time:
@@ -327,7 +344,7 @@ class WebConfig(BaseModel):
     def password_in_clear(self) -> bool:
         """Whether a password would go to a broker off this machine without TLS."""
         logs_in = self.mqtt_password_file is not None or self.terminal_password_file is not None
-        remote = any(not _loopback(host) for host, _ in self.mqtt_nodes)
+        remote = any(not is_loopback(host) for host, _ in self.mqtt_nodes)
         return logs_in and remote and self.mqtt_ca_file is None
 
     def mqtt_tls(self) -> ssl.SSLContext | None:
@@ -370,15 +387,6 @@ class WebConfig(BaseModel):
         return _first_line(self.terminal_password_file)
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _declaration(path: Path) -> Declaration:
     try:
         return parse_declaration(path.read_text(encoding="utf-8"))
@@ -400,18 +408,10 @@ def _describe(error: Any) -> str:
     loc = ".".join(str(p) for p in error["loc"])
     got = f", got {error.get('input')!r}"
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(loc, list(WebConfig.model_fields), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{loc}: unknown key{hint}"
+        return f"{loc}: unknown key{did_you_mean(loc, WebConfig.model_fields)}"
     message = str(error["msg"]).removeprefix("Value error, ")
-    simple = {
-        "int_type": "must be an integer",
-        "bool_type": "must be true or false",
-        "string_type": "must be a string",
-        "path_type": "must be a path string",
-    }
-    if kind in simple:
-        message = simple[kind] + got
+    if kind in TYPE_PROBLEMS:
+        message = TYPE_PROBLEMS[kind] + got
     elif kind in {"greater_than_equal", "less_than_equal"}:
         message = message + got
     if not loc:  # a cross-field check: its message names its keys
@@ -441,16 +441,7 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
     data: dict[str, Any] = {}
     base_dir: Path | None = None
     if path is not None:
-        try:
-            data = tomllib.loads(path.read_bytes().decode("utf-8"))
-        except FileNotFoundError:
-            raise WebConfigError(path, ["(file): no such file"]) from None
-        except UnicodeDecodeError as exc:
-            raise WebConfigError(path, [f"(file): not UTF-8 text ({exc.reason})"]) from exc
-        except OSError as exc:
-            raise WebConfigError(path, [f"(file): cannot read: {exc.strerror}"]) from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise WebConfigError(path, [f"(file): not valid TOML: {exc}"]) from exc
+        data = read_toml(path, WebConfigError)
         base_dir = path.resolve().parent
         for key in (
             "mqtt_password_file",
@@ -461,10 +452,10 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
             "tls_key",
         ):
             if isinstance(data.get(key), str):
-                data[key] = str(_resolve_text(data[key], base_dir))
+                data[key] = str(from_folder(Path(data[key]), base_dir))
         if isinstance(data.get("floor_controllers"), list):
             data["floor_controllers"] = [
-                str(_resolve_text(v, base_dir)) if isinstance(v, str) else v
+                str(from_folder(Path(v), base_dir)) if isinstance(v, str) else v
                 for v in data["floor_controllers"]
             ]
     for key, value in overrides.items():
@@ -474,8 +465,3 @@ def load_web_config(path: Path | None, overrides: dict[str, Any]) -> WebConfig:
         return validate_web_config(data, base_dir=Path.cwd())
     except WebConfigError as exc:
         raise WebConfigError(path, exc.problems) from exc.__cause__
-
-
-def _resolve_text(value: str, base: Path) -> Path:
-    path = Path(value).expanduser()
-    return path if path.is_absolute() else base / path

@@ -35,7 +35,7 @@ import aiomqtt
 import structlog
 from aiohttp import web
 
-from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT
+from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT, SOFTWARE_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
 from contract.nodes import Nodes
 from contract.payloads import PayloadError, parse_as, relayed
@@ -45,7 +45,7 @@ from contract.tasks import cancel_and_wait
 from display.errors import LoginRefused
 from display.web.config import WebConfig
 from display.web.store import Store, wire
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 
 log = structlog.get_logger("lammer.web")
 
@@ -56,7 +56,7 @@ and is sent the whole picture again)."""
 
 BACKOFF: Final = Backoff(initial=0.25)
 """Reconnect delays of both connections (jittered, so that many servers do not reconnect in
-step; capped at drivers.backoff's default)."""
+step; capped at foundation.backoff's default)."""
 
 
 def _nodelay() -> list[tuple[int, int, int]]:
@@ -212,6 +212,11 @@ class Follower:
             log.error("integrity alarms not readable: check the broker's ACL", error=str(exc))
         else:
             self.integrity = True
+        try:
+            # lammer authenticate's software status (issue 33), granted with the same.
+            await subscribe(client, f"{SOFTWARE_ROOT}+")
+        except SubscriptionRefused as exc:
+            log.error("software status not readable: check the broker's ACL", error=str(exc))
 
     async def _requests(self, client: aiomqtt.Client) -> None:
         """Publish the feed's resend requests (QoS 1, bounded: a lost one is asked again

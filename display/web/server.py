@@ -40,18 +40,20 @@ import json
 import math
 import re
 import secrets
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final
 
 import structlog
 from aiohttp import WSMsgType, web
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from yarl import URL
 
 from contract.payloads import TABLE_ID_PATTERN
+from contract.requests import REQUEST_MODELS, RequestBase
 from contract.tasks import cancel_and_wait
 from contract.vocabulary import lammer_version
 from display.web.config import WebConfig
@@ -67,7 +69,6 @@ from display.web.users import (
     Users,
     device_cookie_name,
 )
-from rules.events import MAX_ID
 
 log = structlog.get_logger("lammer.web")
 
@@ -102,47 +103,29 @@ SECURITY_HEADERS: Final = {
 
 
 # ---------------------------------------------------------------------------------------
-# Action bodies (what the browser may send; operator and request_id are the server's)
+# Action bodies: the contract's requests (contract.requests), less what is the server's
 
-RollId = Annotated[StrictInt, Field(ge=1, le=MAX_ID)]
-
-
-class _Action(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    roll_id: RollId
-
-
-class RollDecision(_Action):
-    """Decide a pending ``CHECK`` roll (dice-reader-icd.md)."""
-
-    decision: Literal["valid", "invalid"]
-
-
-class VoidRoll(_Action):
-    """Declare the latest counted roll invalid under 68 IAC 10-4-4(c)(2), (3) or (6)."""
-
-    clause: Literal["2", "3", "6"]
-
-
-class Overturn(_Action):
-    """Reinstate the latest roll declared invalid (68 IAC 10-4-4(c), last sentence)."""
-
-
-class AlarmAck(BaseModel):
-    """Acknowledge an active alarm by its code (mqtt-api.md 1.3 ``alarm_ack``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    alarm: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9_]{0,79}$")]
-
-
-ACTIONS: Final[dict[str, type[BaseModel]]] = {
-    "roll_decision": RollDecision,
-    "void_roll": VoidRoll,
-    "overturn": Overturn,
-    "alarm_ack": AlarmAck,
+ACTIONS: Final[dict[str, type[RequestBase]]] = {
+    name: REQUEST_MODELS[name] for name in ("roll_decision", "void_roll", "overturn", "alarm_ack")
 }
+"""What the browser may ask, each the contract's own request model: the server adds
+``operator`` (the session's user, never the body's) and the terminal its ``request_id``."""
+
+SERVER_FIELDS: Final = frozenset({"operator", "request_id"})
+"""A request's fields that the server fills and a body may not carry."""
+
+
+def _action(model: type[RequestBase], body: object, user: str) -> RequestBase:
+    """The request a browser's body asks for, as ``user``: the body is a JSON object of the
+    request's own fields (not ``operator`` or ``request_id``); a ``ValidationError`` or a
+    ``ValueError`` with the field's name otherwise."""
+    if not isinstance(body, dict):
+        raise ValueError("body: must be a JSON object")
+    for key in body:
+        if key in SERVER_FIELDS or key not in model.model_fields:
+            raise ValueError(f"{key}: not a field of this action (the operator is the session's)")
+    return model.model_validate({**body, "operator": user})
+
 
 ACTION_ROLES: Final[dict[str, str]] = {
     "roll_decision": "stick",
@@ -197,6 +180,10 @@ class WebState:
     )
     version: str = field(default_factory=lammer_version)
     request_timeout: float = 5.0
+    pages_served: Counter[str] = field(default_factory=Counter)
+    """Pages served, by page (the metrics: ``display.web.metrics``)."""
+    websockets_opened: int = 0
+    """WebSockets opened since the start (the metrics)."""
 
 
 STATE: Final = web.AppKey("state", WebState)
@@ -236,6 +223,7 @@ def _page(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     path = STATIC / name
 
     async def handler(request: web.Request) -> web.StreamResponse:
+        request.app[STATE].pages_served[path.stem] += 1
         return web.FileResponse(path, headers={"Cache-Control": "no-cache"})
 
     return handler
@@ -444,13 +432,15 @@ async def action(request: web.Request) -> web.StreamResponse:
         )
     body = await _json_body(request)
     try:
-        parsed = model.model_validate(body)
+        parsed = _action(model, body, session.user)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         return _error(400, f"{where}: {first['msg']}")
-    request_body = {"operator": session.user, **parsed.model_dump()}
-    log.info("action", table=table, action=name, user=session.user, **parsed.model_dump())
+    except ValueError as exc:
+        return _error(400, str(exc))
+    request_body = parsed.model_dump(mode="json", exclude={"request_id"})
+    log.info("action", table=table, action=name, **request_body)
     try:
         answer = await state.terminal.request(table, name, request_body, wait=state.request_timeout)
     except TerminalUnavailable as exc:
@@ -489,6 +479,7 @@ async def reports_page(request: web.Request) -> web.StreamResponse:
         return web.FileResponse(
             STATIC / "denied.html", status=403, headers={"Cache-Control": "no-cache"}
         )
+    request.app[STATE].pages_served["reports"] += 1
     return web.FileResponse(STATIC / "reports.html", headers={"Cache-Control": "no-cache"})
 
 
@@ -586,6 +577,7 @@ async def feed(request: web.Request) -> web.StreamResponse:
         max_msg_size=MAX_WS_MESSAGE, heartbeat=max(2.0, state.config.keepalive / 3)
     )
     await ws.prepare(request)
+    state.websockets_opened += 1
     hello = wire(
         "hello",
         server=state.version,

@@ -23,6 +23,11 @@ and an empty list (or deletes the retained message) when they look right again. 
 latest of each table is kept and sent to the pages (the pit draws each on its table, with
 its sentence and since when); one that does not validate is dropped and counted.
 
+The software status (``lammer-floor/software/<table>``, contract.floor, retained, from
+``lammer authenticate``, issue 33): the latest of each table is kept and sent to the pages,
+which show a ``SOFTWARE`` alarm (with the first component that differs) for a table whose
+status is not ``approved``.
+
 The floor's bridges (``lammer-floor/bridge/<controller>``, contract.floor): ``1`` connected,
 ``0`` lost (the bridge's will). With ``controllers`` (controller -> table ids, from the
 floor-controller declarations) the pit marks a lost controller's tables "controller
@@ -39,6 +44,7 @@ The browser receives one JSON text per message::
     {"t": "gap", "table": "t1", "from_seq": 12, "to_seq": 14, "reason": "unanswered", "at": ...}
     {"t": "bridge", "controller": "ctl1", "connected": false, "since": ..., "tables": [...]}
     {"t": "integrity", "table": "t1", "ts": "...", "alarms": [{"message": ..., ...}]}
+    {"t": "software", "table": "t1", "ts": "...", "status": "unknown", "differs": ..., ...}
 
 (``at`` and ``since``: Unix seconds.)
 
@@ -62,7 +68,13 @@ import structlog
 from pydantic import ValidationError
 
 from contract.feed import Feed, Gap, Message, Other, Resend
-from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT, IntegrityBody
+from contract.floor import (
+    BRIDGE_STATUS_ROOT,
+    INTEGRITY_ROOT,
+    SOFTWARE_ROOT,
+    IntegrityBody,
+    SoftwareBody,
+)
 from contract.payloads import (
     TABLE_ID_PATTERN,
     TOPICS,
@@ -74,19 +86,13 @@ from contract.payloads import (
     parse_as,
     relayed,
 )
+from contract.topics import HISTORY, HISTORY_TOPICS
 
 log = structlog.get_logger("lammer.web")
 
 MAX_TABLES: Final = 2000
 RECENT: Final = 12
 """Messages kept per non-retained topic for a page that connects later."""
-HISTORY: Final = 50
-"""Results kept per table for the screens' history (the player display shows the last 10,
-``/pit/<id>`` the last 50), from the time the server started watching: in memory, bounded."""
-HISTORY_TOPICS: Final = frozenset(
-    {"cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"}
-)
-"""The topics whose earlier messages a page is sent on connect, besides the latest."""
 GAPS: Final = 20
 """Gaps kept per table for a page that connects later (the newest)."""
 MAX_RESENDS: Final = 256
@@ -109,6 +115,18 @@ def _integrity_body(payload: bytes, table: str) -> dict[str, Any]:
         raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
     try:
         return relayed(IntegrityBody.model_validate(data))
+    except ValidationError as exc:
+        raise PayloadError("invalid", describe(exc)) from None
+
+
+def _software_body(payload: bytes, table: str) -> dict[str, Any]:
+    """A software status parsed with the contract (``PayloadError`` if it is not one, or
+    names another table)."""
+    data = decode(payload)
+    if data.get("table") != table:
+        raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
+    try:
+        return relayed(SoftwareBody.model_validate(data))
     except ValidationError as exc:
         raise PayloadError("invalid", describe(exc)) from None
 
@@ -181,6 +199,8 @@ class Store:
         self.bridges: dict[str, BridgeEntry] = {}
         self.integrity: dict[str, str] = {}
         """Table id -> the text of its integrity alarms (only tables that have some)."""
+        self.software: dict[str, str] = {}
+        """Table id -> the text of its software status (``lammer authenticate``'s)."""
         self.gaps = 0
         """Gaps reported since start (every table)."""
         self._last_log = 0.0
@@ -194,6 +214,8 @@ class Store:
             return self._bridge(topic[len(BRIDGE_STATUS_ROOT) :], payload)
         if topic.startswith(INTEGRITY_ROOT):
             return self._integrity(topic[len(INTEGRITY_ROOT) :], payload)
+        if topic.startswith(SOFTWARE_ROOT):
+            return self._software(topic[len(SOFTWARE_ROOT) :], payload)
         head = self.prefix + "/"
         if not topic.startswith(head):
             self.ignored["other_prefix"] += 1
@@ -316,6 +338,32 @@ class Store:
         log.warning("integrity alarm", table=table, alarms=[a["message"] for a in alarms])
         return [(table, text)]
 
+    def _software(self, table: str, payload: bytes) -> list[tuple[str | None, str]]:
+        """A table's software status (retained; no payload: none known)."""
+        topic = SOFTWARE_ROOT + table[:64]
+        if not _TABLE_ID.match(table):
+            self._drop("bad_topic", topic, "not lammer-floor/software/<table id>")
+            return []
+        if table not in self.software and len(self.software) >= self.max_tables:
+            self._drop("too_many_tables", topic, f"more than {self.max_tables}")
+            return []
+        if not payload:
+            if self.software.pop(table, None) is None:
+                return []
+            return [(table, wire("software", table=table, status=None))]
+        try:
+            data = _software_body(payload, table)
+        except PayloadError as exc:
+            self._drop(exc.reason, topic, exc.detail)
+            return []
+        text = wire("software", **data)
+        if self.software.get(table) == text:
+            return []
+        self.software[table] = text
+        if data["status"] != "approved":
+            log.warning("software not approved", table=table, message=data["message"])
+        return [(table, text)]
+
     def apply(self, topic: str, payload: bytes) -> tuple[str, str] | None:  # noqa: C901  the relay's admission steps in order, each an early return
         """Draw one message the feed released (``receive``): ``(table, text for the
         browsers)``, or None. No seq memory of its own but the retained topics' (one
@@ -427,10 +475,11 @@ class Store:
         if table is not None:
             entry = self.tables.get(table)
             integrity = [self.integrity[table]] if table in self.integrity else []
-            return ([] if entry is None else entry.snapshot()) + integrity
+            software = [self.software[table]] if table in self.software else []
+            return ([] if entry is None else entry.snapshot()) + integrity + software
         bridges = [entry.text for entry in self.bridges.values()]
         tables = [text for entry in self.tables.values() for text in entry.snapshot()]
-        return bridges + tables + list(self.integrity.values())
+        return bridges + tables + list(self.integrity.values()) + list(self.software.values())
 
     def counters(self) -> dict[str, Any]:
         """The drop and ignore counters, for the pit and ``/api/health``."""

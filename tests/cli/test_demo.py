@@ -67,7 +67,7 @@ def test_demo_plays_rounds_on_three_tables_and_stops_cleanly(tmp_path: Path) -> 
             [LAMMER, "journal", str(workdir / f"{table}.db"), "--kind", "publish"],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=120,
             check=True,
         )
         rows = [json.loads(line) for line in export.stdout.splitlines()]

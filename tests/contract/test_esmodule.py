@@ -57,6 +57,15 @@ def test_the_module_holds_the_contracts_words() -> None:
     assert topics["craps/roll"] == {"retained": False}
     assert topics["craps/board"] == {"retained": True}
     assert values["MAX_ID"] == 999999
+    names = values["TOPIC"]
+    assert isinstance(names, dict)
+    assert names["CRAPS_ROLL"] == "craps/roll"
+    assert set(names.values()) == set(topics) | {"availability"}
+    assert values["FAMILY_TOPICS"] == {
+        "poker": ["cover_all/payouts", "cover_all/result"],
+        "BJ": ["bust_bonus/state", "bust_bonus/result"],
+        "CRAPS": ["craps/board", "craps/roll", "craps/result", "craps/reversal"],
+    }
 
 
 def test_no_page_spells_the_contracts_words_again() -> None:
@@ -66,6 +75,23 @@ def test_no_page_spells_the_contracts_words_again() -> None:
         text = path.read_text(encoding="utf-8")
         for words in ("Caribbean Stud Poker", "Make 'Em All", "dice bowl", "ON_CHIPS"):
             assert words not in text, (path.name, words)
+
+
+def test_no_page_spells_a_topic() -> None:
+    """Topic names come from contract.js only: a page that wrote "craps/roll" itself would
+    go on reading the old name after the contract changed it."""
+    # Each topic quoted as a JS string: the tails of mqtt-api.md's topics, and the four
+    # common topics where a page reads them from a table (`topics.get("state")`).
+    tails = re.compile(r"""["'`](cover_all|craps|bust_bonus)/\w+["'`]""")
+    common = re.compile(r"""(topics\.(get|has)|topic ===|latest\(\w+|historyOf\(\w+),? ?["'`]""")
+    for path in JS.glob("*.js"):
+        if path.name == MODULE.name:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("//"):
+                continue
+            assert not tails.search(line), f"{path.name}:{number}: {line.strip()}"
+            assert not common.search(line), f"{path.name}:{number}: {line.strip()}"
 
 
 def test_writing_again_changes_nothing_and_says_so(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import os
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from daemon.disk import (
     reserve_path,
 )
 from daemon.journal import WAL_LIMIT_BYTES
+from tests.helpers.tmpfs import tmpfs
 
 
 def test_the_reserve_is_allocated_0600_idempotent_and_released(tmp_path: Path) -> None:
@@ -58,19 +58,7 @@ def test_a_reserve_in_a_folder_that_is_gone_is_refused(tmp_path: Path) -> None:
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs of the test's own (needs root; skipped otherwise)."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    yield from tmpfs(tmp_path / "tiny", "1m")
 
 
 def test_a_reserve_the_disk_cannot_hold_takes_nothing(tiny_disk: Path) -> None:

@@ -23,6 +23,7 @@ from daemon.clock import format_ts
 from daemon.errors import JournalError, JournalFileError, JournalValueError
 from daemon.journal import KINDS, WAL_CHECKPOINT_PAGES, WAL_LIMIT_BYTES, Journal
 from daemon.outbox import Outbox, OutboxMessage
+from tests.helpers.journal import refuse
 
 T0 = datetime(2026, 11, 29, 14, 3, 7, 123456, tzinfo=UTC)
 
@@ -327,20 +328,6 @@ def test_survives_sigkill_mid_write(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------
 # Failures of SQLite itself, and the writers the daemon uses around them
-
-
-def refuse(journal: Journal, statement: str) -> None:
-    """SQLite refuses ``statement`` (``COMMIT``, or a pragma by name) from now on, as a full
-    disk or an I/O error would: a real refusal by SQLite's own authorizer."""
-
-    def authorize(action: int, arg1: str | None, *_: object) -> int:
-        if action == sqlite3.SQLITE_TRANSACTION and arg1 == statement:
-            return sqlite3.SQLITE_DENY
-        if action == sqlite3.SQLITE_PRAGMA and arg1 == statement:
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
-
-    journal._conn.set_authorizer(authorize)
 
 
 def test_two_failed_batches_in_a_row_store_neither(journal: Journal) -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 from daemon.journal import Journal
 from daemon.mqtt import MqttLink
 from daemon.publications import outcome_publication, state_publications
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 from rules.events import CrapsBetSettled, RollRecorded
 from rules.table import DeviceState, TableState
 from tests.conftest import Broker
-from tests.daemon.test_mqtt import eventually, recording
+from tests.helpers.mqtt_link import eventually, recording
 from tests.spec_mqtt import check_message, check_seq_order
 
 BASE = "lammer/t1"

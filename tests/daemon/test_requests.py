@@ -217,7 +217,8 @@ def test_response_bodies_meet_the_spec() -> None:
     ok = response_publication("void_roll", "r1", None, table="t1")
     assert ok.topic == "response/void_roll"
     assert not ok.retained
-    # sent and missing_before are resend's (1.3), null for the other requests.
+    # sent and missing_before are resend's (1.3), seed, digest and components
+    # authenticate's (1.4): null for the other requests.
     assert ok.body == {
         "table": "t1",
         "request_id": "r1",
@@ -225,6 +226,9 @@ def test_response_bodies_meet_the_spec() -> None:
         "error": None,
         "sent": None,
         "missing_before": None,
+        "seed": None,
+        "digest": None,
+        "components": None,
     }
     error = response_publication("roll_decision", 7, "roll 5003 is not pending", table="t1").body
     assert error == {
@@ -234,6 +238,9 @@ def test_response_bodies_meet_the_spec() -> None:
         "error": "roll 5003 is not pending",
         "sent": None,
         "missing_before": None,
+        "seed": None,
+        "digest": None,
+        "components": None,
     }
     for name, body in (("void_roll", ok.body), ("roll_decision", error)):
         payload = json.dumps({**body, "seq": 9, "ts": "2026-11-29T14:03:07.123Z"}).encode()
@@ -274,7 +281,7 @@ BIG = b'{"request_id": "r9", "x": "' + b"a" * 5000 + b'"}'
             Refused(
                 request_id=3,
                 error="unknown request 'void_all': the requests are "
-                "roll_decision, void_roll, overturn, resend or alarm_ack",
+                "roll_decision, void_roll, overturn, resend, alarm_ack or authenticate",
             ),
         ),
         # A retained request is never acted on (issue 20), whatever it asks.

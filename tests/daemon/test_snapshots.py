@@ -28,8 +28,8 @@ from daemon.replay import Replay, Settings
 from daemon.requests import Incoming
 from rules.events import Device, DeviceFact, DiceRolled, NoRoll, RollCheck
 from tests import strategies as s
-from tests.daemon.test_journal import refuse
-from tests.rules.test_table import _facts
+from tests.helpers.journal import refuse
+from tests.helpers.table_facts import TABLE_FACTS
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -63,7 +63,7 @@ def _requests() -> st.SearchStrategy[Incoming]:
     return bodies.map(lambda nb: Incoming.receive(nb[0], json.dumps(nb[1]).encode()))
 
 
-EVENTS = st.lists(st.one_of(_facts, _facts, _requests()), max_size=40)
+EVENTS = st.lists(st.one_of(TABLE_FACTS, TABLE_FACTS, _requests()), max_size=40)
 
 
 def play(core: TableCore, events: list[DeviceFact | Incoming]) -> None:

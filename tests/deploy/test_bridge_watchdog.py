@@ -15,7 +15,7 @@ import pytest
 
 from deploy.bridge_watchdog import ProbeError, Settings, Watchdog, probe, probe_endpoint
 from deploy.broker import Broker, free_port
-from deploy.endpoints import Endpoint
+from foundation.endpoints import Endpoint
 
 ME = pwd.getpwuid(os.geteuid()).pw_name
 """Mosquitto started as root drops to ``mosquitto`` unless told: it could not read tmp_path."""

@@ -398,6 +398,7 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
             *_reads("x/y/t2"),
             bc.Grant("write", "x/y/t2/request/resend/display"),
             bc.Grant("read", "lammer-floor/integrity/+"),
+            bc.Grant("read", "lammer-floor/software/+"),
         ],
         "terminal": [
             *_reads("lammer/t1"),
@@ -405,14 +406,18 @@ def test_generated_files_read_back_as_the_plan(tmp_path: Path) -> None:
             *_reads("x/y/t2"),
             bc.Grant("write", "x/y/t2/request/+"),
         ],
-        # lammer records: reads every table, asks for resends at its own name (1.4),
-        # publishes integrity alarms.
+        # lammer records: reads every table, asks for resends and (lammer authenticate)
+        # software authentication at its own name (1.4), publishes integrity alarms and
+        # the software status.
         "records": [
             bc.Grant("read", "lammer/t1/#"),
             bc.Grant("write", "lammer/t1/request/resend/records"),
+            bc.Grant("write", "lammer/t1/request/authenticate/records"),
             bc.Grant("read", "x/y/t2/#"),
             bc.Grant("write", "x/y/t2/request/resend/records"),
+            bc.Grant("write", "x/y/t2/request/authenticate/records"),
             bc.Grant("write", "lammer-floor/integrity/+"),
+            bc.Grant("write", "lammer-floor/software/+"),
         ],
     }
     conf = dict(bc.read_conf(bc.render_conf(plan)))

@@ -24,27 +24,9 @@ from contract.floor import bridge_status_topic
 from deploy import broker_config as bc
 from deploy import floor
 from deploy import floor_config as fc
+from tests.helpers.pki import operator_ca
 
 NATS = str(fc.installed_nats_server() or "/usr/sbin/nats-server")
-
-
-def openssl(*args: str, cwd: Path) -> bytes:
-    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def operator_ca(where: Path, name: str = "ca") -> tuple[Path, Path]:
-    """A CA made outside floor-config (the operator's): its certificate and key (0600)."""
-    where.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-    openssl(
-        "req", "-x509", *ec, "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2",
-        "-subj", f"/CN=operator {name}", "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign", cwd=where,
-    )  # fmt: skip
-    (where / f"{name}.key").chmod(0o600)
-    return where / f"{name}.crt", where / f"{name}.key"
 
 
 def write_table(root: Path, table_id: str, game: str = "CRAPS", prefix: str = "lammer") -> Path:
@@ -156,8 +138,9 @@ def test_the_bridge_lists_every_node_and_each_table_topics(
         f"lammer/{t}/{level} {direction} 1"
         for t in ("t1", "t2")
         for level, direction in [(lvl, "out") for lvl in floor.BRIDGE_OUT]
-        # The requests, and the resend requests readers send at their own name (1.4).
-        + [("request/+", "in"), ("request/resend/+", "in")]
+        # The requests, and the resend and authenticate requests readers send at their
+        # own name (1.4).
+        + [("request/+", "in"), ("request/authenticate/+", "in"), ("request/resend/+", "in")]
     ]
     # One QoS 1 message in flight with a bridge: the floor gets each table's seq in order.
     assert ("max_inflight_messages", "1") in lines
@@ -185,14 +168,15 @@ def test_the_tables_broker_has_no_bridge_and_the_bridge_broker_reaches_it_as_flo
     assert local["cleansession"] == "false"
     assert local["notification_topic"] == "lammer-floor/bridge/pit1-a.local"
     local_topics = [v for k, v in lines[lines.index(("connection", "tables")) :] if k == "topic"][
-        : 1 + len(floor.BRIDGE_OUT) + 2
+        : 1 + len(floor.BRIDGE_OUT) + 1 + len(floor.BRIDGE_IN_USER)
     ]
     assert local_topics == [
         "lammer-floor/bridge/pit1-a out 1",
         *(f"lammer/t1/{level} in 1" for level in floor.BRIDGE_OUT),
         "lammer/t1/request/+ out 1",
-        "lammer/t1/request/resend/+ out 1",
+        *(f"lammer/t1/{level} out 1" for level in floor.BRIDGE_IN_USER),
     ]
+    assert "request/resend/+" in floor.BRIDGE_IN_USER
     # Its only listener: loopback, the watchdog's probe; the probe's topics its only grant.
     assert [v for k, v in lines if k == "listener"] == ["1884 127.0.0.1"]
     assert bc.read_conf((out / "bridge.acl").read_text()) == [
@@ -202,7 +186,7 @@ def test_the_tables_broker_has_no_bridge_and_the_bridge_broker_reaches_it_as_flo
     assert grants == [
         *(bc.Grant("read", f"lammer/t1/{level}") for level in floor.BRIDGE_OUT),
         bc.Grant("write", "lammer/t1/request/+"),
-        bc.Grant("write", "lammer/t1/request/resend/+"),
+        *(bc.Grant("write", f"lammer/t1/{level}") for level in floor.BRIDGE_IN_USER),
         bc.Grant("write", "lammer-floor/bridge/+"),
     ]
     unit = (out / "lammer-bridge.service").read_text()
@@ -515,12 +499,15 @@ def test_each_user_gets_exactly_its_own_subjects(
         "allow": ["lammer.t1.>", "lammer.t2.>", "lammer-floor.bridge.ctl-a"],
         "deny": ["lammer.t1.request.>", "lammer.t2.request.>"],
     }
-    # The requests, and the resend requests readers send at their own name (1.4).
+    # The requests, and the authenticate and resend requests readers send at their own
+    # name (1.4).
     assert bridge["subscribe"] == {
         "allow": [
             "lammer.t1.request.*",
+            "lammer.t1.request.authenticate.*",
             "lammer.t1.request.resend.*",
             "lammer.t2.request.*",
+            "lammer.t2.request.authenticate.*",
             "lammer.t2.request.resend.*",
             "$MQTT.sub.>",
         ]
@@ -540,13 +527,18 @@ def test_each_user_gets_exactly_its_own_subjects(
         "publish": {"allow": ["lammer.t1.request.*", "lammer.t2.request.*"]},
         "subscribe": {"allow": readers},
     }
-    # lammer records: reads as display; asks for resends and publishes integrity alarms.
+    # lammer records: reads as display; asks for resends and publishes integrity alarms;
+    # lammer authenticate (as records): asks for authentication at its own name and
+    # publishes the software status (1.4).
     assert users["records"]["permissions"] == {
         "publish": {
             "allow": [
                 "lammer.t1.request.resend.records",
                 "lammer.t2.request.resend.records",
+                "lammer.t1.request.authenticate.records",
+                "lammer.t2.request.authenticate.records",
                 "lammer-floor.integrity.*",
+                "lammer-floor.software.*",
             ]
         },
         "subscribe": {"allow": readers},

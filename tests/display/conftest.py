@@ -6,7 +6,8 @@ Users of the broker, with the roles ``lammer broker-config`` gives them (which p
 daemon user per table known up front; these tests make tables as they go): ``daemon``
 writes under ``lammer/``, ``display`` only reads (the tables, and the integrity alarms),
 ``terminal`` reads and publishes ``request/...`` only, ``records`` publishes the integrity
-alarms (``lammer-floor/integrity/<table>``). Anonymous clients may only read: the
+alarms (``lammer-floor/integrity/<table>``) and the software status
+(``lammer-floor/software/<table>``). Anonymous clients may only read: the
 harness's recorder is one.
 """
 
@@ -67,9 +68,11 @@ topic readwrite lammer/#
 user display
 topic read lammer/#
 topic read lammer-floor/integrity/+
+topic read lammer-floor/software/+
 
 user records
 topic write lammer-floor/integrity/+
+topic write lammer-floor/software/+
 
 user terminal
 topic read lammer/#
@@ -196,7 +199,9 @@ def start_web(
             argv, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
         )
     server = WebServer(proc, f"http://127.0.0.1:{port}", log, users)
-    deadline = time.monotonic() + 20
+    # A bound on a failure only: on a loaded machine the interpreter's imports alone took
+    # over 20 s (a run of seven helpers' tests beside it: an empty log at 20 s).
+    deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, server.log_text()
         if wait_listening("127.0.0.1", port, timeout=0.2):

@@ -9,28 +9,24 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
 from tests.display.conftest import MakeTable, WebServer
-from tests.display.test_browser import BJ_888_SUITED, CRAPS_CHECK, UTH_ROYAL_AT_5, WAIT, login
-from tests.display.test_layouts import SIZES
+from tests.helpers.screens import (
+    BJ_888_SUITED,
+    CRAPS_CHECK,
+    UTH_ROYAL_AT_5,
+    WAIT,
+    audit,
+    login,
+)
 
 pytestmark = [pytest.mark.browser]
 browser_test = pytest.mark.asyncio(loop_scope="session")
 
 VENDOR = Path(__file__).parents[2] / "display" / "web" / "static" / "vendor"
-
-RUN_AXE = """async () => {
-    const result = await axe.run(document, {
-        runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]},
-        resultTypes: ["violations"],
-    });
-    return result.violations.map((v) => ({id: v.id, impact: v.impact, help: v.help,
-        nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ") + ": " + n.failureSummary)}));
-}"""
 
 
 def test_the_vendored_axe_is_the_one_the_readme_names() -> None:
@@ -42,20 +38,6 @@ def test_the_vendored_axe_is_the_one_the_readme_names() -> None:
     assert "axe v4.14.1" in head
     assert "4.14.1" in readme
     assert "Mozilla Public License" in (VENDOR / "axe.LICENSE").read_text()
-
-
-async def audit(page: Page, where: str) -> list[str]:
-    """The serious and critical violations, and any contrast failure, at every size."""
-    found: list[str] = []
-    if not await page.evaluate("() => typeof axe !== 'undefined'"):
-        await page.add_script_tag(url="/static/vendor/axe.min.js")
-    for size, (width, height) in SIZES.items():
-        await page.set_viewport_size({"width": width, "height": height})
-        violations: list[dict[str, Any]] = await page.evaluate(RUN_AXE)
-        for v in violations:
-            if v["impact"] in ("serious", "critical") or v["id"] == "color-contrast":
-                found.append(f"{where} {size}: {v['id']} ({v['impact']}): {v['help']} {v['nodes']}")
-    return found
 
 
 @browser_test

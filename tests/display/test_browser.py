@@ -30,10 +30,10 @@ from tests.display.conftest import (
     WebServer,
     shoot,
 )
+from tests.helpers.screens import BJ_888_SUITED, CRAPS_CHECK, UTH_ROYAL_AT_5, WAIT, login
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
-WAIT = 15_000  # ms: a bound for failures only, never what is tested
 SCHEMAS = Path(__file__).parents[2] / "docs" / "schemas"
 
 
@@ -42,36 +42,6 @@ def validator(topic: str) -> Draft202012Validator:
     """The validator of ``docs/schemas/<topic>.json``."""
     schema = json.loads((SCHEMAS / f"{topic}.json").read_text())
     return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
-UTH_ROYAL_AT_5 = """\
-DECK,OK
-HAND,31,P1,AsKs
-HAND,31,P2,9h9d
-HAND,31,P3,8c7c
-HAND,31,P4,4h4d
-HAND,31,DL,6d5c
-HAND,31,CM,QsJsTs2d3c
-ROUND,31,5
-SETTLE,31
-"""
-
-CRAPS_CHECK = """\
-ROLL,201,1,1
-ROLL,202,1,2
-ROLL,203,2,2
-ROLL,204,2,3
-CHECK,205,3,3,ON_CHIPS
-"""
-
-BJ_888_SUITED = """\
-CARD,51,P1,Ts
-CARD,51,DL,8h
-CARD,51,P1,9s
-CARD,51,DL,8h
-CARD,51,DL,8h
-END,51
-"""
 
 
 @dataclass
@@ -109,18 +79,6 @@ def watch(page: Page) -> Frames:
 
     page.on("websocket", on_socket)
     return frames
-
-
-async def login(page: Page, web: WebServer, table_id: str) -> None:
-    """Open the stickperson terminal and log in as the test's stickperson."""
-    await page.goto(f"{web.url}/stick/{table_id}")
-    await page.fill("#user", STICKPERSON[0])
-    await page.fill("#password", STICKPERSON[1])
-    await page.click("#login-button")
-    # Argon2id takes its time on purpose, and longer on a loaded machine: a wider bound.
-    await expect(page.locator("#who")).to_have_text(
-        f"stickperson: {STICKPERSON[0]}", timeout=2 * WAIT
-    )
 
 
 async def test_uth_royal_flush_at_five_hands_lights_column_row_and_pays(

@@ -15,7 +15,7 @@ import pytest
 from playwright.async_api import ConsoleMessage, Page
 
 from tests.display.conftest import AuthBroker, WebServer
-from tests.display.test_browser import WAIT
+from tests.helpers.screens import WAIT
 
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="session")]
 

@@ -22,8 +22,15 @@ from tests.display.conftest import (
     start_web,
     stop_web,
 )
-from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
-from tests.display.test_layouts import PLAYER_REGIONS, SIZES, check_regions, inside, measure
+from tests.helpers.screens import (
+    PLAYER_REGIONS,
+    SIZES,
+    UTH_ROYAL_AT_5,
+    WAIT,
+    check_regions,
+    inside,
+    measure,
+)
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 

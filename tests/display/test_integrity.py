@@ -17,8 +17,7 @@ from playwright.async_api import Page, expect
 
 from contract.floor import IntegrityBody, integrity_topic
 from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot
-from tests.display.test_accessibility import audit
-from tests.display.test_browser import UTH_ROYAL_AT_5, WAIT
+from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT, audit
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 

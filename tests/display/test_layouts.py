@@ -13,77 +13,26 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
 from tests.display.conftest import MakeTable, WebServer, shoot
-from tests.display.test_browser import BJ_888_SUITED, CRAPS_CHECK, UTH_ROYAL_AT_5, WAIT, login
-from tests.display.test_player_text import STAFF_WORDS
+from tests.helpers.screens import (
+    BJ_888_SUITED,
+    CRAPS_CHECK,
+    PLAYER_REGIONS,
+    SIZES,
+    STAFF_WORDS,
+    UTH_ROYAL_AT_5,
+    WAIT,
+    check_regions,
+    inside,
+    login,
+    measure,
+)
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
-
-SIZES = {
-    "1920x1080": (1920, 1080),
-    "1280x800": (1280, 800),
-    "1024x768": (1024, 768),
-    "1080x1920": (1080, 1920),
-}
-
-MEASURE = """(selectors) => selectors.map((sel) => {
-    const el = document.querySelector(sel);
-    if (!el) return {sel, missing: true};
-    const r = el.getBoundingClientRect();
-    return {sel, x: r.left, y: r.top, right: r.right, bottom: r.bottom,
-            scrollW: el.scrollWidth, clientW: el.clientWidth,
-            scrollH: el.scrollHeight, clientH: el.clientHeight,
-            clips: getComputedStyle(el).overflow !== "visible",
-            fontSize: parseFloat(getComputedStyle(el).fontSize)};
-})"""
-
-
-async def measure(page: Page, selectors: list[str]) -> dict[str, dict[str, Any]]:
-    """The boxes of ``selectors`` (each must exist)."""
-    boxes: list[dict[str, Any]] = await page.evaluate(MEASURE, selectors)
-    missing = [b["sel"] for b in boxes if b.get("missing")]
-    assert not missing, f"regions missing: {missing}"
-    return {b["sel"]: b for b in boxes}
-
-
-def check_regions(boxes: dict[str, dict[str, Any]], width: int, height: int) -> None:
-    """Inside the viewport, no overlap, nothing cut off (half a pixel of rounding)."""
-    eps = 0.5
-    for sel, b in boxes.items():
-        assert b["x"] >= -eps, f"{sel} starts left of the viewport: {b}"
-        assert b["y"] >= -eps, f"{sel} starts above the viewport: {b}"
-        assert b["right"] <= width + eps, f"{sel} passes the right edge ({width}): {b}"
-        assert b["bottom"] <= height + eps, f"{sel} passes the bottom ({height}): {b}"
-        assert b["right"] - b["x"] > 10, f"{sel} is empty: {b}"
-        assert b["bottom"] - b["y"] > 10, f"{sel} is empty: {b}"
-        if b["clips"]:
-            assert b["scrollW"] <= b["clientW"] + 1, f"{sel} cut off at the side: {b}"
-            assert b["scrollH"] <= b["clientH"] + 1, f"{sel} cut off at the bottom: {b}"
-    items = list(boxes.items())
-    for i, (a_sel, a) in enumerate(items):
-        for b_sel, b in items[i + 1 :]:
-            across = min(a["right"], b["right"]) - max(a["x"], b["x"])
-            down = min(a["bottom"], b["bottom"]) - max(a["y"], b["y"])
-            assert across <= eps or down <= eps, f"{a_sel} overlaps {b_sel}: {a} {b}"
-
-
-def inside(inner: dict[str, Any], outer: dict[str, Any]) -> bool:
-    """Whether ``inner``'s box is within ``outer``'s."""
-    eps = 0.5
-    return bool(
-        inner["x"] >= outer["x"] - eps
-        and inner["y"] >= outer["y"] - eps
-        and inner["right"] <= outer["right"] + eps
-        and inner["bottom"] <= outer["bottom"] + eps
-    )
-
-
-PLAYER_REGIONS = ["#top", "#region-pays", "#round", "#history"]
 
 
 async def check_player(page: Page, name: str, marks: list[str], pays: str = "#pays") -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
@@ -31,8 +30,7 @@ from tests.display.conftest import (
     start_web,
     stop_web,
 )
-from tests.display.test_browser import WAIT
-from tests.integration.harness import LAMMER
+from tests.helpers.screens import PIT_USER, WAIT, add_pit_user
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
@@ -122,25 +120,12 @@ async def test_two_hundred_tables_in_the_list_view_on_one_screen(
         broker.stop()
 
 
-PIT_USER = ("pat", "pit boss password")
 POST = """async ([url, body]) => {
     const info = await (await fetch("/api/session", {credentials: "same-origin"})).json();
     const r = await fetch(url, {method: "POST", credentials: "same-origin", body,
         headers: {"Content-Type": "application/json", "X-CSRF-Token": info.csrf || ""}});
     return [r.status, await r.json()];
 }"""
-
-
-def add_pit_user(users: Path) -> None:
-    """``lammer web adduser --role pit pat`` on the users file."""
-    added = subprocess.run(
-        [LAMMER, "web", "adduser", "--role", "pit", PIT_USER[0], "--users", str(users)],
-        input=(PIT_USER[1] + "\n").encode(),
-        capture_output=True,
-        check=False,
-    )
-    assert added.returncode == 0, added.stderr
-    assert b"added pat (pit)" in added.stdout
 
 
 async def pit_login(page: Page, url: str, user: tuple[str, str]) -> None:

@@ -7,7 +7,6 @@ the code, no underscore, no spec reference. Run in Chromium, on the module as se
 
 from __future__ import annotations
 
-import re
 from typing import Any, get_args
 
 import pytest
@@ -23,12 +22,9 @@ from contract.payloads import (
 )
 from rules.alarms import PAYOUT_ALARMS
 from tests.display.conftest import WebServer
+from tests.helpers.screens import STAFF_WORDS
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
-
-STAFF_WORDS = re.compile(r"_|IAC|\.md|\b[A-Z]{2,}\b|\(c\)|[Ii][Cc][Dd]")
-"""What only a staff page may say: codes (an underscore, a word in capitals), clauses and
-spec file names."""
 
 
 def literals(model: Any, name: str) -> set[str]:

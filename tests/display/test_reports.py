@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-import secrets
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -24,13 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 import psycopg
 import pytest
 from playwright.async_api import Browser, BrowserContext, Page, expect
-from psycopg import sql
 
 from deploy.broker import free_port
-from deploy.postgres import Postgres
 from records.messages import parse
-from records.migrate import migrate
-from records.provision import provision, provision_reader
 from records.store import Store
 from rules.alarms import ALARMS, DEVICE_FAULT_PREFIX
 from rules.bust_odds import odds_table
@@ -42,55 +36,16 @@ from tests.display.conftest import (
     start_web,
     stop_web,
 )
-from tests.display.test_accessibility import audit
-from tests.display.test_browser import WAIT
-from tests.display.test_layouts import SIZES, check_regions, measure
-from tests.display.test_pit import PIT_USER, add_pit_user
+from tests.helpers.reports import Records, bust_row, info_bj, iso, par_of, poker_row, records
+from tests.helpers.screens import PIT_USER, SIZES, WAIT, add_pit_user, audit, check_regions, measure
 from tests.records.conftest import postgres
 from tests.records.messages import alarms, body
-from tests.records.test_reports import _bust, _info_bj, _par, _poker, _ts
 
-__all__ = ["postgres"]
+__all__ = ["postgres", "records"]  # the fixtures, used by name
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
 DAY = "2026-12-01"
-
-
-@dataclass(frozen=True)
-class Records:
-    """A store database, its owner's DSN (writes) and its reader's (``lammer web``)."""
-
-    owner_dsn: str
-    reader_dsn: str
-    pgpass: Path | None
-
-
-@pytest.fixture
-def records(postgres: Postgres, tmp_path: Path) -> Iterator[Records]:
-    """A provisioned, migrated store with a reader role; the reader's password in a
-    pgpass file (0600), never on the web server's command line."""
-    suffix = secrets.token_hex(6)
-    database, owner, reader = f"records_{suffix}", f"records_{suffix}", f"reader_{suffix}"
-    owner_password, reader_password = secrets.token_urlsafe(18), secrets.token_urlsafe(18)
-    with psycopg.connect(postgres.admin_dsn(), autocommit=True) as admin:
-        provision(admin, database=database, role=owner, password=owner_password)
-        provision_reader(
-            admin, database=database, role=reader, password=reader_password, owner=owner
-        )
-    owner_dsn = postgres.dsn(owner, owner_password, database)
-    with psycopg.connect(owner_dsn, autocommit=True) as conn:
-        migrate(conn)
-    pgpass = tmp_path / "pgpass"
-    pgpass.touch(mode=0o600)
-    pgpass.write_text(f"{postgres.host}:{postgres.port}:{database}:{reader}:{reader_password}\n")
-    reader_dsn = f"host={postgres.host} port={postgres.port} dbname={database} user={reader}"
-    yield Records(owner_dsn, reader_dsn, pgpass)
-    with psycopg.connect(postgres.admin_dsn(), autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database)))
-        for role in (reader, owner):
-            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def records_web(
@@ -138,29 +93,29 @@ def store_floor(records: Records) -> Floor:
     plan = [(1, "Royal Flush", "500"), (2, None, None), (1, "Flush", "70"), (2, "Flush", "30"),
             (2, None, None), (1, None, None), (2, "Straight Flush", "100"), (2, "Flush", "30"),
             (1, "Three of a Kind", "3")]  # fmt: skip
-    poker = [_poker("lir-1", i + 1, _ts(1, 8 + i, 0), h, hand, pays)
+    poker = [poker_row("lir-1", i + 1, iso(1, 8 + i, 0), h, hand, pays)
              for i, (h, hand, pays) in enumerate(plan)]  # fmt: skip
-    poker.append(_poker("lir-1", 20, _ts(2, 6, 0), 1, None, None))  # the next gaming day
-    poker.append({**_poker("lir-1", 21, _ts(1, 9, 30), 2, None, None, "void"), "hands": 2})
+    poker.append(poker_row("lir-1", 20, iso(2, 6, 0), 1, None, None))  # the next gaming day
+    poker.append({**poker_row("lir-1", 21, iso(1, 9, 30), 2, None, None, "void"), "hands": 2})
     bust = [
-        _bust("bj-1", 2, _ts(1, 8, 0), "6h", "suited", "3"),
-        _bust("bj-1", 3, _ts(1, 8, 1), "Kd", None, None),
-        _bust("bj-1", 4, _ts(1, 8, 2), "6c", "off_suit", "1"),
-        _bust("bj-1", 5, _ts(1, 8, 3), "6d", None, None),
+        bust_row("bj-1", 2, iso(1, 8, 0), "6h", "suited", "3"),
+        bust_row("bj-1", 3, iso(1, 8, 1), "Kd", None, None),
+        bust_row("bj-1", 4, iso(1, 8, 2), "6c", "off_suit", "1"),
+        bust_row("bj-1", 5, iso(1, 8, 3), "6d", None, None),
     ]
-    jam = {**alarms("lir-1", 100, "JAM"), "ts": _ts(1, 10, 0)}
-    jam["alarms"] = [{**jam["alarms"][0], "since": _ts(1, 10, 0)}]
+    jam = {**alarms("lir-1", 100, "JAM"), "ts": iso(1, 10, 0)}
+    jam["alarms"] = [{**jam["alarms"][0], "since": iso(1, 10, 0)}]
     messages: list[tuple[str, str, dict[str, Any] | str]] = [
         *(("lir-1", "cover_all/result", p) for p in poker),
-        ("bj-1", "info", _info_bj("bj-1", 1)),
+        ("bj-1", "info", info_bj("bj-1", 1)),
         *(("bj-1", "bust_bonus/result", b) for b in bust),
         ("lir-1", "alarms", jam),
         ("lir-1", "request/void_roll",
          {"operator": "Dana", "request_id": "r-7", "roll_id": 4, "clause": "3"}),
         ("lir-1", "response/void_roll",
-         {"table": "lir-1", "seq": 102, "ts": _ts(1, 11, 0), "request_id": "r-7",
+         {"table": "lir-1", "seq": 102, "ts": iso(1, 11, 0), "request_id": "r-7",
           "status": "ok", "error": None}),
-        ("lir-1", "alarms", {**alarms("lir-1", 101), "ts": _ts(1, 10, 5)}),
+        ("lir-1", "alarms", {**alarms("lir-1", 101), "ts": iso(1, 10, 5)}),
     ]  # fmt: skip
     with psycopg.connect(records.owner_dsn) as conn:
         store = Store(conn)
@@ -243,7 +198,7 @@ async def test_the_report_page_shows_the_tally_and_the_par_sheet(
         await expect(page.locator("body")).to_have_attribute("data-loaded", "1", timeout=WAIT)
 
         # lir-1: the test's own tally of the gaming day (06:00 UTC to 06:00 UTC).
-        day = [p for p in floor.poker if _ts(1, 6, 0) <= p["ts"] < _ts(2, 6, 0)]
+        day = [p for p in floor.poker if iso(1, 6, 0) <= p["ts"] < iso(2, 6, 0)]
         settled = [p for p in day if p["outcome"] in ("win", "no_qualifier")]
         per_hands = Counter(p["hands"] for p in settled)
         hits = Counter(p["highest"]["hand"] for p in settled if p["outcome"] == "win")
@@ -258,7 +213,7 @@ async def test_the_report_page_shows_the_tally_and_the_par_sheet(
         await expect(lir.locator(".bet-report caption")).to_have_text(
             f"cover_all: {len(settled)} rounds"
         )
-        p1, p2 = _par("LIR", 1), _par("LIR", 2)
+        p1, p2 = par_of("LIR", 1), par_of("LIR", 2)
         shown = {r[0]: r[1:] for r in await lir.locator(".bet-report tbody tr").evaluate_all(
             "(rows) => rows.map((r) => [...r.children].map((c) => c.textContent))")}  # fmt: skip
         assert set(shown) == set(p1)
@@ -458,12 +413,15 @@ async def test_the_report_says_alarms_in_words_and_nothing_stray(
     # issue 29: the page ended with a literal "null" (no gaps: replaceChildren(null)), showed
     # the alarms' codes and broke them mid-word ("MODE_MISMATC" / "H").
     store_floor(records)
-    paused = {**alarms("bj-1", 200, "MODE_MISMATCH", "DEVICE_FAULT_DOOR_OPEN"), "ts": _ts(1, 12, 0)}
-    paused["alarms"] = [{**a, "since": _ts(1, 12, 0)} for a in paused["alarms"]]
+    paused = {
+        **alarms("bj-1", 200, "MODE_MISMATCH", "DEVICE_FAULT_DOOR_OPEN"),
+        "ts": iso(1, 12, 0),
+    }
+    paused["alarms"] = [{**a, "since": iso(1, 12, 0)} for a in paused["alarms"]]
     with psycopg.connect(records.owner_dsn) as conn:
         store = Store(conn)
         store.write(parse("bj-1", "alarms", body(paused)))
-        store.write(parse("bj-1", "alarms", body({**alarms("bj-1", 201), "ts": _ts(1, 12, 5)})))
+        store.write(parse("bj-1", "alarms", body({**alarms("bj-1", 201), "ts": iso(1, 12, 5)})))
     web = records_web(tmp_path, auth_broker, records)
     try:
         await login(page, web, PIT_USER, f"/reports?day={DAY}")

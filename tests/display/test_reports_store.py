@@ -12,7 +12,7 @@ import psycopg
 
 from deploy.postgres import Postgres
 from display.web.reports import Question, ReportUnavailable, fetch
-from tests.display.test_reports import Records, records
+from tests.helpers.reports import Records, records
 from tests.records.conftest import postgres
 
 __all__ = ["postgres", "records"]

@@ -29,10 +29,16 @@ from playwright.async_api import Browser, Page, expect
 
 from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot, start_web, stop_web
 from tests.display.deals import ROYAL, STRAIGHT_FLUSH, deal
-from tests.display.test_accessibility import audit
-from tests.display.test_browser import BJ_888_SUITED, WAIT
-from tests.display.test_layouts import PLAYER_REGIONS, SIZES, check_regions, measure
-from tests.display.test_player_text import STAFF_WORDS
+from tests.helpers.screens import (
+    BJ_888_SUITED,
+    PLAYER_REGIONS,
+    SIZES,
+    STAFF_WORDS,
+    WAIT,
+    audit,
+    check_regions,
+    measure,
+)
 from tests.integration.harness import Table
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]

@@ -22,8 +22,7 @@ from playwright.async_api import Page, expect
 
 from bench.pit_load import floor, publish_floor
 from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot, start_web, stop_web
-from tests.display.test_browser import WAIT, login
-from tests.display.test_layouts import SIZES
+from tests.helpers.screens import SIZES, WAIT, login
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 

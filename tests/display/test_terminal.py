@@ -38,7 +38,7 @@ from display.terminal import (
     route,
     run,
 )
-from drivers.backoff import Backoff
+from foundation.backoff import Backoff
 from tests.conftest import Broker, free_port
 from tests.display.conftest import AuthBroker
 

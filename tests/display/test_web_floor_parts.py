@@ -6,10 +6,11 @@ import random
 
 import pytest
 
-from contract.nodes import Nodes, parse_nodes
+from contract.nodes import Nodes
 from display.errors import WebConfigError
 from display.web.config import validate_web_config
 from display.web.relay import BACKOFF
+from foundation.endpoints import parse_nodes
 
 
 def test_every_node_of_the_floor_in_order_with_its_port_or_the_default() -> None:

@@ -21,27 +21,9 @@ from deploy.broker import free_port, wait_listening
 from display.web.config import WebConfig
 from display.web.server import HSTS, LOGIN_COOKIE, SESSION_COOKIE
 from tests.display.conftest import STICKPERSON, AuthBroker
+from tests.helpers.pki import make_certificate
 
 LAMMER = str(Path(sys.executable).parent / "lammer")
-
-
-def make_certificate(where: Path) -> tuple[Path, Path, Path]:
-    """A CA, and a certificate it signed for 127.0.0.1 with its key (0600)."""
-    where.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-
-    def run(*args: str) -> None:
-        done = subprocess.run(["openssl", *args], cwd=where, capture_output=True, check=False)
-        assert done.returncode == 0, done.stderr
-
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-        "-subj", "/CN=pit CA", "-addext", "basicConstraints=critical,CA:TRUE")  # fmt: skip
-    run("req", *ec, "-keyout", "web.key", "-out", "web.csr", "-subj", "/CN=pit")
-    (where / "ext.cnf").write_text("extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n")
-    run("x509", "-req", "-in", "web.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "web.crt")  # fmt: skip
-    (where / "web.key").chmod(0o600)
-    return where / "ca.crt", where / "web.crt", where / "web.key"
 
 
 def web_argv(workdir: Path, broker: AuthBroker, port: int, *extra: str) -> list[str]:

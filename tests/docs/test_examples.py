@@ -131,7 +131,9 @@ def unit_command_lines() -> list[tuple[str, list[str]]]:
     """Every ``lammer`` command line systemd runs from the units, as systemd expands it:
     ``%i`` the instance, ``${X}`` one word, ``$X`` split at spaces (systemd.service(5))."""
     found = []
-    env = environment(ROOT / "systemd" / "lammer-records.env")
+    env: dict[str, str] = {}
+    for path in sorted((ROOT / "systemd").glob("*.env")):  # records', authenticate's
+        env.update(environment(path))
     for unit in sorted((ROOT / "systemd").glob("*.service")):
         text = unit.read_text().replace("\\\n", " ")
         for line in re.findall(r"^ExecStart(?:Pre)?=(.*)$", text, re.M):
@@ -153,7 +155,7 @@ UNITS = unit_command_lines()
 
 @pytest.mark.parametrize(("unit", "argv"), UNITS, ids=[" ".join(a[1:3]) for _, a in UNITS])
 def test_a_command_line_a_unit_runs_is_one_the_parser_accepts(unit: str, argv: list[str]) -> None:
-    assert len(UNITS) >= 4  # lammer@'s check and run, lammer-web, lammer-records
+    assert len(UNITS) >= 5  # lammer@'s check and run, lammer-web, -records, -authenticate
     parser: argparse.ArgumentParser = PROGRAMS[Path(argv[0]).name]()
     stderr = io.StringIO()
     status: int | str | None = 0

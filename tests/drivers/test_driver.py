@@ -22,7 +22,6 @@ import serial_asyncio_fast
 import structlog
 
 from drivers import messages as m
-from drivers.backoff import Backoff
 from drivers.driver import DeviceDriver, _Port, _Transport
 from drivers.errors import DriverConfigError
 from drivers.events import (
@@ -35,6 +34,7 @@ from drivers.events import (
 )
 from drivers.link import next_seq
 from drivers.settings import DriverSettings, Rs485
+from foundation.backoff import Backoff
 from rules import events as ev
 from tests.drivers.conftest import WAIT, PtyDevice
 
@@ -562,7 +562,7 @@ def test_backoff_is_jittered_exponential_and_capped() -> None:
     assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
     again = DeviceDriver(settings, rng=random.Random(1))
     assert [again.backoff(n) for n in range(12)] == delays  # seedable
-    # The driver's delays are the shared policy's (drivers.backoff), draw for draw.
+    # The driver's delays are the shared policy's (foundation.backoff), draw for draw.
     rng = random.Random(1)
     assert delays == [Backoff(0.5, 30.0).delay(n, rng) for n in range(12)]
 

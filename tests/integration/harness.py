@@ -633,7 +633,7 @@ class Table:
             [LAMMER, "journal", str(self.journal_path), *args],
             capture_output=True,
             check=False,
-            timeout=30,
+            timeout=120,  # a bound on failure only (a loaded machine)
         )
         assert done.returncode == 0, done.stderr.decode(errors="replace")
         return [json.loads(line) for line in done.stdout.decode().splitlines()]

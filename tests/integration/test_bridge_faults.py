@@ -30,10 +30,10 @@ import pytest
 from contract.floor import bridge_status_topic
 from deploy.broker import free_port
 from deploy.floor_cluster import FloorCluster
+from tests.helpers.pki import other_ca
 from tests.integration.floor import Controller, FloorSubscriber, bridges, until
 from tests.integration.floor_faults import FAULTS, FaultyNode, LocalClock, Mode
 from tests.integration.harness import DEADLINE
-from tests.integration.test_floor_tls import other_ca
 
 pytestmark = [
     pytest.mark.integration,

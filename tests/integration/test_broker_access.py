@@ -17,145 +17,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import pwd
 import signal
 import ssl
-import subprocess
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiomqtt
 import pytest
 
 from deploy import broker_config as bc
-from deploy.broker import Broker, free_port, wait_listening
-from tests.integration.harness import LAMMER, Table
+from deploy.broker import free_port, wait_listening
+from tests.helpers.broker_access import DEADLINE, Secured, next_messages, secured
+from tests.helpers.pki import make_pki
+from tests.integration.harness import Table
+
+__all__ = ["secured"]  # the fixture, used by name
 
 pytestmark = pytest.mark.integration
 
-DEADLINE = 20.0
 NOT_AUTHORISED = {5, 135}  # MQTT 3.1.1 CONNACK 5; paho reports it as MQTT 5's 135
 
 
 # ---------------------------------------------------------------------------------------
 # A secured broker
-
-
-def table_toml(table_id: str, port: int, prefix: str = "lammer") -> str:
-    """A CRAPS table's configuration (no daemon runs it: only broker-config reads it)."""
-    return (
-        f'[table]\nid = "{table_id}"\ngame = "CRAPS"\n[dice_reader]\nport = "/dev/null"\n'
-        f'[mqtt]\nhost = "127.0.0.1"\nport = {port}\nprefix = "{prefix}"\n'
-    )
-
-
-@dataclass
-class Secured:
-    """A broker-config directory and a broker running it; clients log in from its files."""
-
-    root: Path
-    port: int = field(default_factory=free_port)
-    out: Path = field(init=False)
-    broker: Broker = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.out = self.root / "broker"
-        run = self.root / "run"
-        run.mkdir()
-        (self.root / "data").mkdir()
-        self.broker = Broker(run, port=self.port, config_file=self.out / "mosquitto.conf")
-
-    def configure(self, *configs: Path, extra: tuple[str, ...] = ()) -> list[str]:
-        """``lammer broker-config`` as the operator runs it; its report lines."""
-        me = pwd.getpwuid(os.geteuid()).pw_name  # root here: Mosquitto keeps the tmp files
-        done = subprocess.run(
-            [
-                LAMMER,
-                "broker-config",
-                "--out",
-                str(self.out),
-                "--data-dir",
-                str(self.root / "data"),
-                "--broker-user",
-                me,
-                *extra,
-                *map(str, configs),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout.splitlines()
-
-    def table(self, table_id: str, prefix: str = "lammer") -> str:
-        """Write a table configuration for this broker; its base topic."""
-        (self.root / f"{table_id}.toml").write_text(table_toml(table_id, self.port, prefix))
-        return f"{prefix}/{table_id}"
-
-    def config(self, table_id: str) -> Path:
-        """The configuration file written by ``table``."""
-        return self.root / f"{table_id}.toml"
-
-    def password(self, user: str) -> str:
-        """The user's password, from its credentials file."""
-        return (self.out / "credentials" / user).read_text().split("\n")[0]
-
-    def client(
-        self,
-        user: str | None,
-        *,
-        password: str | None = None,
-        port: int | None = None,
-        identifier: str | None = None,
-        tls: aiomqtt.TLSParameters | None = None,
-        clean_session: bool = True,
-    ) -> aiomqtt.Client:
-        """A client logged in as ``user`` (None: anonymous) with its own password unless
-        ``password`` is given."""
-        if password is None and user is not None:
-            password = self.password(user)
-        return aiomqtt.Client(
-            "127.0.0.1",
-            port or self.port,
-            username=user,
-            password=password,
-            identifier=identifier or f"test-{uuid.uuid4().hex[:10]}",
-            tls_params=tls,
-            clean_session=clean_session,
-            timeout=5,
-        )
-
-    def log(self) -> str:
-        """What the broker logged."""
-        return self.broker.log.read_text(errors="replace")
-
-
-@pytest.fixture
-def secured(tmp_path: Path) -> Iterator[Secured]:
-    """A secured broker of the test's own (``configure`` it, then ``broker.start()``)."""
-    s = Secured(tmp_path)
-    yield s
-    s.broker.stop()
-
-
-async def next_messages(
-    client: aiomqtt.Client, until: str, *, within: float = DEADLINE
-) -> list[tuple[str, bytes, bool]]:
-    """(topic, payload, retain) of every message up to and including one on ``until``."""
-    got: list[tuple[str, bytes, bool]] = []
-    async with asyncio.timeout(within):
-        async for message in client.messages:
-            payload = message.payload
-            data = payload if isinstance(payload, bytes) else str(payload).encode()
-            got.append((message.topic.value, data, bool(message.retain)))
-            if message.topic.value == until:
-                return got
-    raise AssertionError("the connection ended")  # pragma: no cover
 
 
 # ---------------------------------------------------------------------------------------
@@ -402,39 +285,6 @@ async def _first(client: aiomqtt.Client) -> tuple[str, bytes, bool]:
 
 # MQTT 3.1.1 CONNECT: protocol "MQTT" level 4, clean session, keepalive 60, client id "x".
 CONNECT_ANONYMOUS = bytes.fromhex("100d00044d5154540402003c000178")
-
-
-@dataclass(frozen=True)
-class Pki:
-    """A CA made for the test and a broker certificate for 127.0.0.1 signed by it."""
-
-    ca: Path
-    cert: Path
-    key: Path
-
-
-def make_pki(where: Path, name: str) -> Pki:
-    where.mkdir()
-
-    def openssl(*args: str) -> None:
-        done = subprocess.run(
-            ["openssl", *args], cwd=where, capture_output=True, timeout=60, check=False
-        )
-        assert done.returncode == 0, done.stderr.decode(errors="replace")
-
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", f"/CN={name}", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
-    openssl("req", *ec, "-keyout", "broker.key", "-out", "broker.csr", "-subj", "/CN=127.0.0.1")
-    (where / "ext.cnf").write_text(
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-        "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
-    )
-    sign = ("-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-extfile", "ext.cnf")
-    openssl("x509", "-req", "-in", "broker.csr", *sign, "-out", "broker.crt", "-days", "2")
-    (where / "broker.key").chmod(0o600)
-    return Pki(where / "ca.crt", where / "broker.crt", where / "broker.key")
 
 
 async def test_tls_listener_verified_with_the_ca_while_loopback_stays_plain(

@@ -16,8 +16,8 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
+from tests.helpers.broker_access import Secured
 from tests.integration.harness import Table
-from tests.integration.test_broker_access import Secured
 
 pytestmark = pytest.mark.integration
 

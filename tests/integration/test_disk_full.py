@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.tmpfs import tmpfs
 from tests.integration.conftest import MakeTable
 from tests.integration.harness import LAMMER, device_records
 
@@ -32,19 +33,7 @@ ROLLS = 400
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """An 8 MiB tmpfs of the test's own (mounting needs root, as CI runs): room for the
     journal's WAL to cycle (SQLite reuses it after a checkpoint, at 1000 pages)."""
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    yield from tmpfs(tmp_path / "small", "8m")
 
 
 def fill(folder: Path, leave: int) -> Path:

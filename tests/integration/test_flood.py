@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.broker_access import Secured, next_messages
 from tests.integration.harness import Table
-from tests.integration.test_broker_access import Secured, next_messages
 
 pytestmark = pytest.mark.integration
 

@@ -26,6 +26,7 @@ from deploy.broker import free_port
 from deploy.floor_cluster import FloorCluster, nats_server_path
 from display.web.config import WebConfig
 from display.web.server import make_state
+from tests.helpers.pki import other_ca
 from tests.integration.floor import Controller, FloorSubscriber, until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -44,26 +45,6 @@ def floor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FloorClust
     yield cluster, ctl
     ctl.broker.stop()
     cluster.stop()
-
-
-def other_ca(where: Path) -> tuple[Path, Path]:
-    """A CA that is not the floor's, and a certificate it signed for 127.0.0.1."""
-    where.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
-
-    def run(*args: str) -> None:
-        done = subprocess.run(["openssl", *args], cwd=where, capture_output=True, check=False)
-        assert done.returncode == 0, done.stderr
-
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-        "-subj", "/CN=not the floor", "-addext", "basicConstraints=critical,CA:TRUE")  # fmt: skip
-    run("req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=intruder")
-    (where / "ext.cnf").write_text(
-        "extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n"
-    )
-    run("x509", "-req", "-in", "node.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-        "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "node.crt")  # fmt: skip
-    return where / "ca.crt", where / "node.crt"
 
 
 def mqtt(

@@ -17,8 +17,8 @@ import pytest
 
 from deploy.broker import free_port
 from tests.conftest import sigint_as_from_a_terminal
+from tests.helpers.broker_access import Secured, secured, table_toml
 from tests.integration.harness import LAMMER
-from tests.integration.test_broker_access import Secured, secured, table_toml
 
 __all__ = ["secured"]  # the fixture, used by name
 

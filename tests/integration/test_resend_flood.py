@@ -19,8 +19,8 @@ import aiomqtt
 import pytest
 
 from contract.requests import COPY_BUDGET
+from tests.helpers.broker_access import Secured
 from tests.integration.harness import Table
-from tests.integration.test_broker_access import Secured
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.test_broker_access import Secured, next_messages, secured
+from tests.helpers.broker_access import Secured, next_messages, secured
 
 __all__ = ["secured"]
 

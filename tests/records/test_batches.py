@@ -23,9 +23,9 @@ from records.messages import Message as Stored
 from records.messages import parse
 from records.service import Records, run
 from records.store import Missing, Store
+from tests.helpers.records_service import DEADLINE, FakeTable, settings_for, until
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
-from tests.records.test_service import DEADLINE, FakeTable, settings_for, until
 
 
 def roll(table: str, seq: int, prev: int | None) -> bytes:

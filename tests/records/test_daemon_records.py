@@ -24,9 +24,9 @@ import pytest
 from deploy.broker import Broker
 from records.observe import GamingDay
 from records.service import run
+from tests.helpers.records_service import settings_for
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
-from tests.records.test_service import settings_for
 
 __all__ = ["make_table"]
 

@@ -21,58 +21,11 @@ from PIL import Image
 from records.messages import parse
 from records.store import Store
 from rules.bust_odds import odds_table
+from tests.helpers.reports import bust_row, info_bj, iso, par_of, poker_row
 from tests.records.conftest import StoreDb
 from tests.records.messages import alarms, body
 
-ROOT = Path(__file__).resolve().parents[2]
 LAMMER = str(Path(sys.executable).parent / "lammer")
-
-
-def _par(game: str, hands: int) -> dict[str, Fraction]:
-    sheet = json.loads((ROOT / "docs/cover-all-par-sheet.json").read_text())
-    column = next(
-        c for g in sheet if g["game"] == game for c in g["columns"] if c["hands"] == hands
-    )
-    return {r["hand"]: Fraction(r["probability_fraction"]) for r in column["rows"]}
-
-
-def _ts(day: int, hour: int, minute: int, second: int = 0) -> str:
-    return f"2026-12-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.000Z"
-
-
-def _poker(table: str, seq: int, ts: str, hands: int, hand: str | None, pays: str | None,
-           outcome: str | None = None) -> dict[str, Any]:  # fmt: skip
-    won = hand is not None
-    return {
-        "table": table, "seq": seq, "ts": ts, "round_id": seq, "game": "LIR", "hands": hands,
-        "outcome": outcome or ("win" if won else "no_qualifier"),
-        "highest": {"hand": hand, "position": "P3", "cards": ["Ah", "Kh", "Qh", "Jh", "Th"]}
-        if won else None,
-        "pays": pays if won else None, "reason": None,
-    }  # fmt: skip
-
-
-def _bust(
-    table: str, seq: int, ts: str, up: str, win: str | None, pays: str | None
-) -> dict[str, Any]:
-    suited = win == "suited"
-    return {
-        "table": table, "seq": seq, "ts": ts, "round_id": seq,
-        "outcome": "win" if win else "lose", "up_card": up,
-        "dealer_cards": [up, "6s", "Ks"], "total": 26 if win else 20, "suited": suited,
-        "three_eights": False, "pays": pays, "reason": None,
-        "paytable_row": "6" if up.startswith("6") else "10",
-        "column": win,
-    }  # fmt: skip
-
-
-def _info_bj(table: str, seq: int) -> dict[str, Any]:
-    return {
-        "table": table, "seq": seq, "ts": _ts(1, 7, 0), "version": "0.1.0", "contract": "1.2",
-        "game": "BJ",
-        "paytables": {"cover_all": None, "bonus_craps": None, "bust_bonus": {
-            "decks": 6, "dealer_hits_soft_17": False, "rows": []}},
-    }  # fmt: skip
 
 
 def _store(store_db: StoreDb, messages: list[tuple[str, str, dict[str, Any] | str]]) -> None:
@@ -101,21 +54,21 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
             (2, None, None), (1, None, None), (2, "Straight Flush", "100")]  # fmt: skip
     for i, (hands, hand, pays) in enumerate(plan):
         seq += 1
-        poker.append(_poker("lir-1", seq, _ts(1, 8 + i, 0), hands, hand, pays))
+        poker.append(poker_row("lir-1", seq, iso(1, 8 + i, 0), hands, hand, pays))
     seq += 1
-    poker.append(_poker("lir-1", seq, _ts(2, 5, 59), 2, "Flush", "30"))  # still Dec 1's day
+    poker.append(poker_row("lir-1", seq, iso(2, 5, 59), 2, "Flush", "30"))  # still Dec 1's day
     seq += 1
-    poker.append(_poker("lir-1", seq, _ts(2, 6, 0), 1, None, None))  # Dec 2's day
+    poker.append(poker_row("lir-1", seq, iso(2, 6, 0), 1, None, None))  # Dec 2's day
     seq += 1
-    poker.append({**_poker("lir-1", seq, _ts(1, 9, 30), 2, None, None, "void"), "hands": 2})
+    poker.append({**poker_row("lir-1", seq, iso(1, 9, 30), 2, None, None, "void"), "hands": 2})
     bj = [
-        _info_bj("bj-1", 1),
-        _bust("bj-1", 2, _ts(1, 8, 0), "6h", "suited", "3"),
-        _bust("bj-1", 3, _ts(1, 8, 1), "Kd", None, None),
-        _bust("bj-1", 4, _ts(1, 8, 2), "6c", "off_suit", "1"),
+        info_bj("bj-1", 1),
+        bust_row("bj-1", 2, iso(1, 8, 0), "6h", "suited", "3"),
+        bust_row("bj-1", 3, iso(1, 8, 1), "Kd", None, None),
+        bust_row("bj-1", 4, iso(1, 8, 2), "6c", "off_suit", "1"),
     ]
-    jam = {**alarms("lir-1", 100, "JAM"), "ts": _ts(1, 10, 0)}
-    jam["alarms"] = [{**jam["alarms"][0], "since": _ts(1, 10, 0)}]
+    jam = {**alarms("lir-1", 100, "JAM"), "ts": iso(1, 10, 0)}
+    jam["alarms"] = [{**jam["alarms"][0], "since": iso(1, 10, 0)}]
     _store(
         store_db,
         [("lir-1", "cover_all/result", p) for p in poker]
@@ -135,13 +88,13 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
                 {
                     "table": "lir-1",
                     "seq": 102,
-                    "ts": _ts(1, 11, 0),
+                    "ts": iso(1, 11, 0),
                     "request_id": "r-7",
                     "status": "ok",
                     "error": None,
                 },
             ),
-            ("lir-1", "alarms", {**alarms("lir-1", 101), "ts": _ts(1, 10, 5)}),
+            ("lir-1", "alarms", {**alarms("lir-1", 101), "ts": iso(1, 10, 5)}),
         ],
     )
     done = _report(store_db, "--day", "2026-12-01", "--format", "json")
@@ -151,7 +104,7 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
     assert set(days) == {("lir-1", "2026-12-01"), ("bj-1", "2026-12-01")}
 
     # The test's own tally of Dec 1's gaming day.
-    dec1 = [p for p in poker if p["ts"] < _ts(2, 6, 0)]
+    dec1 = [p for p in poker if p["ts"] < iso(2, 6, 0)]
     settled = [p for p in dec1 if p["outcome"] in ("win", "no_qualifier")]
     per_hands = Counter(p["hands"] for p in settled)
     hits = Counter(p["highest"]["hand"] for p in settled if p["outcome"] == "win")
@@ -163,7 +116,7 @@ def test_a_gaming_days_report_matches_the_tally_and_the_par_sheet(
     assert lir["hands_per_round"]["fraction"] == f"{mean.numerator}/{mean.denominator}"
     (bet,) = lir["bets"]
     rows = {r["row"]: r for r in bet["rows"]}
-    p1, p2 = _par("LIR", 1), _par("LIR", 2)
+    p1, p2 = par_of("LIR", 1), par_of("LIR", 2)
     for row, r in rows.items():
         assert r["hits"] == hits[row]
         expected = per_hands[1] * p1[row] + per_hands[2] * p2[row]
@@ -245,11 +198,11 @@ def test_big_hits_of_every_bet_name_their_row_cards_and_seat(store_db: StoreDb) 
     # it, with the cards and the seat where the bet has them (the dealer's cards at Bust
     # Bonus, none at craps), in time order across the tables.
     craps = [
-        {"table": "craps-1", "seq": 5, "ts": _ts(1, 8, 5), "roll_id": 12,
+        {"table": "craps-1", "seq": 5, "ts": iso(1, 8, 5), "roll_id": 12,
          "bet": "make_em_all", "outcome": "win", "pays": "175"},
-        {"table": "craps-1", "seq": 6, "ts": _ts(1, 8, 6), "roll_id": 12,
+        {"table": "craps-1", "seq": 6, "ts": iso(1, 8, 6), "roll_id": 12,
          "bet": "all_small", "outcome": "win", "pays": "34"},
-        {"table": "craps-1", "seq": 7, "ts": _ts(1, 8, 7), "roll_id": 13,
+        {"table": "craps-1", "seq": 7, "ts": iso(1, 8, 7), "roll_id": 13,
          "bet": "all_tall", "outcome": "lose", "pays": None},
     ]  # fmt: skip
     _store(
@@ -258,12 +211,20 @@ def test_big_hits_of_every_bet_name_their_row_cards_and_seat(store_db: StoreDb) 
             (
                 "lir-1",
                 "cover_all/result",
-                _poker("lir-1", 1, _ts(1, 8, 0), 1, "Royal Flush", "500"),
+                poker_row("lir-1", 1, iso(1, 8, 0), 1, "Royal Flush", "500"),
             ),
-            ("lir-1", "cover_all/result", _poker("lir-1", 2, _ts(1, 8, 1), 2, "Flush", "2")),
-            ("bj-1", "info", _info_bj("bj-1", 1)),
-            ("bj-1", "bust_bonus/result", _bust("bj-1", 2, _ts(1, 8, 2), "6h", "suited", "3")),
-            ("bj-1", "bust_bonus/result", _bust("bj-1", 3, _ts(1, 8, 3), "6c", "off_suit", "1")),
+            ("lir-1", "cover_all/result", poker_row("lir-1", 2, iso(1, 8, 1), 2, "Flush", "2")),
+            ("bj-1", "info", info_bj("bj-1", 1)),
+            (
+                "bj-1",
+                "bust_bonus/result",
+                bust_row("bj-1", 2, iso(1, 8, 2), "6h", "suited", "3"),
+            ),
+            (
+                "bj-1",
+                "bust_bonus/result",
+                bust_row("bj-1", 3, iso(1, 8, 3), "6c", "off_suit", "1"),
+            ),
             *[("craps-1", "craps/result", c) for c in craps],
         ],
     )

@@ -84,7 +84,7 @@ def test_every_code_the_rules_raise_is_declared_with_its_clearing_condition() ->
 
 
 def test_payout_alarms_are_the_declared_ones_that_stop_payouts() -> None:
-    assert {"MODE_MISMATCH", "DECK_FAULT"} == PAYOUT_ALARMS
+    assert {"MODE_MISMATCH", "DECK_FAULT", "SOFTWARE"} == PAYOUT_ALARMS
 
 
 def test_a_device_fault_code_is_its_family() -> None:

@@ -14,7 +14,7 @@ from rules.bust_odds import BustOdds, odds_table
 from rules.cards import DECK, Card
 from rules.errors import ConfigError
 from rules.paytables import BUST_BONUS
-from tests.rules.test_bust_bonus import SEED_ROWS, dealt_hand, seed_pays
+from tests.helpers.paytables import SEED_ROWS, dealt_hand, seed_pays
 
 # make check leaves these out (make test runs them): the tests share the cached exact odds of
 # every shoe (seconds of CPU for whichever test of a worker asks first).

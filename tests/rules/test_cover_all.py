@@ -33,7 +33,7 @@ from rules.errors import CardError, HandError
 from rules.events import POKER_GAMES, PokerGame
 from rules.paytables import COVER_ALL_ROWS, cover_all_columns
 from rules.poker import RANKINGS, evaluate_four_card, evaluator
-from tests.rules.test_paytables import REGULATION
+from tests.helpers.paytables import REGULATION
 
 CARD_CODE = re.compile(r"(?<![A-Za-z])[2-9TJQKA][cdhs](?![a-z])")  # a code, not in a word
 

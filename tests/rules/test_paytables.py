@@ -7,7 +7,6 @@ seed) is parsed here on its own, without the package's code, and every cell comp
 from __future__ import annotations
 
 import json
-import re
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -25,34 +24,8 @@ from rules.paytables import (
     parse_cover_all,
 )
 from rules.text import plural
+from tests.helpers.paytables import FIXTURE, REGULATION
 
-FIXTURE = Path(__file__).parent / "fixtures" / "sd-cover-all-bonus.txt"
-TITLES = {
-    "Caribbean Stud Poker": "CSP",
-    "Four Card Poker": "FCP",
-    "Let It Ride (Dealer's Hand included)": "LIR",
-    "Mississippi Stud Poker (Dealer's Hand included)": "MSP",
-    "Three Card Poker": "TCP",
-    "Ultimate Texas Hold'em": "UTH",
-}
-
-Regulation = dict[str, tuple[list[int], list[tuple[str, list[str]]]]]
-
-
-def parse_regulation(text: str) -> Regulation:
-    """game -> (columns as printed, [(row, cells)]) from the seed's one-line tables."""
-    tables: Regulation = {}
-    for chunk in text.split("Cover All Bonus for use with ")[1:]:
-        title, rest = chunk.split(" Highest Hand Rank ", 1)
-        body = rest.split(" All pays are TO 1", 1)[0]
-        columns = [int(n) for n in re.findall(r"(\d+) Total Hands?\b", body)]
-        cells = re.split(r"\d+ Total Hands? ", body)[-1]
-        rows = re.findall(r"([A-Z][A-Za-z ()]*?) ((?:\d+(?:\.\d+)? ?)+)", cells)
-        tables[TITLES[title]] = (columns, [(name, nums.split()) for name, nums in rows])
-    return tables
-
-
-REGULATION = parse_regulation(FIXTURE.read_text("utf-8"))
 CELLS = [
     (game, row, hands, cell)
     for game, (columns, rows) in REGULATION.items()

@@ -11,10 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rules import table
-from rules.cards import DECK
 from rules.errors import ConfigError, DecisionError
 from rules.events import (
-    DECK_RESULTS,
     AlarmAcknowledged,
     AlarmCleared,
     AlarmRaised,
@@ -41,7 +39,7 @@ from rules.events import (
     RoundSettled,
     RoundVoided,
 )
-from tests import strategies as s
+from tests.helpers.table_facts import CARD_CODES, ROUND_IDS, SOME_POSITIONS, TABLE_FACTS
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -430,30 +428,10 @@ def test_a_late_copy_of_a_settled_roll_pays_nothing_again() -> None:
 # ---------------------------------------------------------------------------------------
 # No device fact can crash the table: whatever the devices say, in any order.
 
-_codes = [c.code for c in DECK]
-_positions = st.sampled_from(["P1", "P2", "P3", "P8", "DL", "CM"])
-_round = st.integers(1, 3)
-# Every device fact the event model has, HELLO apart (it may restart the round counter, which
-# assert_results_stand rules out), drawn as the declarations allow (tests/strategies.py: a new
-# fact or message is in without an edit here). Narrowed so that facts meet: few round and roll
-# ids, a READY among the status codes, a deck check that often passes, and hands of no card
-# (beyond the wire, as a journal could hold).
-_facts: st.SearchStrategy[DeviceFact] = s.device_facts(
-    exclude=[DeviceHello],
-    round_id=_round,
-    roll_id=st.integers(1, 5),
-    position=_positions,
-    cards=st.lists(st.sampled_from(_codes), min_size=0, max_size=7).map(tuple),
-    hands=st.integers(0, 9),
-    code=st.sampled_from(["READY", "JAM", "CAMERA_FAULT"]),
-    text=st.just(""),
-    result=st.one_of(st.just("OK"), st.sampled_from(DECK_RESULTS)),
-)
-
 
 @pytest.mark.parametrize("game", ["CSP", "FCP", "LIR", "MSP", "TCP", "UTH", "BJ", "CRAPS"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(facts=st.lists(_facts, max_size=40))
+@given(facts=st.lists(TABLE_FACTS, max_size=40))
 def test_no_sequence_of_device_facts_makes_the_table_raise(
     game: str, facts: list[DeviceFact]
 ) -> None:
@@ -485,20 +463,20 @@ def assert_results_stand(out: list[Outcome]) -> None:
 _round_facts: st.SearchStrategy[DeviceFact] = st.one_of(
     st.builds(
         HandDealt,
-        round_id=_round,
-        position=_positions,
-        cards=st.lists(st.sampled_from(_codes), min_size=2, max_size=5, unique=True).map(tuple),
+        round_id=ROUND_IDS,
+        position=SOME_POSITIONS,
+        cards=st.lists(st.sampled_from(CARD_CODES), min_size=2, max_size=5, unique=True).map(tuple),
     ),
-    st.builds(RoundDealt, round_id=_round, hands=st.integers(1, 3)),
-    st.builds(RoundSettled, round_id=_round),
-    st.builds(RoundVoided, round_id=_round),
+    st.builds(RoundDealt, round_id=ROUND_IDS, hands=st.integers(1, 3)),
+    st.builds(RoundSettled, round_id=ROUND_IDS),
+    st.builds(RoundVoided, round_id=ROUND_IDS),
     st.builds(
         CardDrawn,
-        round_id=_round,
+        round_id=ROUND_IDS,
         position=st.sampled_from(["P1", "DL"]),
-        card=st.sampled_from(_codes),
+        card=st.sampled_from(CARD_CODES),
     ),
-    st.builds(DealerDone, round_id=_round),
+    st.builds(DealerDone, round_id=ROUND_IDS),
     st.builds(DeckChecked, result=st.sampled_from(["OK", "OK", "OK", "SHORT"])),
 )
 

@@ -6,6 +6,7 @@ import { h, odds, oddsFigure, cards, card } from "./dom.js";
 import { historyOf } from "./feed.js";
 import { FLAGGED_LINE, outcomeText } from "./player_text.js";
 import { historyTable, lastShown, timeOf } from "./history.js";
+import { TOPIC } from "./contract.js";
 
 // A result in a player's words: "Dealer busts, suited, three 8s", "Dealer stands on 19".
 function resultWords(r) {
@@ -27,7 +28,7 @@ function historyWords(r) {
 }
 
 function historyRows(t, inPlay) {
-  return historyOf(t, "bust_bonus/result", 11).slice(inPlay ? 0 : 1).slice(0, 10).map((r) => ({
+  return historyOf(t, TOPIC.BUST_BONUS_RESULT, 11).slice(inPlay ? 0 : 1).slice(0, 10).map((r) => ({
     seq: r.seq,
     cells: [`Round ${r.round_id}`, timeOf(r.ts), historyWords(r), r.paytable_row || "",
       r.outcome === "win" ? odds(r.pays) : ""],
@@ -37,10 +38,10 @@ function historyRows(t, inPlay) {
 
 // The view of a Bust Bonus table; `attract`: the pay table alone, nothing lit.
 export function bustBonus(t, attract = false) {
-  const info = t.topics.get("info");
+  const info = t.topics.get(TOPIC.INFO);
   const table = info && info.paytables && info.paytables.bust_bonus;
-  const state = t.topics.get("bust_bonus/state") || null;
-  const result = t.topics.get("bust_bonus/result") || null;
+  const state = t.topics.get(TOPIC.BUST_BONUS_STATE) || null;
+  const result = t.topics.get(TOPIC.BUST_BONUS_RESULT) || null;
   // A round is in play from its up card (betting closed) until END or VOID reopens betting.
   const inPlay = state && state.up_card && !state.betting_open && (!result || state.seq > result.seq) ? state : null;
   const shown = inPlay ? null : result;

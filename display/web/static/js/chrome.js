@@ -3,6 +3,7 @@
 
 import { alarmsOf } from "./feed.js";
 import { CLOSED, alarmText } from "./player_text.js";
+import { TOPIC } from "./contract.js";
 
 // Why a table is closed, for the staff pages (the player's words are player_text.js's).
 export const CLOSED_STAFF = {
@@ -49,7 +50,7 @@ export function banner(table, player = false) {
 }
 
 export function versionLine(feed, table) {
-  const info = table && table.topics.get("info");
+  const info = table && table.topics.get(TOPIC.INFO);
   const parts = [];
   if (info) parts.push(`lammer ${info.version}`, `contract ${info.contract}`);
   if (feed.server) parts.push(`web ${feed.server}`);

@@ -2,7 +2,7 @@
 // Do not edit: tests/contract/test_esmodule.py fails when this file is stale.
 
 // The MQTT contract (docs/reference/mqtt.md).
-export const CONTRACT_VERSION = "1.3";
+export const CONTRACT_VERSION = "1.4";
 
 // Every JSON topic under a table's base topic, and whether it is retained.
 export const TOPICS = Object.freeze({
@@ -40,6 +40,60 @@ export const TOPICS = Object.freeze({
     "retained": true
   }
 });
+
+// Every topic under a table's base topic, by name: a page never spells one.
+export const TOPIC = Object.freeze({
+  "AVAILABILITY": "availability",
+  "INFO": "info",
+  "STATE": "state",
+  "ALARMS": "alarms",
+  "COVER_ALL_PAYOUTS": "cover_all/payouts",
+  "COVER_ALL_RESULT": "cover_all/result",
+  "CRAPS_BOARD": "craps/board",
+  "CRAPS_ROLL": "craps/roll",
+  "CRAPS_RESULT": "craps/result",
+  "CRAPS_REVERSAL": "craps/reversal",
+  "BUST_BONUS_STATE": "bust_bonus/state",
+  "BUST_BONUS_RESULT": "bust_bonus/result"
+});
+
+// Each game family's own topics (poker: the games with a Cover All Bonus).
+export const FAMILY_TOPICS = Object.freeze({
+  "poker": [
+    "cover_all/payouts",
+    "cover_all/result"
+  ],
+  "BJ": [
+    "bust_bonus/state",
+    "bust_bonus/result"
+  ],
+  "CRAPS": [
+    "craps/board",
+    "craps/roll",
+    "craps/result",
+    "craps/reversal"
+  ]
+});
+
+// The topics a table's last result is read from, in the order preferred.
+export const RESULTS = Object.freeze([
+  "cover_all/result",
+  "bust_bonus/result",
+  "craps/result",
+  "craps/roll"
+]);
+
+// The topics whose earlier messages a page keeps, besides the latest.
+export const HISTORY_TOPICS = Object.freeze([
+  "alarms",
+  "bust_bonus/result",
+  "cover_all/result",
+  "craps/result",
+  "craps/roll"
+]);
+
+// Messages kept per table and history topic.
+export const HISTORY = 50;
 
 // Each game a table plays, as people name it.
 export const GAMES = Object.freeze({

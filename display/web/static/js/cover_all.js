@@ -6,6 +6,7 @@ import { h, odds, oddsFigure, card } from "./dom.js";
 import { historyOf } from "./feed.js";
 import { FLAGGED_LINE, handsText, outcomeText, seat } from "./player_text.js";
 import { historyTable, lastShown, timeOf } from "./history.js";
+import { TOPIC } from "./contract.js";
 
 // The pay table to draw: the whole table of `info`, else the column of `cover_all/payouts`.
 function payTable(info, payouts) {
@@ -62,7 +63,7 @@ function handCards(highest) {
 
 // The 10 results before the one shown (all 10 latest while a round is in play).
 function historyRows(t, inPlay) {
-  return historyOf(t, "cover_all/result", 11).slice(inPlay ? 0 : 1).slice(0, 10).map((r) => ({
+  return historyOf(t, TOPIC.COVER_ALL_RESULT, 11).slice(inPlay ? 0 : 1).slice(0, 10).map((r) => ({
     seq: r.seq,
     cells: [`Round ${r.round_id}`, timeOf(r.ts),
       r.outcome === "win" ? r.highest.hand : outcomeText(r.outcome),
@@ -75,9 +76,9 @@ function historyRows(t, inPlay) {
 
 // The view of a Cover All Bonus table; `attract`: the pay table alone, nothing lit.
 export function coverAll(t, attract = false) {
-  const info = t.topics.get("info");
-  const payouts = t.topics.get("cover_all/payouts") || null;
-  const result = t.topics.get("cover_all/result") || null;
+  const info = t.topics.get(TOPIC.INFO);
+  const payouts = t.topics.get(TOPIC.COVER_ALL_PAYOUTS) || null;
+  const result = t.topics.get(TOPIC.COVER_ALL_RESULT) || null;
   // The newer of the two says where the table is: a round in play, or its result.
   const inPlay = payouts && (!result || payouts.seq > result.seq) ? payouts : null;
   const shown = inPlay ? null : result;

@@ -8,6 +8,7 @@ import { h, odds, die, BETS } from "./dom.js";
 import { latest, historyOf } from "./feed.js";
 import { chanceText, rollText, seriesNote, seriesTitle } from "./player_text.js";
 import { historyTable, timeOf } from "./history.js";
+import { TOPIC } from "./contract.js";
 
 const NUMBERS = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
 
@@ -28,14 +29,14 @@ export function rollLine(roll, words = rollText) {
 function rollResults(t, roll) {
   if (!roll) return [];
   const own = (m) => m.roll_id === roll.roll_id;
-  const last = [...historyOf(t, "craps/roll"), ...(t.recent.get("craps/roll") || [])].filter(own)
+  const last = [...historyOf(t, TOPIC.CRAPS_ROLL), ...(t.recent.get(TOPIC.CRAPS_ROLL) || [])].filter(own)
     .reduce((a, m) => Math.max(a, m.seq), -1);
   const after = (m) => own(m) && m.seq > last;
   const seen = new Set();
   const pick = (topic) => [...historyOf(t, topic), ...(t.recent.get(topic) || [])].filter(after)
     .filter((m) => !seen.has(m.seq) && seen.add(m.seq)).sort((a, b) => a.seq - b.seq);
-  const wins = pick("craps/result").filter((r) => r.outcome === "win");
-  const taken = pick("craps/reversal").filter((r) => r.outcome === "win");
+  const wins = pick(TOPIC.CRAPS_RESULT).filter((r) => r.outcome === "win");
+  const taken = pick(TOPIC.CRAPS_REVERSAL).filter((r) => r.outcome === "win");
   return [
     ...wins.map((w) => h("div.line.win.roll-win", { dataset: { bet: w.bet, min: "pays" } }, `${BETS[w.bet]} wins ${odds(w.pays)}`)),
     ...taken.map((r) => h("div.line.muted.roll-taken", { dataset: { bet: r.bet, min: "small" } },
@@ -59,7 +60,7 @@ function seriesTable(board) {
 
 // A table too old to publish its series: the last rolls.
 function historyRows(t, current) {
-  return historyOf(t, "craps/roll", 11).filter((r) => !current || r.roll_id !== current.roll_id || r.seq !== current.seq)
+  return historyOf(t, TOPIC.CRAPS_ROLL, 11).filter((r) => !current || r.roll_id !== current.roll_id || r.seq !== current.seq)
     .slice(0, 10).map((r) => ({
       seq: r.seq,
       cells: [`Roll ${r.roll_id}`, timeOf(r.ts), r.status === "noroll" ? "" : r.dice.map((d) => d || "?").join(" + "), rollText(r)],
@@ -70,9 +71,9 @@ function historyRows(t, current) {
 // The view of a Bonus Craps table; `attract`: the numbers and the three bets' pays, nothing
 // lit and no series' progress.
 export function craps(t, attract = false) {
-  const board = t.topics.get("craps/board");
+  const board = t.topics.get(TOPIC.CRAPS_BOARD);
   // The board carries the last roll (retained); a craps/roll newer than the board, too.
-  const live = latest(t, "craps/roll");
+  const live = latest(t, TOPIC.CRAPS_ROLL);
   const roll = board && board.last_roll && (!live || live.seq <= board.seq) ? board.last_roll : live;
   if (!board) {
     return { title: "Bonus Craps", status: null, pays: h("div.headline.muted", { dataset: { min: "pays" } }, "Waiting for the board"),

@@ -15,18 +15,20 @@
 // arrived within the keepalive. Otherwise it reconnects (jittered, capped backoff) and the
 // page shows "table closed".
 
+import { HISTORY, HISTORY_TOPICS, TOPIC } from "./contract.js";
+
 const RECENT = 12;
 const SEEN = 4096;
-// Results a page keeps for its history (the server sends its last 50 on connect, as the
-// messages they were: display/web/store.py HISTORY_TOPICS).
-export const HISTORY = 50;
+// Results a page keeps for its history (the server sends its last HISTORY on connect, as
+// the messages they were: contract.js HISTORY_TOPICS, declared in contract/topics.py).
+export { HISTORY };
 // A page of every table (the pit's list) keeps fewer: it draws the latest of each, and a
 // floor of 200 tables would otherwise hold 10,000 results.
 export const HISTORY_ALL_TABLES = 12;
 // Seqs remembered per table to drop a copy (a message seen again arrives within the last
 // few; retained topics also never go back to an older seq): fewer on a page of every table.
 const SEEN_ALL_TABLES = 256;
-const HISTORY_TOPICS = new Set(["cover_all/result", "bust_bonus/result", "craps/roll", "craps/result", "alarms"]);
+const HISTORY_SET = new Set(HISTORY_TOPICS);
 const GAPS = 20;
 
 export class Store {
@@ -49,7 +51,7 @@ export class Store {
   // Take one message {table, topic, retained, payload}; true when the picture changed.
   apply(m) {
     const t = this.table(m.table);
-    if (m.topic === "availability") {
+    if (m.topic === TOPIC.AVAILABILITY) {
       t.availability = m.payload;
       t.availabilitySince = m.since || null;
       t.version += 1;
@@ -61,7 +63,7 @@ export class Store {
     }
     const seq = m.payload.seq;
     if (t.seen.has(seq)) return false;
-    if (HISTORY_TOPICS.has(m.topic)) keep(t.history, m.topic, m.payload, this.historyBound);
+    if (HISTORY_SET.has(m.topic)) keep(t.history, m.topic, m.payload, this.historyBound);
     if (m.retained) {
       const current = t.topics.get(m.topic);
       if (current && current.seq >= seq) return false;
@@ -81,6 +83,14 @@ export class Store {
   integrity(m) {
     const t = this.table(m.table);
     t.integrity = m.alarms || [];
+    t.version += 1;
+  }
+
+  // A table's software status as lammer authenticate retains it {table, ts, status,
+  // version, manifest, differs, message}; status null: none known.
+  software(m) {
+    const t = this.table(m.table);
+    t.software = m.status ? m : null;
     t.version += 1;
   }
 
@@ -125,10 +135,15 @@ export function integrityOf(table) {
   return table.integrity || [];
 }
 
-// The active alarms: from `alarms` or `state`, whichever is newer.
+// The active alarms: from `alarms` or `state`, whichever is newer, and a SOFTWARE alarm
+// when the floor's authenticator finds the table's software not approved (issue 33).
 export function alarmsOf(table) {
-  const m = latest(table, "alarms", "state");
-  return m ? m.alarms : [];
+  const m = latest(table, TOPIC.ALARMS, TOPIC.STATE);
+  const own = m ? m.alarms : [];
+  const sw = table.software;
+  if (!sw || sw.status === "approved" || own.some((a) => a.code === "SOFTWARE")) return own;
+  const differs = sw.differs ? `${sw.differs}: ` : "";
+  return [...own, { code: "SOFTWARE", device: null, message: `${differs}${sw.message}`, since: sw.ts, stops_payouts: true, floor: true }];
 }
 
 export class Feed {
@@ -226,6 +241,10 @@ export class Feed {
         break;
       case "integrity":
         (this.pending || this.store).integrity(m);
+        if (!this.pending) this.render(this);
+        break;
+      case "software":
+        (this.pending || this.store).software(m);
         if (!this.pending) this.render(this);
         break;
       case "bridge":

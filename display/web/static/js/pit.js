@@ -6,9 +6,10 @@ import { Feed, latest, alarmsOf, historyOf, integrityOf } from "./feed.js";
 import { h, odds, age, GAMES, BETS } from "./dom.js";
 import { closedReason } from "./chrome.js";
 import { timeOf } from "./history.js";
+import { RESULTS, TOPIC } from "./contract.js";
 
 function lastResult(t) {
-  const m = latest(t, "cover_all/result", "bust_bonus/result", "craps/result", "craps/roll");
+  const m = latest(t, ...RESULTS);
   if (!m) return "none yet";
   if ("bet" in m) return `roll ${m.roll_id}: ${BETS[m.bet]} ${m.outcome}${m.pays ? " " + odds(m.pays) : ""}`;
   if ("dice" in m) return `roll ${m.roll_id}: ${m.dice.join("+")} ${m.status}${m.reason ? " (" + m.reason + ")" : ""}`;
@@ -48,8 +49,8 @@ function integrityLine(a) {
 }
 
 function tableCard(feed, t) {
-  const state = t.topics.get("state");
-  const info = t.topics.get("info");
+  const state = t.topics.get(TOPIC.STATE);
+  const info = t.topics.get(TOPIC.INFO);
   const alarms = alarmsOf(t);
   const integrity = integrityOf(t);
   const lost = unreachable(feed, t);
@@ -94,11 +95,11 @@ function availabilityText(feed, t) {
 // The pending CHECK and since when it waits: the daemon's pending_roll.since (added); from a
 // table too old to send it, its craps/roll "pending" message, while held.
 function checkWait(t) {
-  const board = t.topics.get("craps/board");
+  const board = t.topics.get(TOPIC.CRAPS_BOARD);
   const pending = board && board.pending_roll;
   if (!pending) return null;
   const own = pending.since ? null
-    : historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop();
+    : historyOf(t, TOPIC.CRAPS_ROLL).filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop();
   return { roll: pending.roll_id, since: pending.since || (own ? own.ts : null), waiting: board.waiting_count || 0 };
 }
 
@@ -107,7 +108,7 @@ function checkText(check) {
 }
 
 function gameOf(t) {
-  const m = t.topics.get("state") || t.topics.get("info");
+  const m = t.topics.get(TOPIC.STATE) || t.topics.get(TOPIC.INFO);
   return m ? m.game : "";
 }
 
@@ -160,7 +161,7 @@ const COLUMNS = [["table", "Table"], ["game", "Game"], ["area", "Area"], ["avail
   ["result", "Last result"], ["alarms", "Alarms"], ["check", "CHECK"]];
 
 function latestResult(t) {
-  return latest(t, "cover_all/result", "bust_bonus/result", "craps/result", "craps/roll");
+  return latest(t, ...RESULTS);
 }
 
 // Rows are kept per table and drawn again only when the table changed (its store version),

@@ -1,27 +1,26 @@
 // One table for the pit, /pit/<id>: its state now, its last 50 results and the changes of
 // its alarms, from the time the server started watching (the server keeps them in memory,
-// bounded: display/web/store.py HISTORY). Staff register: codes and reasons shown.
+// bounded: contract.js HISTORY). Staff register: codes and reasons shown.
 
 import { Feed, alarmsOf, historyOf, integrityOf } from "./feed.js";
 import { h, odds, age, GAMES, BETS } from "./dom.js";
 import { closedReason, overlay, banner, versionLine } from "./chrome.js";
 import { timeOf } from "./history.js";
+import { RESULTS, TOPIC } from "./contract.js";
 
 const tableId = decodeURIComponent(location.pathname.split("/")[2] || "");
 document.title = `Pit \u00b7 table ${tableId}`;
 
-const RESULT_TOPICS = ["cover_all/result", "bust_bonus/result", "craps/result", "craps/roll"];
-
 // One result as the pit reads it (codes and reasons included).
 function resultText(topic, m) {
   switch (topic) {
-    case "cover_all/result":
+    case TOPIC.COVER_ALL_RESULT:
       return `round ${m.round_id}: ${m.outcome}${m.highest ? ` ${m.highest.hand} at ${m.highest.position}` : ""}`
         + `${m.pays ? " " + odds(m.pays) : ""}${m.hands ? ` (${m.hands} hands)` : ""}${m.reason ? " \u2014 " + m.reason : ""}`;
-    case "bust_bonus/result":
+    case TOPIC.BUST_BONUS_RESULT:
       return `round ${m.round_id}: ${m.outcome}${m.total !== null ? " total " + m.total : ""}`
         + `${m.pays ? " " + odds(m.pays) : ""}${m.reason ? " \u2014 " + m.reason : ""}`;
-    case "craps/result":
+    case TOPIC.CRAPS_RESULT:
       return `roll ${m.roll_id}: ${BETS[m.bet]} ${m.outcome}${m.pays ? " " + odds(m.pays) : ""}`;
     default:
       return `roll ${m.roll_id}: ${m.dice.join("+")} ${m.status}${m.reason ? " (" + m.reason + ")" : ""}`;
@@ -33,7 +32,7 @@ function render(feed) {
   overlay(closedReason(feed, t));
   banner(t);
   versionLine(feed, t);
-  const state = t && t.topics.get("state");
+  const state = t && t.topics.get(TOPIC.STATE);
   document.getElementById("top").replaceChildren(h("span.title", {}, `Table ${tableId}`),
     h("span.sub", {}, state ? GAMES[state.game] || state.game : ""),
     h("span.right", {}, h("a", { href: "/pit" }, "the pit")));
@@ -41,11 +40,11 @@ function render(feed) {
     document.getElementById("main").replaceChildren(h("div.headline.muted", {}, "Nothing heard from this table yet"));
     return;
   }
-  const results = RESULT_TOPICS.flatMap((topic) => historyOf(t, topic).map((m) => [topic, m]))
+  const results = RESULTS.flatMap((topic) => historyOf(t, topic).map((m) => [topic, m]))
     .sort(([, a], [, b]) => b.seq - a.seq).slice(0, 50);
-  const alarmChanges = historyOf(t, "alarms");
+  const alarmChanges = historyOf(t, TOPIC.ALARMS);
   // A CHECK waiting for the stickperson, and since when (craps/board pending_roll.since).
-  const board = t.topics.get("craps/board");
+  const board = t.topics.get(TOPIC.CRAPS_BOARD);
   const pending = board && board.pending_roll;
   const check = pending ? h("div.warn#pending-check", { dataset: { roll: String(pending.roll_id) } },
     `CHECK roll ${pending.roll_id}: ${pending.reason}${pending.since ? ` \u2014 waiting ${age(pending.since)}, since ${timeOf(pending.since)}` : ""}`

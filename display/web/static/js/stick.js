@@ -8,7 +8,7 @@ import { h, age } from "./dom.js";
 import { timeOf } from "./history.js";
 import { closedReason, overlay, banner, versionLine } from "./chrome.js";
 import { rollLine } from "./craps.js";
-import { CLAUSES, VOID_CLAUSES } from "./contract.js";
+import { CLAUSES, TOPIC, VOID_CLAUSES } from "./contract.js";
 
 const tableId = decodeURIComponent(location.pathname.split("/")[2] || "");
 document.title = `Stickperson \u00b7 table ${tableId}`;
@@ -83,7 +83,7 @@ function waitedText(roll, at) {
 function queueLine(t, board) {
   const pending = board.pending_roll;
   const own = pending.since ? null
-    : historyOf(t, "craps/roll").filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop() || null;
+    : historyOf(t, TOPIC.CRAPS_ROLL).filter((r) => r.roll_id === pending.roll_id && r.status === "pending").pop() || null;
   const at = pending.since || (own ? own.ts : null);
   const count = board.waiting_count || 0;
   const named = board.waiting || [];
@@ -100,7 +100,7 @@ function render(f) {
   overlay(closedReason(f, t));
   banner(t);
   versionLine(f, t);
-  const board = t && t.topics.get("craps/board");
+  const board = t && t.topics.get(TOPIC.CRAPS_BOARD);
   const pending = board ? board.pending_roll : null;
 
   const p = $("pending-body");
@@ -123,7 +123,7 @@ function render(f) {
   const current = pending ? pending.clause : null;
   for (const li of $("clauses").children) li.classList.toggle("current", Number(li.dataset.clause) === current);
 
-  const roll = t ? latest(t, "craps/roll") : null;
+  const roll = t ? latest(t, TOPIC.CRAPS_ROLL) : null;
   $("latest-body").replaceChildren(rollLine(roll, staffWords));
   const voidable = roll && (roll.status === "counted" || roll.status === "reinstated") ? roll : null;
   const overturnable = roll && roll.status === "declared_invalid" ? roll : null;

@@ -12,16 +12,18 @@ import { coverAll } from "./cover_all.js";
 import { craps } from "./craps.js";
 import { bustBonus } from "./bust_bonus.js";
 import { fitLine, fitPage, floors } from "./fit.js";
+import { FAMILY_TOPICS, TOPIC } from "./contract.js";
 
 const tableId = decodeURIComponent(location.pathname.split("/")[2] || "");
 document.title = `Table ${tableId}`;
 
 function gameOf(t) {
-  const m = t.topics.get("info") || t.topics.get("state");
+  const m = t.topics.get(TOPIC.INFO) || t.topics.get(TOPIC.STATE);
   if (m) return m.game;
-  if (t.topics.has("craps/board")) return "CRAPS";
-  if (t.topics.has("bust_bonus/state") || t.topics.has("bust_bonus/result")) return "BJ";
-  if (t.topics.has("cover_all/payouts") || t.topics.has("cover_all/result")) return "poker";
+  // Before info or state: the family whose own topics the table has published.
+  for (const [family, topics] of Object.entries(FAMILY_TOPICS)) {
+    if (topics.some((topic) => t.topics.has(topic))) return family;
+  }
   return null;
 }
 

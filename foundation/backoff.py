@@ -22,8 +22,6 @@ import random
 from dataclasses import dataclass
 from typing import Final
 
-from drivers.errors import DriverConfigError
-
 _MAX_DOUBLINGS: Final = 62  # 2**62 times any sane initial is far beyond any cap
 
 DEFAULT_INITIAL: Final = 0.5
@@ -37,7 +35,8 @@ DEFAULT_MAXIMUM: Final = 5.0
 class Backoff:
     """Reconnect delays: ``initial * 2**attempt`` seconds capped at ``maximum``, jittered.
 
-    Raises ``DriverConfigError`` (a ``ValueError``) unless ``0 < initial <= maximum``.
+    Raises ``ValueError`` unless ``0 < initial <= maximum`` (``drivers.settings`` reports it as
+    its ``DriverConfigError``).
     """
 
     initial: float = DEFAULT_INITIAL
@@ -45,7 +44,7 @@ class Backoff:
 
     def __post_init__(self) -> None:
         if not 0 < self.initial <= self.maximum:
-            raise DriverConfigError(
+            raise ValueError(
                 "reconnect delays need 0 < initial <= maximum, "
                 f"got initial {self.initial:g} s and maximum {self.maximum:g} s"
             )

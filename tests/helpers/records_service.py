@@ -1,0 +1,101 @@
+"""The records service's tests' tools: a table that publishes, its settings, a wait."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiomqtt
+
+from deploy.broker import Broker
+from records.service import Settings
+from tests.records.conftest import StoreDb
+from tests.records.messages import ts
+
+DEADLINE = 20.0
+
+
+class FakeTable:
+    """A table as mqtt-api.md 1.3 says: it numbers its journal's records (``seq``; not every
+    record is a message), chains its messages by ``prev_seq``, and answers
+    ``request/resend`` from what its journal still holds."""
+
+    def __init__(self, broker: Broker, table: str) -> None:
+        self.broker = broker
+        self.table = table
+        self.base = f"lammer/{table}"
+        self.next = 1
+        self.last: int | None = None  # the seq of the last message published
+        self.journal_from = 1  # the first seq its journal still holds
+        self.published: dict[int, tuple[str, dict[str, Any]]] = {}
+
+    def client(self) -> aiomqtt.Client:
+        return aiomqtt.Client("127.0.0.1", self.broker.port, identifier=f"lammer-{self.table}")
+
+    def skip(self) -> None:
+        """A journal record that is not a message (a device fact)."""
+        self.next += 1
+
+    def stamp(self, topic: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The body numbered and chained, as the table's journal would."""
+        seq = self.next
+        self.next += 1
+        stamped = {**body, "table": self.table, "seq": seq, "ts": ts(seq), "prev_seq": self.last}
+        self.last = seq
+        self.published[seq] = (topic, stamped)
+        return stamped
+
+    async def publish(
+        self, client: aiomqtt.Client, topic: str, body: dict[str, Any], *, lost: bool = False
+    ) -> int:
+        stamped = self.stamp(topic, body)
+        if not lost:  # a message lost between the table and the floor
+            await client.publish(f"{self.base}/{topic}", json.dumps(stamped).encode(), qos=1)
+        return int(stamped["seq"])
+
+    async def serve_resends(self, client: aiomqtt.Client) -> None:
+        await client.subscribe(f"{self.base}/request/resend", qos=1)
+        async for message in client.messages:
+            ask = json.loads(message.payload if isinstance(message.payload, bytes) else b"{}")
+            first, last = ask["from_seq"], ask["to_seq"]
+            sent = 0
+            for seq in sorted(self.published):
+                if max(first, self.journal_from) <= seq <= last:
+                    topic, body = self.published[seq]
+                    resent = json.dumps({**body, "resent": True}).encode()
+                    await client.publish(f"{self.base}/{topic}", resent, qos=1)
+                    sent += 1
+            answer = self.stamp(
+                "response/resend",
+                {
+                    "request_id": ask["request_id"],
+                    "status": "ok",
+                    "error": None,
+                    "sent": sent,
+                    "missing_before": self.journal_from if first < self.journal_from else None,
+                },
+            )
+            await client.publish(f"{self.base}/response/resend", json.dumps(answer).encode(), qos=1)
+
+
+async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll a condition (the store has no notification to wait on), bounded."""
+    async with asyncio.timeout(DEADLINE):
+        while not await check():  # noqa: ASYNC110 - polling a database, not an event
+            await asyncio.sleep(0.05)
+    assert await check(), what
+
+
+def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:
+    """The service's settings on the test's database (``port``: its broker)."""
+    return Settings(
+        mqtt_host="127.0.0.1",
+        mqtt_port=port,
+        mqtt_user=None,
+        mqtt_password=None,
+        prefixes=("lammer",),
+        dsn=store_db.dsn,
+        **extra,
+    )
