@@ -191,15 +191,19 @@ class BridgedBroker(Broker):
     bridge_conf: Path | None = None
     watchdog: subprocess.Popen[bytes] | None = None
     watchdog_args: tuple[str, ...] = ("--interval", "0.5", "--deadline", "1", "--grace", "2")
+    _log_at: int = 0
 
     def start(self) -> None:
         super().start()
         self.start_bridge()
+        if self.watchdog is not None:
+            self.wait_bridged()
 
     def start_bridge(self) -> None:
         """Start the bridge broker's watchdog (and through it the bridge broker)."""
         if self.bridge_conf is None or not self.bridge_conf.exists():
             return
+        self._log_at = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as log:
             self.watchdog = subprocess.Popen(
                 [
@@ -215,6 +219,18 @@ class BridgedBroker(Broker):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
+
+    def wait_bridged(self, within: float = DEADLINE) -> None:
+        """Return once the bridge broker is connected to the tables' broker (the log says
+        so). Until its first connection the tables' broker keeps no session for it: what a
+        daemon publishes before then never reaches the floor (a first start only; the
+        session persists after)."""
+        deadline = time.monotonic() + within
+        start = self._log_at
+        while "as floor-bridge" not in self.log.read_text(errors="replace")[start:]:
+            if time.monotonic() > deadline:
+                raise AssertionError("the bridge broker never connected to the tables' broker")
+            time.sleep(0.05)
 
     def stop_bridge(self) -> None:
         """Stop the watchdog (it stops the bridge broker)."""
