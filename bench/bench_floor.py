@@ -58,8 +58,9 @@ from bench.bench_daemon import pty_device, roll, rolls, stop
 from bench.common import machine, percentile
 from cli.main import main as lammer
 from deploy import floor
-from deploy.broker import Broker, free_port
+from deploy.broker import free_port
 from deploy.floor_cluster import FloorCluster, nats_server_path
+from tests.integration.floor import BridgedBroker
 
 PREFIX: Final = "lammer"
 TABLES_PER_CONTROLLER: Final = 4
@@ -88,13 +89,18 @@ class Controller:
     root: Path
     name: str
     tables: list[str]
-    broker: Broker = field(init=False)
+    broker: BridgedBroker = field(init=False)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "data").mkdir(exist_ok=True)
-        self.broker = Broker(
-            self.root, port=free_port(), config_file=self.root / "broker" / "mosquitto.conf"
+        (self.root / "data" / "bridge").mkdir(parents=True, exist_ok=True)
+        # The tables' Mosquitto and the floor bridge's own (issue 28), as broker-config
+        # writes them: start() and stop() act on both.
+        self.broker = BridgedBroker(
+            self.root,
+            port=free_port(),
+            config_file=self.root / "broker" / "mosquitto.conf",
+            bridge_conf=self.root / "broker" / "bridge.conf",
         )
 
     def toml(self, table: str, *, device: str = "/dev/null", login: bool = False) -> Path:
@@ -126,7 +132,8 @@ class Controller:
             bridge[1] = ",".join(
                 f"{h}:{p}" for h, p in (cluster.mqtt_endpoints[n - 1] for n in nodes)
             )
-        argv += [*bridge, "--controller", self.name, *configs]
+        argv += [*bridge, "--controller", self.name, "--bridge-listen", f"127.0.0.1:{free_port()}"]
+        argv += configs
         with contextlib.redirect_stdout(io.StringIO()):
             if lammer(argv) != 0:
                 raise RuntimeError(f"broker-config failed for {self.name}")

@@ -1,13 +1,16 @@
 """``lammer broker-config``: write the Mosquitto configuration of a table controller.
 
 ``lammer broker-config --out DIR [--listen HOST:PORT] [--tls-cert F --tls-key F --tls-ca F]
-[--bridge HOST:PORT[,HOST:PORT...] --bridge-ca FILE --controller NAME] [--display NAME ...]
+[--bridge HOST:PORT[,HOST:PORT...] --bridge-ca FILE --controller NAME [--bridge-listen
+HOST:PORT] [--bridge-retry MIN:MAX]] [--display NAME ...]
 [--terminal NAME ...] [--data-dir DIR] [--broker-user USER] CONFIG.toml [CONFIG.toml ...]``
 writes, for the tables given, ``DIR/mosquitto.conf``, ``DIR/passwd``, ``DIR/acl`` and
 ``DIR/credentials/<user>`` (``deploy.broker_config`` says what each holds and why); with
-``--bridge``, the bridge to the floor cluster (TLS, verified with ``--bridge-ca``) at the end
-of ``mosquitto.conf``, its password in ``credentials/bridge-<controller>`` and
-``DIR/floor-controller.json`` for ``lammer floor-config``. Running it again keeps every
+``--bridge``, the bridge to the floor cluster (TLS, verified with ``--bridge-ca``) in a
+Mosquitto of its own, ``DIR/bridge.conf`` (with ``DIR/bridge.acl`` and the systemd unit
+``DIR/lammer-bridge.service`` that runs it under ``lammer bridge-watchdog``), its password
+in ``credentials/bridge-<controller>`` and ``DIR/floor-controller.json`` for ``lammer
+floor-config``. Running it again keeps every
 password and prints what it changed: one line per file, the diff of ``mosquitto.conf`` and
 ``acl`` when they changed, then for each table whether its configuration already logs in
 as this broker expects, and the lines to add when it does not.
@@ -25,6 +28,8 @@ from pathlib import Path
 from daemon.config import TableConfig, load_config
 from daemon.errors import ConfigFileError
 from deploy.broker_config import (
+    BRIDGE_LISTEN,
+    BRIDGE_RESTART,
     DEFAULT_BROKER_USER,
     DEFAULT_DATA_DIR,
     DEFAULT_TLS_LISTEN,
@@ -81,6 +86,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--controller",
         metavar="NAME",
         help="this controller's name on the floor (its floor user is bridge-NAME)",
+    )
+    floor_group.add_argument(
+        "--bridge-listen",
+        metavar="HOST:PORT",
+        help=f"the bridge broker's loopback listener, where its watchdog probes it "
+        f"(default {BRIDGE_LISTEN})",
+    )
+    floor_group.add_argument(
+        "--bridge-retry",
+        metavar="MIN:MAX",
+        help="seconds between two attempts to reach the floor, least and most (default "
+        f"{BRIDGE_RESTART[0]}:{BRIDGE_RESTART[1]})",
     )
     devices = parser.add_argument_group(
         "displays and terminals of their own (each client's id is its user name)"
@@ -148,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
             bridge=args.bridge,
             bridge_ca=args.bridge_ca,
             controller=args.controller,
+            bridge_listen=args.bridge_listen,
+            bridge_retry=args.bridge_retry,
             displays=args.display,
             terminals=args.terminal,
         )
@@ -203,6 +222,11 @@ def report(generated: Generated) -> list[str]:
             f"floor bridge: controller {plan.bridge.controller} as {plan.bridge.user} to "
             f"{nodes}; give {plan.declaration_path} to lammer floor-config (it holds the "
             "bcrypt hash of the password, never the password), then reload the floor"
+        )
+        lines.append(
+            f"bridge broker: {plan.bridge_conf_path}, run by lammer bridge-watchdog "
+            f"({plan.bridge_unit_path}: install it as its first lines say); its probe on "
+            f"{plan.bridge.listen}"
         )
     return lines
 

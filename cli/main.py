@@ -39,6 +39,12 @@ def _broker_config() -> CommandModule:
     return broker_config
 
 
+def _bridge_watchdog() -> CommandModule:
+    from cli import bridge_watchdog
+
+    return bridge_watchdog
+
+
 def _floor_config() -> CommandModule:
     from cli import floor_config
 
@@ -122,6 +128,10 @@ COMMANDS: dict[str, tuple[Callable[[], CommandModule], str]] = {
     "broker-config": (
         _broker_config,
         "write the Mosquitto configuration (users, ACL, TLS) for the tables given",
+    ),
+    "bridge-watchdog": (
+        _bridge_watchdog,
+        "run the floor bridge's own Mosquitto and restart it when it stops answering",
     ),
     "floor-config": (
         _floor_config,

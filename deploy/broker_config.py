@@ -49,10 +49,21 @@ Choices (also in docs/floor/broker.md):
   topic inside another (prefix ``lammer/t1`` for table ``x``, beside table ``t1``) is
   refused: ``t1``'s daemon could write the other table's state.
 
-Extending for the floor bridge (``--bridge HOST:PORT[,HOST:PORT...]``): the option parses
-with ``parse_endpoint`` into a ``bridge`` field of ``BrokerPlan`` (``plan_broker`` checks it
-with the rest), and the bridge is one more section of ``mosquitto.conf``, rendered last by
-``_bridge_section`` (every option after a ``connection`` line belongs to that bridge):
+The floor bridge (``--bridge HOST:PORT[,HOST:PORT...]``) parses with ``parse_endpoint``
+into a ``bridge`` field of ``BrokerPlan`` (``plan_broker`` checks it with the rest). It runs
+in a Mosquitto of its own (issue 28: a 2.0.11 bridge that fails TLS can hang the broker it
+is in), so ``mosquitto.conf`` has none and three more files are written:
+
+    DIR/bridge.conf            0640 root:<broker group>   the bridge broker: one loopback
+                                                       listener (the watchdog's probe), a
+                                                       bridge ``tables`` to this broker as
+                                                       user ``floor-bridge`` and the bridge
+                                                       ``floor``
+    DIR/bridge.acl             0600 <broker user>         the probe's topics only
+    DIR/lammer-bridge.service  0644                       the unit: ``lammer bridge-watchdog``
+
+The floor bridge is the last section of ``bridge.conf``, rendered by ``_bridge_section``
+(every option after a ``connection`` line belongs to that bridge):
 ``address`` with every cluster node, ``cleansession false``, ``try_private false``,
 ``notifications false``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
 from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` and
@@ -61,8 +72,8 @@ Mosquitto does not check a bridge's traffic against ``acl_file``, so those ``top
 lines are all that bounds what the floor may send: name each table's ``request/+``, never a
 wildcard above it. Its password is kept as the users' are (a ``credentials/`` entry read
 or made by ``_password_for``) and written as ``remote_password`` into ``mosquitto.conf``,
-which is why that file is already 0640 root:<broker group>; ``check_rendered`` reads the new
-directives back like every other. The limits already serve a bridge: persistence keeps its
+which is why that file is 0640 root:<broker group>; ``check_rendered`` reads both files
+back like every other. The limits already serve a bridge: persistence keeps its
 queue across a restart, and ``max_queued_messages`` is sized for a floor outage.
 
 Errors: ``BrokerConfigError(DaemonError, ValueError)``, ``problems`` listing every one.
@@ -81,7 +92,7 @@ import re
 import secrets
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal
 
@@ -153,10 +164,33 @@ BRIDGE_KEEPALIVE: Final = 15
 word (power, network) is given up after about 1.5 times this, and the next one tried; the
 floor publishes a silent controller's ``0`` as soon."""
 
-BRIDGE_RESTART: Final = "1 15"
+BRIDGE_RESTART: Final = (1, 15)
 """``restart_timeout`` of the floor bridge: reconnects back off from 1 s to 15 s (with
 Mosquitto's jitter), so a lost node is left within a second or two and a floor that is
 down is not hammered by every controller at once."""
+
+BRIDGE_LISTEN: Final = "127.0.0.1:1884"
+"""``--bridge-listen``: the bridge broker's only listener (loopback), where the watchdog's
+probe makes its round trip (``deploy.bridge_watchdog``)."""
+
+LOCAL_KEEPALIVE: Final = 5
+"""``keepalive_interval`` of the bridge broker's connection to the tables' broker: both
+ends on loopback, so a bridge broker that stops answering is known to the tables' broker
+(its will ``0`` to the daemons) within about 7.5 s."""
+
+LOCAL_RESTART: Final = "1 5"
+"""``restart_timeout`` of the bridge broker's connection to the tables' broker."""
+
+BRIDGE_BROKER_USER: Final = "floor-bridge"
+"""The bridge broker's user on the tables' broker (``credentials/floor-bridge``): it reads
+what crosses to the floor and writes the requests that come back, nothing else."""
+
+PROBE_ROOT: Final = "lammer-bridge/probe"
+"""The only topics of the bridge broker's ACL: the watchdog's probe publishes one message
+under it and must read it back (``deploy.bridge_watchdog``)."""
+
+BRIDGE_UNIT: Final = "lammer-bridge.service"
+"""The systemd unit broker-config writes for the bridge broker and its watchdog."""
 
 LAN_MAX_CONNECTIONS: Final = 256
 """``max_connections`` of the network listener: displays and terminals of a few tables,
@@ -192,7 +226,7 @@ class BrokerConfigError(DaemonError, ValueError):
 
 
 Access = Literal["read", "write", "readwrite"]
-Role = Literal["daemon", "display", "terminal", "records"]
+Role = Literal["daemon", "display", "terminal", "records", "bridge"]
 
 DISPLAY: Final = "display"
 TERMINAL: Final = "terminal"
@@ -278,11 +312,25 @@ class Bridge:
     controller: str
     ca: Path | None = None
     """The floor CA (``--bridge-ca``): the bridge speaks TLS and verifies every node."""
+    listen: Endpoint = field(default_factory=lambda: Endpoint("127.0.0.1", 1884))
+    """The bridge broker's loopback listener (``--bridge-listen``): the watchdog's probe."""
+    data_dir: Path = Path("/var/lib/lammer-bridge")
+    """The bridge broker's persistence (``--data-dir``/bridge): its queue for the floor."""
+    retry: tuple[int, int] = BRIDGE_RESTART
+    """Seconds between two attempts to reach the floor, least and most
+    (``--bridge-retry``, Mosquitto's ``restart_timeout``)."""
 
     @property
     def user(self) -> str:
         """The controller's user on the floor (its password: ``credentials/<user>``)."""
         return floor.bridge_user(self.controller)
+
+    @property
+    def local_status_topic(self) -> str:
+        """Where the tables' broker holds whether the bridge broker is there (``1``, and
+        its will ``0``): beside the floor status, so the daemons' ``floor_resend`` hears
+        both. Never crosses to the floor."""
+        return bridge_status_topic(f"{self.controller}.local")
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +354,21 @@ class BrokerPlan:
     def conf_path(self) -> Path:
         """``DIR/mosquitto.conf``."""
         return self.out / "mosquitto.conf"
+
+    @property
+    def bridge_conf_path(self) -> Path:
+        """``DIR/bridge.conf``: the bridge broker's configuration."""
+        return self.out / "bridge.conf"
+
+    @property
+    def bridge_acl_path(self) -> Path:
+        """``DIR/bridge.acl``: the bridge broker's ACL (the probe's topic only)."""
+        return self.out / "bridge.acl"
+
+    @property
+    def bridge_unit_path(self) -> Path:
+        """``DIR/lammer-bridge.service``: its systemd unit, to install."""
+        return self.out / BRIDGE_UNIT
 
     @property
     def passwd_path(self) -> Path:
@@ -347,6 +410,8 @@ def plan_broker(
     bridge_ca: Path | None = None,
     displays: Sequence[str] = (),
     terminals: Sequence[str] = (),
+    bridge_listen: str | None = None,
+    bridge_retry: str | None = None,
 ) -> BrokerPlan:
     """Decide the broker for ``tables`` (each a configuration file and its contents).
 
@@ -390,6 +455,9 @@ def plan_broker(
         problems.append(f"--broker-user: not a system user name: {broker_user!r}")
     problems += _foreign_file_problems(out)
     planned_bridge = _plan_bridge(bridge, controller, entries, problems, bridge_ca)
+    planned_bridge = _bridge_broker(
+        planned_bridge, bridge_listen, bridge_retry, data_dir, daemons, network, problems
+    )
     devices = _device_names(displays, terminals, problems)
     if problems:
         raise BrokerConfigError(problems)
@@ -402,7 +470,10 @@ def plan_broker(
         out=out.absolute(),
         tables=entries,
         listeners=listeners,
-        users=_users(entries, devices),
+        users=(
+            *_users(entries, devices),
+            *(() if planned_bridge is None else (_bridge_broker_user(entries),)),
+        ),
         data_dir=data_dir.absolute(),
         broker_user=broker_user,
         bridge=planned_bridge,
@@ -460,6 +531,75 @@ def _plan_bridge(  # noqa: C901  a flat list of checks, each appending its probl
     if controller is None or floor.controller_problem(controller) or not nodes:
         return None
     return Bridge(tuple(nodes), controller, None if ca is None else ca.absolute())
+
+
+def _bridge_broker(
+    bridge: Bridge | None,
+    listen: str | None,
+    retry: str | None,
+    data_dir: Path,
+    daemons: Endpoint | None,
+    network: Listener | None,
+    problems: list[str],
+) -> Bridge | None:
+    """The bridge broker's listener, persistence and retry of ``--bridge-listen``,
+    ``--data-dir`` and ``--bridge-retry``, checked (problems appended)."""
+    if bridge is None:
+        if listen is not None or retry is not None:
+            problems.append(
+                "--bridge-listen and --bridge-retry are the floor bridge's: give --bridge"
+            )
+        return None
+    endpoint: Endpoint | None = None
+    try:
+        endpoint = parse_endpoint(listen or BRIDGE_LISTEN)
+    except ValueError as exc:
+        problems.append(f"--bridge-listen: {exc}")
+    if endpoint is not None:
+        taken = [daemons, None if network is None else network.endpoint]
+        if not endpoint.loopback or ":" in endpoint.host:
+            problems.append(
+                f"--bridge-listen {endpoint}: the bridge broker listens on an IPv4 loopback "
+                "address only (its watchdog's probe, on this controller)"
+            )
+            endpoint = None
+        elif any(t is not None and t.port == endpoint.port for t in taken):
+            problems.append(
+                f"--bridge-listen {endpoint}: the tables' broker listens on that port already"
+            )
+            endpoint = None
+    least, most = BRIDGE_RESTART
+    if retry is not None:
+        parts = retry.split(":")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            problems.append(f"--bridge-retry: MIN:MAX in whole seconds, got {retry!r}")
+        else:
+            least, most = int(parts[0]), int(parts[1])
+            if not 1 <= least <= most <= 3600:
+                problems.append(f"--bridge-retry: 1 <= MIN <= MAX <= 3600, got {retry!r}")
+    if endpoint is None:
+        return None
+    return replace(
+        bridge, listen=endpoint, data_dir=data_dir.absolute() / "bridge", retry=(least, most)
+    )
+
+
+def _bridge_broker_user(tables: Sequence[Table]) -> User:
+    """The bridge broker's user on the tables' broker: it reads what goes to the floor and
+    writes the requests that come in from it, and the bridges' status for the daemons."""
+    grants: list[Grant] = []
+    for t in tables:
+        grants += [Grant("read", f"{t.base}/{level}") for level in floor.BRIDGE_OUT]
+        grants.append(Grant("write", f"{t.base}/{floor.BRIDGE_IN}"))
+        grants += [Grant("write", f"{t.base}/{level}") for level in floor.BRIDGE_IN_USER]
+    grants.append(Grant("write", bridge_status_topic("+")))
+    return User(
+        name=BRIDGE_BROKER_USER,
+        role="bridge",
+        about="The floor bridge's own broker (bridge.conf): reads what crosses to the floor, "
+        "writes the requests that come back and the bridges' status",
+        grants=tuple(grants),
+    )
 
 
 DEVICE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -753,7 +893,15 @@ def _path_problem(path: Path) -> str | None:
 
 def _foreign_file_problems(out: Path) -> list[str]:
     return foreign_files(
-        [out / "mosquitto.conf", out / "acl"], marker=GENERATED_BY, tool="broker-config"
+        [
+            out / "mosquitto.conf",
+            out / "acl",
+            out / "bridge.conf",
+            out / "bridge.acl",
+            out / BRIDGE_UNIT,
+        ],
+        marker=GENERATED_BY,
+        tool="broker-config",
     )
 
 
@@ -780,14 +928,199 @@ class Section:
 
 
 def conf_sections(plan: BrokerPlan, bridge_password: str | None = None) -> tuple[Section, ...]:
-    """mosquitto.conf as sections, in file order (the floor bridge, when any, goes last)."""
+    """mosquitto.conf (the tables' broker) as sections, in file order. It has no bridge:
+    the floor bridge runs in a broker of its own (``bridge_conf_sections``), so nothing the
+    floor link does can stop this one serving its daemons and displays (issue 28).
+    ``bridge_password`` is unused here (kept for the callers' shape)."""
+    del bridge_password
     return (
         _process_section(plan),
         _security_section(plan),
         *(_listener_section(listener) for listener in plan.listeners),
-        _limits_section(bridged=plan.bridge is not None),
+        _limits_section(bridged=False),
         _persistence_section(plan),
+        _bridge_note(plan),
+    )
+
+
+def bridge_conf_sections(
+    plan: BrokerPlan, bridge_password: str | None = None, local_password: str | None = None
+) -> tuple[Section, ...]:
+    """bridge.conf (the bridge broker) as sections, in file order; empty without a bridge.
+    ``bridge_password``: the floor's (``credentials/bridge-<controller>``);
+    ``local_password``: its user's on the tables' broker (``credentials/floor-bridge``);
+    placeholders without them."""
+    bridge = plan.bridge
+    if bridge is None:
+        return ()
+    return (
+        _bridge_process_section(plan),
+        _bridge_security_section(plan, bridge),
+        _bridge_listener_section(bridge),
+        _limits_section(bridged=True),
+        _bridge_persistence_section(bridge),
+        _local_bridge_section(plan, bridge, local_password),
         _bridge_section(plan, bridge_password),
+    )
+
+
+def _bridge_note(plan: BrokerPlan) -> Section:
+    if plan.bridge is None:
+        return Section(
+            "Floor bridge",
+            (),
+            ("None (broker-config --bridge writes one, in a broker of its own: bridge.conf).",),
+        )
+    return Section(
+        "Floor bridge",
+        (),
+        (
+            "Not here: in a Mosquitto of its own (bridge.conf, lammer-bridge.service), which",
+            f"logs in here as {BRIDGE_BROKER_USER} (grants in acl). A floor link that fails",
+            "however it fails (a wrong CA, a node that never answers TLS, one that resets,",
+            "a flapping floor) cannot stop this broker serving its daemons and displays;",
+            "a watchdog restarts that one when it stops answering (docs/floor/cluster.md).",
+        ),
+    )
+
+
+def _bridge_process_section(plan: BrokerPlan) -> Section:
+    return Section(
+        "Process: the floor bridge's own broker",
+        (
+            *(d for d in _process_section(plan).directives if d.key == "user"),
+            Directive("log_dest", "stderr", ("To the unit's journal, through the watchdog.",)),
+            Directive("log_timestamp", "false"),
+            Directive("log_type", "error"),
+            Directive("log_type", "warning"),
+            Directive("log_type", "notice", ("The bridges' connections and their failures.",)),
+            Directive(
+                "connection_messages",
+                "false",
+                ("Not a line per probe (one every 2 s): the watchdog logs what matters.",),
+            ),
+        ),
+        (
+            "Run by lammer bridge-watchdog (lammer-bridge.service), which restarts it when its",
+            "probe gets no answer through the listener below.",
+        ),
+    )
+
+
+def _bridge_security_section(plan: BrokerPlan, bridge: Bridge) -> Section:
+    return Section(
+        "Who may connect: the watchdog's probe, on loopback",
+        (
+            Directive(
+                "per_listener_settings",
+                "false",
+            ),
+            Directive(
+                "allow_anonymous",
+                "true",
+                (
+                    "One loopback listener and no password: the ACL lets an anonymous client",
+                    f"only its own {PROBE_ROOT}/# (the probe's round trip). A bridge's",
+                    "traffic is not checked against acl_file: the topic lines below bound it.",
+                ),
+            ),
+            Directive("acl_file", str(plan.bridge_acl_path)),
+        ),
+    )
+
+
+def _bridge_listener_section(bridge: Bridge) -> Section:
+    endpoint = bridge.listen
+    return Section(
+        "Listener: the watchdog's probe",
+        (
+            Directive("listener", f"{endpoint.port} {endpoint.host}"),
+            Directive("max_connections", "8"),
+        ),
+        ("Loopback only; nothing else connects to this broker.",),
+    )
+
+
+def _bridge_persistence_section(bridge: Bridge) -> Section:
+    return Section(
+        "Persistence: what waits for the floor",
+        (
+            Directive("persistence", "true"),
+            Directive("persistence_location", f"{bridge.data_dir}/"),
+            Directive(
+                "autosave_on_changes",
+                "true",
+                (
+                    "Saved after every change (autosave_interval 1 below): the tables' broker",
+                    "hands a message over once this broker acknowledges it, so a queue that",
+                    "waits for the floor must survive the watchdog's SIGKILL. A table",
+                    "publishes a few messages a minute: a few small writes a minute.",
+                ),
+            ),
+            Directive("autosave_interval", "1"),
+        ),
+    )
+
+
+def _local_bridge_section(plan: BrokerPlan, bridge: Bridge, password: str | None) -> Section:
+    """The bridge broker's connection to the tables' broker (loopback, plain)."""
+    daemons = next(listener.endpoint for listener in plan.listeners)
+    topics: list[Directive] = []
+    for t in plan.tables:
+        comment: tuple[str, ...] = (f"Table {t.table_id}: what goes to the floor, in from there.",)
+        for level in floor.BRIDGE_OUT:
+            topics.append(Directive("topic", f"{t.base}/{level} in 1", comment))
+            comment = ()
+        topics.append(Directive("topic", f"{t.base}/{floor.BRIDGE_IN} out 1"))
+        topics += [Directive("topic", f"{t.base}/{level} out 1") for level in floor.BRIDGE_IN_USER]
+    directives = (
+        Directive("connection", "tables"),
+        Directive("address", f"{daemons.host}:{daemons.port}"),
+        Directive(
+            "bridge_protocol_version",
+            "mqttv311",
+        ),
+        Directive(
+            "cleansession",
+            "false",
+            (
+                "A persistent session on the tables' broker: while this broker is down or",
+                "restarting, the tables' messages wait there (QoS 1) and come here after.",
+            ),
+        ),
+        Directive("remote_clientid", BRIDGE_BROKER_USER),
+        Directive("remote_username", BRIDGE_BROKER_USER),
+        Directive(
+            "remote_password",
+            password if password is not None else "<credentials>",
+            (f"credentials/{BRIDGE_BROKER_USER}.",),
+        ),
+        Directive(
+            "notifications",
+            "true",
+            (
+                "The daemons learn when this broker is gone: 1 on connect, 0 as its will.",
+                "(floor_resend acts on a 0 of any bridge status, this one's too.)",
+            ),
+        ),
+        Directive("notification_topic", bridge.local_status_topic),
+        Directive("keepalive_interval", str(LOCAL_KEEPALIVE)),
+        Directive("restart_timeout", LOCAL_RESTART),
+        Directive("start_type", "automatic"),
+        Directive(
+            "topic",
+            f"{bridge_status_topic(bridge.controller)} out 1",
+            ("The floor bridge's own status, to the daemons (floor_resend).",),
+        ),
+        *topics,
+    )
+    return Section(
+        "Bridge to the tables' broker on this controller",
+        directives,
+        (
+            f"As {BRIDGE_BROKER_USER}, granted in the tables' acl only what crosses to the floor",
+            "and the requests that come back.",
+        ),
     )
 
 
@@ -975,14 +1308,7 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
     it the line holds a placeholder (``conf_sections`` for reading back the shape)."""
     bridge = plan.bridge
     if bridge is None:
-        return Section(
-            "Floor bridge",
-            (),
-            (
-                "None (broker-config --bridge). A bridge to the floor cluster goes here, last",
-                "in the file: every option after its `connection` line belongs to it.",
-            ),
-        )
+        return Section("Floor bridge", (), ("None (broker-config --bridge).",))
     controller = bridge.controller
     topics: list[Directive] = []
     for t in plan.tables:
@@ -1052,7 +1378,7 @@ def _bridge_section(plan: BrokerPlan, password: str | None = None) -> Section:
             ("The bridge never subscribes to the out topics on the floor.",),
         ),
         Directive("keepalive_interval", str(BRIDGE_KEEPALIVE)),
-        Directive("restart_timeout", BRIDGE_RESTART),
+        Directive("restart_timeout", f"{bridge.retry[0]} {bridge.retry[1]}"),
         Directive("start_type", "automatic"),
         *topics,
     )
@@ -1088,15 +1414,96 @@ def _bridge_tls(bridge: Bridge) -> tuple[Directive, ...]:
 
 
 def render_conf(plan: BrokerPlan, bridge_password: str | None = None) -> str:
-    """The text of mosquitto.conf (``bridge_password``: the floor bridge's, if any)."""
+    """The text of mosquitto.conf, the tables' broker (it has no bridge)."""
+    head = "# Mosquitto for the lammer tables of this controller."
+    return _render_sections(plan, head, conf_sections(plan, bridge_password))
+
+
+def render_bridge_conf(
+    plan: BrokerPlan, bridge_password: str | None = None, local_password: str | None = None
+) -> str:
+    """The text of bridge.conf, the floor bridge's own Mosquitto (docs/floor/cluster.md)."""
+    head = "# Mosquitto for the floor bridge of this controller, beside the tables' broker."
+    return _render_sections(plan, head, bridge_conf_sections(plan, bridge_password, local_password))
+
+
+def render_bridge_acl(plan: BrokerPlan) -> str:
+    """The bridge broker's ACL: an anonymous client (the probe) may use its topics only."""
+    return (
+        "# Mosquitto access control of the floor bridge's own broker (bridge.conf).\n"
+        f"# {GENERATED_BY}; do not edit: run it again.\n"
+        "# Before any user line: what an anonymous client may do (allow_anonymous true on\n"
+        "# its one loopback listener): the watchdog's probe, its own topics only.\n"
+        f"topic readwrite {PROBE_ROOT}/#\n"
+    )
+
+
+def render_bridge_unit(plan: BrokerPlan) -> str:
+    """``lammer-bridge.service``: the bridge broker run by its watchdog."""
+    bridge = plan.bridge
+    assert bridge is not None  # noqa: S101  rendered only with a bridge
+    return f"""# lammer: the floor bridge of controller {bridge.controller}, in a Mosquitto
+# of its own, run and watched by lammer bridge-watchdog. {GENERATED_BY}; do not edit.
+#
+#   install (as root):
+#     install -m 0644 {plan.bridge_unit_path} /etc/systemd/system/
+#     install -d -o {plan.broker_user} -g {plan.broker_user} -m 0700 {bridge.data_dir}
+#     systemctl daemon-reload && systemctl enable --now {BRIDGE_UNIT}
+#   check:   systemctl status {BRIDGE_UNIT}; journalctl -u {BRIDGE_UNIT}
+#
+# The tables' broker (mosquitto.service on {plan.conf_path}) has no bridge: whatever
+# the floor link does, it serves the daemons and displays. The watchdog probes this
+# broker (an MQTT round trip on {bridge.listen}) and, when it gets no answer in time,
+# ends it: SIGTERM, then SIGKILL when that is ignored (Mosquitto 2.0.11 spinning on a
+# failed TLS handshake ignores it), and starts it again (docs/floor/cluster.md).
+
+[Unit]
+Description=lammer floor bridge of controller {bridge.controller} (watched Mosquitto)
+Documentation=man:mosquitto.conf(5)
+After=network-online.target mosquitto.service
+Wants=network-online.target
+
+[Service]
+Type=notify
+NotifyAccess=main
+ExecStart=/opt/lammer/bin/lammer bridge-watchdog --conf {plan.bridge_conf_path}
+# The watchdog's own liveness: it says WATCHDOG=1 every few seconds while it runs.
+WatchdogSec=30
+Restart=always
+RestartSec=2
+TimeoutStopSec=20
+User={plan.broker_user}
+Group={plan.broker_user}
+NoNewPrivileges=yes
+ProtectSystem=strict
+ReadWritePaths={bridge.data_dir}
+ProtectHome=yes
+PrivateTmp=yes
+PrivateDevices=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectControlGroups=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6
+CapabilityBoundingSet=
+LockPersonality=yes
+RestrictRealtime=yes
+RestrictSUIDSGID=yes
+SystemCallArchitectures=native
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def _render_sections(plan: BrokerPlan, head: str, sections: Iterable[Section]) -> str:
     lines = [
-        "# Mosquitto for the lammer tables of this controller.",
+        head,
         f"# {GENERATED_BY}; do not edit: run it again (it keeps the passwords and",
         "# says what it changed). lammer's docs/floor/broker.md says how to run it.",
         "# Tables:",
         *(f"#   {t.table_id} ({t.config.table.game}) at {t.base}" for t in plan.tables),
     ]
-    for section in conf_sections(plan, bridge_password):
+    for section in sections:
         lines += ["", f"# -- {section.title} " + "-" * max(3, 84 - len(section.title))]
         lines += [f"# {c}" for c in section.comment]
         for d in section.directives:
@@ -1263,7 +1670,13 @@ def render_passwd(
 
 
 def check_rendered(  # noqa: C901  reads back each rendered file, one check after another
-    plan: BrokerPlan, conf: str, acl: str, passwd: str, bridge_password: str | None = None
+    plan: BrokerPlan,
+    conf: str,
+    acl: str,
+    passwd: str,
+    bridge_password: str | None = None,
+    bridge_conf: str = "",
+    local_password: str | None = None,
 ) -> None:
     """Read each rendered file back as Mosquitto will and compare with the plan; raises
     ``BrokerConfigError`` if anything differs (a value that broke its line, a grant that is
@@ -1273,6 +1686,9 @@ def check_rendered(  # noqa: C901  reads back each rendered file, one check afte
     planned = [(d.key, d.value) for s in sections for d in s.directives]
     if read_conf(conf) != planned:
         problems.append("mosquitto.conf does not read back as planned")
+    bridge_sections = bridge_conf_sections(plan, bridge_password, local_password)
+    if read_conf(bridge_conf) != [(d.key, d.value) for s in bridge_sections for d in s.directives]:
+        problems.append("bridge.conf does not read back as planned")
     try:
         grants = read_acl(acl)
     except ValueError as exc:
@@ -1288,7 +1704,7 @@ def check_rendered(  # noqa: C901  reads back each rendered file, one check afte
                     problems.append(f"acl: {user}'s topic {grant.topic!r}: {problem}")
     if sorted(read_passwd(passwd)) != sorted(u.name for u in plan.users):
         problems.append("passwd does not read back as planned")
-    for key, value in read_conf(conf):
+    for key, value in read_conf(conf) + read_conf(bridge_conf):
         if key == "topic":
             words = value.split(" ")
             if len(words) != 3 or words[1] not in ("in", "out") or words[2] != "1":
@@ -1371,13 +1787,16 @@ def generate(plan: BrokerPlan) -> Generated:
         existing = {}
     conf, acl = render_conf(plan, bridge_password), render_acl(plan)
     passwd = render_passwd(plan.users, passwords, existing)
-    check_rendered(plan, conf, acl, passwd, bridge_password)
+    local_password = passwords.get(BRIDGE_BROKER_USER)
+    bridge_conf = render_bridge_conf(plan, bridge_password, local_password)
+    check_rendered(plan, conf, acl, passwd, bridge_password, bridge_conf, local_password)
 
     conf_owner = None if owner is None else Owner(0, owner.gid)
     detail = _passwd_detail(existing, passwd)
     result.changes.append(write_file(plan.passwd_path, passwd, 0o600, owner, detail=detail))
     result.changes.append(write_file(plan.acl_path, acl, 0o600, owner, show_diff=True))
     result.changes.append(write_file(plan.conf_path, conf, 0o640, conf_owner, show_diff=True))
+    _write_bridge_broker(plan, bridge_conf, owner, result)
     if plan.bridge is not None and bridge_password is not None:
         declaration = _declaration(plan, plan.bridge, bridge_password)
         result.changes.append(
@@ -1411,6 +1830,35 @@ def generate(plan: BrokerPlan) -> Generated:
             )
     result.wiring = [_wiring(t, passwords[t.user]) for t in plan.tables]
     return result
+
+
+def _write_bridge_broker(
+    plan: BrokerPlan, bridge_conf: str, owner: Owner | None, result: Generated
+) -> None:
+    """bridge.conf, bridge.acl and the unit with a bridge; without one, each left there is
+    reported for deletion."""
+    if plan.bridge is not None:
+        conf_owner = None if owner is None else Owner(0, owner.gid)
+        result.changes.append(
+            write_file(plan.bridge_conf_path, bridge_conf, 0o640, conf_owner, show_diff=True)
+        )
+        result.changes.append(
+            write_file(plan.bridge_acl_path, render_bridge_acl(plan), 0o600, owner)
+        )
+        result.changes.append(
+            write_file(plan.bridge_unit_path, render_bridge_unit(plan), 0o644, None)
+        )
+        if not plan.bridge.data_dir.is_dir():
+            result.notes.append(
+                f"{plan.bridge.data_dir} does not exist: create it, owned by "
+                f"{plan.broker_user!r}, before the bridge broker starts (its queue for the floor)"
+            )
+    else:
+        for path in (plan.bridge_conf_path, plan.bridge_acl_path, plan.bridge_unit_path):
+            if path.exists():
+                result.changes.append(
+                    Change(path, "left", "no --bridge: the bridge broker is not needed; delete it")
+                )
 
 
 def _declaration(plan: BrokerPlan, bridge: Bridge, password: str) -> floor.Declaration:

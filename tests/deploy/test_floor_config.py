@@ -84,8 +84,13 @@ def snapshot(out: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def conf_lines(out: Path) -> list[tuple[str, str]]:
-    return bc.read_conf((out / "mosquitto.conf").read_text())
+def conf_lines(out: Path, name: str = "mosquitto.conf") -> list[tuple[str, str]]:
+    return bc.read_conf((out / name).read_text())
+
+
+def bridge_lines(out: Path) -> list[tuple[str, str]]:
+    """The bridge broker's configuration (the floor bridge is there since issue 28)."""
+    return conf_lines(out, "bridge.conf")
 
 
 def bridged(
@@ -115,7 +120,7 @@ def test_the_bridge_lists_every_node_and_each_table_topics(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = bridged(tmp_path, capsys, "pit1-a", "t1", "t2", nodes="f1:1883,10.0.0.2:1884,[::1]:1885")
-    lines = conf_lines(out)
+    lines = bridge_lines(out)
     bridge = lines[lines.index(("connection", "floor")) :]
     values = dict(bridge)
     # Mosquitto 2.0 reads HOST:PORT split at the last ':' (no brackets).
@@ -139,7 +144,84 @@ def test_the_bridge_lists_every_node_and_each_table_topics(
     ]
     # One QoS 1 message in flight with a bridge: the floor gets each table's seq in order.
     assert ("max_inflight_messages", "1") in lines
+    assert (out / "bridge.conf").stat().st_mode & 0o777 == 0o640
     assert (out / "mosquitto.conf").stat().st_mode & 0o777 == 0o640
+
+
+def test_the_tables_broker_has_no_bridge_and_the_bridge_broker_reaches_it_as_floor_bridge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 28: the floor bridge runs in a Mosquitto of its own, which reaches the tables'
+    broker on loopback as user floor-bridge, granted only what crosses to the floor."""
+    out = bridged(tmp_path, capsys, "pit1-a", "t1")
+    tables = conf_lines(out)
+    assert not any(k in ("connection", "address", "topic") for k, _ in tables)
+    assert ("max_inflight_messages", "20") in tables
+    lines = bridge_lines(out)
+    local = dict(
+        lines[lines.index(("connection", "tables")) : lines.index(("connection", "floor"))]
+    )
+    daemons = next(v for k, v in tables if k == "listener").split(" ")
+    assert local["address"] == f"{daemons[1]}:{daemons[0]}"
+    assert local["remote_username"] == "floor-bridge"
+    assert local["remote_password"] == (out / "credentials" / "floor-bridge").read_text().strip()
+    assert local["cleansession"] == "false"
+    assert local["notification_topic"] == "lammer-floor/bridge/pit1-a.local"
+    local_topics = [v for k, v in lines[lines.index(("connection", "tables")) :] if k == "topic"][
+        : 1 + len(floor.BRIDGE_OUT) + 1 + len(floor.BRIDGE_IN_USER)
+    ]
+    assert local_topics == [
+        "lammer-floor/bridge/pit1-a out 1",
+        *(f"lammer/t1/{level} in 1" for level in floor.BRIDGE_OUT),
+        "lammer/t1/request/+ out 1",
+        *(f"lammer/t1/{level} out 1" for level in floor.BRIDGE_IN_USER),
+    ]
+    assert "request/resend/+" in floor.BRIDGE_IN_USER
+    # Its only listener: loopback, the watchdog's probe; the probe's topics its only grant.
+    assert [v for k, v in lines if k == "listener"] == ["1884 127.0.0.1"]
+    assert bc.read_conf((out / "bridge.acl").read_text()) == [
+        ("topic", "readwrite lammer-bridge/probe/#")
+    ]
+    grants = bc.read_acl((out / "acl").read_text())["floor-bridge"]
+    assert grants == [
+        *(bc.Grant("read", f"lammer/t1/{level}") for level in floor.BRIDGE_OUT),
+        bc.Grant("write", "lammer/t1/request/+"),
+        *(bc.Grant("write", f"lammer/t1/{level}") for level in floor.BRIDGE_IN_USER),
+        bc.Grant("write", "lammer-floor/bridge/+"),
+    ]
+    unit = (out / "lammer-bridge.service").read_text()
+    assert f"ExecStart=/opt/lammer/bin/lammer bridge-watchdog --conf {out / 'bridge.conf'}" in unit
+
+
+def test_the_bridge_broker_options_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_table(tmp_path, "t1")
+    base = ("--bridge", "10.0.0.1:1883", "--controller", "a")
+    for extra, says in [
+        (("--bridge-listen", "10.0.0.5:1884"), "loopback"),
+        (("--bridge-listen", "127.0.0.1:1883"), "listens on that port already"),
+        (("--bridge-retry", "5:1"), "--bridge-retry"),
+        (("--bridge-retry", "x"), "--bridge-retry"),
+    ]:
+        status, _, err = broker_config(capsys, tmp_path / "out", config, extra=(*base, *extra))
+        assert status == 2, extra
+        assert says in err, err
+    status, _, err = broker_config(
+        capsys, tmp_path / "out", config, extra=("--bridge-listen", "127.0.0.1:1")
+    )
+    assert status == 2
+    assert "give --bridge" in err
+    out = tmp_path / "ok"
+    status, _, err = broker_config(
+        capsys,
+        out,
+        config,
+        extra=(*base, "--bridge-listen", "127.0.0.1:2000", "--bridge-retry", "1:2"),
+    )
+    assert status == 0, err
+    assert ("restart_timeout", "1 2") in bridge_lines(out)
+    assert ("listener", "2000 127.0.0.1") in bridge_lines(out)
 
 
 def test_without_a_bridge_nothing_changes(
@@ -627,7 +709,7 @@ def test_the_bridge_speaks_tls_verifying_the_nodes_with_the_floor_ca(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = bridged(tmp_path, capsys, "pit1-a", "t1")
-    values = dict(conf_lines(out)[conf_lines(out).index(("connection", "floor")) :])
+    values = dict(bridge_lines(out)[bridge_lines(out).index(("connection", "floor")) :])
     assert values["bridge_cafile"] == str(tmp_path / "pit1-a" / "floor-ca" / "ca.crt")
     assert values["bridge_tls_version"] == "tlsv1.2"
     # Mosquitto checks the node's name against its certificate unless told otherwise.

@@ -194,7 +194,7 @@ async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
         cluster.start_node(index)
         # The controller dies (no goodbye): its bridge's will marks its tables on the pit.
         assert ctl.broker.process is not None
-        ctl.broker.process.kill()
+        ctl.broker.kill()
         await expect(card.locator(".unreachable")).to_contain_text(
             "controller webfloor unreachable since ", timeout=WAIT
         )

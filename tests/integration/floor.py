@@ -23,6 +23,8 @@ import itertools
 import json
 import os
 import pwd
+import signal
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -43,6 +45,7 @@ from deploy.floor_cluster import FloorCluster
 from display.web.store import Store
 from tests.integration.harness import (
     DEADLINE,
+    LAMMER,
     LAMMER_SIM,
     Sim,
     Subscriber,
@@ -178,22 +181,116 @@ class FloorSubscriber(Subscriber):
 
 
 @dataclass
+class BridgedBroker(Broker):
+    """A controller's two brokers as broker-config makes them: the tables' Mosquitto
+    (``mosquitto.conf``, no bridge; this ``Broker``'s host, port and process) and the
+    floor bridge's own Mosquitto (``bridge.conf``) run by ``lammer bridge-watchdog``.
+    ``start()`` and ``stop()`` act on both, the tables' first up and last down; both
+    write to ``log``. ``kill()`` is a controller's power cut: SIGKILL to all three."""
+
+    bridge_conf: Path | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
+    watchdog_args: tuple[str, ...] = ("--interval", "0.5", "--deadline", "1", "--grace", "2")
+    _log_at: int = 0
+
+    def start(self) -> None:
+        super().start()
+        self.start_bridge()
+        if self.watchdog is not None:
+            self.wait_bridged()
+
+    def start_bridge(self) -> None:
+        """Start the bridge broker's watchdog (and through it the bridge broker)."""
+        if self.bridge_conf is None or not self.bridge_conf.exists():
+            return
+        self._log_at = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as log:
+            self.watchdog = subprocess.Popen(
+                [
+                    LAMMER,
+                    "bridge-watchdog",
+                    "--conf",
+                    str(self.bridge_conf),
+                    "--log-format",
+                    "json",
+                    *self.watchdog_args,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def wait_bridged(self, within: float = DEADLINE) -> None:
+        """Return once the bridge broker is connected to the tables' broker (the log says
+        so). Until its first connection the tables' broker keeps no session for it: what a
+        daemon publishes before then never reaches the floor (a first start only; the
+        session persists after)."""
+        deadline = time.monotonic() + within
+        start = self._log_at
+        while "as floor-bridge" not in self.log.read_text(errors="replace")[start:]:
+            if time.monotonic() > deadline:
+                raise AssertionError("the bridge broker never connected to the tables' broker")
+            time.sleep(0.05)
+
+    def stop_bridge(self) -> None:
+        """Stop the watchdog (it stops the bridge broker)."""
+        if self.watchdog is not None:
+            _stop(self.watchdog)
+            self.watchdog = None
+
+    def bridge_pid(self) -> int | None:
+        """The bridge broker's pid (the watchdog's child), or None."""
+        if self.watchdog is None:
+            return None
+        with contextlib.suppress(OSError):
+            path = Path(f"/proc/{self.watchdog.pid}/task/{self.watchdog.pid}/children")
+            pids = path.read_text().split()
+            return int(pids[0]) if pids else None
+        return None
+
+    def stop(self) -> None:
+        self.stop_bridge()
+        super().stop()
+
+    def kill(self) -> None:
+        """SIGKILL the tables' broker, the watchdog and the bridge broker."""
+        bridge = self.bridge_pid()
+        for proc in (self.watchdog, self.process):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if bridge is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(bridge, signal.SIGKILL)
+        self.watchdog = None
+        self.process = None
+
+
+@dataclass
 class Controller:
-    """One table controller: Mosquitto with the floor bridge, the daemon, the simulator."""
+    """One table controller: its tables' Mosquitto, the floor bridge in a Mosquitto of its
+    own under ``lammer bridge-watchdog``, the daemon, the simulator."""
 
     root: Path
     name: str
     game: str
     cluster: FloorCluster
     table: Table = field(init=False)
-    broker: Broker = field(init=False)
+    broker: BridgedBroker = field(init=False)
     out: Path = field(init=False)
+    bridge_port: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True)
-        (self.root / "data").mkdir()
+        (self.root / "data" / "bridge").mkdir(parents=True)
         self.out = self.root / "broker"
-        self.broker = Broker(self.root, port=free_port(), config_file=self.out / "mosquitto.conf")
+        self.bridge_port = free_port()
+        self.broker = BridgedBroker(
+            self.root,
+            port=free_port(),
+            config_file=self.out / "mosquitto.conf",
+            bridge_conf=self.out / "bridge.conf",
+        )
         table_id = f"{self.game.lower()}-{self.name}"
         self.table = Table(self.root, self.broker, self.game, table_id=table_id)
 
@@ -216,6 +313,8 @@ class Controller:
             *self.cluster.bridge_args,
             "--controller",
             self.name,
+            "--bridge-listen",
+            f"127.0.0.1:{self.bridge_port}",
             *extra,
             str(self.table.config_path),
         ]

@@ -174,9 +174,10 @@ async def test_a_controller_that_goes_silent_is_known_on_the_floor(
     floor: tuple[FloorCluster, Path], watcher: FloorSubscriber
 ) -> None:
     """The bridge's status: 1 while it is connected, 0 (its will, retained) once the
-    controller's Mosquitto is gone without a word."""
+    controller's bridge broker (``bridge.conf``: the floor bridge runs there, issue 28) is
+    gone without a word."""
     cluster, root = floor
-    conf = root / "ca" / "broker" / "mosquitto.conf"
+    conf = root / "ca" / "broker" / "bridge.conf"
     ca = root / "ca"
     broker = Broker(ca, port=_port_of(conf), config_file=conf)
     broker.start()
