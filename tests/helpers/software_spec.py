@@ -15,7 +15,7 @@ def spec_files(root: Path) -> dict[str, bytes]:
     """Every file of the lammer packages under ``root`` but __pycache__ and .pyc/.pyo."""
     found: dict[str, bytes] = {}
     for package in ("bulk", "cli", "contract", "daemon", "deploy", "display", "drivers",
-                    "foundation", "records", "rules", "simulators"):  # fmt: skip
+                    "foundation", "metrics", "records", "rules", "simulators"):  # fmt: skip
         for folder, dirs, files in os.walk(root / package):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             for name in files:
