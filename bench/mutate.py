@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from contract.software import PACKAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".mutants"
 DOC = ROOT / "docs" / "developers" / "mutation.md"
@@ -168,8 +170,10 @@ def _prepare(module: str, tests: tuple[str, ...]) -> Path:
         "pytest_add_cli_args_test_selection": list(tests),
         "pytest_add_cli_args": ["-p", "no:cacheprovider", *PYTEST_ARGS.get(module, ())],
         # mutmut copies the package and tests/ into mutants/; some tests read docs/ too
-        # (the integrity watch's par sheet is compared with the one the docs publish).
-        "also_copy": ["docs"],
+        # (the integrity watch's par sheet is compared with the one the docs publish), and
+        # mypy, run there, finds the other lammer packages only as folders beside it (it does
+        # not follow the editable install's import hook).
+        "also_copy": ["docs", *(p for p in PACKAGES if p != package)],
         # mutmut reads mypy's report only when the command's first word is "mypy" (on PATH
         # below); its trampolines carry "type: ignore" comments that strict mode would flag.
         "type_check_command": [
