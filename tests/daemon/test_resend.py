@@ -351,3 +351,16 @@ def test_a_copy_served_twice_counts_from_its_latest_publication() -> None:
     assert isinstance(late, Serve)
     assert [m.seq for m in late.publish] == [2]
     assert desk.published == 3
+
+
+def test_a_budget_counts_single_copies_and_says_to_the_fraction_when_one_fits_again() -> None:
+    # A range of one message is one copy: three of them spend a budget of three.
+    budget = CopyBudget(3, window=60.0)
+    for at in (0.0, 1.0, 2.0):
+        assert budget.fits(1, at)
+        budget.spend(1, at)
+    assert not budget.fits(1, 3.0)
+    # The first copy leaves the window at 60 s: at 59.5 s the next one fits in 0.5 s (the
+    # refusal's "ask again in" is this figure, not rounded up to a second).
+    assert budget.free_in(1, 59.5) == 0.5
+    assert budget.fits(1, 60.0)
