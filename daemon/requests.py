@@ -382,11 +382,13 @@ def admit(incoming: Incoming, *, at: datetime) -> Admitted:
     try:
         if name == "resend":
             request, request_id = validate_request(name, incoming.payload)
-            assert isinstance(request, ResendRequest)  # noqa: S101  narrows for mypy: validate_request('resend') returns one
+            if not isinstance(request, ResendRequest):
+                raise TypeError("validate_request('resend') returned another request")
             return ResendAsked(request_id=request_id, request=request)
         if name == "authenticate":
             request, request_id = validate_request(name, incoming.payload)
-            assert isinstance(request, AuthenticateRequest)  # noqa: S101  narrows for mypy: validate_request('authenticate') returns one
+            if not isinstance(request, AuthenticateRequest):
+                raise TypeError("validate_request('authenticate') returned another request")
             return AuthenticateAsked(request_id=request_id, request=request)
         return parse_request(name, incoming.payload, at=at)
     except RequestError as exc:

@@ -213,8 +213,7 @@ class Watchdog:
         """Start, watch and restart the broker until ``stop()``."""
         try:
             while not self._stop.is_set():
-                self._start()
-                reason = await self._watch()
+                reason = await self._watch(self._start())
                 await self._end(reason)
                 if not self._stop.is_set():
                     with contextlib.suppress(TimeoutError):
@@ -223,7 +222,7 @@ class Watchdog:
             await self._end("the watchdog stops")
             self.notifier.stopping()
 
-    def _start(self) -> None:
+    def _start(self) -> subprocess.Popen[bytes]:
         binary = self.settings.mosquitto or mosquitto_path()
         # Dies with the watchdog however it dies (PR_SET_PDEATHSIG); same session, so
         # systemd's stop reaches both.
@@ -233,18 +232,18 @@ class Watchdog:
         )
         self.starts += 1
         log.info("bridge broker started", pid=self._process.pid, starts=self.starts)
+        return self._process
 
-    async def _watch(self) -> str:
+    async def _watch(self, process: subprocess.Popen[bytes]) -> str:
         """Probe until the broker exits, stops answering or the watchdog stops; why."""
-        assert self._process is not None  # noqa: S101  started just before
         settings = self.settings
         started = time.monotonic()
         answered = False
         missed = 0
         while not self._stop.is_set():
             self.notifier.watchdog()
-            if self._process.poll() is not None:
-                return f"the bridge broker exited with status {self._process.returncode}"
+            if process.poll() is not None:
+                return f"the bridge broker exited with status {process.returncode}"
             try:
                 took = await self.prober.probe(settings.deadline)
             except (OSError, TimeoutError, ProbeError, asyncio.IncompleteReadError) as exc:
@@ -255,7 +254,7 @@ class Watchdog:
                 self.answering = None
                 log.warning(
                     "bridge broker did not answer the probe",
-                    pid=self._process.pid,
+                    pid=process.pid,
                     missed=missed,
                     error=repr(exc),
                 )
@@ -263,15 +262,15 @@ class Watchdog:
                     return f"no answer to {missed} probes in a row"
             else:
                 missed = 0
-                self.answering = self._process.pid
+                self.answering = process.pid
                 if not answered:
                     answered = True
                     ms = round(took * 1e3, 1)
-                    log.info("bridge broker answers", pid=self._process.pid, ms=ms)
+                    log.info("bridge broker answers", pid=process.pid, ms=ms)
                     if not self._ready_said:
                         self._ready_said = True
                         self.notifier.ready()
-                    self.notifier.status(f"bridge broker {self._process.pid} answers")
+                    self.notifier.status(f"bridge broker {process.pid} answers")
             await self._pause(settings.interval)
         return "the watchdog stops"
 

@@ -1441,7 +1441,8 @@ def render_bridge_acl(plan: BrokerPlan) -> str:
 def render_bridge_unit(plan: BrokerPlan) -> str:
     """``lammer-bridge.service``: the bridge broker run by its watchdog."""
     bridge = plan.bridge
-    assert bridge is not None  # noqa: S101  rendered only with a bridge
+    if bridge is None:
+        raise ValueError("the bridge's unit is rendered only for a plan with a bridge")
     return f"""# lammer: the floor bridge of controller {bridge.controller}, in a Mosquitto
 # of its own, run and watched by lammer bridge-watchdog. {GENERATED_BY}; do not edit.
 #

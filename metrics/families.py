@@ -20,6 +20,12 @@ class Family:
     help: str
     labels: tuple[str, ...] = ()
 
+    def _is(self, kind: str) -> None:
+        """A family used as another kind than declared is a programming error, said at
+        once (under ``python -O`` too)."""
+        if self.kind != kind:
+            raise TypeError(f"{self.name} is declared a {self.kind}, not a {kind}")
+
     @property
     def exposed(self) -> str:
         """The name a scrape shows (``_total`` on a counter, ``_info`` on an info)."""
@@ -28,19 +34,19 @@ class Family:
 
     def counter(self, value: float | None = None) -> CounterMetricFamily:
         """An empty counter family (or one sample ``value`` when it has no labels)."""
-        assert self.kind == "counter", self.name  # noqa: S101  a declaration's own check
+        self._is("counter")
         labels = list(self.labels) if value is None else None
         return CounterMetricFamily(self.name, self.help, value=value, labels=labels)
 
     def gauge(self, value: float | None = None) -> GaugeMetricFamily:
         """An empty gauge family (or one sample ``value`` when it has no labels)."""
-        assert self.kind == "gauge", self.name  # noqa: S101  a declaration's own check
+        self._is("gauge")
         labels = list(self.labels) if value is None else None
         return GaugeMetricFamily(self.name, self.help, value=value, labels=labels)
 
     def info(self, values: dict[str, str]) -> InfoMetricFamily:
         """The info family with its one sample."""
-        assert self.kind == "info", self.name  # noqa: S101  a declaration's own check
+        self._is("info")
         family = InfoMetricFamily(self.name, self.help)
         family.add_metric([], values)
         return family
@@ -49,5 +55,6 @@ class Family:
 def by_name(families: tuple[Family, ...]) -> dict[str, Family]:
     """``families`` by name (a name declared twice is a bug)."""
     out = {f.name: f for f in families}
-    assert len(out) == len(families), "a metric family declared twice"  # noqa: S101
+    if len(out) != len(families):
+        raise ValueError("a metric family is declared twice")
     return out
