@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -103,18 +102,3 @@ def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:
         dsn=store_db.dsn,
         **extra,
     )
-
-
-async def reconciled(store_db: StoreDb, journal: Path) -> None:
-    """``lammer records reconcile`` finds the store and ``journal`` agree: nothing missing,
-    nothing extra, no recorded gap."""
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [LAMMER, "records", "reconcile", "--db", store_db.dsn, "--journal", str(journal)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert ", 0 missing, 0 extra, 0 in recorded gaps" in done.stdout

@@ -29,7 +29,8 @@ from records.observe import GamingDay
 from records.service import Records, run
 from records.store import Store as RecordsStore
 from tests.helpers.forged import forged, seq_kinds
-from tests.helpers.records_service import reconciled, settings_for
+from tests.helpers.records_service import settings_for
+from tests.helpers.records_tables import FIRST, SECOND, reconciled
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
@@ -39,18 +40,6 @@ __all__ = ["make_table"]
 pytestmark = pytest.mark.integration
 
 DEADLINE = 60.0
-FIRST = """\
-ROLL,101,1,1
-ROLL,102,1,2
-ROLL,103,2,2
-ROLL,104,2,3
-ROLL,105,3,3
-"""
-SECOND = """\
-ROLL,106,4,4
-ROLL,107,3,4
-ROLL,108,6,1
-"""
 
 
 async def _pit(broker: Broker, store: Store, ready: asyncio.Event) -> None:
