@@ -204,3 +204,13 @@ def test_the_gate_says_its_rate_and_defaults_to_the_tables() -> None:
     assert verdicts == [Verdict.ADMIT] * 20 + [Verdict.ANSWER_BUSY, Verdict.COUNT]
     assert gate.check(1.0) is Verdict.ADMIT  # a second later: 5 more, and a busy answer
     assert [gate.check(1.0) for _ in range(5)][-1] is Verdict.ANSWER_BUSY
+
+
+def test_refusals_in_the_same_instant_all_count_towards_a_flood() -> None:
+    # A burst read in one loop turn carries one clock reading: each one still counts.
+    flood = Flood(at=3, window=1.0)
+    assert not flood.refused(5.0)
+    assert not flood.refused(5.0)
+    assert flood.refused(5.0)
+    # A clock that went back starts the count again rather than joining two windows.
+    assert not flood.refused(4.0)
