@@ -267,6 +267,7 @@ KILLED_LINK = textwrap.dedent(
     """
     import asyncio, random, sys
     from daemon.mqtt import MqttLink
+    from tests.helpers.mqtt_link import FakeOutbox
 
 
     async def main() -> None:
@@ -330,6 +331,7 @@ BROKER_DIES_AS_THE_LINK_CLOSES = textwrap.dedent(
     """
     import asyncio, os, random, signal, sys
     from daemon.mqtt import MqttLink
+    from tests.helpers.mqtt_link import FakeOutbox
 
 
     async def main() -> None:
