@@ -139,10 +139,12 @@ class TableDaemon:
         # Every line logged inside names the table, the drivers' and the MQTT link's
         # included; tasks started here copy the context.
         with structlog.contextvars.bound_contextvars(table=self.config.table.id):
-            self.software = check_software(self.config, self.software_root, self.log)
             journal = open_live(self.config.journal_path, key=self.config.journal.read_key())
             core: TableCore | None = None
             try:
+                # After the journal opened: a journal that cannot open is the start's one
+                # line (the digest is journaled below, with the start).
+                self.software = check_software(self.config, self.software_root, self.log)
                 core = self.open_core(journal)
                 started = time.perf_counter()
                 frozen = settle_heap()
