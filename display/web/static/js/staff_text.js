@@ -16,6 +16,7 @@ export const ALARM_WORDS = {
   JOURNAL_FAULT: "The journal cannot write",
   DISK_LOW: "The journal's disk is nearly full",
   MQTT_LOGIN_REFUSED: "The broker refused the table's login",
+  SOFTWARE: "Software not approved",
 };
 
 // An alarm code in words: a device's own fault code (DEVICE_FAULT_<code>) as the device
