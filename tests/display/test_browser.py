@@ -22,6 +22,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from playwright.async_api import BrowserContext, Page, WebSocket, expect
 
+from contract.payloads import CONTRACT_VERSION
 from tests.display.conftest import (
     KEEPALIVE,
     STICKPERSON,
@@ -121,7 +122,8 @@ async def test_uth_royal_flush_at_five_hands_lights_column_row_and_pays(
     frames.check()
     staff = await page.context.new_page()
     await staff.goto(f"{web.url}/pit/{table.table_id}")
-    await expect(staff.locator("#version")).to_contain_text("contract 1.3", timeout=WAIT)
+    version = f"contract {CONTRACT_VERSION}"
+    await expect(staff.locator("#version")).to_contain_text(version, timeout=WAIT)
     topics = {m["topic"] for m in frames.messages}
     assert {"info", "state", "cover_all/payouts", "cover_all/result"} <= topics
 
