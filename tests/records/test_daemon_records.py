@@ -102,7 +102,7 @@ def persistent_broker(workdir: Path) -> Broker:
 
 
 @pytest.mark.slow
-async def test_three_tables_through_a_broker_restart_and_a_records_restart(
+async def test_three_tables_through_a_broker_restart_and_a_records_restart(  # noqa: C901  one scenario, step by step
     make_table: MakeTable, store_db: StoreDb, tmp_path: Path
 ) -> None:
     (tmp_path / "broker").mkdir()
@@ -162,11 +162,18 @@ async def test_three_tables_through_a_broker_restart_and_a_records_restart(
         stop = asyncio.Event()
         service = asyncio.create_task(run(settings, stop))
         await until_stored()
+        # The tables stop before the service: what a table publishes on its way (a device
+        # gone quiet since its script ended: alarms and state) is stored too. Stopped after
+        # the service, a loaded run once left such a message unstored (reconcile: 1 missing).
+        for t in tables:
+            await t.stop_daemon()
+        await until_stored()
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
         for t in tables:
-            await t.stop_daemon()
+            if t.daemon is not None:
+                await t.stop_daemon()
         broker.stop()
     for t in tables:
         await reconciled(store_db, t.journal_path)
