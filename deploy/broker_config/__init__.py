@@ -136,10 +136,7 @@ from deploy.broker_config.model import (
     DEFAULT_BROKER_USER,
     DEFAULT_DATA_DIR,
     DEFAULT_TLS_LISTEN,
-    DISPLAY,
     GENERATED_BY,
-    RECORDS,
-    TERMINAL,
     Access,
     Bridge,
     BrokerConfigError,
@@ -183,6 +180,7 @@ from deploy.broker_config.write import (
     generate,
     wiring_lines,
 )
+from deploy.generators import DISPLAY, RECORDS, TERMINAL
 
 __all__ = [
     "AUTOSAVE_INTERVAL",

@@ -19,10 +19,7 @@ PBKDF2_ITERATIONS: Final = 101
 64-byte hash, both in standard base64. Few iterations; the generated passwords are
 192-bit random, far beyond any offline guessing, so the hash adds nothing to defend."""
 
-
 _SALT_BYTES: Final = 12
-
-
 _HASH_BYTES: Final = 64
 
 

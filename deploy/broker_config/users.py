@@ -14,13 +14,11 @@ from deploy.broker_config.limits import (
     BRIDGE_BROKER_USER,
 )
 from deploy.broker_config.model import (
-    DISPLAY,
-    RECORDS,
-    TERMINAL,
     Grant,
     Table,
     User,
 )
+from deploy.generators import DISPLAY, RECORDS, TERMINAL
 
 
 def table_users(

@@ -154,20 +154,14 @@ def pem_problem(path: Path, marker: str) -> str | None:
 
 
 def check_tls(cert: Path, key: Path, ca: Path, *, problems: list[str]) -> ListenerTls:
+    """The network listener's TLS files of ``--tls-cert``, ``--tls-key`` and ``--tls-ca``,
+    each a PEM file of its kind, the key not readable by every user (problems appended)."""
     for option, path, marker in (
         ("--tls-cert", cert, "-----BEGIN CERTIFICATE-----"),
         ("--tls-key", key, "PRIVATE KEY-----"),
         ("--tls-ca", ca, "-----BEGIN CERTIFICATE-----"),
     ):
-        problem = path_problem(path)
-        if problem is None:
-            try:
-                text = path.read_text(encoding="ascii", errors="replace")
-            except OSError as exc:
-                problem = f"cannot read {path}: {exc.strerror}"
-            else:
-                if marker not in text:
-                    problem = f"{path} is not a PEM file holding {marker.strip('-')}"
+        problem = pem_problem(path, marker)
         if problem is None and option == "--tls-key" and path.stat().st_mode & 0o007:
             mode = path.stat().st_mode & 0o777
             problem = f"{path} is readable by every user (mode {mode:04o}): chmod o-rwx {path}"

@@ -38,10 +38,10 @@ from deploy.broker_config.render import (
 from deploy.files import (
     Change,
     Owner,
-    keep_or_make_password,
     make_dir,
     write_file,
 )
+from deploy.generators import kept_password, stray_credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,16 +140,12 @@ def _passwords(plan: BrokerPlan, result: Generated) -> tuple[dict[str, str], str
     if plan.bridge is not None:
         bridge_password = _password_for(plan, plan.bridge.user, result)
         known.add(plan.bridge.user)
-    for path in sorted(plan.credentials_dir.iterdir()):
-        if path.name not in known:
-            result.changes.append(
-                Change(
-                    path,
-                    "left",
-                    "no table given has this user: it is in neither passwd "
-                    "nor acl any more; delete the file",
-                )
-            )
+    stray_credentials(
+        plan.credentials_dir,
+        known,
+        result.changes,
+        "no table given has this user: it is in neither passwd nor acl any more; delete the file",
+    )
     return passwords, bridge_password
 
 
@@ -242,10 +238,7 @@ def _passwd_detail(existing: Mapping[str, str], new_text: str) -> str:
 
 def _password_for(plan: BrokerPlan, user: str, result: Generated) -> str:
     """The user's password: kept from its credentials file, or made and written there."""
-    try:
-        return keep_or_make_password(plan.credential_path(user), result.changes)
-    except ValueError as exc:
-        raise BrokerConfigError([str(exc)]) from exc
+    return kept_password(plan.credential_path(user), result.changes, BrokerConfigError)
 
 
 def _wiring(table: Table, password: str) -> Wiring:

@@ -86,7 +86,6 @@ from deploy.floor_config.model import (
     DEFAULT_MQTT_PORT,
     DEFAULT_PREFIX,
     DEFAULT_ROUTE_PORT,
-    DISPLAY,
     GENERATED_BY,
     MAX_FILE_STORE,
     MAX_MEMORY_STORE,
@@ -95,9 +94,7 @@ from deploy.floor_config.model import (
     MQTT_ACK_WAIT,
     MQTT_DELIVERY,
     MQTT_MAX_ACK_PENDING,
-    RECORDS,
     ROUTE,
-    TERMINAL,
     TLS_TIMEOUT,
     Declared,
     FloorConfigError,
@@ -121,6 +118,7 @@ from deploy.floor_config.write import (
     Generated,
     generate,
 )
+from deploy.generators import DISPLAY, RECORDS, TERMINAL
 
 __all__ = [
     "DEFAULT_CLIENT_PORT",

@@ -10,13 +10,11 @@ from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic, sof
 from contract.requests import request_topic
 from deploy import floor
 from deploy.floor_config.model import (
-    DISPLAY,
     MQTT_DELIVERY,
-    RECORDS,
-    TERMINAL,
     Declared,
     FloorPlan,
 )
+from deploy.generators import DISPLAY, RECORDS, TERMINAL
 
 
 @dataclass(frozen=True, slots=True)

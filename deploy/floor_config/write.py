@@ -9,13 +9,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from deploy import floor, floor_tls
-from deploy.files import Change, keep_or_make_password, make_dir, write_file
+from deploy.files import Change, make_dir, write_file
 from deploy.floor_config.check import check_rendered
 from deploy.floor_config.model import (
-    DISPLAY,
-    RECORDS,
     ROUTE,
-    TERMINAL,
     FloorConfigError,
     FloorPlan,
 )
@@ -25,6 +22,7 @@ from deploy.floor_config.render import (
     render_node,
 )
 from deploy.floor_config.users import floor_users
+from deploy.generators import DISPLAY, RECORDS, TERMINAL, kept_password, stray_credentials
 
 URL_SAFE: Final = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -83,12 +81,10 @@ def generate(plan: FloorPlan) -> Generated:
 def _passwords(plan: FloorPlan, result: Generated) -> dict[str, str]:
     """The password of each floor user and of the route, kept from its credentials file or
     made there; a credentials file of no user is reported, not deleted."""
-    passwords: dict[str, str] = {}
-    for user in (DISPLAY, TERMINAL, RECORDS, ROUTE):
-        try:
-            passwords[user] = keep_or_make_password(plan.credentials_dir / user, result.changes)
-        except ValueError as exc:
-            raise FloorConfigError([str(exc)]) from exc
+    passwords = {
+        user: kept_password(plan.credentials_dir / user, result.changes, FloorConfigError)
+        for user in (DISPLAY, TERMINAL, RECORDS, ROUTE)
+    }
     if not URL_SAFE.fullmatch(passwords[ROUTE]):
         raise FloorConfigError(
             [
@@ -97,9 +93,9 @@ def _passwords(plan: FloorPlan, result: Generated) -> dict[str, str]:
                 "new one made"
             ]
         )
-    for path in sorted(plan.credentials_dir.iterdir()):
-        if path.name not in passwords:
-            result.changes.append(Change(path, "left", "not a floor user: delete the file"))
+    stray_credentials(
+        plan.credentials_dir, passwords, result.changes, "not a floor user: delete the file"
+    )
     return passwords
 
 
