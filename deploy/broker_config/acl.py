@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from deploy.broker_config.model import (
-    GENERATED_BY,
-    BrokerPlan,
-    Grant,
-)
+from deploy.broker_config.model import GENERATED_BY, BrokerPlan, Grant
 
 
 def render_acl(plan: BrokerPlan) -> str:

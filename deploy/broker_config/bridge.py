@@ -15,11 +15,7 @@ from deploy.broker_config.limits import (
     LOCAL_RESTART,
     PROBE_ROOT,
 )
-from deploy.broker_config.model import (
-    GENERATED_BY,
-    Bridge,
-    BrokerPlan,
-)
+from deploy.broker_config.model import GENERATED_BY, Bridge, BrokerPlan
 from deploy.broker_config.render import (
     Directive,
     Section,

@@ -4,21 +4,10 @@ before anything is written."""
 from __future__ import annotations
 
 from deploy.broker_config.acl import read_acl, topic_filter_problem
-from deploy.broker_config.bridge import (
-    bridge_conf_sections,
-)
-from deploy.broker_config.model import (
-    BrokerConfigError,
-    BrokerPlan,
-    Grant,
-)
-from deploy.broker_config.passwords import (
-    read_passwd,
-)
-from deploy.broker_config.render import (
-    conf_sections,
-    read_conf,
-)
+from deploy.broker_config.bridge import bridge_conf_sections
+from deploy.broker_config.model import BrokerConfigError, BrokerPlan, Grant
+from deploy.broker_config.passwords import read_passwd
+from deploy.broker_config.render import conf_sections, read_conf
 
 
 def check_rendered(  # noqa: C901  reads back each rendered file, one check after another

@@ -10,10 +10,7 @@ from typing import Final, Literal
 from contract.floor import bridge_status_topic
 from daemon.config import TableConfig
 from deploy import floor
-from deploy.broker_config.limits import (
-    BRIDGE_RESTART,
-    BRIDGE_UNIT,
-)
+from deploy.broker_config.limits import BRIDGE_RESTART, BRIDGE_UNIT
 from deploy.generators import ProblemsError
 from foundation.endpoints import Endpoint
 

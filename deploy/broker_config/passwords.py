@@ -10,9 +10,7 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from deploy.broker_config.model import (
-    User,
-)
+from deploy.broker_config.model import User
 
 PBKDF2_ITERATIONS: Final = 101
 """mosquitto_passwd 2.0's default (``$7$101$``): PBKDF2-HMAC-SHA512, 12-byte salt,

@@ -27,10 +27,7 @@ from deploy.broker_config.model import (
     ListenerTls,
     Table,
 )
-from deploy.broker_config.users import (
-    bridge_broker_user,
-    table_users,
-)
+from deploy.broker_config.users import bridge_broker_user, table_users
 from deploy.broker_config.validate import (
     check_tls,
     daemons_endpoint,

@@ -18,11 +18,7 @@ from deploy.broker_config.limits import (
     MESSAGE_SIZE_LIMIT,
     PERSISTENT_CLIENT_EXPIRATION,
 )
-from deploy.broker_config.model import (
-    GENERATED_BY,
-    BrokerPlan,
-    Listener,
-)
+from deploy.broker_config.model import GENERATED_BY, BrokerPlan, Listener
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,8 @@ from contract.floor import bridge_status_topic, integrity_topic, software_topic
 from contract.requests import RESPONSE_LEVEL, request_topic
 from contract.topics import Topic
 from deploy import floor
-from deploy.broker_config.limits import (
-    BRIDGE_BROKER_USER,
-)
-from deploy.broker_config.model import (
-    Grant,
-    Table,
-    User,
-)
+from deploy.broker_config.limits import BRIDGE_BROKER_USER
+from deploy.broker_config.model import Grant, Table, User
 from deploy.generators import DISPLAY, RECORDS, TERMINAL
 
 

@@ -8,21 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from deploy.broker_config.limits import (
-    BRIDGE_UNIT,
-)
-from deploy.broker_config.model import (
-    GENERATED_BY,
-    ListenerTls,
-    Table,
-)
-from deploy.files import (
-    foreign_files,
-)
+from deploy.broker_config.limits import BRIDGE_UNIT
+from deploy.broker_config.model import GENERATED_BY, ListenerTls, Table
+from deploy.files import foreign_files
 from foundation.endpoints import Endpoint
 
-SYSTEM_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-
+SYSTEM_USER: Final = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+"""What ``--broker-user`` may be: a system user's name."""
 
 DEVICE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 """A display's or a terminal's own name (``--display``, ``--terminal``): its user is

@@ -13,34 +13,13 @@ from pathlib import Path
 
 from deploy import floor
 from deploy.broker_config.acl import render_acl
-from deploy.broker_config.bridge import (
-    render_bridge_acl,
-    render_bridge_conf,
-    render_bridge_unit,
-)
+from deploy.broker_config.bridge import render_bridge_acl, render_bridge_conf, render_bridge_unit
 from deploy.broker_config.check import check_rendered
-from deploy.broker_config.limits import (
-    BRIDGE_BROKER_USER,
-)
-from deploy.broker_config.model import (
-    Bridge,
-    BrokerConfigError,
-    BrokerPlan,
-    Table,
-)
-from deploy.broker_config.passwords import (
-    read_passwd,
-    render_passwd,
-)
-from deploy.broker_config.render import (
-    render_conf,
-)
-from deploy.files import (
-    Change,
-    Owner,
-    make_dir,
-    write_file,
-)
+from deploy.broker_config.limits import BRIDGE_BROKER_USER
+from deploy.broker_config.model import Bridge, BrokerConfigError, BrokerPlan, Table
+from deploy.broker_config.passwords import read_passwd, render_passwd
+from deploy.broker_config.render import render_conf
+from deploy.files import Change, Owner, make_dir, write_file
 from deploy.generators import kept_password, stray_credentials
 
 

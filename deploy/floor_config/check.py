@@ -11,12 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from deploy.floor_config.model import (
-    FloorConfigError,
-)
-from deploy.floor_config.render import (
-    read_node,
-)
+from deploy.floor_config.model import FloorConfigError
+from deploy.floor_config.render import read_node
 
 
 def installed_nats_server() -> Path | None:

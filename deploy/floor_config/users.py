@@ -9,11 +9,7 @@ from typing import Any
 from contract.floor import FLOOR_ROOT, bridge_status_topic, integrity_topic, software_topic
 from contract.requests import request_topic
 from deploy import floor
-from deploy.floor_config.model import (
-    MQTT_DELIVERY,
-    Declared,
-    FloorPlan,
-)
+from deploy.floor_config.model import MQTT_DELIVERY, Declared, FloorPlan
 from deploy.generators import DISPLAY, RECORDS, TERMINAL
 
 

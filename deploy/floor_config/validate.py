@@ -8,10 +8,7 @@ from pathlib import Path
 
 from deploy import floor, floor_tls
 from deploy.files import foreign_files
-from deploy.floor_config.model import (
-    GENERATED_BY,
-    Declared,
-)
+from deploy.floor_config.model import GENERATED_BY, Declared
 
 
 def read_declarations(paths: Sequence[Path], problems: list[str]) -> tuple[Declared, ...]:  # noqa: C901  reads each file, then one independent check per rule

@@ -11,16 +11,8 @@ from typing import Any, Final
 from deploy import floor, floor_tls
 from deploy.files import Change, make_dir, write_file
 from deploy.floor_config.check import check_rendered
-from deploy.floor_config.model import (
-    ROUTE,
-    FloorConfigError,
-    FloorPlan,
-)
-from deploy.floor_config.render import (
-    existing_hashes,
-    node_config,
-    render_node,
-)
+from deploy.floor_config.model import ROUTE, FloorConfigError, FloorPlan
+from deploy.floor_config.render import existing_hashes, node_config, render_node
 from deploy.floor_config.users import floor_users
 from deploy.generators import DISPLAY, RECORDS, TERMINAL, kept_password, stray_credentials
 
