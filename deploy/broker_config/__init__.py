@@ -65,18 +65,19 @@ is in), so ``mosquitto.conf`` has none and three more files are written:
 The floor bridge is the last section of ``bridge.conf``, rendered by ``_bridge_section``
 (every option after a ``connection`` line belongs to that bridge):
 ``address`` with every cluster node, ``cleansession false``, ``try_private false``,
-``notifications false``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
+``notifications true``, a ``remote_clientid`` without ``.`` or spaces, and ``topic`` lines
 from ``BrokerPlan.tables`` (each base topic's state out, its ``request/+`` and
 ``request/resend/+`` in, QoS 1).
 Mosquitto does not check a bridge's traffic against ``acl_file``, so those ``topic ... in``
 lines are all that bounds what the floor may send: name each table's ``request/+``, never a
 wildcard above it. Its password is kept as the users' are (a ``credentials/`` entry read
-or made by ``_password_for``) and written as ``remote_password`` into ``mosquitto.conf``,
+or made by ``_password_for``) and written as ``remote_password`` into ``bridge.conf``,
 which is why that file is 0640 root:<broker group>; ``check_rendered`` reads both files
 back like every other. The limits already serve a bridge: persistence keeps its
 queue across a restart, and ``max_queued_messages`` is sized for a floor outage.
 
-Errors: ``BrokerConfigError(DaemonError, ValueError)``, ``problems`` listing every one.
+Errors: ``BrokerConfigError`` (a ``deploy.generators.ProblemsError``, so a ``DaemonError``
+and a ``ValueError``), ``problems`` listing every one.
 
 The package, a module per concern (each imports only the ones above it here):
 
@@ -91,6 +92,9 @@ The package, a module per concern (each imports only the ones above it here):
     passwords   passwd: hash_password, verify_password, read_passwd, render_passwd
     check       check_rendered: every file read back before anything is written
     write       generate, and how each table is wired
+
+What floor-config writes alike (the error, the readers' names, the kept credentials) is
+``deploy.generators``.
 
 Its public names are re-exported here: ``from deploy.broker_config import plan_broker``.
 """

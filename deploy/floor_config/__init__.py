@@ -58,7 +58,8 @@ an escape other than ``\"`` and ``\\`` (the only ones nats-server and JSON share
 rendered file is read back (comments dropped, JSON parsed) and must be the plan, and is
 parsed by ``nats-server -t`` when it is installed, before anything is written.
 
-Errors: ``FloorConfigError(DaemonError, ValueError)``, ``problems`` listing every one.
+Errors: ``FloorConfigError`` (a ``deploy.generators.ProblemsError``, so a ``DaemonError`` and
+a ``ValueError``), ``problems`` listing every one.
 
 The package, a module per concern (each imports only the ones above it here):
 
@@ -69,6 +70,9 @@ The package, a module per concern (each imports only the ones above it here):
     render      a node's nats.conf: node_config, render_node, read_node
     check       check_rendered: every node file read back (and ``nats-server -t``)
     write       generate
+
+What broker-config writes alike (the error, the readers' names, the kept credentials) is
+``deploy.generators``.
 
 Its public names are re-exported here: ``from deploy.floor_config import plan_floor``.
 """
