@@ -99,157 +99,72 @@ What floor-config writes alike (the error, the readers' names, the kept credenti
 Its public names are re-exported here: ``from deploy.broker_config import plan_broker``.
 """
 
-from deploy.broker_config.acl import (
-    read_acl,
-    render_acl,
-    topic_filter_problem,
-)
-from deploy.broker_config.bridge import (
-    bridge_conf_sections,
-    render_bridge_acl,
-    render_bridge_conf,
-    render_bridge_unit,
-)
-from deploy.broker_config.check import (
-    check_rendered,
-)
+from deploy.broker_config.acl import read_acl, render_acl, topic_filter_problem
+from deploy.broker_config.bridge import render_bridge_acl, render_bridge_conf, render_bridge_unit
+from deploy.broker_config.check import check_rendered
 from deploy.broker_config.limits import (
-    AUTOSAVE_INTERVAL,
-    BRIDGE_BROKER_USER,
-    BRIDGE_INFLIGHT_MESSAGES,
-    BRIDGE_KEEPALIVE,
     BRIDGE_LISTEN,
     BRIDGE_RESTART,
-    BRIDGE_UNIT,
-    LAN_MAX_CONNECTIONS,
     LARGEST_PAYLOAD,
-    LOCAL_KEEPALIVE,
-    LOCAL_RESTART,
-    MAX_BRIDGE_NODES,
     MAX_INFLIGHT_MESSAGES,
     MAX_PACKET_SIZE,
-    MAX_QUEUED_BYTES,
     MAX_QUEUED_MESSAGES,
     MESSAGE_SIZE_LIMIT,
-    PERSISTENT_CLIENT_EXPIRATION,
     PROBE_ROOT,
     REQUEST_MAX,
-    daemons_max_connections,
 )
 from deploy.broker_config.model import (
     DEFAULT_BROKER_USER,
     DEFAULT_DATA_DIR,
     DEFAULT_TLS_LISTEN,
-    GENERATED_BY,
-    Access,
-    Bridge,
     BrokerConfigError,
     BrokerPlan,
     Grant,
     Listener,
-    ListenerTls,
-    Role,
-    Table,
-    User,
     daemon_user,
 )
 from deploy.broker_config.passwords import (
-    PBKDF2_ITERATIONS,
     hash_password,
     read_passwd,
     render_passwd,
     verify_password,
 )
-from deploy.broker_config.plan import (
-    plan_broker,
-)
-from deploy.broker_config.render import (
-    Directive,
-    Section,
-    conf_sections,
-    read_conf,
-    render_conf,
-)
-from deploy.broker_config.users import (
-    READ_GROUPS,
-    readable_grants,
-    resend_grant,
-)
-from deploy.broker_config.validate import (
-    DEVICE_NAME,
-)
-from deploy.broker_config.write import (
-    Generated,
-    Wiring,
-    generate,
-    wiring_lines,
-)
-from deploy.generators import DISPLAY, RECORDS, TERMINAL
+from deploy.broker_config.plan import plan_broker
+from deploy.broker_config.render import read_conf, render_conf
+from deploy.broker_config.write import Generated, generate, wiring_lines
 
 __all__ = [
-    "AUTOSAVE_INTERVAL",
-    "BRIDGE_BROKER_USER",
-    "BRIDGE_INFLIGHT_MESSAGES",
-    "BRIDGE_KEEPALIVE",
     "BRIDGE_LISTEN",
     "BRIDGE_RESTART",
-    "BRIDGE_UNIT",
     "DEFAULT_BROKER_USER",
     "DEFAULT_DATA_DIR",
     "DEFAULT_TLS_LISTEN",
-    "DEVICE_NAME",
-    "DISPLAY",
-    "GENERATED_BY",
-    "LAN_MAX_CONNECTIONS",
     "LARGEST_PAYLOAD",
-    "LOCAL_KEEPALIVE",
-    "LOCAL_RESTART",
-    "MAX_BRIDGE_NODES",
     "MAX_INFLIGHT_MESSAGES",
     "MAX_PACKET_SIZE",
-    "MAX_QUEUED_BYTES",
     "MAX_QUEUED_MESSAGES",
     "MESSAGE_SIZE_LIMIT",
-    "PBKDF2_ITERATIONS",
-    "PERSISTENT_CLIENT_EXPIRATION",
     "PROBE_ROOT",
-    "READ_GROUPS",
-    "RECORDS",
     "REQUEST_MAX",
-    "TERMINAL",
-    "Access",
-    "Bridge",
     "BrokerConfigError",
     "BrokerPlan",
-    "Directive",
     "Generated",
     "Grant",
     "Listener",
-    "ListenerTls",
-    "Role",
-    "Section",
-    "Table",
-    "User",
-    "Wiring",
-    "bridge_conf_sections",
     "check_rendered",
-    "conf_sections",
     "daemon_user",
-    "daemons_max_connections",
     "generate",
     "hash_password",
     "plan_broker",
     "read_acl",
     "read_conf",
     "read_passwd",
-    "readable_grants",
     "render_acl",
     "render_bridge_acl",
     "render_bridge_conf",
     "render_bridge_unit",
     "render_conf",
     "render_passwd",
-    "resend_grant",
     "topic_filter_problem",
     "verify_password",
     "wiring_lines",

@@ -77,88 +77,23 @@ What broker-config writes alike (the error, the readers' names, the kept credent
 Its public names are re-exported here: ``from deploy.floor_config import plan_floor``.
 """
 
-from deploy.floor_config.check import (
-    check_rendered,
-    installed_nats_server,
-)
-from deploy.floor_config.model import (
-    DEFAULT_CLIENT_PORT,
-    DEFAULT_CLUSTER,
-    DEFAULT_DATA_DIR,
-    DEFAULT_INSTALL_DIR,
-    DEFAULT_MONITOR_PORT,
-    DEFAULT_MQTT_PORT,
-    DEFAULT_PREFIX,
-    DEFAULT_ROUTE_PORT,
-    GENERATED_BY,
-    MAX_FILE_STORE,
-    MAX_MEMORY_STORE,
-    MAX_NODES,
-    MAX_PAYLOAD,
-    MQTT_ACK_WAIT,
-    MQTT_DELIVERY,
-    MQTT_MAX_ACK_PENDING,
-    ROUTE,
-    TLS_TIMEOUT,
-    Declared,
-    FloorConfigError,
-    FloorPlan,
-    Node,
-)
-from deploy.floor_config.plan import (
-    plan_floor,
-)
-from deploy.floor_config.render import (
-    existing_hashes,
-    node_config,
-    read_node,
-    render_node,
-)
-from deploy.floor_config.users import (
-    FloorUser,
-    floor_users,
-)
-from deploy.floor_config.write import (
-    Generated,
-    generate,
-)
-from deploy.generators import DISPLAY, RECORDS, TERMINAL
+from deploy.floor_config.check import installed_nats_server
+from deploy.floor_config.model import TLS_TIMEOUT, FloorConfigError, FloorPlan, Node
+from deploy.floor_config.plan import plan_floor
+from deploy.floor_config.render import read_node
+from deploy.floor_config.write import Generated, generate
+from deploy.generators import DISPLAY, TERMINAL
 
 __all__ = [
-    "DEFAULT_CLIENT_PORT",
-    "DEFAULT_CLUSTER",
-    "DEFAULT_DATA_DIR",
-    "DEFAULT_INSTALL_DIR",
-    "DEFAULT_MONITOR_PORT",
-    "DEFAULT_MQTT_PORT",
-    "DEFAULT_PREFIX",
-    "DEFAULT_ROUTE_PORT",
     "DISPLAY",
-    "GENERATED_BY",
-    "MAX_FILE_STORE",
-    "MAX_MEMORY_STORE",
-    "MAX_NODES",
-    "MAX_PAYLOAD",
-    "MQTT_ACK_WAIT",
-    "MQTT_DELIVERY",
-    "MQTT_MAX_ACK_PENDING",
-    "RECORDS",
-    "ROUTE",
     "TERMINAL",
     "TLS_TIMEOUT",
-    "Declared",
     "FloorConfigError",
     "FloorPlan",
-    "FloorUser",
     "Generated",
     "Node",
-    "check_rendered",
-    "existing_hashes",
-    "floor_users",
     "generate",
     "installed_nats_server",
-    "node_config",
     "plan_floor",
     "read_node",
-    "render_node",
 ]

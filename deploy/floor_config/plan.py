@@ -7,20 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from deploy import floor
-from deploy.floor_config.model import (
-    DEFAULT_CLIENT_PORT,
-    DEFAULT_CLUSTER,
-    DEFAULT_DATA_DIR,
-    DEFAULT_INSTALL_DIR,
-    DEFAULT_MONITOR_PORT,
-    DEFAULT_MQTT_PORT,
-    DEFAULT_PREFIX,
-    DEFAULT_ROUTE_PORT,
-    MAX_NODES,
-    FloorConfigError,
-    FloorPlan,
-    Node,
-)
+from deploy.floor_config import model
+from deploy.floor_config.model import DEFAULT_PREFIX, MAX_NODES, FloorConfigError, FloorPlan, Node
 from deploy.floor_config.validate import (
     ca_problems,
     foreign_file_problems,
@@ -36,13 +24,13 @@ def plan_floor(
     out: Path,
     nodes: int,
     hosts: Sequence[str] | None = None,
-    mqtt_port: int = DEFAULT_MQTT_PORT,
-    route_port: int = DEFAULT_ROUTE_PORT,
-    client_port: int = DEFAULT_CLIENT_PORT,
-    monitor_port: int = DEFAULT_MONITOR_PORT,
-    data_dir: Path = DEFAULT_DATA_DIR,
-    cluster: str = DEFAULT_CLUSTER,
-    install_dir: Path = DEFAULT_INSTALL_DIR,
+    mqtt_port: int = model.DEFAULT_MQTT_PORT,
+    route_port: int = model.DEFAULT_ROUTE_PORT,
+    client_port: int = model.DEFAULT_CLIENT_PORT,
+    monitor_port: int = model.DEFAULT_MONITOR_PORT,
+    data_dir: Path = model.DEFAULT_DATA_DIR,
+    cluster: str = model.DEFAULT_CLUSTER,
+    install_dir: Path = model.DEFAULT_INSTALL_DIR,
     ca_cert: Path | None = None,
     ca_key: Path | None = None,
 ) -> FloorPlan:
