@@ -77,10 +77,11 @@ What broker-config writes alike (the error, the readers' names, the kept credent
 Its public names are re-exported here: ``from deploy.floor_config import plan_floor``.
 """
 
-from deploy.floor_config.check import installed_nats_server
+from deploy.floor_config.check import check_rendered, installed_nats_server
 from deploy.floor_config.model import TLS_TIMEOUT, FloorConfigError, FloorPlan, Node
 from deploy.floor_config.plan import plan_floor
-from deploy.floor_config.render import read_node
+from deploy.floor_config.render import node_config, read_node, render_node
+from deploy.floor_config.users import floor_users
 from deploy.floor_config.write import Generated, generate
 from deploy.generators import DISPLAY, TERMINAL
 
@@ -92,8 +93,12 @@ __all__ = [
     "FloorPlan",
     "Generated",
     "Node",
+    "check_rendered",
+    "floor_users",
     "generate",
     "installed_nats_server",
+    "node_config",
     "plan_floor",
     "read_node",
+    "render_node",
 ]
