@@ -30,9 +30,13 @@ class MqttLink:
     ``on_login`` ``True`` when the broker refuses the login after the start (the table
     raises ``MQTT_LOGIN_REFUSED``), ``False`` when it takes it again; ``on_published`` of
     the outbox messages the broker acknowledged, in seq order (the metrics).
+
+    Its parts: ``session`` (the connection, made again whenever it drops:
+    ``daemon.mqtt.session``), ``publisher`` (the outbox, and the copies:
+    ``daemon.mqtt.publisher``) and ``inbox`` (the requests in: ``daemon.mqtt.inbox``).
     """
 
-    def __init__(
+    def __init__(  # 23 settings, one a line (27 lines), then the parts built
         self,
         *,
         host: str,
@@ -58,12 +62,7 @@ class MqttLink:
         on_login: Callable[[bool], None] | None = None,
         on_published: Callable[[list[OutboxMessage]], None] | None = None,
     ) -> None:
-        if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
-            raise ValueError(f"not a usable base topic: {base_topic!r}")
-        if window < 1:
-            raise ValueError(f"window must be at least 1, got {window}")
-        if not 0 <= floor_resend <= 3600:
-            raise ValueError(f"floor_resend must be 0 to 3600 seconds, got {floor_resend}")
+        _check(base_topic, window, floor_resend)
         self._base = base_topic
         self._broker = BrokerSettings(
             host=host,
@@ -90,7 +89,6 @@ class MqttLink:
             on_journal_error=on_journal_error,
             on_published=on_published,
         )
-        """Publishing from the outbox, and the copies (``daemon.mqtt.publisher``)."""
         self.inbox = Inbox(
             base=base_topic,
             on_request=on_request,
@@ -100,7 +98,6 @@ class MqttLink:
             shed_at=shed_at,
             shed_for=shed_for,
         )
-        """The requests in (``daemon.mqtt.inbox``)."""
         self.session = Session(
             broker=self._broker,
             base=base_topic,
@@ -113,7 +110,6 @@ class MqttLink:
             floor_resend=floor_resend,
             on_login=on_login,
         )
-        """The connection, made again whenever it drops (``daemon.mqtt.session``)."""
 
     # -- the session ---------------------------------------------------------------------
 
@@ -224,3 +220,13 @@ class MqttLink:
     def sheds(self) -> int:
         """Times a request subscription was left unread for a flood (``daemon.intake``)."""
         return self.inbox.sheds
+
+
+def _check(base_topic: str, window: int, floor_resend: float) -> None:
+    """Raise ``ValueError`` for a base topic, window or ``floor_resend`` the link cannot use."""
+    if not base_topic or any(ch in base_topic for ch in "+#\0") or base_topic.endswith("/"):
+        raise ValueError(f"not a usable base topic: {base_topic!r}")
+    if window < 1:
+        raise ValueError(f"window must be at least 1, got {window}")
+    if not 0 <= floor_resend <= 3600:
+        raise ValueError(f"floor_resend must be 0 to 3600 seconds, got {floor_resend}")

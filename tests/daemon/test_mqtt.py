@@ -904,9 +904,10 @@ async def test_only_a_message_of_the_window_is_sent_again_and_zero_turns_it_off(
             rolls = [bytes(m.payload) for m in seen.messages if m.topic.value.endswith("roll")]
             await eventually(lambda: rolls.count(last.payload) >= 1, "the copy")
         remote.start()
-        off = make_floor_link(local, FakeOutbox(), floor_resend=0)
+        off_outbox = FakeOutbox()
+        off = make_floor_link(local, off_outbox, floor_resend=0)
         async with running(off), recording(local, "lammer-floor/bridge/c1") as bridge:
-            off._outbox.add("craps/roll", {"table": "t1", "roll_id": 3})  # type: ignore[attr-defined]
+            off_outbox.add("craps/roll", {"table": "t1", "roll_id": 3})
             off.notify()
             await eventually(lambda: off.published == 1, "published")
             # The bridge reconnects (restart_timeout 1) and says 1.
