@@ -315,6 +315,9 @@ NAMES_TEXT: Final = "roll_decision, void_roll, overturn, resend, alarm_ack or au
 # ---------------------------------------------------------------------------------------
 # Responses
 
+RESPONSE_LEVEL: Final = "response"
+"""Where a table answers its requests: ``<base>/response/<name>``, one level below this."""
+
 MAX_COMPONENTS: Final = 5000
 """Components an ``authenticate`` answer may list (a release has a few hundred)."""
 
