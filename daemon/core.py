@@ -49,6 +49,7 @@ from typing import Any
 
 import structlog
 
+from contract.payloads import Publication
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
@@ -90,6 +91,30 @@ LastFrame = tuple[int, bytes]
 """A device's last journaled frame: its link sequence number and its bytes."""
 
 
+def rules_settings(config: TableConfig) -> Settings:
+    """What of ``config`` the rules depend on (journaled with each start)."""
+    return Settings(
+        game=config.table.game,
+        craps_paytable=config.bonus_craps.paytable,
+        decks=config.bust_bonus.decks,
+        dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+    )
+
+
+def table_info(config: TableConfig, version: str, digest: str | None) -> Publication:
+    """The retained ``info`` of ``config``'s table: the daemon's version, the game and its
+    pay tables, the installed software's digest."""
+    return info_publication(
+        table=config.table.id,
+        version=version,
+        game=config.table.game,
+        craps_paytable=config.bonus_craps.paytable,
+        decks=config.bust_bonus.decks,
+        dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+        digest=digest,
+    )
+
+
 @dataclass
 class Health:
     """What the watchdog looks at: why the journal did not answer, when it did not."""
@@ -128,21 +153,7 @@ class TableCore:
         self.log = TxLog(log.bind(table=self.table_id))
         """Lines logged inside a journal transaction come out when it commits (a refused
         transaction is tried again: its lines would say twice what did not happen)."""
-        self.settings = Settings(
-            game=config.table.game,
-            craps_paytable=config.bonus_craps.paytable,
-            decks=config.bust_bonus.decks,
-            dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
-        )
-        info = info_publication(
-            table=self.table_id,
-            version=version,
-            game=config.table.game,
-            craps_paytable=config.bonus_craps.paytable,
-            decks=config.bust_bonus.decks,
-            dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
-            digest=software_digest,
-        )
+        self.settings = rules_settings(config)
         self.software_digest = software_digest
         """The installed software's digest computed at start (``contract.software``), or
         None when not computed (a core built by a test)."""
@@ -159,6 +170,7 @@ class TableCore:
             log=self.log,
         )
         """Rotation, retention, snapshots, ``seq`` continuity (``daemon.upkeep``)."""
+        info = table_info(config, version, software_digest)
         self.ledger = Ledger(
             journal, memory, upkeep=self.upkeep, table_id=self.table_id, info=info, log=self.log
         )
