@@ -200,7 +200,7 @@ class TableDaemon:
         if self.software is not None:
             core.software_checked(self.software.record(), self.software.problem)
             if self.software.problem is not None:
-                # Issue 33: a table whose program cannot be verified refuses play: offline,
+                # A table whose program cannot be verified refuses play: offline,
                 # its devices never opened, SOFTWARE on its alarms; requests still answered
                 # (a lab can authenticate it remotely).
                 refused = True

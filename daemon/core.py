@@ -484,7 +484,7 @@ class TableCore:
         return self._host_fact(BrokerLoginChecked(refused=refused, user=user), self.clock())
 
     def software_checked(self, record: dict[str, object], problem: str | None) -> int:
-        """The installed software read at start (issue 33): its digest journaled (kind
+        """The installed software read at start: its digest journaled (kind
         ``daemon``, ``software``), and ``SOFTWARE`` raised when ``problem`` (it matches no
         approved manifest), cleared otherwise. Returns the messages queued."""
         at = self.clock()
