@@ -38,6 +38,12 @@ WAIT: Final = 10.0
 CLOSE_WAIT: Final = 2.0
 """Seconds to wait by default for the DISCONNECT to go out."""
 
+FLOOR_KEEPALIVE: Final = 15
+"""The MQTT keepalive, in seconds, of the floor's own clients (``lammer records``,
+``lammer authenticate``): an idle client sends a PINGREQ this often, so a dead connection
+is noticed within about twice it at either end (MQTT 3.1.1: the broker after 1.5 times),
+for one small packet a client each 15 s."""
+
 
 @contextlib.asynccontextmanager
 async def session(
