@@ -1,5 +1,5 @@
-"""A request flood against a playing table (docs/developers/benchmarks.md "Request flood",
-issue 20).
+"""A request flood against a playing table (docs/developers/benchmarks.md "Request
+flood").
 
 Everything real: ``lammer broker-config`` writes the broker's files for one craps table,
 Mosquitto runs them as they are, ``lammer-sim dice`` throws a roll every ``--interval``

@@ -1,5 +1,5 @@
-"""A resend flood from the ``display`` credential against a playing table (issue 28,
-docs/developers/benchmarks.md, "Resend flood").
+"""A resend flood from the ``display`` credential against a playing table
+(docs/developers/benchmarks.md, "Resend flood").
 
 Everything real, as bench_flood.py: ``lammer broker-config`` writes the broker's files for
 one craps table, Mosquitto runs them as they are, ``lammer-sim dice`` throws a roll every
@@ -11,7 +11,7 @@ for those). The table first plays ``--history`` seconds so the journal holds som
 to ask for, then, one after the other, ``--phase`` seconds each:
 
 * **quiet**: nothing but play (the peer of every figure below);
-* **paced**: ``request/resend/display`` at 50 a second (issue 28's 50), QoS 1;
+* **paced**: ``request/resend/display`` at 50 a second (a busy floor's screens), QoS 1;
 * **5,000/s**: 5,000 a second, QoS 1 in windows of 500;
 * **full speed**: QoS 0, as fast as one aiomqtt client writes them;
 * **saturation**: QoS 0 from a raw socket in a process of its own, the PUBLISH packets
