@@ -1,6 +1,6 @@
 """Every side's MQTT session: each wait bounded, a cancellation never lost, a dropped
 connection's error always retrieved. The daemon, the displays and the floor's tools enter
-their ``aiomqtt.Client`` through ``session`` (one home; each side used to keep its own copy).
+their ``aiomqtt.Client`` through ``session`` (one home, so the bounds below hold for all).
 
 aiomqtt bounds its own waits (connect, SUBACK, PUBACK) with ``asyncio.wait_for``, which in
 Python 3.11 swallows a cancellation that arrives as the awaited acknowledgement does
