@@ -50,7 +50,7 @@ import aiomqtt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_flood import BASE, BIN, Rig, journal_bytes, ts_seconds
+from bench.bench_flood import BASE, BIN, Rig, journal_bytes, table_messages, ts_seconds
 from bench.common import machine, percentile
 from contract.requests import COPY_BUDGET
 
@@ -70,27 +70,21 @@ class Seen:
 
 async def watch(port: int, password: str, seen: Seen, ready: asyncio.Event) -> None:
     """The pit terminal: roll delays and copies, as ``terminal``."""
-    async with aiomqtt.Client(
-        "127.0.0.1", port, username="terminal", password=password, identifier="terminal"
-    ) as client:
-        await client.subscribe(f"{BASE}/#", qos=1)
-        ready.set()
-        async for message in client.messages:
-            topic = message.topic.value[len(BASE) + 1 :]
-            payload = message.payload
-            data = payload if isinstance(payload, bytes) else str(payload).encode()
-            if topic == "availability":
-                seen.offline += data == b"offline"
-                continue
-            if message.retain or not data.startswith(b"{"):
-                continue
-            body = json.loads(data)
-            seq = body.get("seq")
-            if isinstance(seq, int) and seq <= seen.last:
-                seen.copies.setdefault(seen.phase, []).append(time.monotonic())
-            elif topic == "craps/roll":
-                delay = time.time() - ts_seconds(body["ts"])
-                seen.delays.setdefault(seen.phase, []).append(delay)
+    async for topic, data, retained in table_messages(
+        port, "terminal", password, "terminal", ready
+    ):
+        if topic == "availability":
+            seen.offline += data == b"offline"
+            continue
+        if retained or not data.startswith(b"{"):
+            continue
+        body = json.loads(data)
+        seq = body.get("seq")
+        if isinstance(seq, int) and seq <= seen.last:
+            seen.copies.setdefault(seen.phase, []).append(time.monotonic())
+        elif topic == "craps/roll":
+            delay = time.time() - ts_seconds(body["ts"])
+            seen.delays.setdefault(seen.phase, []).append(delay)
 
 
 def request(i: int, last: int) -> bytes:
