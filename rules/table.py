@@ -556,6 +556,20 @@ def _active(state: TableState, code: str, device: Device | None) -> bool:
     return any(a.code == code and a.device == device for a in state.alarms)
 
 
+def _link_errors_standing(
+    state: TableState, device: Device, current: DeviceState, at: datetime
+) -> TableState | None:
+    """While ``LINK_ERRORS`` stands for ``device``, a bad frame or noise at ``at`` only keeps
+    its time (at most once per ``LINK_ERRORS_STEP``, so a line gone bad does not change
+    the state at every frame); None when the alarm is not raised."""
+    if not _active(state, LINK_ERRORS, device):
+        return None
+    last = current.last_bad_frame
+    if last is not None and last <= at < last + LINK_ERRORS_STEP:
+        return state  # within the step of the time kept: nothing changes
+    return _set_device(state, device, replace(current, last_bad_frame=at))
+
+
 def _bad_frame(
     state: TableState, device: Device, at: datetime
 ) -> tuple[TableState, tuple[Outcome, ...]]:
@@ -564,11 +578,9 @@ def _bad_frame(
     if device not in dict(state.devices):
         return _unexpected(state, device, None, at)
     current = state.device(device)
-    if _active(state, LINK_ERRORS, device):
-        last = current.last_bad_frame
-        if last is not None and last <= at < last + LINK_ERRORS_STEP:
-            return state, ()  # within the step of the time kept: nothing changes
-        return _set_device(state, device, replace(current, last_bad_frame=at)), ()
+    standing = _link_errors_standing(state, device, current, at)
+    if standing is not None:
+        return standing, ()
     recent = (*(t for t in current.bad_frames if at - LINK_ERRORS_WINDOW < t <= at), at)
     if len(recent) <= LINK_ERRORS_MAX:
         return _set_device(state, device, replace(current, bad_frames=recent)), ()
@@ -590,11 +602,9 @@ def _noise(
     if device not in dict(state.devices):
         return _unexpected(state, device, None, at)
     current = state.device(device)
-    if _active(state, LINK_ERRORS, device):
-        last = current.last_bad_frame
-        if last is not None and last <= at < last + LINK_ERRORS_STEP:
-            return state, ()  # within the step of the time kept: nothing changes
-        return _set_device(state, device, replace(current, last_bad_frame=at)), ()
+    standing = _link_errors_standing(state, device, current, at)
+    if standing is not None:
+        return standing, ()
     if current.noise + 1 < LINK_NOISE_MAX:
         return _set_device(state, device, replace(current, noise=current.noise + 1)), ()
     state = _set_device(state, device, replace(current, noise=0, bad_frames=(), last_bad_frame=at))
