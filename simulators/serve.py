@@ -38,6 +38,7 @@ from pathlib import Path
 import structlog
 
 from drivers.messages import DeviceMessage, encode_body
+from foundation.tasks import this_task
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
 from simulators.line import LineSettings, read_baudrate, set_baudrate, transfer
@@ -235,8 +236,7 @@ class TcpPort:
         return self.port
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None  # noqa: S101  narrows for mypy: a coroutine always runs in a task
+        task = this_task()
         self._tasks.add(task)
         self.drop()  # a device server serves one host: the newest
         self._writer = writer
