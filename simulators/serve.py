@@ -67,7 +67,7 @@ class PtyPort:
         self.opened = 0
         """How many ptys this port has opened (1 + the replugs)."""
         self.dropped = 0
-        """Writes dropped because nobody read the pty."""
+        """Writes dropped, whole or in part, because nobody read the pty or it was unplugged."""
         self._master: int | None = None
         self._slave: int | None = None
         self._writable: asyncio.Future[None] | None = None
@@ -185,7 +185,7 @@ class PtyPort:
         kernel's count of unread bytes can lag, so a write that still finds the pty full
         drops its rest after ``STALL_LIMIT`` seconds.
         """
-        if self.unread() > UNREAD_LIMIT:
+        if self._master is None or self.unread() > UNREAD_LIMIT:
             self.dropped += 1
             return
         view = memoryview(self._heard(data, by_device=False))
