@@ -179,10 +179,14 @@ class RawRecord:
     hash: bytes
 
 
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""``json.dumps`` with these options makes an encoder per call; a frame writes several."""
+
+
 def dumps(value: object, what: str = "record") -> str:
     """Compact JSON, as the journal stores bodies (``JournalValueError`` if not JSON)."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise JournalValueError(f"{what} is not JSON: {exc}") from exc
 
