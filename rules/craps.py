@@ -68,6 +68,7 @@ from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 from itertools import chain, islice
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
@@ -591,15 +592,22 @@ def _arrive(
     return new, outcomes
 
 
+_ROLL_ID: Final = attrgetter("roll_id")
+
+
 def _remember(recent: tuple[DiceFact, ...], fact: DiceFact) -> tuple[DiceFact, ...]:
     """The recent roll events with ``fact`` the latest, the only one of its roll id, the
     oldest dropped beyond ``RECENT_ROLLS``: a copy of at most that many per roll event."""
-    kept = tuple(f for f in recent if f.roll_id != fact.roll_id)
+    kept = recent
+    if fact.roll_id in map(_ROLL_ID, recent):  # else (a new roll id) only the oldest goes
+        kept = tuple(f for f in recent if f.roll_id != fact.roll_id)
     return (*kept[max(0, len(kept) - RECENT_ROLLS + 1) :], fact)
 
 
 def _known(state: CrapsState, roll_id: int) -> DiceFact | None:
     """The latest recent roll event with ``roll_id``, if any."""
+    if roll_id not in map(_ROLL_ID, state.recent_rolls):
+        return None  # a new roll id, the usual case: looked for without a Python loop
     for fact in reversed(state.recent_rolls):
         if fact.roll_id == roll_id:
             return fact
