@@ -113,11 +113,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
 
-from contract.payloads import TOPICS, Envelope, PayloadError, parse_as
+from contract.payloads import TOPICS, Envelope, PayloadError, decode, validate
 from contract.requests import RESEND_SPAN, ResponseMessage, request_topic
+from contract.topics import Topic, is_request, request, response, response_name
 
-RESEND_TOPIC: Final = "request/resend"
-ANSWER_TOPIC: Final = "response/resend"
+RESEND_TOPIC: Final = request("resend")
+ANSWER_TOPIC: Final = response("resend")
 MAX_EARLY: Final = 1024
 """Retained states released before a table's stream started, remembered at most."""
 PROBE_AFTER: Final = 30.0
@@ -149,7 +150,9 @@ GapReason = Literal["gone", "not_resent", "unanswered", "overflow"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """A table's message, released in ``seq`` order, once. ``topic`` is relative to the
-    table's base topic; ``payload`` the exact bytes; ``body`` the parsed JSON;
+    table's base topic; ``payload`` the exact bytes; ``body`` the JSON object they hold;
+    ``parsed`` the contract's typed message (``contract.payloads.TOPICS``' model, or
+    ``ResponseMessage``), which a consumer matches on instead of parsing ``payload`` again;
     ``retained`` true when it came from the broker's retained store; ``resent`` true when
     it came as a ``request/resend`` copy (when the marking survived the brokers)."""
 
@@ -158,6 +161,7 @@ class Message:
     seq: int
     payload: bytes
     body: Mapping[str, Any]
+    parsed: Envelope
     retained: bool = False
     resent: bool = False
 
@@ -241,16 +245,28 @@ def admit(table_id: str, topic: str, payload: bytes) -> Envelope:
     its model (``contract.payloads.parse_as``: 64 KiB at most, a JSON object, every field
     typed and bounded, ``seq`` a positive integer, ``prev_seq`` one or null) and naming
     ``table_id``. Raises ``PayloadError`` saying why not."""
+    return admitted(table_id, topic, payload)[1]
+
+
+def model_of(topic: str) -> type[Envelope]:
+    """The model of a topic the daemon publishes (``TOPICS``, ``response/<name>``);
+    ``PayloadError`` (``unknown_topic``) for any other."""
     if topic in TOPICS:
-        model: type[Envelope] = TOPICS[topic][0]
-    elif topic.startswith("response/") and topic.count("/") == 1 and len(topic) > 9:
-        model = ResponseMessage
-    else:
-        raise PayloadError("unknown_topic", f"{topic[:80]!r} is not a topic of the contract")
-    message = parse_as(model, payload, table=table_id)
+        return TOPICS[topic][0]
+    if response_name(topic) is not None:
+        return ResponseMessage
+    raise PayloadError("unknown_topic", f"{topic[:80]!r} is not a topic of the contract")
+
+
+def admitted(table_id: str, topic: str, payload: bytes) -> tuple[dict[str, Any], Envelope]:
+    """``admit``, with the JSON object the payload holds: decoded once, for a consumer
+    that keeps it (the records store) beside the typed message."""
+    model = model_of(topic)
+    data = decode(payload)
+    message = validate(model, data, table=table_id)
     if getattr(message, "table", None) != table_id:  # every model has one: belt and braces
         raise PayloadError("wrong_table", f"names no table or another than {table_id!r}")
-    return message
+    return data, message
 
 
 @dataclass(slots=True)
@@ -401,22 +417,22 @@ class Feed:
         resent: bool = False,
     ) -> list[Event]:
         """A message received on ``<table>/<topic>``; returns what to do, in order."""
-        if topic.startswith("request/"):
+        if is_request(topic):
             return []  # another client's request: not the table's
-        refused = self._check(table, topic, payload)
-        if refused is not None:
-            return [refused]
+        checked = self._check(table, topic, payload)
+        if isinstance(checked, Refused):
+            return [checked]
         t = self._table(table)
         if t is None:
             self.ignored += 1
             return []
-        if not payload or topic == "availability":
+        if checked is None:
             return [self._other(t, topic, payload)]
         # Admitted (``_check``): a JSON object whose seq is a positive integer, prev_seq
         # one or null.
-        body: dict[str, Any] = json.loads(payload)
-        seq: int = body["seq"]
-        prev: int | None = body.get("prev_seq")
+        body, parsed = checked
+        seq = parsed.seq
+        prev = parsed.prev_seq
         out: list[Event] = []
         self._burst(t, now, retained=retained, resent=resent)
         if topic == ANSWER_TOPIC:
@@ -430,6 +446,7 @@ class Feed:
             seq=seq,
             payload=payload,
             body=body,
+            parsed=parsed,
             retained=retained,
             resent=resent,
         )
@@ -453,20 +470,21 @@ class Feed:
         self._quiet(t, out, now)
         return out
 
-    def _check(self, table: str, topic: str, payload: bytes) -> Refused | None:
-        """Checked before anything counts (``admit``): junk must not take the seq of the
+    def _check(
+        self, table: str, topic: str, payload: bytes
+    ) -> tuple[dict[str, Any], Envelope] | Refused | None:
+        """Checked before anything counts (``admitted``): junk must not take the seq of the
         real message. ``availability`` and an empty payload (a retained state deleted)
-        carry no seq: passed on as ``Other``, the consumer checks them."""
-        if not payload or topic == "availability":
+        carry no seq (None): passed on as ``Other``, the consumer checks them."""
+        if not payload or topic == Topic.AVAILABILITY:
             return None
         try:
-            admit(table.rsplit("/", 1)[-1], topic, payload)
+            return admitted(table.rsplit("/", 1)[-1], topic, payload)
         except PayloadError as exc:
             self.refused[exc.reason] += 1
             return Refused(
                 table=table, topic=topic, payload=payload, reason=exc.reason, detail=exc.detail
             )
-        return None
 
     def _hold(self, t: _Table, message: Message, prev: int | None, now: float) -> None:
         """Hold ``message`` until what comes before it is released or given up."""
@@ -526,7 +544,7 @@ class Feed:
 
     @staticmethod
     def _other(t: _Table, topic: str, payload: bytes) -> Other:
-        if topic == "availability":
+        if topic == Topic.AVAILABILITY:
             t.offline = payload.strip() == b"offline"  # no probe: it could not answer
         return Other(table=t.name, topic=topic, payload=payload)
 
