@@ -625,6 +625,7 @@ class BustBonusResultBody(PayloadModel):
 
     table: TableId
     round_id: RoundId = Field(description="the round")
+    # mqtt-api.md 1.1 added `void`: the spec publishes a result at VOID, so it needs a value.
     outcome: Literal["win", "lose", "flagged", "void"] = Field(
         description="`win`, `lose`, `flagged`, and (1.1) `void`",
         json_schema_extra={"x-added-values": {"void": "1.1"}},

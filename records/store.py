@@ -37,7 +37,7 @@ from contract.payloads import (
     CrapsRollMessage,
 )
 from contract.requests import ResponseMessage
-from contract.topics import Topic
+from contract.topics import response
 from records.errors import StoreError, StoreUnreachable
 from records.messages import Availability, Message, Received, Request
 
@@ -289,6 +289,7 @@ class Store:
 def _kind_rows(m: Message) -> list[tuple[str, dict[str, Any]]]:
     """The rows of a message's kind (a result, a roll, the alarms it lists, a decision),
     read from its typed body: ``(statement, parameters)`` each, the envelope's aside."""
+    row: dict[str, Any]
     match m.body:
         case CoverAllResultMessage() as p:
             highest = p.highest
@@ -326,7 +327,7 @@ def _kind_rows(m: Message) -> list[tuple[str, dict[str, Any]]]:
             return [(_INSERT_ALARM, _alarm_row(alarm)) for alarm in p.alarms]
         case ResponseMessage() as p:
             row = {
-                "name": m.topic.removeprefix(f"{Topic.RESPONSE}/"),
+                "name": m.topic.removeprefix(response("")),
                 "request_id": p.request_id,
                 "status": p.status,
                 "error": p.error,
