@@ -50,8 +50,8 @@ and at most ``MAX_EARLY`` seqs of retained states released before the stream sta
 at most ``max_tables`` tables (messages of more are ignored and counted).
 
 After a burst: the catch-up. A broker may hand over retained states older than the
-table's (a floor node just restarted has not caught up with the others: 3 of 15 restarts
-in issue 28 gave a new pit a table's ``state`` at seq 11 while the table was at 94), and a
+table's (a floor node just restarted has not caught up with the others: one may hand a new
+pit a table's ``state`` at seq 11 while the table is at 94), and a
 quiet table publishes nothing that would show it. So ``catchup_after`` seconds (plus this
 feed's share of ``catchup_spread``) after the first retained state of a table's burst,
 unless a live message of the table came meanwhile (it shows where the table is), the feed
@@ -398,7 +398,7 @@ class Feed:
                 times.append(t.asked_at + self.timeout)
             elif t.gap_since is not None:
                 times.append(t.gap_since + self.wait)
-            elif (catchup := self._catchup_at(t)) is not None:
+            elif (catchup := _catchup_at(t)) is not None:
                 times.append(catchup)
             elif (probe := self._probe_at(t)) is not None:
                 times.append(probe)
@@ -427,12 +427,11 @@ class Feed:
             self.ignored += 1
             return []
         if checked is None:
-            return [self._other(t, topic, payload)]
+            return [_other(t, topic, payload)]
         # Admitted (``_check``): a JSON object whose seq is a positive integer, prev_seq
         # one or null.
         body, parsed = checked
-        seq = parsed.seq
-        prev = parsed.prev_seq
+        seq, prev = parsed.seq, parsed.prev_seq
         out: list[Event] = []
         self._burst(t, now, retained=retained, resent=resent)
         if topic == ANSWER_TOPIC:
@@ -440,16 +439,8 @@ class Feed:
         for ask in t.round:
             if ask.from_seq <= seq <= ask.to_seq:
                 ask.seen.add(seq)
-        message = Message(
-            table=table,
-            topic=topic,
-            seq=seq,
-            payload=payload,
-            body=body,
-            parsed=parsed,
-            retained=retained,
-            resent=resent,
-        )
+        message = Message(table=table, topic=topic, seq=seq, payload=payload, body=body,
+                          parsed=parsed, retained=retained, resent=resent)  # fmt: skip
         if retained and _before_stream(t, seq):
             # The broker's retained states at subscription: the current state, before the
             # stream starts (module docstring); released once each, bounded.
@@ -510,18 +501,18 @@ class Feed:
                 start = len(out)
                 self._advance(t, now, out)
                 self._quiet(t, out[start:], now)
-            elif (catchup := self._catchup_at(t)) is not None and now >= catchup:
+            elif (catchup := _catchup_at(t)) is not None and now >= catchup:
                 out.append(self._catchup(t, now))
             elif (probe := self._probe_at(t)) is not None and now >= probe:
-                assert t.last is not None  # noqa: S101  narrows for mypy: _probe_at checked it
+                last = _last(t)  # _probe_at checked it is set
                 t.probed = True  # once: its answer, refused or not, is not asked again
                 self.probes += 1
                 self._asked += 1
                 out.append(
                     Resend(
                         table=t.name,
-                        from_seq=t.last + 1,
-                        to_seq=t.last + 1,
+                        from_seq=last + 1,
+                        to_seq=last + 1,
                         request_id=f"feed-{self._ident}-{self._asked}",
                     )
                 )
@@ -541,12 +532,6 @@ class Feed:
         # A fixed share of the spreads per feed and table (crc32: the same in every run).
         share = zlib.crc32(f"{self._ident}/{name}".encode()) / 2**32
         return _Table(name, last=last, share=share)
-
-    @staticmethod
-    def _other(t: _Table, topic: str, payload: bytes) -> Other:
-        if topic == Topic.AVAILABILITY:
-            t.offline = payload.strip() == b"offline"  # no probe: it could not answer
-        return Other(table=t.name, topic=topic, payload=payload)
 
     def _probe_at(self, t: _Table) -> float | None:
         """When the tail probe of ``t`` is due (None: none is, module docstring)."""
@@ -575,14 +560,6 @@ class Feed:
         if t.catchup_at is not None and now - t.catchup_at < CATCHUP_AGAIN:
             return
         t.catchup_due = now + self.catchup_after + t.share * self.catchup_spread
-
-    @staticmethod
-    def _catchup_at(t: _Table) -> float | None:
-        """When the catch-up of ``t`` is due (None: none is): not while a gap is filled
-        (its answers show the table's latest seq) nor while the table is ``offline``."""
-        if t.catchup_due is None or t.offline or t.held or t.round:
-            return None
-        return t.catchup_due
 
     def _catchup(self, t: _Table, now: float) -> Resend:
         """Ask for the seq after the newest state released: the answer's ``prev_seq``
@@ -629,7 +606,7 @@ class Feed:
         before = (t.last, max(t.known, t.last or 0))
         self._release(t, out)
         if not t.held:
-            self._settled(t)
+            _settled(t)
             return
         if (t.last, max(t.known, t.last or 0)) != before:
             t.asks = 0  # progress: the asks count again for what is left
@@ -653,49 +630,36 @@ class Feed:
         self._ask(t, now, out)
 
     def _release(self, t: _Table, out: list[Event]) -> None:
-        assert t.last is not None or not t.held  # noqa: S101  invariant: a table holds messages only after its first
         while t.held:
-            assert t.last is not None  # noqa: S101  narrows for mypy: checked just above
+            last = _last(t)  # a table holds messages only after its first
             seq = min(t.held)
             prev = t.held_prev[seq]
-            if prev is None or prev <= t.last:
+            if prev is None or prev <= last:
                 out.append(t.held.pop(seq))
                 del t.held_prev[seq]
                 t.last = seq
                 t.early.discard(seq)
                 continue
             # A gap: the message at prev (and maybe others after t.last) is missing.
-            if t.gone_below is not None and t.gone_below - 1 > t.last:
+            if t.gone_below is not None and t.gone_below - 1 > last:
                 end = min(t.gone_below - 1, prev)
-                out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=end, reason="gone"))
+                out.append(Gap(table=t.name, from_seq=last + 1, to_seq=end, reason="gone"))
                 t.last = end
                 continue
-            known = self._known(t)
+            known = _known(t)
             if prev <= known:
                 # Every message the table has up to `known` arrived: prev's is not coming
                 # (the table never published it: it was set aside).
-                out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=prev, reason="not_resent"))
+                out.append(Gap(table=t.name, from_seq=last + 1, to_seq=prev, reason="not_resent"))
                 t.last = prev
                 continue
             return
-
-    def _known(self, t: _Table) -> int:
-        """The highest seq up to which every message the table still has has arrived
-        (asks answered in full, following on from what was known before)."""
-        assert t.last is not None  # noqa: S101  narrows for mypy: called only once a first message arrived
-        known = max(t.known, t.last)
-        for ask in sorted(t.round, key=lambda a: a.from_seq):
-            if ask.from_seq > known + 1 or not ask.complete():
-                break
-            known = max(known, ask.to_seq)
-        t.known = known
-        return known
 
     def _ask(self, t: _Table, now: float, out: list[Event]) -> None:
         """One round: a ``Resend`` for every hole among the held messages (each at most
         1,000 seqs, ``max_chunks`` at most), what is known complete left out."""
         t.round = []
-        for first, last in self._holes(t):
+        for first, last in _holes(t):
             start = first
             while start <= last and len(t.round) < self.max_chunks:
                 end = min(last, start + RESEND_SPAN - 1)  # 1,000 seqs a request at most
@@ -711,41 +675,75 @@ class Feed:
         t.asks += 1
         t.asked_at = now
 
-    @staticmethod
-    def _holes(t: _Table) -> list[tuple[int, int]]:
-        """``(first, last)`` seq ranges where messages are missing: before each held
-        message whose ``prev_seq`` is neither released nor held."""
-        assert t.last is not None  # noqa: S101  narrows for mypy: called only once a first message arrived
-        holes: list[tuple[int, int]] = []
-        before = t.last
-        for seq in sorted(t.held):
-            prev = t.held_prev[seq]
-            if prev is not None and prev > before:
-                first = before + 1 if holes else max(before, t.known) + 1
-                if first <= prev:
-                    holes.append((first, prev))
-            before = seq
-        return holes
-
     def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
-        assert t.last is not None  # noqa: S101  narrows for mypy: called only while messages are held
+        last = _last(t)  # called only while messages are held
         target = t.held_prev[min(t.held)]
-        assert target is not None  # noqa: S101  narrows for mypy: a held message after the first has a prev_seq
-        out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=target, reason=reason))
+        if target is None:
+            raise RuntimeError(f"{t.name}: a held message has no prev_seq")
+        out.append(Gap(table=t.name, from_seq=last + 1, to_seq=target, reason=reason))
         t.last = target
-        self._settled(t)
+        _settled(t)
         self._release(t, out)
         if t.held:  # a further gap behind: its own wait starts now
             t.gap_since = None
 
-    @staticmethod
-    def _settled(t: _Table) -> None:
-        t.gap_since = None
-        t.asks = 0
-        t.round = []
-        t.known = 0
-        if t.gone_below is not None and t.last is not None and t.gone_below <= t.last + 1:
-            t.gone_below = None
+
+def _last(t: _Table) -> int:
+    """The last seq released of a table whose stream has started: the case of every caller
+    (a table holds messages, asks and is probed only after its first)."""
+    if t.last is None:
+        raise RuntimeError(f"{t.name}: no message released yet")
+    return t.last
+
+
+def _known(t: _Table) -> int:
+    """The highest seq up to which every message the table still has has arrived
+    (asks answered in full, following on from what was known before)."""
+    known = max(t.known, _last(t))  # called only once a first message arrived
+    for ask in sorted(t.round, key=lambda a: a.from_seq):
+        if ask.from_seq > known + 1 or not ask.complete():
+            break
+        known = max(known, ask.to_seq)
+    t.known = known
+    return known
+
+
+def _holes(t: _Table) -> list[tuple[int, int]]:
+    """``(first, last)`` seq ranges where messages are missing: before each held
+    message whose ``prev_seq`` is neither released nor held."""
+    holes: list[tuple[int, int]] = []
+    before = _last(t)  # called only once a first message arrived
+    for seq in sorted(t.held):
+        prev = t.held_prev[seq]
+        if prev is not None and prev > before:
+            first = before + 1 if holes else max(before, t.known) + 1
+            if first <= prev:
+                holes.append((first, prev))
+        before = seq
+    return holes
+
+
+def _settled(t: _Table) -> None:
+    t.gap_since = None
+    t.asks = 0
+    t.round = []
+    t.known = 0
+    if t.gone_below is not None and t.last is not None and t.gone_below <= t.last + 1:
+        t.gone_below = None
+
+
+def _catchup_at(t: _Table) -> float | None:
+    """When the catch-up of ``t`` is due (None: none is): not while a gap is filled
+    (its answers show the table's latest seq) nor while the table is ``offline``."""
+    if t.catchup_due is None or t.offline or t.held or t.round:
+        return None
+    return t.catchup_due
+
+
+def _other(t: _Table, topic: str, payload: bytes) -> Other:
+    if topic == Topic.AVAILABILITY:
+        t.offline = payload.strip() == b"offline"  # no probe: it could not answer
+    return Other(table=t.name, topic=topic, payload=payload)
 
 
 def _before_stream(t: _Table, seq: int) -> bool:

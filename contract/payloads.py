@@ -364,7 +364,7 @@ class HighestModel(PayloadModel):
     hand: Name
     position: HandPosition
     cards: Cards
-    # Added (issue 22; mqtt-api.md allows new fields): the hand as a player reads it, so a
+    # Added (mqtt-api.md allows new fields): the hand as a player reads it, so a
     # screen marks the cards that make it and sets the board apart without knowing a rule.
     best: Cards | None = Field(
         default=None,
@@ -446,7 +446,7 @@ class PendingRollModel(PayloadModel):
         description="the clause of 68 IAC 10-4-4(c) the reader's `CHECK` reason stands for",
         json_schema_extra=_added(),
     )
-    # Added (issue 22): since when it waits, so the pit and the stickperson see its age
+    # Added: since when it waits, so the pit and the stickperson see its age
     # without holding the roll's own craps/roll message.
     since: Timestamp | None = Field(
         default=None,
@@ -517,7 +517,7 @@ class CrapsBoardBody(PayloadModel):
         "`declared_invalid`; `null` before the first roll",
         json_schema_extra=_added(),
     )
-    # Added (issue 22): the queue behind a pending CHECK, for the stickperson.
+    # Added: the queue behind a pending CHECK, for the stickperson.
     waiting_count: Annotated[int, Field(ge=0)] = Field(
         default=0,
         description="how many rolls wait behind the pending roll",
@@ -528,7 +528,7 @@ class CrapsBoardBody(PayloadModel):
         description="the roll ids waiting behind the pending roll, in order (the first 20)",
         json_schema_extra=_added(),
     )
-    # Added (issue 22): the current shooter's series, so a player display lists its rolls
+    # Added: the current shooter's series, so a player display lists its rolls
     # without working out in the page which rolls belong to it (a rule).
     series: Annotated[list[SeriesRollModel], Field(max_length=MAX_SERIES)] = Field(
         default_factory=list,

@@ -705,7 +705,7 @@ def _payload_bytes(payload: object) -> bytes:
     return str(payload).encode()
 
 
-async def follow(  # noqa: C901  the display loop over the feed's event kinds, each a call
+async def follow(  # noqa: C901  112 lines: the reconnect loop and its two closures (the sync, the resends) share its state
     views: Sequence[TableView],
     link: Link,
     *,

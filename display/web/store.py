@@ -24,7 +24,7 @@ latest of each table is kept and sent to the pages (the pit draws each on its ta
 its sentence and since when); one that does not validate is dropped and counted.
 
 The software status (``lammer-floor/software/<table>``, contract.floor, retained, from
-``lammer authenticate``, issue 33): the latest of each table is kept and sent to the pages,
+``lammer authenticate``): the latest of each table is kept and sent to the pages,
 which show a ``SOFTWARE`` alarm (with the first component that differs) for a table whose
 status is not ``approved``.
 
