@@ -23,13 +23,10 @@ from typing import Any, Final
 
 from contract.feed import Message as Released
 from contract.feed import admitted
-from contract.payloads import Envelope, PayloadError
+from contract.payloads import MAX_PAYLOAD as MAX_PAYLOAD  # what records.backfill bounds too
+from contract.payloads import Envelope, PayloadError, decode
 from contract.topics import Topic, request_name
-from foundation import strict_json
 from records.errors import MessageError
-
-MAX_PAYLOAD: Final = 64 * 1024
-"""Larger than any payload a table publishes (a whole ``info`` is a few kB)."""
 
 RESENT_KEY: Final = "resent"
 
@@ -71,15 +68,11 @@ Received = Message | Availability | Request
 
 
 def _json_object(payload: bytes) -> dict[str, Any]:
-    if len(payload) > MAX_PAYLOAD:
-        raise MessageError(f"a payload of {len(payload)} bytes is larger than any table sends")
+    """A request's JSON object, decoded as the contract decodes every payload."""
     try:
-        data = strict_json.loads(payload)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise MessageError(f"the payload is not JSON ({str(exc)[:120]})") from None
-    if not isinstance(data, dict):
-        raise MessageError("the payload is not a JSON object")
-    return data
+        return decode(payload)
+    except PayloadError as exc:
+        raise MessageError(_sentence("request", payload, exc)) from None
 
 
 def _sentence(topic: str, payload: bytes, exc: PayloadError) -> str:
