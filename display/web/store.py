@@ -80,6 +80,7 @@ from contract.payloads import (
     TOPICS,
     Envelope,
     PayloadError,
+    PayloadModel,
     decode,
     describe,
     parse,
@@ -105,26 +106,15 @@ def _iso(at: float) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
 
 
-def _integrity_body(payload: bytes, table: str) -> dict[str, Any]:
-    """An integrity payload parsed with the contract (``PayloadError`` if it is not one,
-    or names another table): what it came with, in the contract's form."""
+def _floor_body(model: type[PayloadModel], payload: bytes, table: str) -> dict[str, Any]:
+    """A floor topic's payload (an integrity or a software status) parsed with the contract
+    (``PayloadError`` if it is not one, or names another table or none): what it came with,
+    in the contract's form."""
     data = decode(payload)
     if data.get("table") != table:
         raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
     try:
-        return relayed(IntegrityBody.model_validate(data))
-    except ValidationError as exc:
-        raise PayloadError("invalid", describe(exc)) from None
-
-
-def _software_body(payload: bytes, table: str) -> dict[str, Any]:
-    """A software status parsed with the contract (``PayloadError`` if it is not one, or
-    names another table)."""
-    data = decode(payload)
-    if data.get("table") != table:
-        raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
-    try:
-        return relayed(SoftwareBody.model_validate(data))
+        return relayed(model.model_validate(data))
     except ValidationError as exc:
         raise PayloadError("invalid", describe(exc)) from None
 
@@ -318,7 +308,7 @@ class Store:
         ts = None
         if payload:
             try:
-                data = _integrity_body(payload, table)
+                data = _floor_body(IntegrityBody, payload, table)
             except PayloadError as exc:
                 self._drop(exc.reason, topic, exc.detail)
                 return []
@@ -348,7 +338,7 @@ class Store:
                 return []
             return [(table, wire("software", table=table, status=None))]
         try:
-            data = _software_body(payload, table)
+            data = _floor_body(SoftwareBody, payload, table)
         except PayloadError as exc:
             self._drop(exc.reason, topic, exc.detail)
             return []
