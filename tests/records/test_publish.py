@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import date, time
 from fractions import Fraction
 
+import pytest
+
 from contract.floor import IntegrityBody, integrity_topic
+from contract.payloads import PayloadError
 from records.integrity import Finding
 from records.observe import GamingDay, TableWatch, up_card_row
 from records.publish import integrity_payload, p_value_text
@@ -78,3 +81,13 @@ def test_results_feed_the_table_watch_once_and_rolls_can_be_taken_back() -> None
     trials, hits = craps.watch.counts("die faces", "all", date(2026, 12, 1))
     assert sum(trials.values()) == 2
     assert {k: v for k, v in hits.items() if v} == {"3": 1, "4": 1}
+
+
+def test_a_stored_row_the_contract_refuses_is_not_counted() -> None:
+    craps = TableWatch("craps-1")
+    with pytest.raises(PayloadError, match="dice"):
+        craps.replay("craps/roll", {**craps_roll("craps-1", 1, 1, 6, 6), "dice": [6, 9]})
+    with pytest.raises(PayloadError) as refused:
+        craps.replay("craps/roll", craps_roll("craps-2", 2, 1, 6, 6))
+    assert refused.value.reason == "wrong_table"
+    assert craps.watch is None
