@@ -25,7 +25,7 @@ from contract.feed import Message as Released
 from contract.feed import admitted
 from contract.payloads import MAX_PAYLOAD as MAX_PAYLOAD  # what records.backfill bounds too
 from contract.payloads import Envelope, PayloadError, decode
-from contract.topics import Topic, request_name
+from contract.topics import REQUEST, Topic, request_name
 from records.errors import MessageError
 
 RESENT_KEY: Final = "resent"
@@ -72,7 +72,7 @@ def _json_object(payload: bytes) -> dict[str, Any]:
     try:
         return decode(payload)
     except PayloadError as exc:
-        raise MessageError(_sentence("request", payload, exc)) from None
+        raise MessageError(_sentence(REQUEST, payload, exc)) from None
 
 
 def _sentence(topic: str, payload: bytes, exc: PayloadError) -> str:

@@ -143,6 +143,7 @@ def _spelled_topics(path: Path) -> list[tuple[int, str]]:
     ]
 
 
+@pytest.mark.heavy  # parses every module of the product: over a second of CPU
 def test_no_python_module_spells_a_topic() -> None:
     """Topic names come from ``contract.topics`` only (``Topic``, ``request``,
     ``response``, ``GAME_LEVELS``), in Python as in the pages: a module that wrote
