@@ -109,12 +109,6 @@ PACKAGES = (
 )
 """Every package but ``contract`` (which declares the topics) and ``foundation``."""
 
-SPELLING_ALLOWED = ("daemon/mqtt", "daemon/requests.py", "deploy/broker_config")
-"""Modules still spelling a topic, being rewritten by others meanwhile: the MQTT link
-(helper "mqtt"), the request desk ("core") and the broker's configuration ("deploy"),
-each a module now or a package later. Remove an entry once its module reads
-``contract.topics``."""
-
 _TAILS = frozenset(t.value for t in Topic if "/" in t)
 _SPELLED = re.compile(
     r"^(request|response)(/|$)|^lammer(-floor)?/|/(request|response)/|^(cover_all|craps|bust_bonus)/"
@@ -152,8 +146,6 @@ def test_no_python_module_spells_a_topic() -> None:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             where = path.relative_to(ROOT).as_posix()
-            if where.startswith(SPELLING_ALLOWED):
-                continue
             found += [f"{where}:{line}: {text!r}" for line, text in _spelled_topics(path)]
     assert found == []
 
