@@ -45,8 +45,10 @@ from pathlib import Path
 import aiomqtt
 
 from cli.output import discard
+from contract.requests import request_topic
 from contract.session import UNBOUNDED, session
 from contract.tasks import cancel_and_wait, exit_after
+from contract.topics import Topic
 from deploy.broker import Broker, BrokerError, free_port
 from deploy.children import supervised
 from deploy.postgres import Postgres, PostgresError
@@ -375,7 +377,7 @@ async def stickperson(port: int, table_id: str, *, delay: float) -> None:
                     }
                     async with asyncio.timeout(WAIT):
                         await client.publish(
-                            f"{base}/request/roll_decision", json.dumps(request), qos=1
+                            request_topic(base, "roll_decision"), json.dumps(request), qos=1
                         )
         except (aiomqtt.MqttError, OSError):  # TimeoutError is an OSError
             await asyncio.sleep(1)
@@ -383,9 +385,9 @@ async def stickperson(port: int, table_id: str, *, delay: float) -> None:
 
 # What counts as one round of each demo table, as its daemon publishes it.
 _PROGRESS = {
-    "uth-1": "cover_all/result",
-    "craps-1": "craps/roll",
-    "bj-1": "bust_bonus/result",
+    "uth-1": Topic.COVER_ALL_RESULT,
+    "craps-1": Topic.CRAPS_ROLL,
+    "bj-1": Topic.BUST_BONUS_RESULT,
 }
 
 

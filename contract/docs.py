@@ -18,6 +18,7 @@ or lammer added.
 
 from __future__ import annotations
 
+import inspect
 import re
 import sys
 from collections.abc import Sequence
@@ -26,7 +27,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
-from contract.payloads import ADDED, TOPICS
+from contract.payloads import ADDED, TOPICS, Envelope
 from contract.requests import REQUEST_MODELS, ResponseMessage
 
 ENVELOPE: Final = frozenset({"table", "seq", "ts"})
@@ -150,10 +151,70 @@ def _first_paragraph(docstring: str) -> str:
     return " ".join(text.split()).replace("``", "`")
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field of this type may hold (itself, in a list, a dict or a union)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
+
+
+def _declared_by(model: type[BaseModel], name: str) -> type:
+    """The class of ``model``'s bases that declares field ``name`` (``Envelope``'s
+    ``prev_seq`` is every topic's)."""
+    for cls in model.__mro__:
+        if name in inspect.get_annotations(cls):
+            return cls
+    return model
+
+
+def _since(version: str) -> str:
+    return "lammer" if version == ADDED else f"mqtt-api.md {version}"
+
+
+def _added_rows(
+    model: type[BaseModel], where: str, path: str, seen: set[tuple[type, str]]
+) -> list[str]:
+    """A row per field (and value) of ``model`` and the models it holds that carries an
+    ``x-added`` (``x-added-values``), each declaration once (the first topic naming it)."""
+    rows: list[str] = []
+    for name, info in model.model_fields.items():
+        owner = _declared_by(model, name)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if (owner, name) not in seen:
+            seen.add((owner, name))
+            place = "every payload" if owner is Envelope else f"`{where}`"
+            added = extra.get("x-added")
+            if isinstance(added, str):
+                text = _cell(info.description or "")
+                rows.append(f"| {place} | `{path}{name}` | {_since(added)} | {text} |")
+            values = extra.get("x-added-values")
+            for value, version in (values if isinstance(values, dict) else {}).items():
+                since = _since(str(version))
+                rows.append(f"| {place} | `{path}{name}`: `{value}` | {since} | a new value |")
+        for inner in _models_in(info.annotation):
+            rows += _added_rows(inner, where, f"{path}{name}.", seen)
+    return rows
+
+
+def _additions() -> list[str]:
+    """lammer's additions to mqtt-api.md version 1 and the spec's own later ones, from the
+    one declaration of each (a topic's ``TOPIC_ADDED``, a field's ``x-added``)."""
+    rows = ["| where | topic or field | since | |", "|---|---|---|---|"]
+    seen: set[tuple[type, str]] = set()
+    for topic, (model, _) in TOPICS.items():
+        if model.TOPIC_ADDED is not None:
+            body = next(c for c in model.__mro__ if "TOPIC_ADDED" in c.__dict__)
+            text = _cell(_first_paragraph(body.__doc__ or ""))
+            rows.append(f"| `{topic}` | the topic | {_since(model.TOPIC_ADDED)} | {text} |")
+        rows += _added_rows(model, topic, "", seen)
+    rows += _added_rows(ResponseMessage, "response/<name>", "", seen)
+    return rows
+
+
 def tables() -> dict[str, str]:
     """Every generated table of docs/reference/mqtt.md by marker name: ``published``, ``requests``,
-    and one per topic (``state``, ``craps/board``, ``response``)."""
-    out = {"published": _published(), "requests": _requests()}
+    ``additions``, and one per topic (``state``, ``craps/board``, ``response``)."""
+    out = {"published": _published(), "requests": _requests(), "additions": _additions()}
     for topic, (model, _) in TOPICS.items():
         out[topic] = ["| field | |", "|---|---|", *_field_rows(model, topic)]
     out["response"] = ["| field | |", "|---|---|", *_field_rows(ResponseMessage, "response")]

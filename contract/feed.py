@@ -50,8 +50,8 @@ and at most ``MAX_EARLY`` seqs of retained states released before the stream sta
 at most ``max_tables`` tables (messages of more are ignored and counted).
 
 After a burst: the catch-up. A broker may hand over retained states older than the
-table's (a floor node just restarted has not caught up with the others: 3 of 15 restarts
-in issue 28 gave a new pit a table's ``state`` at seq 11 while the table was at 94), and a
+table's (a floor node just restarted has not caught up with the others: one may hand a new
+pit a table's ``state`` at seq 11 while the table is at 94), and a
 quiet table publishes nothing that would show it. So ``catchup_after`` seconds (plus this
 feed's share of ``catchup_spread``) after the first retained state of a table's burst,
 unless a live message of the table came meanwhile (it shows where the table is), the feed
@@ -113,11 +113,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
 
-from contract.payloads import TOPICS, Envelope, PayloadError, parse_as
+from contract.payloads import TOPICS, Envelope, PayloadError, decode, validate
 from contract.requests import RESEND_SPAN, ResponseMessage, request_topic
+from contract.topics import Topic, is_request, request, response, response_name
 
-RESEND_TOPIC: Final = "request/resend"
-ANSWER_TOPIC: Final = "response/resend"
+RESEND_TOPIC: Final = request("resend")
+ANSWER_TOPIC: Final = response("resend")
 MAX_EARLY: Final = 1024
 """Retained states released before a table's stream started, remembered at most."""
 PROBE_AFTER: Final = 30.0
@@ -149,7 +150,9 @@ GapReason = Literal["gone", "not_resent", "unanswered", "overflow"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """A table's message, released in ``seq`` order, once. ``topic`` is relative to the
-    table's base topic; ``payload`` the exact bytes; ``body`` the parsed JSON;
+    table's base topic; ``payload`` the exact bytes; ``body`` the JSON object they hold;
+    ``parsed`` the contract's typed message (``contract.payloads.TOPICS``' model, or
+    ``ResponseMessage``), which a consumer matches on instead of parsing ``payload`` again;
     ``retained`` true when it came from the broker's retained store; ``resent`` true when
     it came as a ``request/resend`` copy (when the marking survived the brokers)."""
 
@@ -158,6 +161,7 @@ class Message:
     seq: int
     payload: bytes
     body: Mapping[str, Any]
+    parsed: Envelope
     retained: bool = False
     resent: bool = False
 
@@ -241,16 +245,28 @@ def admit(table_id: str, topic: str, payload: bytes) -> Envelope:
     its model (``contract.payloads.parse_as``: 64 KiB at most, a JSON object, every field
     typed and bounded, ``seq`` a positive integer, ``prev_seq`` one or null) and naming
     ``table_id``. Raises ``PayloadError`` saying why not."""
+    return admitted(table_id, topic, payload)[1]
+
+
+def model_of(topic: str) -> type[Envelope]:
+    """The model of a topic the daemon publishes (``TOPICS``, ``response/<name>``);
+    ``PayloadError`` (``unknown_topic``) for any other."""
     if topic in TOPICS:
-        model: type[Envelope] = TOPICS[topic][0]
-    elif topic.startswith("response/") and topic.count("/") == 1 and len(topic) > 9:
-        model = ResponseMessage
-    else:
-        raise PayloadError("unknown_topic", f"{topic[:80]!r} is not a topic of the contract")
-    message = parse_as(model, payload, table=table_id)
+        return TOPICS[topic][0]
+    if response_name(topic) is not None:
+        return ResponseMessage
+    raise PayloadError("unknown_topic", f"{topic[:80]!r} is not a topic of the contract")
+
+
+def admitted(table_id: str, topic: str, payload: bytes) -> tuple[dict[str, Any], Envelope]:
+    """``admit``, with the JSON object the payload holds: decoded once, for a consumer
+    that keeps it (the records store) beside the typed message."""
+    model = model_of(topic)
+    data = decode(payload)
+    message = validate(model, data, table=table_id)
     if getattr(message, "table", None) != table_id:  # every model has one: belt and braces
         raise PayloadError("wrong_table", f"names no table or another than {table_id!r}")
-    return message
+    return data, message
 
 
 @dataclass(slots=True)
@@ -382,7 +398,7 @@ class Feed:
                 times.append(t.asked_at + self.timeout)
             elif t.gap_since is not None:
                 times.append(t.gap_since + self.wait)
-            elif (catchup := self._catchup_at(t)) is not None:
+            elif (catchup := _catchup_at(t)) is not None:
                 times.append(catchup)
             elif (probe := self._probe_at(t)) is not None:
                 times.append(probe)
@@ -401,22 +417,21 @@ class Feed:
         resent: bool = False,
     ) -> list[Event]:
         """A message received on ``<table>/<topic>``; returns what to do, in order."""
-        if topic.startswith("request/"):
+        if is_request(topic):
             return []  # another client's request: not the table's
-        refused = self._check(table, topic, payload)
-        if refused is not None:
-            return [refused]
+        checked = self._check(table, topic, payload)
+        if isinstance(checked, Refused):
+            return [checked]
         t = self._table(table)
         if t is None:
             self.ignored += 1
             return []
-        if not payload or topic == "availability":
-            return [self._other(t, topic, payload)]
+        if checked is None:
+            return [_other(t, topic, payload)]
         # Admitted (``_check``): a JSON object whose seq is a positive integer, prev_seq
         # one or null.
-        body: dict[str, Any] = json.loads(payload)
-        seq: int = body["seq"]
-        prev: int | None = body.get("prev_seq")
+        body, parsed = checked
+        seq, prev = parsed.seq, parsed.prev_seq
         out: list[Event] = []
         self._burst(t, now, retained=retained, resent=resent)
         if topic == ANSWER_TOPIC:
@@ -424,15 +439,8 @@ class Feed:
         for ask in t.round:
             if ask.from_seq <= seq <= ask.to_seq:
                 ask.seen.add(seq)
-        message = Message(
-            table=table,
-            topic=topic,
-            seq=seq,
-            payload=payload,
-            body=body,
-            retained=retained,
-            resent=resent,
-        )
+        message = Message(table=table, topic=topic, seq=seq, payload=payload, body=body,
+                          parsed=parsed, retained=retained, resent=resent)  # fmt: skip
         if retained and _before_stream(t, seq):
             # The broker's retained states at subscription: the current state, before the
             # stream starts (module docstring); released once each, bounded.
@@ -453,20 +461,21 @@ class Feed:
         self._quiet(t, out, now)
         return out
 
-    def _check(self, table: str, topic: str, payload: bytes) -> Refused | None:
-        """Checked before anything counts (``admit``): junk must not take the seq of the
+    def _check(
+        self, table: str, topic: str, payload: bytes
+    ) -> tuple[dict[str, Any], Envelope] | Refused | None:
+        """Checked before anything counts (``admitted``): junk must not take the seq of the
         real message. ``availability`` and an empty payload (a retained state deleted)
-        carry no seq: passed on as ``Other``, the consumer checks them."""
-        if not payload or topic == "availability":
+        carry no seq (None): passed on as ``Other``, the consumer checks them."""
+        if not payload or topic == Topic.AVAILABILITY:
             return None
         try:
-            admit(table.rsplit("/", 1)[-1], topic, payload)
+            return admitted(table.rsplit("/", 1)[-1], topic, payload)
         except PayloadError as exc:
             self.refused[exc.reason] += 1
             return Refused(
                 table=table, topic=topic, payload=payload, reason=exc.reason, detail=exc.detail
             )
-        return None
 
     def _hold(self, t: _Table, message: Message, prev: int | None, now: float) -> None:
         """Hold ``message`` until what comes before it is released or given up."""
@@ -492,18 +501,18 @@ class Feed:
                 start = len(out)
                 self._advance(t, now, out)
                 self._quiet(t, out[start:], now)
-            elif (catchup := self._catchup_at(t)) is not None and now >= catchup:
+            elif (catchup := _catchup_at(t)) is not None and now >= catchup:
                 out.append(self._catchup(t, now))
             elif (probe := self._probe_at(t)) is not None and now >= probe:
-                assert t.last is not None  # noqa: S101  narrows for mypy: _probe_at checked it
+                last = _last(t)  # _probe_at checked it is set
                 t.probed = True  # once: its answer, refused or not, is not asked again
                 self.probes += 1
                 self._asked += 1
                 out.append(
                     Resend(
                         table=t.name,
-                        from_seq=t.last + 1,
-                        to_seq=t.last + 1,
+                        from_seq=last + 1,
+                        to_seq=last + 1,
                         request_id=f"feed-{self._ident}-{self._asked}",
                     )
                 )
@@ -523,12 +532,6 @@ class Feed:
         # A fixed share of the spreads per feed and table (crc32: the same in every run).
         share = zlib.crc32(f"{self._ident}/{name}".encode()) / 2**32
         return _Table(name, last=last, share=share)
-
-    @staticmethod
-    def _other(t: _Table, topic: str, payload: bytes) -> Other:
-        if topic == "availability":
-            t.offline = payload.strip() == b"offline"  # no probe: it could not answer
-        return Other(table=t.name, topic=topic, payload=payload)
 
     def _probe_at(self, t: _Table) -> float | None:
         """When the tail probe of ``t`` is due (None: none is, module docstring)."""
@@ -557,14 +560,6 @@ class Feed:
         if t.catchup_at is not None and now - t.catchup_at < CATCHUP_AGAIN:
             return
         t.catchup_due = now + self.catchup_after + t.share * self.catchup_spread
-
-    @staticmethod
-    def _catchup_at(t: _Table) -> float | None:
-        """When the catch-up of ``t`` is due (None: none is): not while a gap is filled
-        (its answers show the table's latest seq) nor while the table is ``offline``."""
-        if t.catchup_due is None or t.offline or t.held or t.round:
-            return None
-        return t.catchup_due
 
     def _catchup(self, t: _Table, now: float) -> Resend:
         """Ask for the seq after the newest state released: the answer's ``prev_seq``
@@ -611,7 +606,7 @@ class Feed:
         before = (t.last, max(t.known, t.last or 0))
         self._release(t, out)
         if not t.held:
-            self._settled(t)
+            _settled(t)
             return
         if (t.last, max(t.known, t.last or 0)) != before:
             t.asks = 0  # progress: the asks count again for what is left
@@ -635,49 +630,36 @@ class Feed:
         self._ask(t, now, out)
 
     def _release(self, t: _Table, out: list[Event]) -> None:
-        assert t.last is not None or not t.held  # noqa: S101  invariant: a table holds messages only after its first
         while t.held:
-            assert t.last is not None  # noqa: S101  narrows for mypy: checked just above
+            last = _last(t)  # a table holds messages only after its first
             seq = min(t.held)
             prev = t.held_prev[seq]
-            if prev is None or prev <= t.last:
+            if prev is None or prev <= last:
                 out.append(t.held.pop(seq))
                 del t.held_prev[seq]
                 t.last = seq
                 t.early.discard(seq)
                 continue
             # A gap: the message at prev (and maybe others after t.last) is missing.
-            if t.gone_below is not None and t.gone_below - 1 > t.last:
+            if t.gone_below is not None and t.gone_below - 1 > last:
                 end = min(t.gone_below - 1, prev)
-                out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=end, reason="gone"))
+                out.append(Gap(table=t.name, from_seq=last + 1, to_seq=end, reason="gone"))
                 t.last = end
                 continue
-            known = self._known(t)
+            known = _known(t)
             if prev <= known:
                 # Every message the table has up to `known` arrived: prev's is not coming
                 # (the table never published it: it was set aside).
-                out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=prev, reason="not_resent"))
+                out.append(Gap(table=t.name, from_seq=last + 1, to_seq=prev, reason="not_resent"))
                 t.last = prev
                 continue
             return
-
-    def _known(self, t: _Table) -> int:
-        """The highest seq up to which every message the table still has has arrived
-        (asks answered in full, following on from what was known before)."""
-        assert t.last is not None  # noqa: S101  narrows for mypy: called only once a first message arrived
-        known = max(t.known, t.last)
-        for ask in sorted(t.round, key=lambda a: a.from_seq):
-            if ask.from_seq > known + 1 or not ask.complete():
-                break
-            known = max(known, ask.to_seq)
-        t.known = known
-        return known
 
     def _ask(self, t: _Table, now: float, out: list[Event]) -> None:
         """One round: a ``Resend`` for every hole among the held messages (each at most
         1,000 seqs, ``max_chunks`` at most), what is known complete left out."""
         t.round = []
-        for first, last in self._holes(t):
+        for first, last in _holes(t):
             start = first
             while start <= last and len(t.round) < self.max_chunks:
                 end = min(last, start + RESEND_SPAN - 1)  # 1,000 seqs a request at most
@@ -693,41 +675,75 @@ class Feed:
         t.asks += 1
         t.asked_at = now
 
-    @staticmethod
-    def _holes(t: _Table) -> list[tuple[int, int]]:
-        """``(first, last)`` seq ranges where messages are missing: before each held
-        message whose ``prev_seq`` is neither released nor held."""
-        assert t.last is not None  # noqa: S101  narrows for mypy: called only once a first message arrived
-        holes: list[tuple[int, int]] = []
-        before = t.last
-        for seq in sorted(t.held):
-            prev = t.held_prev[seq]
-            if prev is not None and prev > before:
-                first = before + 1 if holes else max(before, t.known) + 1
-                if first <= prev:
-                    holes.append((first, prev))
-            before = seq
-        return holes
-
     def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
-        assert t.last is not None  # noqa: S101  narrows for mypy: called only while messages are held
+        last = _last(t)  # called only while messages are held
         target = t.held_prev[min(t.held)]
-        assert target is not None  # noqa: S101  narrows for mypy: a held message after the first has a prev_seq
-        out.append(Gap(table=t.name, from_seq=t.last + 1, to_seq=target, reason=reason))
+        if target is None:
+            raise RuntimeError(f"{t.name}: a held message has no prev_seq")
+        out.append(Gap(table=t.name, from_seq=last + 1, to_seq=target, reason=reason))
         t.last = target
-        self._settled(t)
+        _settled(t)
         self._release(t, out)
         if t.held:  # a further gap behind: its own wait starts now
             t.gap_since = None
 
-    @staticmethod
-    def _settled(t: _Table) -> None:
-        t.gap_since = None
-        t.asks = 0
-        t.round = []
-        t.known = 0
-        if t.gone_below is not None and t.last is not None and t.gone_below <= t.last + 1:
-            t.gone_below = None
+
+def _last(t: _Table) -> int:
+    """The last seq released of a table whose stream has started: the case of every caller
+    (a table holds messages, asks and is probed only after its first)."""
+    if t.last is None:
+        raise RuntimeError(f"{t.name}: no message released yet")
+    return t.last
+
+
+def _known(t: _Table) -> int:
+    """The highest seq up to which every message the table still has has arrived
+    (asks answered in full, following on from what was known before)."""
+    known = max(t.known, _last(t))  # called only once a first message arrived
+    for ask in sorted(t.round, key=lambda a: a.from_seq):
+        if ask.from_seq > known + 1 or not ask.complete():
+            break
+        known = max(known, ask.to_seq)
+    t.known = known
+    return known
+
+
+def _holes(t: _Table) -> list[tuple[int, int]]:
+    """``(first, last)`` seq ranges where messages are missing: before each held
+    message whose ``prev_seq`` is neither released nor held."""
+    holes: list[tuple[int, int]] = []
+    before = _last(t)  # called only once a first message arrived
+    for seq in sorted(t.held):
+        prev = t.held_prev[seq]
+        if prev is not None and prev > before:
+            first = before + 1 if holes else max(before, t.known) + 1
+            if first <= prev:
+                holes.append((first, prev))
+        before = seq
+    return holes
+
+
+def _settled(t: _Table) -> None:
+    t.gap_since = None
+    t.asks = 0
+    t.round = []
+    t.known = 0
+    if t.gone_below is not None and t.last is not None and t.gone_below <= t.last + 1:
+        t.gone_below = None
+
+
+def _catchup_at(t: _Table) -> float | None:
+    """When the catch-up of ``t`` is due (None: none is): not while a gap is filled
+    (its answers show the table's latest seq) nor while the table is ``offline``."""
+    if t.catchup_due is None or t.offline or t.held or t.round:
+        return None
+    return t.catchup_due
+
+
+def _other(t: _Table, topic: str, payload: bytes) -> Other:
+    if topic == Topic.AVAILABILITY:
+        t.offline = payload.strip() == b"offline"  # no probe: it could not answer
+    return Other(table=t.name, topic=topic, payload=payload)
 
 
 def _before_stream(t: _Table, seq: int) -> bool:

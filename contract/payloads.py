@@ -23,23 +23,10 @@ Two layers per topic:
 Exactness: odds are strings holding a normalised ``Decimal`` (``"34"``, ``"1.5"``; never a
 float, never an exponent) read "to 1"; cards are shuffler-icd.md codes (``"As"``).
 
-Added to the spec (allowed: "add topics and fields freely"), each a documented choice:
-
-* ``craps/reversal`` (not retained): a Bonus Craps settlement taken back because the roll
-  that settled it was declared invalid (``rules.events.CrapsBetReversed``). ``outcome`` is
-  the settlement being taken back, with the same meaning as in ``craps/result``.
-* ``bust_bonus/result``: ``outcome`` may also be ``void`` (the spec publishes a result at
-  ``VOID``, so it needs a value for it), and a ``reason`` field (for ``flagged``, like
-  ``cover_all/result``).
-* ``info`` (retained): the lammer version, the contract version, the game and the whole
-  pay tables in use, for the screens (as zigbee2mqtt's ``bridge/info``).
-* ``last_roll`` of ``craps/board``: the latest roll event, retained with the board;
-* ``series`` and ``series_count`` of ``craps/board``: the counted rolls of the current
-  series (the newest ``rules.craps.SERIES_SHOWN`` and the whole count), and ``since`` of its
-  ``pending_roll``: when that roll arrived (issue 22);
-* ``stops_payouts`` of each alarm; ``paytable_row`` of ``bust_bonus/state`` and
-  ``bust_bonus/result``, and ``column`` of the result: what a screen highlights, so no
-  screen maps codes or cards to rules itself.
+Added to the spec (allowed: "add topics and fields freely"), each a documented choice: a
+topic's model says so in ``TOPIC_ADDED`` and a field in its ``x-added`` (``_added``), with
+the reason in its description; ``contract.docs`` lists them all in docs/reference/mqtt.md
+("Additions"), the one list, generated.
 
 Shapes the spec leaves open, decided here: every listed key is always present, ``null``
 where it does not apply (``pays`` of a lost bet, ``error`` of an ok response, ``reason``
@@ -76,10 +63,8 @@ from rules.events import (
 
 CONTRACT_VERSION: Final = "1.4"
 """The MQTT contract the payloads follow: mqtt-api.md version 1 with its 1.1 to 1.4
-additions (1.4: ``info``'s ``software``, ``request/authenticate``) and lammer's
-own (``info``, ``stops_payouts``, ``paytable_row``, ``column``,
-``craps/board`` ``last_roll``, ``waiting``, ``series``, ``pending_roll`` ``clause`` and
-``since``; docs/reference/mqtt.md)."""
+additions and lammer's own (each listed in docs/reference/mqtt.md, "Additions",
+generated from the declarations below)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -238,6 +223,12 @@ class PayloadModel(BaseModel):
       caught there, and mypy catches it first: the constructor knows only the fields).
     """
 
+    TOPIC_ADDED: ClassVar[str | None] = None
+    """On the model of a topic added to mqtt-api.md version 1: ``ADDED`` for lammer's own
+    (``info``), the spec's version for its own later ones (``craps/reversal``: ``"1.1"``).
+    With the fields' ``x-added``, the one declaration of the additions ``contract.docs``
+    lists (docs/reference/mqtt.md, "Additions")."""
+
     # The schemas (serialization mode) say what the daemon writes: every key, always.
     model_config = ConfigDict(
         extra="allow", frozen=True, strict=True, json_schema_serialization_defaults_required=True
@@ -373,7 +364,7 @@ class HighestModel(PayloadModel):
     hand: Name
     position: HandPosition
     cards: Cards
-    # Added (issue 22; mqtt-api.md allows new fields): the hand as a player reads it, so a
+    # Added (mqtt-api.md allows new fields): the hand as a player reads it, so a
     # screen marks the cards that make it and sets the board apart without knowing a rule.
     best: Cards | None = Field(
         default=None,
@@ -455,7 +446,7 @@ class PendingRollModel(PayloadModel):
         description="the clause of 68 IAC 10-4-4(c) the reader's `CHECK` reason stands for",
         json_schema_extra=_added(),
     )
-    # Added (issue 22): since when it waits, so the pit and the stickperson see its age
+    # Added: since when it waits, so the pit and the stickperson see its age
     # without holding the roll's own craps/roll message.
     since: Timestamp | None = Field(
         default=None,
@@ -526,7 +517,7 @@ class CrapsBoardBody(PayloadModel):
         "`declared_invalid`; `null` before the first roll",
         json_schema_extra=_added(),
     )
-    # Added (issue 22): the queue behind a pending CHECK, for the stickperson.
+    # Added: the queue behind a pending CHECK, for the stickperson.
     waiting_count: Annotated[int, Field(ge=0)] = Field(
         default=0,
         description="how many rolls wait behind the pending roll",
@@ -537,7 +528,7 @@ class CrapsBoardBody(PayloadModel):
         description="the roll ids waiting behind the pending roll, in order (the first 20)",
         json_schema_extra=_added(),
     )
-    # Added (issue 22): the current shooter's series, so a player display lists its rolls
+    # Added: the current shooter's series, so a player display lists its rolls
     # without working out in the page which rolls belong to it (a rule).
     series: Annotated[list[SeriesRollModel], Field(max_length=MAX_SERIES)] = Field(
         default_factory=list,
@@ -591,10 +582,11 @@ class CrapsResultBody(PayloadModel):
 
 
 class CrapsReversalBody(PayloadModel):
-    """``craps/reversal`` (not retained; added to the spec): a settlement taken back because
+    """``craps/reversal`` (not retained; mqtt-api.md 1.1): a settlement taken back because
     the roll that settled it was declared invalid; the bet is live again."""
 
     WHEN: ClassVar[str] = "a settlement taken back (its roll declared invalid)"
+    TOPIC_ADDED: ClassVar[str | None] = "1.1"
 
     table: TableId
     roll_id: RollId = Field(description="the roll that settled it")
@@ -633,8 +625,10 @@ class BustBonusResultBody(PayloadModel):
 
     table: TableId
     round_id: RoundId = Field(description="the round")
+    # mqtt-api.md 1.1 added `void`: the spec publishes a result at VOID, so it needs a value.
     outcome: Literal["win", "lose", "flagged", "void"] = Field(
-        description="`win`, `lose`, `flagged`, and (1.1) `void`"
+        description="`win`, `lose`, `flagged`, and (1.1) `void`",
+        json_schema_extra={"x-added-values": {"void": "1.1"}},
     )
     up_card: CardCode | None = Field(description="the dealer's up card, face up now")
     dealer_cards: Cards = Field(description="every dealer card, face up now")
@@ -752,6 +746,7 @@ class InfoBody(PayloadModel):
     """
 
     WHEN: ClassVar[str] = "at start (what the table runs)"
+    TOPIC_ADDED: ClassVar[str | None] = ADDED
 
     table: TableId
     version: Name = Field(description="the lammer version publishing")
@@ -989,9 +984,10 @@ def decode(payload: bytes) -> dict[str, Any]:
 M = TypeVar("M", bound=Envelope)
 
 
-def parse_as(model: type[M], payload: bytes, *, table: str) -> M:
-    """A payload of ``table`` parsed with ``model`` (``PayloadError`` if it is not one)."""
-    data = decode(payload)
+def validate(model: type[M], data: dict[str, Any], *, table: str) -> M:
+    """A decoded payload (``decode``) of ``table`` checked with ``model`` (``PayloadError``
+    if it is not one): for a consumer that keeps the JSON object beside the typed message,
+    so that the payload is decoded once."""
     # Another table's payload is refused as such, whatever else is wrong with it.
     if "table" in data and data["table"] != table:
         raise PayloadError("wrong_table", f"names table {str(data['table'])[:80]!r}")
@@ -999,6 +995,11 @@ def parse_as(model: type[M], payload: bytes, *, table: str) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise PayloadError("invalid", describe(exc)) from None
+
+
+def parse_as(model: type[M], payload: bytes, *, table: str) -> M:
+    """A payload of ``table`` parsed with ``model`` (``PayloadError`` if it is not one)."""
+    return validate(model, decode(payload), table=table)
 
 
 def parse(topic: str, payload: bytes, *, table: str) -> Envelope:

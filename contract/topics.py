@@ -90,10 +90,18 @@ REQUEST: Final = "request"
 """The level under a table's base topic where requests arrive: ``request/<name>``
 (mqtt-api.md "Requests"); ``request/<name>/<user>`` for a read-only user (1.4)."""
 
+RESPONSE: Final = "response"
+"""The level under a table's base topic where the table answers: ``response/<name>``."""
+
 
 def request(name: str) -> str:
     """The topic of a request, relative to the base topic: ``request/<name>``."""
     return f"{REQUEST}/{name}"
+
+
+def response(name: str) -> str:
+    """The topic of a request's answer, relative to the base topic: ``response/<name>``."""
+    return f"{RESPONSE}/{name}"
 
 
 def is_request(topic: str) -> bool:
@@ -101,8 +109,26 @@ def is_request(topic: str) -> bool:
     return topic.startswith(REQUEST + "/")
 
 
+def is_exchange(topic: str) -> bool:
+    """Whether a topic relative to the base topic is a request's or an answer's
+    (``request/...``, ``response/...``): the conversation with the daemon, not its state."""
+    return topic.startswith((REQUEST + "/", RESPONSE + "/"))
+
+
+def response_name(topic: str) -> str | None:
+    """The ``<name>`` of ``response/<name>`` (one level), None for any other topic."""
+    head, _, name = topic.partition("/")
+    return name if head == RESPONSE and name and "/" not in name else None
+
+
 def request_name(topic: str) -> str | None:
     """The ``<name>`` of ``request/<name>``: the rest of the topic after ``request/``
     (``resend/<user>`` at a user's own level), None for a topic that is not a request's."""
     head, sep, name = topic.partition("/")
     return name if head == REQUEST and sep else None
+
+
+GAME_LEVELS: Final = tuple(dict.fromkeys(t.partition("/")[0] for t in Topic if "/" in t))
+"""The levels under a table's base topic that hold its games' topics (``cover_all``,
+``craps``, ``bust_bonus``), in ``Topic``'s order: what a subscription to a game's topics
+names (``craps/+``)."""

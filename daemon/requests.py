@@ -57,6 +57,7 @@ from contract.requests import (
     RollDecisionRequest,
     VoidRollRequest,
 )
+from contract.topics import response
 from foundation import strict_json
 from rules.events import (
     AlarmAcknowledged,
@@ -422,4 +423,5 @@ def response_publication(
         digest=digest,
         components=components,
     )
-    return Publication(f"response/{name}", False, built(f"response/{name}", body))
+    topic = response(name)
+    return Publication(topic, False, built(topic, body))

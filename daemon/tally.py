@@ -13,10 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from contract.topics import Topic
 from daemon.outbox import OutboxMessage
 from rules.events import Device
 
-RESULT_TOPICS: Final = frozenset({"cover_all/result", "bust_bonus/result", "craps/roll"})
+RESULT_TOPICS: Final = frozenset(
+    {Topic.COVER_ALL_RESULT, Topic.BUST_BONUS_RESULT, Topic.CRAPS_ROLL}
+)
 """The topics a game's results are published on: a card game's round (Cover All, Bust
 Bonus) and a craps roll recorded."""
 

@@ -34,23 +34,24 @@ import bcrypt
 
 from contract.floor import FLOOR_ROOT
 from contract.requests import USER_LEVEL
+from contract.topics import GAME_LEVELS, request, response
 from rules.events import TABLE_GAMES
 
 DECLARATION_FORMAT: Final = "lammer-floor-controller/1"
 DECLARATION_FILE: Final = "floor-controller.json"
 DECLARATION_MAX_BYTES: Final = 1024 * 1024
 
-BRIDGE_OUT: Final = ("+", "cover_all/+", "craps/+", "bust_bonus/+", "response/+")
+BRIDGE_OUT: Final = ("+", *(f"{level}/+" for level in GAME_LEVELS), response("+"))
 """Below a table's base topic, what goes to the floor: ``availability``, ``state``,
 ``alarms``, ``info`` (one level), the games' topics and the answers to requests
 (mqtt-api.md "Published" and "Requests"). Never ``request/+``: a request that came in
 from the floor must not go back out."""
 
-BRIDGE_IN: Final = "request/+"
+BRIDGE_IN: Final = request("+")
 """Below a table's base topic, what comes in from the floor: the requests (mqtt-api.md
 "Requests"), one level, so nothing else reaches the table's broker."""
 
-BRIDGE_IN_USER: Final = tuple(f"request/{name}/+" for name in sorted(USER_LEVEL))
+BRIDGE_IN_USER: Final = tuple(request(f"{name}/+") for name in sorted(USER_LEVEL))
 """Below a table's base topic, what else comes in from the floor: the requests read-only
 users send at their own level (mqtt-api.md 1.4, ``request/resend/<user>``), one level
 below each name, nothing deeper."""

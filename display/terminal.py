@@ -76,6 +76,7 @@ from contract.payloads import (
 )
 from contract.session import UNBOUNDED, bounded, session
 from contract.tasks import STOP_DEADLINE_S, cancel_and_wait, exit_after
+from contract.topics import Topic, is_exchange
 from contract.vocabulary import BET_NAMES, GAME_NAMES
 from foundation.backoff import Backoff
 from rules.events import POKER_GAMES, CrapsBet, TableGame
@@ -135,13 +136,14 @@ class TableView:
         """The table's game as the daemon last said (``state.game``)."""
         return self.state.game if self.state else None
 
-    def apply(self, topic: str, payload: bytes) -> bool:
+    def apply(self, topic: str, payload: bytes, *, parsed: Envelope | None = None) -> bool:
         """Take one received message; True when what is drawn may have changed.
 
         Never raises: a topic outside the table, an unknown topic or a malformed payload
         becomes a warning line. ``Screen`` gives it each ``seq`` once, in order; a retained
         topic is still never drawn back to an older ``seq`` (a state given before the
-        table's stream started may be older than one drawn).
+        table's stream started may be older than one drawn). ``parsed``: the feed's typed
+        message of ``payload`` (``contract.feed.Message.parsed``), not parsed again.
         """
         prefix = self.base + "/"
         if not topic.startswith(prefix):
@@ -149,7 +151,7 @@ class TableView:
         sub = topic[len(prefix) :]
         if sub == "availability":
             return self._apply_availability(payload)
-        if sub.startswith(("request/", "response/")):
+        if is_exchange(sub):
             return False  # the pit terminals' conversation with the daemon, not drawn
         known = TOPICS.get(sub)
         if known is None:
@@ -159,7 +161,7 @@ class TableView:
             # A zero-length retained message deletes the retained state (MQTT 3.1.1, 3.3.1.3).
             return self._clear(sub)
         try:
-            message = parse(sub, payload, table=self.table)
+            message = parse(sub, payload, table=self.table) if parsed is None else parsed
         except PayloadError as exc:
             return self.refused(sub, exc.reason, exc.detail)
         if retained and message.seq <= self._topic_seq.get(sub, -1):
@@ -202,21 +204,21 @@ class TableView:
 
     def _clear(self, sub: str) -> bool:
         match sub:
-            case "info":
+            case Topic.INFO:
                 self.info = None
-            case "state":
+            case Topic.STATE:
                 self.state = None
-            case "alarms":
+            case Topic.ALARMS:
                 self.alarms = ()
-            case "cover_all/payouts":
+            case Topic.COVER_ALL_PAYOUTS:
                 self.payouts = None
-            case "cover_all/result":
+            case Topic.COVER_ALL_RESULT:
                 self.cover_all_result = None
-            case "craps/board":
+            case Topic.CRAPS_BOARD:
                 self.board = None
-            case "bust_bonus/state":
+            case Topic.BUST_BONUS_STATE:
                 self.bust_state = None
-            case "bust_bonus/result":
+            case Topic.BUST_BONUS_RESULT:
                 self.bust_result = None
         return True
 
@@ -322,7 +324,10 @@ class Screen:
                     self.resends.append(event)
                 case Gap() if view is not None:
                     changed = view.gap(event) or changed
-                case Message() | Other() if view is not None:
+                case Message() if view is not None:
+                    topic = f"{event.table}/{event.topic}"
+                    changed = view.apply(topic, event.payload, parsed=event.parsed) or changed
+                case Other() if view is not None:
                     changed = view.apply(f"{event.table}/{event.topic}", event.payload) or changed
                 case Refused() if view is not None:
                     changed = view.refused(event.topic, event.reason, event.detail) or changed
@@ -700,7 +705,7 @@ def _payload_bytes(payload: object) -> bytes:
     return str(payload).encode()
 
 
-async def follow(  # noqa: C901  the display loop over the feed's event kinds, each a call
+async def follow(  # noqa: C901  112 lines: the reconnect loop and its two closures (the sync, the resends) share its state
     views: Sequence[TableView],
     link: Link,
     *,

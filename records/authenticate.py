@@ -48,7 +48,7 @@ from contract.manifest import Manifest
 from contract.requests import request_topic
 from contract.session import FLOOR_KEEPALIVE, observe_disconnect
 from contract.software import first_difference, seeded
-from contract.topics import Topic
+from contract.topics import Topic, response
 from foundation.tls import client_context
 
 log = structlog.get_logger("lammer.authenticate")
@@ -158,7 +158,7 @@ class Authenticator:
                 version = data.get("version")
                 self.tables[base] = (table, version if isinstance(version, str) else None)
             return
-        base = self.base_of(topic, "response/authenticate")
+        base = self.base_of(topic, response("authenticate"))
         if base is not None:
             self._answer(base, data)
 
@@ -273,7 +273,7 @@ async def run(settings: Settings, *, rounds: int | None = None) -> Authenticator
         observe_disconnect(client)
         for prefix in settings.prefixes:
             await client.subscribe(f"{prefix}/+/{Topic.INFO}", qos=1)
-            await client.subscribe(f"{prefix}/+/response/authenticate", qos=1)
+            await client.subscribe(f"{prefix}/+/{response('authenticate')}", qos=1)
         reader = asyncio.create_task(_read(client, auth), name="authenticate reader")
         try:
             await asyncio.sleep(settings.discover)  # the retained info arrives meanwhile

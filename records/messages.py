@@ -2,10 +2,13 @@
 
 ``parse(table, topic, payload)`` takes a topic relative to the table's base topic and the
 payload bytes; it returns a ``Message`` (every JSON payload, checked as the feed checks it
-before it can count, ``contract.feed.admit``: the envelope, the body as a plain dict), an
+before it can count, ``contract.feed.admitted``: the contract's typed message, which the
+store reads by attribute, and the JSON object as published, which it keeps), an
 ``Availability`` (plain text, no seq), or a ``Request`` (a request seen on the floor: its
 operator, for the decisions report). Anything else raises
-``MessageError`` with one sentence; it is never stored.
+``MessageError`` with one sentence; it is never stored. ``released(table, message)`` is
+the same ``Message`` of one the feed released, which the feed already parsed: not parsed
+again.
 
 Consumers accept fields they do not know (mqtt-api.md: "add topics and fields freely"), so
 a newer table's additions are kept in the stored payload (and not typed by the check); the
@@ -18,26 +21,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from contract.feed import admit
-from contract.payloads import PayloadError
-from foundation import strict_json
+from contract.feed import Message as Released
+from contract.feed import admitted
+from contract.payloads import MAX_PAYLOAD as MAX_PAYLOAD  # what records.backfill bounds too
+from contract.payloads import Envelope, PayloadError, decode
+from contract.topics import REQUEST, Topic, request_name
 from records.errors import MessageError
-
-MAX_PAYLOAD: Final = 64 * 1024
-"""Larger than any payload a table publishes (a whole ``info`` is a few kB)."""
 
 RESENT_KEY: Final = "resent"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
-    """A JSON message of a table: its seq, ts, topic and the payload as published."""
+    """A JSON message of a table: its seq, ts, topic, the payload as published (the JSON
+    object the store keeps) and ``body``, the contract's typed message of it (a
+    ``contract.payloads.TOPICS`` model, or ``ResponseMessage``): what the store reads."""
 
     table: str
     seq: int
     ts: str
     topic: str
     payload: dict[str, Any]
+    body: Envelope
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,15 +68,11 @@ Received = Message | Availability | Request
 
 
 def _json_object(payload: bytes) -> dict[str, Any]:
-    if len(payload) > MAX_PAYLOAD:
-        raise MessageError(f"a payload of {len(payload)} bytes is larger than any table sends")
+    """A request's JSON object, decoded as the contract decodes every payload."""
     try:
-        data = strict_json.loads(payload)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise MessageError(f"the payload is not JSON ({str(exc)[:120]})") from None
-    if not isinstance(data, dict):
-        raise MessageError("the payload is not a JSON object")
-    return data
+        return decode(payload)
+    except PayloadError as exc:
+        raise MessageError(_sentence(REQUEST, payload, exc)) from None
 
 
 def _sentence(topic: str, payload: bytes, exc: PayloadError) -> str:
@@ -85,28 +86,40 @@ def _sentence(topic: str, payload: bytes, exc: PayloadError) -> str:
 
 def parse(table: str, topic: str, payload: bytes) -> Received:
     """The message ``payload`` received on ``<base>/<topic>`` of ``table``, checked."""
-    if topic == "availability":
+    if topic == Topic.AVAILABILITY:
         status = payload.decode("utf-8", "replace")
         if status not in ("online", "offline"):
             raise MessageError(f"availability is online or offline, not {status[:40]!r}")
         return Availability(table=table, status=status)
-    if topic.startswith("request/"):
+    name = request_name(topic)
+    if name is not None:
         data = _json_object(payload)
         operator = data.get("operator")
         request_id = data.get("request_id")
         return Request(
             table=table,
-            name=topic.removeprefix("request/"),
+            name=name,
             request_id=None if request_id is None else str(request_id)[:200],
             operator=operator.strip()[:100] if isinstance(operator, str) else None,
             payload=data,
         )
-    # The check the feed made before the message could count (contract.feed.admit): one
+    # The check the feed makes before a message can count (contract.feed.admitted): one
     # code path for every consumer of the contract.
     try:
-        checked = admit(table, topic, payload)
+        data, checked = admitted(table, topic, payload)
     except PayloadError as exc:
         raise MessageError(_sentence(topic, payload, exc)) from None
-    data = _json_object(payload)
+    return _stored(table, topic, data, checked)
+
+
+def released(table: str, message: Released) -> Message:
+    """The ``Message`` of one the feed released (``contract.feed.Message``): checked and
+    parsed by the feed already, so neither decoded nor parsed again."""
+    return _stored(table, message.topic, dict(message.body), message.parsed)
+
+
+def _stored(table: str, topic: str, data: dict[str, Any], checked: Envelope) -> Message:
     data.pop(RESENT_KEY, None)
-    return Message(table=table, seq=checked.seq, ts=checked.ts, topic=topic, payload=data)
+    return Message(
+        table=table, seq=checked.seq, ts=checked.ts, topic=topic, payload=data, body=checked
+    )

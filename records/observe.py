@@ -27,6 +27,17 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from contract.feed import model_of
+from contract.payloads import (
+    BustBonusResultMessage,
+    CoverAllResultMessage,
+    CrapsResultMessage,
+    CrapsReversalMessage,
+    CrapsRollMessage,
+    Envelope,
+    InfoMessage,
+    validate,
+)
 from records.integrity import (
     Finding,
     Watch,
@@ -70,11 +81,11 @@ class TableWatch:
     last_day: date | None = None
     _rolls: dict[int, tuple[int, int, bool]] = field(default_factory=dict)
 
-    def info(self, payload: dict[str, Any]) -> None:
+    def info(self, message: InfoMessage) -> None:
         """Learn the table's game and shoe from its ``info``."""
-        bust = (payload.get("paytables") or {}).get("bust_bonus")
+        bust = message.paytables.bust_bonus
         if bust is not None:
-            self.shoe = (int(bust["decks"]), bool(bust["dealer_hits_soft_17"]))
+            self.shoe = (bust.decks, bust.dealer_hits_soft_17)
 
     def _ensure(self, kind: str, game: str | None = None) -> Watch | None:
         if self.watch is None:
@@ -87,65 +98,66 @@ class TableWatch:
                 self.watch = Watch(craps_families())
         return self.watch
 
-    def feed(self, topic: str, payload: dict[str, Any]) -> list[str]:
+    def replay(self, topic: str, payload: dict[str, Any]) -> list[str]:
+        """``feed`` a message as the store keeps it (its JSON object), parsed with the
+        contract first. Raises ``PayloadError`` for one the contract refuses."""
+        return self.feed(validate(model_of(topic), payload, table=self.table))
+
+    def feed(self, message: Envelope) -> list[str]:
         """Count one message; the families it changed (empty: nothing to evaluate)."""
-        day = self.day.of(payload["ts"])
+        day = self.day.of(message.ts)
         self.last_day = day if self.last_day is None else max(self.last_day, day)
-        if topic == "info":
-            self.info(payload)
-            return []
-        if topic == "cover_all/result":
-            return self._cover_all(day, payload)
-        if topic == "bust_bonus/result":
-            return self._bust(day, payload)
-        if topic in ("craps/result", "craps/reversal"):
-            watch = self._ensure("craps")
-            if watch is None:
-                return []
-            sign = 1 if topic == "craps/result" else -1
-            won = payload["outcome"] == "win"
-            watch.observe(payload["bet"], day, {None: sign}, {"win": sign} if won else {})
-            return [payload["bet"]]
-        if topic == "craps/roll":
-            return self._roll(day, payload)
+        match message:
+            case InfoMessage():
+                self.info(message)
+            case CoverAllResultMessage():
+                return self._cover_all(day, message)
+            case BustBonusResultMessage():
+                return self._bust(day, message)
+            case CrapsResultMessage() | CrapsReversalMessage():
+                watch = self._ensure("craps")
+                if watch is None:
+                    return []
+                sign = 1 if isinstance(message, CrapsResultMessage) else -1
+                won = message.outcome == "win"
+                watch.observe(message.bet, day, {None: sign}, {"win": sign} if won else {})
+                return [message.bet]
+            case CrapsRollMessage():
+                return self._roll(day, message)
         return []
 
-    def _cover_all(self, day: date, p: dict[str, Any]) -> list[str]:
-        if p["outcome"] not in ("win", "no_qualifier") or p["hands"] is None:
+    def _cover_all(self, day: date, p: CoverAllResultMessage) -> list[str]:
+        if p.outcome not in ("win", "no_qualifier") or p.hands is None:
             return []
-        watch = self._ensure("cover_all", p["game"])
-        if (
-            watch is None
-            or self.game != p["game"]
-            or p["hands"] not in cover_all_columns(p["game"])
-        ):
+        watch = self._ensure("cover_all", p.game)
+        if watch is None or self.game != p.game or p.hands not in cover_all_columns(p.game):
             # A column the par sheet has not computed: counted nowhere (docs/auditors/choices.md).
             return []
-        hits = {p["highest"]["hand"]: 1} if p["outcome"] == "win" else {}
-        watch.observe("cover_all", day, {p["hands"]: 1}, hits)
+        hits = {p.highest.hand: 1} if p.outcome == "win" and p.highest is not None else {}
+        watch.observe("cover_all", day, {p.hands: 1}, hits)
         return ["cover_all"]
 
-    def _bust(self, day: date, p: dict[str, Any]) -> list[str]:
-        if p["outcome"] not in ("win", "lose") or p["up_card"] is None:
+    def _bust(self, day: date, p: BustBonusResultMessage) -> list[str]:
+        if p.outcome not in ("win", "lose") or p.up_card is None:
             return []
         watch = self._ensure("bust_bonus")
         if watch is None:
             return []  # no info yet: the shoe (decks, H17) decides the exact odds
-        up = up_card_row(p["up_card"])
-        won = p["outcome"] == "win"
-        cell = {f"{p['paytable_row']} {p['column']}": 1} if won else {}
+        up = up_card_row(p.up_card)
+        won = p.outcome == "win"
+        cell = {f"{p.paytable_row} {p.column}": 1} if won else {}
         watch.observe("bust_bonus", day, {None: 1}, cell)
         family = f"dealer bust, up card {up}"
         watch.observe(family, day, {None: 1}, {"bust": 1} if won else {})
         return ["bust_bonus", family]
 
-    def _roll(self, day: date, p: dict[str, Any]) -> list[str]:
+    def _roll(self, day: date, p: CrapsRollMessage) -> list[str]:
         watch = self._ensure("craps")
         if watch is None:
             return []
-        d1, d2 = p["dice"]
-        roll_id = p["roll_id"]
-        status = p["status"]
+        d1, d2 = p.dice
+        roll_id = p.roll_id
+        status = p.status
         if d1 == 0 or d2 == 0:
             return []
         counted = self._rolls.get(roll_id)

@@ -27,6 +27,7 @@ from typing import Any
 
 import psycopg
 
+from contract.topics import Topic, is_request
 from records.errors import ReportError
 
 _STORED = "SELECT seq FROM message WHERE table_id = %s AND seq BETWEEN %s AND %s"
@@ -62,7 +63,7 @@ def journal_publications(path: Path, lammer: str | None = None) -> tuple[str, li
     for line in done.stdout.splitlines():
         record: dict[str, Any] = json.loads(line)
         topic = str(record.get("topic", ""))
-        if topic == "availability" or topic.startswith("request/"):
+        if topic == Topic.AVAILABILITY or is_request(topic):
             continue
         if record.get("refused") or not record.get("published", True):
             continue  # never sent (refused by the client) or still in the outbox

@@ -27,6 +27,17 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from contract.payloads import (
+    Alarm,
+    AlarmsMessage,
+    BustBonusResultMessage,
+    CoverAllResultMessage,
+    CrapsResultMessage,
+    CrapsReversalMessage,
+    CrapsRollMessage,
+)
+from contract.requests import ResponseMessage
+from contract.topics import response
 from records.errors import StoreError, StoreUnreachable
 from records.messages import Availability, Message, Received, Request
 
@@ -235,102 +246,8 @@ class Store:
         ).fetchone()
         if row is None:
             return False  # (table, seq) already stored: nothing else to do
-        p = m.payload
-        if m.topic == "cover_all/result":
-            highest = p.get("highest") or {}
-            self.conn.execute(
-                _INSERT_COVER_ALL,
-                {
-                    **base,
-                    "round_id": p["round_id"],
-                    "game": p["game"],
-                    "hands": p["hands"],
-                    "outcome": p["outcome"],
-                    "hand": highest.get("hand"),
-                    "position": highest.get("position"),
-                    "cards": highest.get("cards"),
-                    "pays": p.get("pays"),
-                    "reason": p.get("reason"),
-                },
-            )
-        elif m.topic == "craps/roll":
-            die1, die2 = p["dice"]
-            self.conn.execute(
-                _INSERT_ROLL,
-                {
-                    **base,
-                    "roll_id": p["roll_id"],
-                    "die1": die1,
-                    "die2": die2,
-                    "total": p["total"],
-                    "status": p["status"],
-                    "reason": p.get("reason"),
-                },
-            )
-        elif m.topic == "craps/result":
-            self.conn.execute(
-                _INSERT_CRAPS_RESULT,
-                {
-                    **base,
-                    "roll_id": p["roll_id"],
-                    "bet": p["bet"],
-                    "outcome": p["outcome"],
-                    "pays": p.get("pays"),
-                },
-            )
-        elif m.topic == "craps/reversal":
-            self.conn.execute(
-                _INSERT_REVERSAL,
-                {**base, "roll_id": p["roll_id"], "bet": p["bet"], "outcome": p["outcome"]},
-            )
-        elif m.topic == "bust_bonus/result":
-            self.conn.execute(
-                _INSERT_BUST,
-                {
-                    **base,
-                    **{
-                        key: p.get(key)
-                        for key in (
-                            "round_id",
-                            "outcome",
-                            "up_card",
-                            "dealer_cards",
-                            "total",
-                            "suited",
-                            "three_eights",
-                            "pays",
-                            "paytable_row",
-                            "column",
-                            "reason",
-                        )
-                    },
-                },
-            )
-        elif m.topic == "alarms":
-            for alarm in p["alarms"]:
-                self.conn.execute(
-                    _INSERT_ALARM,
-                    {
-                        **base,
-                        "code": alarm["code"],
-                        "device": alarm.get("device"),
-                        "message": alarm["message"],
-                        "since": alarm["since"],
-                        "acknowledged_by": alarm.get("acknowledged_by"),
-                        "acknowledged_at": alarm.get("acknowledged_at"),
-                    },
-                )
-        elif m.topic.startswith("response/"):
-            self.conn.execute(
-                _INSERT_DECISION,
-                {
-                    **base,
-                    "name": m.topic.removeprefix("response/"),
-                    "request_id": p.get("request_id"),
-                    "status": p["status"],
-                    "error": p.get("error"),
-                },
-            )
+        for sql, row in _kind_rows(m):
+            self.conn.execute(sql, {**base, **row})
         return True
 
     def record_gap(self, table: str, from_seq: int, to_seq: int, reason: str) -> None:
@@ -367,3 +284,80 @@ class Store:
         """Each table's highest stored seq."""
         with self.conn.transaction():
             return {r[0]: r[1] for r in self.conn.execute(_MAX_SEQS)}
+
+
+def _kind_rows(m: Message) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of a message's kind (a result, a roll, the alarms it lists, a decision),
+    read from its typed body: ``(statement, parameters)`` each, the envelope's aside."""
+    row: dict[str, Any]
+    match m.body:
+        case CoverAllResultMessage() as p:
+            highest = p.highest
+            row = {
+                "round_id": p.round_id,
+                "game": p.game,
+                "hands": p.hands,
+                "outcome": p.outcome,
+                "hand": None if highest is None else highest.hand,
+                "position": None if highest is None else highest.position,
+                "cards": None if highest is None else highest.cards,
+                "pays": p.pays,
+                "reason": p.reason,
+            }
+            return [(_INSERT_COVER_ALL, row)]
+        case CrapsRollMessage() as p:
+            die1, die2 = p.dice
+            row = {
+                "roll_id": p.roll_id,
+                "die1": die1,
+                "die2": die2,
+                "total": p.total,
+                "status": p.status,
+                "reason": p.reason,
+            }
+            return [(_INSERT_ROLL, row)]
+        case CrapsResultMessage() as p:
+            row = {"roll_id": p.roll_id, "bet": p.bet, "outcome": p.outcome, "pays": p.pays}
+            return [(_INSERT_CRAPS_RESULT, row)]
+        case CrapsReversalMessage() as p:
+            return [(_INSERT_REVERSAL, {"roll_id": p.roll_id, "bet": p.bet, "outcome": p.outcome})]
+        case BustBonusResultMessage() as p:
+            return [(_INSERT_BUST, _bust_row(p))]
+        case AlarmsMessage() as p:
+            return [(_INSERT_ALARM, _alarm_row(alarm)) for alarm in p.alarms]
+        case ResponseMessage() as p:
+            row = {
+                "name": m.topic.removeprefix(response("")),
+                "request_id": p.request_id,
+                "status": p.status,
+                "error": p.error,
+            }
+            return [(_INSERT_DECISION, row)]
+    return []
+
+
+def _bust_row(p: BustBonusResultMessage) -> dict[str, Any]:
+    return {
+        "round_id": p.round_id,
+        "outcome": p.outcome,
+        "up_card": p.up_card,
+        "dealer_cards": p.dealer_cards,
+        "total": p.total,
+        "suited": p.suited,
+        "three_eights": p.three_eights,
+        "pays": p.pays,
+        "paytable_row": p.paytable_row,
+        "column": p.column,
+        "reason": p.reason,
+    }
+
+
+def _alarm_row(alarm: Alarm) -> dict[str, Any]:
+    return {
+        "code": alarm.code,
+        "device": alarm.device,
+        "message": alarm.message,
+        "since": alarm.since,
+        "acknowledged_by": alarm.acknowledged_by,
+        "acknowledged_at": alarm.acknowledged_at,
+    }

@@ -39,9 +39,10 @@ from contract.floor import BRIDGE_STATUS_ROOT, INTEGRITY_ROOT, SOFTWARE_ROOT
 from contract.follow import LOGIN_TRIES, login_refused
 from contract.nodes import Nodes
 from contract.payloads import PayloadError, parse_as, relayed
-from contract.requests import ResponseMessage
+from contract.requests import ResponseMessage, request_topic
 from contract.session import UNBOUNDED, bounded, session
 from contract.tasks import cancel_and_wait
+from contract.topics import RESPONSE, response
 from display.errors import LoginRefused
 from display.web.config import WebConfig
 from display.web.store import Store, wire
@@ -363,7 +364,7 @@ class Terminal:
                     config, host, port, identifier, config.terminal_user, config.terminal_password()
                 )
                 async with session(client):
-                    await subscribe(client, f"{config.prefix}/+/response/+")
+                    await subscribe(client, f"{config.prefix}/+/{response('+')}")
                     self.client = client
                     self._down = False
                     self.login.connected()
@@ -387,7 +388,7 @@ class Terminal:
 
     def _answer(self, message: aiomqtt.Message) -> None:
         parts = message.topic.value.split("/")
-        if len(parts) < 4 or parts[-2] != "response":
+        if len(parts) < 4 or parts[-2] != RESPONSE:
             return
         table, name = parts[-3], parts[-1]
         payload = message.payload if isinstance(message.payload, bytes) else b""
@@ -413,7 +414,7 @@ class Terminal:
         self._waiting[key] = future
         try:
             payload = {**body, "request_id": request_id}
-            topic = f"{self.config.prefix}/{table}/request/{name}"
+            topic = request_topic(f"{self.config.prefix}/{table}", name)
             try:
                 await bounded(client.publish(topic, json.dumps(payload), qos=1), wait)
             except (aiomqtt.MqttError, TimeoutError) as exc:

@@ -24,7 +24,7 @@ latest of each table is kept and sent to the pages (the pit draws each on its ta
 its sentence and since when); one that does not validate is dropped and counted.
 
 The software status (``lammer-floor/software/<table>``, contract.floor, retained, from
-``lammer authenticate``, issue 33): the latest of each table is kept and sent to the pages,
+``lammer authenticate``): the latest of each table is kept and sent to the pages,
 which show a ``SOFTWARE`` alarm (with the first component that differs) for a table whose
 status is not ``approved``.
 
@@ -78,13 +78,15 @@ from contract.floor import (
 from contract.payloads import (
     TABLE_ID_PATTERN,
     TOPICS,
+    Envelope,
     PayloadError,
+    PayloadModel,
     decode,
     describe,
     parse,
     relayed,
 )
-from contract.topics import HISTORY, HISTORY_TOPICS
+from contract.topics import HISTORY, HISTORY_TOPICS, is_exchange
 
 log = structlog.get_logger("lammer.web")
 
@@ -96,7 +98,6 @@ GAPS: Final = 20
 MAX_RESENDS: Final = 256
 """Resend requests waiting for the follower at most (the feed asks again when they are lost)."""
 _TABLE_ID = re.compile(TABLE_ID_PATTERN)
-_IGNORED_PREFIXES: Final = ("request/", "response/")
 
 
 def _iso(at: float) -> str:
@@ -105,26 +106,15 @@ def _iso(at: float) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
 
 
-def _integrity_body(payload: bytes, table: str) -> dict[str, Any]:
-    """An integrity payload parsed with the contract (``PayloadError`` if it is not one,
-    or names another table): what it came with, in the contract's form."""
+def _floor_body(model: type[PayloadModel], payload: bytes, table: str) -> dict[str, Any]:
+    """A floor topic's payload (an integrity or a software status) parsed with the contract
+    (``PayloadError`` if it is not one, or names another table or none): what it came with,
+    in the contract's form."""
     data = decode(payload)
     if data.get("table") != table:
         raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
     try:
-        return relayed(IntegrityBody.model_validate(data))
-    except ValidationError as exc:
-        raise PayloadError("invalid", describe(exc)) from None
-
-
-def _software_body(payload: bytes, table: str) -> dict[str, Any]:
-    """A software status parsed with the contract (``PayloadError`` if it is not one, or
-    names another table)."""
-    data = decode(payload)
-    if data.get("table") != table:
-        raise PayloadError("wrong_table", f"names table {str(data.get('table'))[:80]!r}")
-    try:
-        return relayed(SoftwareBody.model_validate(data))
+        return relayed(model.model_validate(data))
     except ValidationError as exc:
         raise PayloadError("invalid", describe(exc)) from None
 
@@ -239,7 +229,13 @@ class Store:
         out: list[tuple[str | None, str]] = []
         for event in events:
             match event:
-                case Message() | Other():
+                case Message():
+                    # Parsed once, by the feed's check: drawn from its typed message.
+                    topic = f"{event.table}/{event.topic}"
+                    update = self.apply(topic, event.payload, parsed=event.parsed)
+                    if update is not None:
+                        out.append(update)
+                case Other():
                     update = self.apply(f"{event.table}/{event.topic}", event.payload)
                     if update is not None:
                         out.append(update)
@@ -312,7 +308,7 @@ class Store:
         ts = None
         if payload:
             try:
-                data = _integrity_body(payload, table)
+                data = _floor_body(IntegrityBody, payload, table)
             except PayloadError as exc:
                 self._drop(exc.reason, topic, exc.detail)
                 return []
@@ -342,7 +338,7 @@ class Store:
                 return []
             return [(table, wire("software", table=table, status=None))]
         try:
-            data = _software_body(payload, table)
+            data = _floor_body(SoftwareBody, payload, table)
         except PayloadError as exc:
             self._drop(exc.reason, topic, exc.detail)
             return []
@@ -354,10 +350,14 @@ class Store:
             log.warning("software not approved", table=table, message=data["message"])
         return [(table, text)]
 
-    def apply(self, topic: str, payload: bytes) -> tuple[str, str] | None:  # noqa: C901  the relay's admission steps in order, each an early return
+    def apply(  # noqa: C901  the relay's admission steps in order, each an early return
+        self, topic: str, payload: bytes, *, parsed: Envelope | None = None
+    ) -> tuple[str, str] | None:
         """Draw one message the feed released (``receive``): ``(table, text for the
         browsers)``, or None. No seq memory of its own but the retained topics' (one
-        never goes back to an older ``seq``): the feed already dropped what was seen."""
+        never goes back to an older ``seq``): the feed already dropped what was seen.
+        ``parsed``: the feed's typed message of ``payload`` (``Message.parsed``), not
+        parsed again; without it, ``payload`` is parsed here."""
         head = self.prefix + "/"
         if not topic.startswith(head):
             self.ignored["other_prefix"] += 1
@@ -365,7 +365,7 @@ class Store:
         table, _, sub = topic[len(head) :].partition("/")
         if not sub or not _TABLE_ID.match(table):
             return self._drop("bad_topic", topic, "not <prefix>/<table id>/<topic>")
-        if sub.startswith(_IGNORED_PREFIXES):
+        if is_exchange(sub):
             self.ignored["request_response"] += 1
             return None
         if sub != "availability" and sub not in TOPICS:
@@ -387,15 +387,16 @@ class Store:
             text = wire("msg", table=table, topic=sub, retained=True, payload=None)
             return table, text
         try:
-            data = relayed(parse(sub, payload, table=table))
+            message = parse(sub, payload, table=table) if parsed is None else parsed
         except PayloadError as exc:
             return self._drop(exc.reason, topic, exc.detail)
+        data = relayed(message)
         try:
             text = wire("msg", table=table, topic=sub, retained=retained, payload=data)
         except ValueError as exc:  # a number JSON cannot carry, found only now
             return self._drop("not_json", topic, str(exc))
         entry = self._entry(table)
-        seq: int = data["seq"]
+        seq = message.seq
         if retained and seq <= entry.retained.get(sub, (0, ""))[0]:
             return None  # older than what is drawn
         entry.last_heard = time.time()

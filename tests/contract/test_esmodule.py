@@ -3,6 +3,7 @@ from the Python declarations, and no page spells again what it holds."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from contract.esmodule import MODULE, main, module_text, write_module
+from contract.topics import Topic
 
 ROOT = Path(__file__).resolve().parents[2]
 JS = ROOT / MODULE.parent
@@ -92,6 +94,73 @@ def test_no_page_spells_a_topic() -> None:
                 continue
             assert not tails.search(line), f"{path.name}:{number}: {line.strip()}"
             assert not common.search(line), f"{path.name}:{number}: {line.strip()}"
+
+
+PACKAGES = (
+    "rules",
+    "drivers",
+    "daemon",
+    "deploy",
+    "cli",
+    "display",
+    "records",
+    "bulk",
+    "simulators",
+)
+"""Every package but ``contract`` (which declares the topics) and ``foundation``."""
+
+_TAILS = frozenset(t.value for t in Topic if "/" in t)
+_SPELLED = re.compile(
+    r"^(request|response)(/|$)|^lammer(-floor)?/|/(request|response)/|^(cover_all|craps|bust_bonus)/"
+)
+
+
+def _spelled_topics(path: Path) -> list[tuple[int, str]]:
+    """The string constants of a module (docstrings aside) that spell a topic or a topic's
+    level: a game's topic (``craps/roll``), ``request/...``, ``response/...``, a root."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and (node.value in _TAILS or _SPELLED.search(node.value))
+    ]
+
+
+@pytest.mark.heavy  # parses every module of the product: over a second of CPU
+def test_no_python_module_spells_a_topic() -> None:
+    """Topic names come from ``contract.topics`` only (``Topic``, ``request``,
+    ``response``, ``GAME_LEVELS``), in Python as in the pages: a module that wrote
+    "craps/roll" itself would go on using the old name after the contract changed it."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = path.relative_to(ROOT).as_posix()
+            found += [f"{where}:{line}: {text!r}" for line, text in _spelled_topics(path)]
+    assert found == []
+
+
+def test_the_topic_spelling_check_finds_a_spelled_topic(tmp_path: Path) -> None:
+    module = tmp_path / "spells.py"
+    module.write_text(
+        '"""craps/roll in a docstring is prose."""\n'
+        'A = "craps/roll"\nB = f"{base}/request/resend"\nC = "response/+"\nD = "state"\n'
+    )
+    assert sorted(text for _, text in _spelled_topics(module)) == [
+        "/request/resend",
+        "craps/roll",
+        "response/+",
+    ]
 
 
 def test_writing_again_changes_nothing_and_says_so(

@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import date, time
 from fractions import Fraction
 
+import pytest
+
 from contract.floor import IntegrityBody, integrity_topic
+from contract.payloads import PayloadError
 from records.integrity import Finding
 from records.observe import GamingDay, TableWatch, up_card_row
 from records.publish import integrity_payload, p_value_text
@@ -57,22 +60,34 @@ def test_up_card_rows() -> None:
 
 def test_results_feed_the_table_watch_once_and_rolls_can_be_taken_back() -> None:
     poker = TableWatch("uth-1")
-    assert poker.feed("cover_all/result", cover_all_result("uth-1", 5, 1, hands=3)) == ["cover_all"]
+    assert poker.replay("cover_all/result", cover_all_result("uth-1", 5, 1, hands=3)) == [
+        "cover_all"
+    ]
     win = cover_all_result("uth-1", 6, 2, hands=3, hand="Full House", pays="8")
-    poker.feed("cover_all/result", win)
+    poker.replay("cover_all/result", win)
     void = cover_all_result("uth-1", 7, 3, hands=3, outcome="void")
-    assert poker.feed("cover_all/result", void) == []
+    assert poker.replay("cover_all/result", void) == []
     assert poker.watch is not None
     trials, hits = poker.watch.counts("cover_all", "all", date(2026, 12, 1))
     assert (dict(trials), dict(hits)) == ({3: 2}, {"Full House": 1})
 
     craps = TableWatch("craps-1")
-    craps.feed("craps/roll", craps_roll("craps-1", 1, 1, 6, 6))
-    craps.feed("craps/roll", craps_roll("craps-1", 1, 1, 6, 6))  # a redelivery
+    craps.replay("craps/roll", craps_roll("craps-1", 1, 1, 6, 6))
+    craps.replay("craps/roll", craps_roll("craps-1", 1, 1, 6, 6))  # a redelivery
     invalid = {**craps_roll("craps-1", 2, 1, 6, 6), "status": "declared_invalid"}
-    craps.feed("craps/roll", invalid)
-    craps.feed("craps/roll", craps_roll("craps-1", 3, 2, 3, 4))
+    craps.replay("craps/roll", invalid)
+    craps.replay("craps/roll", craps_roll("craps-1", 3, 2, 3, 4))
     assert craps.watch is not None
     trials, hits = craps.watch.counts("die faces", "all", date(2026, 12, 1))
     assert sum(trials.values()) == 2
     assert {k: v for k, v in hits.items() if v} == {"3": 1, "4": 1}
+
+
+def test_a_stored_row_the_contract_refuses_is_not_counted() -> None:
+    craps = TableWatch("craps-1")
+    with pytest.raises(PayloadError, match="dice"):
+        craps.replay("craps/roll", {**craps_roll("craps-1", 1, 1, 6, 6), "dice": [6, 9]})
+    with pytest.raises(PayloadError) as refused:
+        craps.replay("craps/roll", craps_roll("craps-2", 2, 1, 6, 6))
+    assert refused.value.reason == "wrong_table"
+    assert craps.watch is None
