@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from contract.docs import main, tables, update
+from contract.payloads import CONTRACT_VERSION
 
 MQTT_MD = Path(__file__).resolve().parents[2] / "docs" / "reference" / "mqtt.md"
 
@@ -15,6 +16,14 @@ MQTT_MD = Path(__file__).resolve().parents[2] / "docs" / "reference" / "mqtt.md"
 def test_the_tables_of_docs_mqtt_md_are_up_to_date() -> None:
     text = MQTT_MD.read_text(encoding="utf-8")
     assert update(text) == text, "docs/reference/mqtt.md is stale: run `make schemas` and commit it"
+
+
+def test_the_page_names_the_contract_version_tables_follow() -> None:
+    # The prose around the tables is written by hand: its version is the one info publishes.
+    text = MQTT_MD.read_text(encoding="utf-8")
+    title = text.splitlines()[0]
+    assert title.endswith(f"(contract {CONTRACT_VERSION})"), title
+    assert f'(`contract`: `"{CONTRACT_VERSION}"`)' in text
 
 
 def test_a_table_names_every_field_with_its_values_and_its_version() -> None:
