@@ -78,11 +78,16 @@ MODULES: dict[str, tuple[str, ...]] = {
     "daemon/intake.py": ("tests/daemon/test_intake.py",),  # test_mqtt.py: not in a scratch tree
     "records/integrity.py": ("tests/records/test_integrity.py", "tests/records/test_publish.py"),
     "records/service.py": (
+        "tests/records/test_service_parts.py",
         "tests/records/test_service.py",
         "tests/records/test_batches.py",
         "tests/records/test_daemon_records.py",
     ),
-    "contract/feed.py": ("tests/contract/test_feed.py", "tests/integration/test_resend.py"),
+    "contract/feed.py": (
+        "tests/contract/test_feed.py",
+        "tests/contract/test_feed_edges.py",
+        "tests/integration/test_resend.py",
+    ),
 }
 """Each mutated module and the test files that cover it (the test file that mirrors it first)."""
 
@@ -204,10 +209,18 @@ def _fresh_kill(work: Path, name: str, tests: tuple[str, ...], args: tuple[str, 
     return run.returncode != 0
 
 
-def run_module(module: str, *, children: int, known: dict[str, str], reuse: bool) -> Result:
+def run_module(
+    module: str,
+    *,
+    children: int,
+    known: dict[str, str],
+    reuse: bool,
+    tests: tuple[str, ...] = (),
+) -> Result:
     """Mutate ``module``, run its tests against each mutant, and fold the outcomes
-    (``reuse``: fold the outcomes of the last run again, without running mutmut)."""
-    tests = MODULES[module]
+    (``reuse``: fold the outcomes of the last run again, without running mutmut; ``tests``:
+    these test files instead of the module's, for a partial run)."""
+    tests = tests or MODULES[module]
     start = time.monotonic()
     work = WORK / _dotted(module) if reuse else _prepare(module, tests)
     log = work / "mutmut.log"
@@ -346,6 +359,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reuse", action="store_true", help="fold the last run's outcomes again (no mutmut run)"
     )
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=(),
+        help="these test files instead of the module's (a partial run: say so)",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for module, tests in MODULES.items():
@@ -357,7 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     known = equivalents()
     results = []
     for module in args.modules or list(MODULES):
-        result = run_module(module, children=args.children, known=known, reuse=args.reuse)
+        result = run_module(
+            module,
+            children=args.children,
+            known=known,
+            reuse=args.reuse,
+            tests=tuple(args.tests),
+        )
         results.append(result)
         for name in result.missed:
             print(f"\n# SURVIVED {_diff(module, name)}")
