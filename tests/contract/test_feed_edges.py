@@ -92,3 +92,26 @@ def test_a_round_asks_max_chunks_requests_at_most() -> None:
     events = feed.receive(T, "craps/roll", _payload(5000, 4999), now=0.0)
     asks = [e for e in events if isinstance(e, Resend)]
     assert [(a.from_seq, a.to_seq) for a in asks] == [(2, 1001), (1002, 2001)]
+
+
+def test_the_next_deadline_is_the_gaps_wait_then_the_asks_timeout() -> None:
+    feed = Feed(ident="x", wait=1.5, timeout=4.0, catchup_after=None, probe_after=None)
+    assert feed.next_deadline() is None
+    feed.receive(T, "craps/roll", _payload(1, None), now=10.0)
+    assert feed.next_deadline() is None
+    assert feed.receive(T, "craps/roll", _payload(4, 3), now=10.0) == []  # held: 2, 3 missing
+    assert feed.next_deadline() == 11.5
+    assert feed.tick(11.0) == []
+    asks = feed.tick(11.5)
+    assert [(a.from_seq, a.to_seq, a.request_id) for a in asks if isinstance(a, Resend)] == [
+        (2, 3, "feed-x-1")
+    ]
+    assert feed.next_deadline() == 15.5
+
+
+def test_a_rounds_requests_are_numbered_on() -> None:
+    feed = Feed(ident="x", wait=0.0, max_chunks=3)
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    events = feed.receive(T, "craps/roll", _payload(2500, 2499), now=0.0)
+    ids = [e.request_id for e in events if isinstance(e, Resend)]
+    assert ids == ["feed-x-1", "feed-x-2", "feed-x-3"]
