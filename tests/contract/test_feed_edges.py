@@ -115,3 +115,27 @@ def test_a_rounds_requests_are_numbered_on() -> None:
     events = feed.receive(T, "craps/roll", _payload(2500, 2499), now=0.0)
     ids = [e.request_id for e in events if isinstance(e, Resend)]
     assert ids == ["feed-x-1", "feed-x-2", "feed-x-3"]
+
+
+def test_what_an_answer_showed_complete_is_not_asked_again() -> None:
+    # A hole of 2,498 seqs, one request a round: the first asks 2..1001; the table answers
+    # it in full with no copy (records only, no message there), so the next round asks on
+    # from 1002, not 2 again.
+    feed = Feed(ident="x", wait=0.0, max_chunks=1, catchup_after=None, probe_after=None)
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    events = feed.receive(T, "craps/roll", _payload(2500, 2499), now=0.0)
+    assert [(e.from_seq, e.to_seq) for e in events if isinstance(e, Resend)] == [(2, 1001)]
+    answer = {
+        "table": "t1",
+        "ts": TS,
+        "seq": 2501,
+        "prev_seq": 2500,
+        "request_id": "feed-x-1",
+        "status": "ok",
+        "error": None,
+        "sent": 0,
+        "missing_before": None,
+    }
+    events = feed.receive(T, "response/resend", json.dumps(answer).encode(), now=0.1)
+    assert [(e.from_seq, e.to_seq) for e in events if isinstance(e, Resend)] == [(1002, 2001)]
+    assert feed.positions() == {T: 1}
