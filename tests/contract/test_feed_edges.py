@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from contract.feed import Feed, Message, Resend
+from contract.feed import Event, Feed, Message, Resend
 from tests.contract.test_feed import BODIES, TS
 
 T = "lammer/t1"
@@ -18,7 +18,7 @@ def _payload(seq: int, prev: int | None, topic: str = "craps/roll") -> bytes:
     return json.dumps(body).encode()
 
 
-def _seqs(events: list[object]) -> list[int]:
+def _seqs(events: list[Event]) -> list[int]:
     return [e.seq for e in events if isinstance(e, Message)]
 
 
