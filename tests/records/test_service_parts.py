@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import ssl
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -70,6 +72,7 @@ def test_split_tries_every_prefix_in_order() -> None:
 
 def test_prefixes_are_kept_in_order() -> None:
     assert prefixes_of(["craps", "floor/bj", "a/b/c"]) == ("craps", "floor/bj", "a/b/c")
+    assert prefixes_of(["FLOOR/XX", "x-1"]) == ("FLOOR/XX", "x-1")  # any other character
     assert prefixes_of([]) == ()
 
 
@@ -86,7 +89,19 @@ def test_the_table_of_a_base_topic_is_its_last_level() -> None:
     assert _table_of("t3") == "t3"
 
 
+@pytest.fixture
+def far_zone(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local time zone 14 hours from UTC, for the test only."""
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("far_zone")
 def test_now_is_written_as_the_contract_does() -> None:
+    # In UTC, whatever the machine's zone.
     before = datetime.now(UTC)
     ts = now_ts()
     after = datetime.now(UTC)
