@@ -1,16 +1,14 @@
 """The records service's pure parts (``records.service``), without a broker or a database:
 the topic a message came on split into its table, the prefixes it is given, the time it
-writes, its TLS context and its manual acknowledgements. Fast, so that mutation testing
+writes and its manual acknowledgements. Fast, so that mutation testing
 (docs/developers/mutation.md) can run them against every mutant that reaches them."""
 
 from __future__ import annotations
 
 import re
-import ssl
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, cast
 
 import aiomqtt
@@ -23,9 +21,7 @@ from records.service import (
     _table_of,
     now_ts,
     prefixes_of,
-    tls_context,
 )
-from tests.helpers.pki import make_ca
 
 
 def _records(*prefixes: str) -> Records:
@@ -108,21 +104,6 @@ def test_now_is_written_as_the_contract_does() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", ts), ts
     when = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%f%z")
     assert before - timedelta(milliseconds=1) <= when <= after
-
-
-def test_no_ca_is_plain_mqtt() -> None:
-    assert tls_context(None) is None
-
-
-def test_the_brokers_ca_verifies_its_certificate_and_name(tmp_path: Path) -> None:
-    ca = make_ca(tmp_path, "/CN=lammer test CA")
-    context = tls_context(ca)
-    assert context is not None
-    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
-    assert context.verify_mode == ssl.CERT_REQUIRED
-    assert context.check_hostname
-    (only,) = context.get_ca_certs()
-    assert (("commonName", "lammer test CA"),) in only["subject"]
 
 
 class _Paho:
