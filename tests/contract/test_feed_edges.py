@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from contract.feed import Event, Feed, Message, Resend
-from tests.contract.test_feed import BODIES, TS
+from tests.helpers.feed_bodies import BODIES, TS
 
 T = "lammer/t1"
 
