@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import resource
 import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pluggy
 import pytest
@@ -42,11 +44,21 @@ pytest.register_assert_rewrite("tests.helpers")
 
 __all__ = ["Broker", "free_port"]
 
+# The quick tier (``make check`` sets LAMMER_QUICK=1): the tests that need no broker, browser,
+# cluster or database and take under QUICK_CPU_BUDGET of CPU, property tests with a tenth of
+# their examples; ``make test`` runs every test with every example.
+QUICK = os.environ.get("LAMMER_QUICK") == "1"
+QUICK_LEAVES_OUT = ("service", "heavy", "slow", "exhaustive")  # the markers make check skips
+QUICK_EXAMPLES = 10  # the fewest examples a property test runs in the quick tier
+
 # No test asserts a time (bench/ measures them): hypothesis' per-example deadline (200 ms)
 # and its "generation is slow" check are timings, which a loaded machine, or four workers on
 # two cores, fails at random.
 settings.register_profile("lammer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("lammer")
+settings.register_profile(
+    "lammer-quick", settings.get_profile("lammer"), max_examples=QUICK_EXAMPLES
+)
+settings.load_profile("lammer-quick" if QUICK else "lammer")
 
 
 def _open_fds() -> dict[str, str]:
@@ -115,19 +127,89 @@ def _start_order(item: pytest.Item) -> int:
     return 2
 
 
+def _left_out_of_the_quick_tier(item: pytest.Item) -> bool:
+    """Whether ``make check`` skips the test (a marker of QUICK_LEAVES_OUT)."""
+    return any(item.get_closest_marker(name) for name in QUICK_LEAVES_OUT)
+
+
+def _quick_examples(examples: int) -> int:
+    """A property test's examples in the quick tier: a tenth, at least QUICK_EXAMPLES (and
+    never more than the test asks)."""
+    return min(examples, max(QUICK_EXAMPLES, examples // 10))
+
+
+def _with_fewer_examples(items: list[pytest.Item]) -> None:
+    """Scale the examples of the property tests that set their own ``max_examples`` (the
+    others take the quick profile's), as hypothesis' own pytest plugin changes a test's
+    settings: through the attribute ``@settings`` writes. Once per test function, however
+    many parameters it has."""
+    done: set[int] = set()
+    for item in items:
+        test: object = getattr(item, "obj", None)
+        if not getattr(test, "is_hypothesis_test", False):
+            continue
+        function: Any = getattr(test, "__func__", test)
+        if id(function) in done:
+            continue
+        done.add(id(function))
+        chosen = getattr(function, "_hypothesis_internal_use_settings", None)
+        if isinstance(chosen, settings) and _quick_examples(chosen.max_examples) < (
+            chosen.max_examples
+        ):
+            quick = settings(chosen, max_examples=_quick_examples(chosen.max_examples))
+            function._hypothesis_internal_use_settings = quick
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist names the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the tests of a module-scoped fixture on one worker, and start the longest
-    first (every worker collects the same order: the scheduler hands it out)."""
+    first (every worker collects the same order: the scheduler hands it out). Under make
+    check, leave out the tests it skips and give property tests fewer examples."""
     for item in items:
         if _needs_a_service(item) and not item.get_closest_marker("service"):
             item.add_marker(pytest.mark.service)
         if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if QUICK:
+        left_out = [item for item in items if _left_out_of_the_quick_tier(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not _left_out_of_the_quick_tier(item)]
+        _with_fewer_examples(items)
     items.sort(key=_start_order)
 
 
+# A module-wide ``pytestmark`` naming a marker make check leaves out: every test of the module
+# is left out, so under make check the module is not even imported (a browser test module
+# imports Playwright, 1 s of CPU on each worker for no test).
+_MODULE_MARKS = re.compile(r"^pytestmark\s*=\s*(\[[^\]]*\]|[^\n]*)", re.MULTILINE)
+_LEFT_OUT_MARK = re.compile(
+    r"\bpytest\.mark\.(" + "|".join((*QUICK_LEAVES_OUT, *SERVICE_MARKERS)) + r")\b"
+)
+
+
+def _marked_whole_as_left_out(path: Path) -> bool:
+    """Whether the test module's ``pytestmark`` names a marker the quick tier leaves out."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    marks = _MODULE_MARKS.search(source)
+    return marks is not None and _LEFT_OUT_MARK.search(marks.group(1)) is not None
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under make check, a test module marked whole as left out is not imported."""
+    if QUICK and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return True if _marked_whole_as_left_out(collection_path) else None
+    return None
+
+
 QUICK_CPU_BUDGET = 0.5  # seconds of CPU a test of make check may use (else: mark it heavy)
+# Over this a test fails under make check: twice the budget, since a loaded machine costs a
+# test more CPU (a shared cache, a sibling hyperthread) and the first test of a worker that
+# needs a table built on first use (rules.poker's seven-card table, 0.2 to 0.5 s) pays for it.
+QUICK_CPU_LIMIT = 2 * QUICK_CPU_BUDGET
 
 
 def _cpu_seconds() -> float:
@@ -139,7 +221,7 @@ def _cpu_seconds() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Under make check, how much CPU each test used, carried to the summary."""
-    if os.environ.get("LAMMER_QUICK") != "1":
+    if not QUICK:
         yield
         return
     start = _cpu_seconds()
@@ -151,30 +233,52 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
-    """The teardown's report carries the test's CPU (setup, call and teardown)."""
+    """The teardown's report carries the test's CPU (setup, call and teardown); under make
+    check, a test over QUICK_CPU_LIMIT fails there, saying to mark it heavy."""
     outcome = yield
-    if call.when == "teardown" and os.environ.get("LAMMER_QUICK") == "1":
-        start = dict(item.user_properties).get("cpu_start")
-        if isinstance(start, float):
-            outcome.get_result().user_properties.append(("cpu", _cpu_seconds() - start))
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Under make check, the tests over the quick tier's CPU budget, by name."""
-    if os.environ.get("LAMMER_QUICK") != "1":
+    if call.when != "teardown" or not QUICK:
         return
-    over = sorted(
+    start = dict(item.user_properties).get("cpu_start")
+    if not isinstance(start, float):
+        return
+    report = outcome.get_result()
+    cpu = _cpu_seconds() - start
+    report.user_properties.append(("cpu", cpu))
+    if cpu > QUICK_CPU_LIMIT and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} used {cpu:.1f} s of CPU, over make check's limit of "
+            f"{QUICK_CPU_LIMIT} s (its budget is {QUICK_CPU_BUDGET} s a test): mark it "
+            "@pytest.mark.heavy, and make test still runs it (tests/conftest.py)"
+        )
+
+
+def _cpu_of_each_test(terminalreporter: pytest.TerminalReporter) -> list[tuple[float, str]]:
+    """Each test's CPU, as its teardown's report carries it (from every worker)."""
+    return [
         (cpu, report.nodeid)
         for reports in terminalreporter.stats.values()
         for report in reports
         if isinstance(report, pytest.TestReport) and report.when == "teardown"
         for name, cpu in report.user_properties
-        if name == "cpu" and isinstance(cpu, float) and cpu > QUICK_CPU_BUDGET
-    )
+        if name == "cpu" and isinstance(cpu, float)
+    ]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under make check, the CPU its tests used and those over the budget, by name."""
+    if not QUICK:
+        return
+    each = _cpu_of_each_test(terminalreporter)
+    over = sorted(entry for entry in each if entry[0] > QUICK_CPU_BUDGET)
     if over:
         terminalreporter.write_sep("-", f"over {QUICK_CPU_BUDGET} s of CPU: mark them heavy")
         for cpu, nodeid in reversed(over):
             terminalreporter.write_line(f"{cpu:5.1f} s  {nodeid}")
+    terminalreporter.write_line(
+        f"quick tier: {len(each)} tests, {sum(cpu for cpu, _ in each):.1f} s of CPU in the "
+        f"tests (each under {QUICK_CPU_BUDGET} s; over {QUICK_CPU_LIMIT} s fails)"
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -222,7 +326,7 @@ def _quick_tier_starts_no_service() -> Iterator[None]:
     """Under ``make check`` (``LAMMER_QUICK=1``), a test that starts a broker, a database or a
     cluster itself, without a fixture of ``SERVICE_FIXTURES``, fails with a sentence saying
     to mark it ``service``: the quick tier stays quick, and honest about what it left out."""
-    if os.environ.get("LAMMER_QUICK") != "1":
+    if not QUICK:
         yield
         return
     from deploy.floor_cluster import FloorCluster
