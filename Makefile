@@ -96,8 +96,9 @@ test: setup
 # contracts and the tests that need no broker, browser, cluster or database and take under half
 # a second of CPU each, property tests with a tenth of their examples (tests/conftest.py:
 # LAMMER_QUICK=1 leaves out the tests marked service, heavy, slow or exhaustive, fails a test
-# that starts a service itself or uses over twice the CPU budget, and sums the CPU). One worker
-# a core: its tests wait on nothing, and each worker imports and collects the suite again.
+# that starts a service itself or uses over three times the CPU budget, and sums the CPU). One
+# worker a core: its tests wait on nothing, and each worker imports and collects the suite again;
+# a module's fixture is built once (--dist loadgroup, as make test).
 # The compiled and assertion-rewritten test modules are kept (__pycache__, as Python does
 # unless PYTHONDONTWRITEBYTECODE is set): a second run collects in a third of the CPU.
 QUICK_WORKERS ?= $(shell nproc)
@@ -107,7 +108,7 @@ check: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	LAMMER_QUICK=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(QUICK_WORKERS)
+	LAMMER_QUICK=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(QUICK_WORKERS) --dist loadgroup
 
 demo: setup
 	$(BIN)/lammer demo
