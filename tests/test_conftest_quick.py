@@ -1,0 +1,228 @@
+"""The rules of tests/conftest.py that keep make check quick and the suite clean, each run on
+a small suite of its own (pytester, in this process).
+
+The small suite's conftest takes the hooks and fixtures of tests/conftest.py by import;
+``QUICK`` (LAMMER_QUICK=1 when this process started) is set for each run by monkeypatch, so
+these tests say the same under make check and make test.
+"""
+
+from __future__ import annotations
+
+from typing import IO
+
+import pytest
+
+from tests import conftest
+
+pytest_plugins = ["pytester"]
+
+KEPT: list[IO[str]] = []  # what a small suite's test leaves open, closed by the test that ran it
+
+CONFTEST = """
+from tests.conftest import (
+    _no_leaks_of_any_test,
+    no_leaks,
+    pytest_collection_modifyitems,
+    pytest_ignore_collect,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+)
+"""
+MARKERS = "\n    ".join(("heavy", "slow", "exhaustive", "service", "integration", "browser"))
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A small suite under the hooks and fixtures of tests/conftest.py."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(
+        "[pytest]\n"
+        "asyncio_mode = auto\n"
+        "asyncio_default_fixture_loop_scope = function\n"
+        f"markers =\n    {MARKERS}\n"
+    )
+    return pytester
+
+
+def quick(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    monkeypatch.setattr(conftest, "QUICK", on)
+
+
+def test_the_quick_tier_leaves_out_what_its_markers_say_and_runs_the_rest(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.makepyfile(
+        test_marked="""
+import pytest
+
+def test_plain():
+    pass
+
+@pytest.mark.heavy
+def test_heavy():
+    pass
+
+@pytest.mark.slow
+def test_slow():
+    pass
+
+@pytest.mark.exhaustive
+def test_exhaustive():
+    pass
+
+@pytest.mark.integration
+def test_integration():
+    pass
+
+@pytest.mark.service
+def test_service():
+    pass
+"""
+    )
+    quick(monkeypatch, True)
+    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1, deselected=5)
+    quick(monkeypatch, False)
+    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=6)
+
+
+def test_a_module_marked_whole_as_left_out_is_not_even_imported_by_the_quick_tier(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.makepyfile(
+        test_browser="""
+import pytest
+
+pytestmark = [
+    pytest.mark.asyncio(loop_scope="session"),
+    pytest.mark.browser,
+]
+
+raise RuntimeError("imported")
+
+def test_page():
+    pass
+""",
+        test_timed="""
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+def test_plain():
+    pass
+""",
+    )
+    quick(monkeypatch, True)
+    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    quick(monkeypatch, False)
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)  # collecting it imports it, which stops the run
+    result.stdout.fnmatch_lines(["*RuntimeError: imported*"])
+
+
+def test_a_test_over_the_cpu_limit_fails_in_the_quick_tier_saying_to_mark_it_heavy(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.makepyfile(
+        test_cpu="""
+import time
+
+def test_busy():
+    start = time.process_time()
+    while time.process_time() - start < 0.05:
+        pass
+
+def test_idle():
+    pass
+"""
+    )
+    monkeypatch.setattr(conftest, "QUICK_CPU_LIMIT", 0.04)
+    quick(monkeypatch, True)
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["*test_busy used * s of CPU, over make check's limit*heavy*"])
+    quick(monkeypatch, False)
+    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
+def test_property_tests_run_a_tenth_of_their_examples_in_the_quick_tier(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite.makepyfile(
+        test_property="""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+SEEN = {}
+
+@pytest.mark.parametrize("case", ["a", "b"])
+@settings(max_examples=120, database=None)
+@given(st.integers())
+def test_counted(case, n):
+    SEEN[case] = SEEN.get(case, 0) + 1
+
+def test_report():
+    print("examples", sorted(SEEN.items()))
+"""
+    )
+    quick(monkeypatch, True)
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-s")
+    result.assert_outcomes(passed=3)
+    result.stdout.re_match_lines([r".*examples \[\('a', 12\), \('b', 12\)\]"])
+    quick(monkeypatch, False)
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-s")
+    result.stdout.re_match_lines([r".*examples \[\('a', 120\), \('b', 120\)\]"])
+
+
+def test_a_plain_test_that_leaves_a_file_open_fails(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_fd="""
+import os
+from tests import test_conftest_quick
+
+def test_keeps_a_file_open():
+    test_conftest_quick.KEPT.append(open(os.devnull))
+"""
+    )
+    try:
+        result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    finally:
+        for kept in KEPT:
+            kept.close()
+        KEPT.clear()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*leaked fds: *'/dev/null'*"])
+
+
+def test_an_async_test_that_leaves_a_task_running_fails(suite: pytest.Pytester) -> None:
+    suite.makepyfile(
+        test_task="""
+import asyncio
+
+async def test_leaves_a_task():
+    asyncio.get_running_loop().create_task(asyncio.sleep(3600), name="left")
+"""
+    )
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*leaked tasks:*left*"])
+
+
+def test_a_plain_test_with_an_async_fixture_is_checked_for_tasks_too(
+    suite: pytest.Pytester,
+) -> None:
+    suite.makepyfile(
+        test_fixture_task="""
+import asyncio
+import pytest
+
+@pytest.fixture
+async def started():
+    asyncio.get_running_loop().create_task(asyncio.sleep(3600), name="left")
+
+def test_plain(started):
+    pass
+"""
+    )
+    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*leaked tasks:*left*"])
