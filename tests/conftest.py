@@ -22,6 +22,7 @@ shares nothing with the tests beside it (docs/developers/tests.md):
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import os
@@ -182,11 +183,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # A module-wide ``pytestmark`` naming a marker make check leaves out: every test of the module
 # is left out, so under make check the module is not even imported (a browser test module
-# imports Playwright, 1 s of CPU on each worker for no test).
+# imports Playwright, 1 s of CPU on each worker for no test). Read from the source: the text
+# up to such a line is parsed, so a line inside a string (a test's own small suite) is not
+# taken for one, and a form this reading does not follow leaves the module collected.
 _MODULE_MARKS = re.compile(r"^pytestmark\s*=\s*(\[[^\]]*\]|[^\n]*)", re.MULTILINE)
-_LEFT_OUT_MARK = re.compile(
-    r"\bpytest\.mark\.(" + "|".join((*QUICK_LEAVES_OUT, *SERVICE_MARKERS)) + r")\b"
-)
+_LEFT_OUT_MARKS = frozenset((*QUICK_LEAVES_OUT, *SERVICE_MARKERS))
+
+
+def _names_a_left_out_mark(statement: ast.stmt) -> bool:
+    """Whether the statement assigns ``pytestmark`` a ``pytest.mark.NAME`` left out."""
+    if not isinstance(statement, ast.Assign) or not any(
+        isinstance(target, ast.Name) and target.id == "pytestmark" for target in statement.targets
+    ):
+        return False
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr in _LEFT_OUT_MARKS
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "mark"
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "pytest"
+        for node in ast.walk(statement.value)
+    )
 
 
 def _marked_whole_as_left_out(path: Path) -> bool:
@@ -195,8 +213,14 @@ def _marked_whole_as_left_out(path: Path) -> bool:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    marks = _MODULE_MARKS.search(source)
-    return marks is not None and _LEFT_OUT_MARK.search(marks.group(1)) is not None
+    for line in _MODULE_MARKS.finditer(source):
+        try:
+            module = ast.parse(source[: line.end()])
+        except SyntaxError:  # inside a string, or a form not followed here: collect it
+            continue
+        if module.body and _names_a_left_out_mark(module.body[-1]):
+            return True
+    return False
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

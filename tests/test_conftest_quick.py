@@ -110,9 +110,19 @@ pytestmark = pytest.mark.timeout(60)
 def test_plain():
     pass
 """,
+        test_quoting="""
+SUITE = '''
+import pytest
+
+pytestmark = pytest.mark.heavy
+'''
+
+def test_plain():
+    pass
+""",
     )
     quick(monkeypatch, True)
-    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
     quick(monkeypatch, False)
     result = suite.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(errors=1)  # collecting it imports it, which stops the run
