@@ -31,27 +31,37 @@ from tests.conftest import (
 MARKERS = "\n    ".join(("heavy", "slow", "exhaustive", "service", "integration", "browser"))
 
 
+class Suite:
+    """A small suite under the hooks and fixtures of tests/conftest.py, run in this process
+    with the quick tier on or off."""
+
+    def __init__(self, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pytester = pytester
+        self.monkeypatch = monkeypatch
+        pytester.makeconftest(CONFTEST)
+        pytester.makeini(
+            "[pytest]\n"
+            "asyncio_mode = auto\n"
+            "asyncio_default_fixture_loop_scope = function\n"
+            f"markers =\n    {MARKERS}\n"
+        )
+
+    def write(self, **modules: str) -> None:
+        self.pytester.makepyfile(**modules)
+
+    def run(self, *, quick: bool = False, s: bool = False) -> pytest.RunResult:
+        """Run it (``s``: its prints shown)."""
+        self.monkeypatch.setattr(conftest, "QUICK", quick)
+        return self.pytester.runpytest_inprocess("-p", "no:cacheprovider", *(["-s"] if s else []))
+
+
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A small suite under the hooks and fixtures of tests/conftest.py."""
-    pytester.makeconftest(CONFTEST)
-    pytester.makeini(
-        "[pytest]\n"
-        "asyncio_mode = auto\n"
-        "asyncio_default_fixture_loop_scope = function\n"
-        f"markers =\n    {MARKERS}\n"
-    )
-    return pytester
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Suite:
+    return Suite(pytester, monkeypatch)
 
 
-def quick(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
-    monkeypatch.setattr(conftest, "QUICK", on)
-
-
-def test_the_quick_tier_leaves_out_what_its_markers_say_and_runs_the_rest(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    suite.makepyfile(
+def test_the_quick_tier_leaves_out_what_its_markers_say_and_runs_the_rest(suite: Suite) -> None:
+    suite.write(
         test_marked="""
 import pytest
 
@@ -79,16 +89,14 @@ def test_service():
     pass
 """
     )
-    quick(monkeypatch, True)
-    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=1, deselected=5)
-    quick(monkeypatch, False)
-    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=6)
+    suite.run(quick=True).assert_outcomes(passed=1, deselected=5)
+    suite.run(quick=False).assert_outcomes(passed=6)
 
 
 def test_a_module_marked_whole_as_left_out_is_not_even_imported_by_the_quick_tier(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    suite: Suite,
 ) -> None:
-    suite.makepyfile(
+    suite.write(
         test_browser="""
 import pytest
 
@@ -121,18 +129,16 @@ def test_plain():
     pass
 """,
     )
-    quick(monkeypatch, True)
-    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
-    quick(monkeypatch, False)
-    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    suite.run(quick=True).assert_outcomes(passed=2)
+    result = suite.run(quick=False)
     result.assert_outcomes(errors=1)  # collecting it imports it, which stops the run
     result.stdout.fnmatch_lines(["*RuntimeError: imported*"])
 
 
 def test_a_test_over_the_cpu_limit_fails_in_the_quick_tier_saying_to_mark_it_heavy(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    suite: Suite,
 ) -> None:
-    suite.makepyfile(
+    suite.write(
         test_cpu="""
 import time
 
@@ -145,19 +151,15 @@ def test_idle():
     pass
 """
     )
-    monkeypatch.setattr(conftest, "QUICK_CPU_LIMIT", 0.04)
-    quick(monkeypatch, True)
-    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    suite.monkeypatch.setattr(conftest, "QUICK_CPU_LIMIT", 0.04)
+    result = suite.run(quick=True)
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["*test_busy used * s of CPU, over make check's limit*heavy*"])
-    quick(monkeypatch, False)
-    suite.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+    suite.run(quick=False).assert_outcomes(passed=2)
 
 
-def test_property_tests_run_a_tenth_of_their_examples_in_the_quick_tier(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    suite.makepyfile(
+def test_property_tests_run_a_tenth_of_their_examples_in_the_quick_tier(suite: Suite) -> None:
+    suite.write(
         test_property="""
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -174,17 +176,15 @@ def test_report():
     print("examples", sorted(SEEN.items()))
 """
     )
-    quick(monkeypatch, True)
-    result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-s")
+    result = suite.run(quick=True, s=True)
     result.assert_outcomes(passed=3)
     result.stdout.re_match_lines([r".*examples \[\('a', 12\), \('b', 12\)\]"])
-    quick(monkeypatch, False)
-    result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-s")
+    result = suite.run(quick=False, s=True)
     result.stdout.re_match_lines([r".*examples \[\('a', 120\), \('b', 120\)\]"])
 
 
-def test_a_plain_test_that_leaves_a_file_open_fails(suite: pytest.Pytester) -> None:
-    suite.makepyfile(
+def test_a_plain_test_that_leaves_a_file_open_fails(suite: Suite) -> None:
+    suite.write(
         test_fd="""
 import os
 from tests import test_conftest_quick
@@ -194,7 +194,7 @@ def test_keeps_a_file_open():
 """
     )
     try:
-        result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+        result = suite.run()
     finally:
         for kept in KEPT:
             kept.close()
@@ -203,8 +203,8 @@ def test_keeps_a_file_open():
     result.stdout.fnmatch_lines(["*leaked fds: *'/dev/null'*"])
 
 
-def test_an_async_test_that_leaves_a_task_running_fails(suite: pytest.Pytester) -> None:
-    suite.makepyfile(
+def test_an_async_test_that_leaves_a_task_running_fails(suite: Suite) -> None:
+    suite.write(
         test_task="""
 import asyncio
 
@@ -212,15 +212,13 @@ async def test_leaves_a_task():
     asyncio.get_running_loop().create_task(asyncio.sleep(3600), name="left")
 """
     )
-    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result = suite.run()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*leaked tasks:*left*"])
 
 
-def test_a_plain_test_with_an_async_fixture_is_checked_for_tasks_too(
-    suite: pytest.Pytester,
-) -> None:
-    suite.makepyfile(
+def test_a_plain_test_with_an_async_fixture_is_checked_for_tasks_too(suite: Suite) -> None:
+    suite.write(
         test_fixture_task="""
 import asyncio
 import pytest
@@ -233,6 +231,6 @@ def test_plain(started):
     pass
 """
     )
-    result = suite.runpytest_inprocess("-p", "no:cacheprovider")
+    result = suite.run()
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*leaked tasks:*left*"])
