@@ -69,6 +69,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tls.add_argument("--tls-cert", type=Path, metavar="FILE", help="the broker's certificate")
     tls.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key")
     tls.add_argument("--tls-ca", type=Path, metavar="FILE", help="the CA clients verify it with")
+    _add_bridge_arguments(parser)
+    _add_device_arguments(parser)
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"Mosquitto's persistence directory (default {DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--broker-user",
+        default=DEFAULT_BROKER_USER,
+        metavar="USER",
+        help="the user Mosquitto runs as once started as root; owns passwd and acl "
+        f"(default {DEFAULT_BROKER_USER})",
+    )
+
+
+def _add_bridge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The floor bridge's arguments."""
     floor_group = parser.add_argument_group("bridge to the floor cluster")
     floor_group.add_argument(
         "--bridge",
@@ -99,6 +119,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between two attempts to reach the floor, least and most (default "
         f"{BRIDGE_RESTART[0]}:{BRIDGE_RESTART[1]})",
     )
+
+
+def _add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments naming displays and terminals of their own."""
     devices = parser.add_argument_group(
         "displays and terminals of their own (each client's id is its user name)"
     )
@@ -117,20 +141,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a user terminal-NAME that may do what 'terminal' does, for a pit terminal "
         "connected beside others (repeat for each)",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        default=DEFAULT_DATA_DIR,
-        metavar="DIR",
-        help=f"Mosquitto's persistence directory (default {DEFAULT_DATA_DIR})",
-    )
-    parser.add_argument(
-        "--broker-user",
-        default=DEFAULT_BROKER_USER,
-        metavar="USER",
-        help="the user Mosquitto runs as once started as root; owns passwd and acl "
-        f"(default {DEFAULT_BROKER_USER})",
     )
 
 

@@ -21,7 +21,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from deploy.floor_config import (
+from deploy.floor_config import DISPLAY, TERMINAL, FloorConfigError, Generated, generate, plan_floor
+from deploy.floor_config.model import (
     DEFAULT_CLIENT_PORT,
     DEFAULT_CLUSTER,
     DEFAULT_DATA_DIR,
@@ -29,12 +30,6 @@ from deploy.floor_config import (
     DEFAULT_MONITOR_PORT,
     DEFAULT_MQTT_PORT,
     DEFAULT_ROUTE_PORT,
-    DISPLAY,
-    TERMINAL,
-    FloorConfigError,
-    Generated,
-    generate,
-    plan_floor,
 )
 from rules.text import plural
 

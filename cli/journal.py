@@ -46,9 +46,9 @@ from zoneinfo import ZoneInfo
 
 from cli.output import OutputFileError, check_private_target, private_file
 from daemon.config import TableConfig, load_config
+from daemon.core import rules_settings
 from daemon.errors import ConfigFileError, JournalError
 from daemon.journal import KINDS, Journal, JournalRecord
-from daemon.replay import Settings
 from daemon.segments import archive_dir, archived, gaming_day, next_path, segment_paths
 from daemon.verify import verify_journal
 
@@ -328,7 +328,7 @@ def _run_verify(args: argparse.Namespace) -> int:
         config = _config(args.config)
         live = _live(args.path, config)
         key = _key(args.key_file, config)
-        settings = None if config is None else _settings(config)
+        settings = None if config is None else rules_settings(config)
         report = verify_journal(live, key=key, settings=settings)
     except _Usage as exc:
         print(f"lammer journal verify: {exc}", file=sys.stderr)
@@ -362,12 +362,3 @@ def _key(path: Path | None, config: TableConfig | None) -> bytes | None:
     if not key:
         raise _Usage(f"the key file {path} is empty")
     return key
-
-
-def _settings(config: TableConfig) -> Settings:
-    return Settings(
-        game=config.table.game,
-        craps_paytable=config.bonus_craps.paytable,
-        decks=config.bust_bonus.decks,
-        dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
-    )

@@ -203,6 +203,14 @@ def request_topic(base: str, name: str, user: str | None = None) -> str:
     return f"{base}/request/{name}/{user}"
 
 
+def _matching(name: str, pattern: re.Pattern[str], value: object, expected: str) -> str:
+    """``value`` when it is text ``pattern`` matches whole; else ``ValueError`` saying that
+    ``name`` must be ``expected`` and what came instead."""
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise ValueError(f"{name} must be {expected}, got {_shown(value)}")
+    return value
+
+
 def _seq_field(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a seq, an integer from 1, got {_shown(value)}")
@@ -266,12 +274,8 @@ class AuthenticateRequest(RequestBase):
     @field_validator("seed", mode="before")
     @classmethod
     def _seed(cls, value: object) -> str:
-        if not isinstance(value, str) or not SEED_HEX.fullmatch(value):
-            raise ValueError(
-                f"seed must be 16 to 64 bytes written in hex (32 to 128 hex digits), got "
-                f"{_shown(value)}"
-            )
-        return value.lower()
+        hex_text = "16 to 64 bytes written in hex (32 to 128 hex digits)"
+        return _matching("seed", SEED_HEX, value, hex_text).lower()
 
 
 ALARM_CODE: Final = re.compile(r"[A-Z][A-Z0-9_]{0,79}")
@@ -292,9 +296,7 @@ class AlarmAckRequest(RequestBase):
     @field_validator("alarm", mode="before")
     @classmethod
     def _alarm(cls, value: object) -> str:
-        if not isinstance(value, str) or not ALARM_CODE.fullmatch(value):
-            raise ValueError(f"alarm must be an alarm's code (MODE_MISMATCH), got {_shown(value)}")
-        return value
+        return _matching("alarm", ALARM_CODE, value, "an alarm's code (MODE_MISMATCH)")
 
 
 REQUEST_MODELS: Final[dict[str, type[RequestBase]]] = {
@@ -314,6 +316,9 @@ NAMES_TEXT: Final = "roll_decision, void_roll, overturn, resend, alarm_ack or au
 
 # ---------------------------------------------------------------------------------------
 # Responses
+
+RESPONSE_LEVEL: Final = "response"
+"""Where a table answers its requests: ``<base>/response/<name>``, one level below this."""
 
 MAX_COMPONENTS: Final = 5000
 """Components an ``authenticate`` answer may list (a release has a few hundred)."""

@@ -85,3 +85,24 @@ HISTORY: Final = 50
 """Messages kept per table and history topic for the screens' history (the player display
 shows the last 10, ``/pit/<id>`` the last 50): ``lammer web`` sends them to a page that
 connects, which keeps as many. In memory, bounded."""
+
+REQUEST: Final = "request"
+"""The level under a table's base topic where requests arrive: ``request/<name>``
+(mqtt-api.md "Requests"); ``request/<name>/<user>`` for a read-only user (1.4)."""
+
+
+def request(name: str) -> str:
+    """The topic of a request, relative to the base topic: ``request/<name>``."""
+    return f"{REQUEST}/{name}"
+
+
+def is_request(topic: str) -> bool:
+    """Whether a topic relative to the base topic is a request's (``request/...``)."""
+    return topic.startswith(REQUEST + "/")
+
+
+def request_name(topic: str) -> str | None:
+    """The ``<name>`` of ``request/<name>``: the rest of the topic after ``request/``
+    (``resend/<user>`` at a user's own level), None for a topic that is not a request's."""
+    head, sep, name = topic.partition("/")
+    return name if head == REQUEST and sep else None

@@ -17,7 +17,11 @@ the watchdog. The order of work for every device frame is the guarantee the tabl
    makes the device send the frame again;
 3. the MQTT link publishes the outbox in order whenever the broker is reachable.
 
-A stickperson's request from MQTT goes to ``TableCore.decide`` the same way.
+A stickperson's request from MQTT goes to the table's request desk
+(``daemon.desk.RequestDesk.decide``) the same way; what it leaves to do comes back as a
+value (``daemon.desk.Answer``): the copies a resend is served, which this shell hands to
+the MQTT link, and an admitted ``request/authenticate``, whose files it reads off the event
+loop. The desk and the table never hold the link.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, assert_never
+from typing import TYPE_CHECKING, Any, Final, TypeVar, assert_never
 
 import structlog
 
@@ -52,6 +56,7 @@ from contract.vocabulary import lammer_version
 from daemon.clock import Clock, utc_now
 from daemon.config import TableConfig
 from daemon.core import TableCore
+from daemon.desk import Answer, RequestDesk
 from daemon.disk import DISK_CHECK_S, GrowthMeter, Reserve, free_bytes, journal_bytes, reserve_path
 from daemon.errors import JournalError, MetricsListenError
 from daemon.journal import Journal
@@ -95,6 +100,10 @@ journal replay (systemd/lammer@.service: READY comes only after the replay)."""
 TICK_S: Final = 1.0
 """Seconds between the timer's calls of ``TableCore.tick`` (``LINK_ERRORS`` clears within
 a tick of its quiet time)."""
+
+Handled = TypeVar("Handled", int, Answer)
+"""What a call of the table or its desk returns: the messages it queued, or a request's
+``Answer`` (which holds them)."""
 
 
 class TableDaemon:
@@ -181,7 +190,8 @@ class TableDaemon:
         )
 
     async def _run(self, core: TableCore) -> None:
-        mqtt = self._make_mqtt(core)
+        desk = RequestDesk(core)
+        mqtt = self._make_mqtt(core, desk)
         # Before anything is published: seq goes on above what the broker retains, and
         # what another game of this table id left retained is cleared.
         core.upkeep.continue_after(await mqtt.survey(retained_topics(self.config.table.game)))
@@ -190,7 +200,7 @@ class TableDaemon:
         if self.software is not None:
             core.software_checked(self.software.record(), self.software.problem)
             if self.software.problem is not None:
-                # Issue 33: a table whose program cannot be verified refuses play: offline,
+                # A table whose program cannot be verified refuses play: offline,
                 # its devices never opened, SOFTWARE on its alarms; requests still answered
                 # (a lab can authenticate it remotely).
                 refused = True
@@ -219,7 +229,7 @@ class TableDaemon:
                 for device, driver in [] if refused else self._make_drivers(core):
                     tg.create_task(self._pump(core, mqtt, device, driver), name=f"driver-{device}")
                 tg.create_task(self._watchdog(core), name="watchdog")
-                tg.create_task(self._timer(core, mqtt), name="timer")
+                tg.create_task(self._timer(core, desk, mqtt), name="timer")
                 tg.create_task(self._disk_watch(core, mqtt), name="disk")
                 tg.create_task(self._login_watch(core, mqtt), name="login")
                 self.notifier.ready()
@@ -256,29 +266,20 @@ class TableDaemon:
         registry = table_registry(collector, self.tally)
         return MetricsServer(registry, self.config.metrics.settings())
 
-    def _make_mqtt(self, core: TableCore) -> MqttLink:
+    def _make_mqtt(self, core: TableCore, desk: RequestDesk) -> MqttLink:
         m = self.config.mqtt
         link: MqttLink | None = None
 
+        def built() -> MqttLink:
+            if link is None:  # the link calls back only once running, after it is assigned
+                raise RuntimeError("the MQTT link called back before it was built")
+            return link
+
         async def on_request(incoming: Incoming) -> None:
-            assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
-            await self._durably(core, link, lambda: core.decide(incoming))
-            pending = core.pending_authentication
-            if pending is not None:
-                # request/authenticate: the files are read now, off the event loop (tens
-                # of ms); the requests behind it wait, devices do not.
-                core.pending_authentication = None
-                asked = pending[1]
-                answer = await asyncio.to_thread(
-                    seeded_answer, self.software_root, asked.request.seed
-                )
-                await self._durably(
-                    core, link, lambda: core.authenticated(pending[0], asked, answer)
-                )
+            await self._serve(core, desk, built(), incoming)
 
         def on_journal_error() -> None:
-            assert link is not None  # noqa: S101  narrows for mypy: the link calls back only once assigned
-            self._fault.begin("the journal refuses to mark messages published", link, core)
+            self._fault.begin("the journal refuses to mark messages published", built(), core)
 
         link = MqttLink(
             host=m.host,
@@ -297,14 +298,30 @@ class TableDaemon:
             on_login=self._logins.put_nowait,
             on_published=self.tally.published,
         )
-        core.resender = link  # request/resend copies go out through the link
         return link
+
+    async def _serve(
+        self, core: TableCore, desk: RequestDesk, link: MqttLink, incoming: Incoming
+    ) -> None:
+        """A request from the MQTT link, decided by the desk (durably); the copies a resend
+        is served go to the link; an admitted ``request/authenticate`` has its files read
+        now, off the event loop (tens of ms: the requests behind it wait, devices do not),
+        and is answered with what was read."""
+        answer = await self._durably(core, link, lambda: desk.decide(incoming, link))
+        if answer.resend:
+            link.resend(answer.resend)
+        admitted = answer.authenticate
+        if admitted is not None:
+            seed = admitted.asked.request.seed
+            read = await asyncio.to_thread(seeded_answer, self.software_root, seed)
+            await self._durably(core, link, lambda: desk.authenticated(admitted, read))
 
     def _make_drivers(self, core: TableCore) -> list[tuple[Device, DeviceDriver]]:
         drivers: list[tuple[Device, DeviceDriver]] = []
         for device in table.devices_for(self.config.table.game):
             section = self.config.shuffler if device == "shuffler" else self.config.dice_reader
-            assert section is not None  # noqa: S101  load_config checks the game's device is configured
+            if section is None:  # load_config refuses a game without its device's section
+                raise ValueError(f"no [{device}] section for a {self.config.table.game} table")
             driver = DeviceDriver(
                 section.driver_settings(device), last_frame=core.last_frames.get(device)
             )
@@ -330,15 +347,18 @@ class TableDaemon:
                 self.tally.frame_queued(core.journal.last_seq, arrived)
             # Returning to the driver's iterator sends the ACK: the fact is durable now.
 
-    async def _durably(self, core: TableCore, mqtt: MqttLink, handle: Callable[[], int]) -> int:
-        """Run ``handle`` (a core call: journal, apply, queue) until the journal takes it.
+    async def _durably(
+        self, core: TableCore, mqtt: MqttLink, handle: Callable[[], Handled]
+    ) -> Handled:
+        """Run ``handle`` (a call of the table or its desk: journal, apply, queue) until the
+        journal takes it.
 
         While the journal refuses (a full disk, an I/O error) the event is held: nothing
         is acknowledged (the device sends the frame again: nothing is lost), the table is
         published ``offline`` (a screen shows it closed: no payout can be trusted to the
         record now), and an error is logged every ``JOURNAL_RETRY_S``. When the journal
         takes it again, the outage goes into the record and the table is ``online``.
-        Returns the number of messages queued."""
+        Returns what ``handle`` returned."""
         while True:
             if self._fault.since is not None and not self._fault.room():
                 # Nothing is written into the reserve's room but the fault's own record:
@@ -347,7 +367,7 @@ class TableDaemon:
                 await self._fault.wait()
                 continue
             try:
-                queued = handle()
+                handled = handle()
             except JournalError as exc:
                 await self._fault.hold(exc, mqtt, core)
                 with contextlib.suppress(JournalError):
@@ -355,9 +375,9 @@ class TableDaemon:
                 continue
             if self._fault.since is not None:
                 self._fault.over(core, mqtt)  # stays faulted if the record cannot be kept
-            if queued:
+            if (handled if isinstance(handled, int) else handled.queued) > 0:
                 mqtt.notify()
-            return queued
+            return handled
 
     async def _login_watch(self, core: TableCore, mqtt: MqttLink) -> None:
         """What the MQTT link says of its login, journaled as the table's alarm."""
@@ -384,12 +404,14 @@ class TableDaemon:
                 await self._durably(core, mqtt, check)
             await asyncio.sleep(self.disk_check_every)
 
-    async def _timer(self, core: TableCore, mqtt: MqttLink) -> None:
-        """The rules' clock and the journal's upkeep: ``TableCore.tick`` every ``TICK_S``,
-        and the closed segments past the retention removed after a rotation."""
+    async def _timer(self, core: TableCore, desk: RequestDesk, mqtt: MqttLink) -> None:
+        """The rules' clock and the journal's upkeep: ``TableCore.tick`` every ``TICK_S``
+        (after the desk's counts of requests not served one by one), and the closed
+        segments past the retention removed after a rotation."""
         while True:
             await asyncio.sleep(TICK_S)
             await self._durably(core, mqtt, lambda: core.watch_clock(time.monotonic()))
+            await self._durably(core, mqtt, desk.flush_drops)
             await self._durably(core, mqtt, core.tick)
             for segment in core.upkeep.take_expired():
                 await self._remove_segment(core, segment)
@@ -627,8 +649,10 @@ class JournalFault:
 
     def over(self, core: TableCore, mqtt: MqttLink) -> None:
         """The journal may work again: the outage goes into the record, and only when it
-        does (a tick that wrote nothing proves nothing) is the table online again."""
-        assert self.since is not None  # noqa: S101  narrows for mypy: over() follows begin()
+        does (a tick that wrote nothing proves nothing) is the table online again. Nothing
+        when there is no fault to end."""
+        if self.since is None:
+            return
         try:
             queued = core.journal_fault_over(self.since, self.error, self.held)
         except JournalError:

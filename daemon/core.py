@@ -20,15 +20,16 @@ what it was and ``seq`` goes on where it stopped. Then:
 * ``tick()`` from the shell's timer, every second: alarms that clear after a quiet time
   (``TimePassed``, journaled only when it changed the table, so a replay clears them at
   the same times) and the bad-frame counts of intervals that are over;
-* ``decide(incoming)`` for a stickperson's request: checked by the request models
-  and by the rules, journaled when legal (with the operator and the time), journaled with
-  its reason when refused, and answered on ``response/<name>`` either way.
+* the host's facts (``watch_clock``, ``disk_checked``, ``broker_login``,
+  ``software_checked``, the journal's faults): applied like a device fact, journaled only
+  when they changed the table.
 
-The table's memory (``daemon.replay.Memory``: its state, each device's last frame, the
-retained bodies last published) is one value: an event's transaction keeps the new value,
-or, when the journal refuses it, the old one. A request is admitted by one call
-(``daemon.requests.admit``), then decided by the rules. The journal's upkeep (rotation at
-a new gaming day, retention, snapshots, ``seq`` above the broker's) is
+A stickperson's request is the request desk's (``daemon.desk.RequestDesk``), which
+decides it on this table. What the table and the desk write goes through one
+``daemon.ledger.Ledger`` (``ledger``): the table's memory (``daemon.replay.Memory``: its
+state, each device's last frame, the retained bodies last published) is one value that an
+event's transaction keeps or, when the journal refuses it, puts back. The journal's upkeep
+(rotation at a new gaming day, retention, snapshots, ``seq`` above the broker's) is
 ``daemon.upkeep.JournalUpkeep``'s (``upkeep``).
 
 Each returns how many messages it queued, so the async shell (``daemon.app``) knows when
@@ -41,54 +42,27 @@ still face down is logged at info (``daemon.logs.fact_fields``).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import structlog
 
 from contract.payloads import Publication
-from contract.requests import BARE_USER, ComponentHmac
-from contract.software import Component
 from daemon.bad_frames import BadFrameBudget
 from daemon.clock import Clock, format_ts, utc_now
 from daemon.config import TableConfig
-from daemon.intake import BUSY_ERROR
 from daemon.journal import Journal
-from daemon.logs import TxLog, event_context, fact_fields, outcome_fields
-from daemon.publications import info_publication, outcome_publication, state_publications
+from daemon.ledger import Ledger
+from daemon.logs import TxLog, event_context, fact_fields
+from daemon.publications import info_publication
 from daemon.records import to_record
 from daemon.replay import Memory, Replay, Settings, reconfigure, start_record
-from daemon.requests import (
-    AuthenticateAsked,
-    DropCounter,
-    Dropped,
-    Incoming,
-    Refused,
-    ResendAsked,
-    admit,
-    classify,
-    request_id_of,
-    response_publication,
-)
-from daemon.resend import (
-    BACKLOG_ERROR,
-    NO_LINK_ERROR,
-    RATE_ERROR,
-    RESEND_BACKLOG,
-    Refuse,
-    ResendDesk,
-    Resender,
-)
-from daemon.segments import published_between
 from daemon.upkeep import JournalUpkeep
 from rules import table
-from rules.errors import DecisionError, RulesError
+from rules.errors import RulesError
 from rules.events import (
-    AlarmCleared,
-    AlarmRaised,
     BadFrameSeen,
     BrokerLoginChecked,
     CleanStart,
@@ -102,7 +76,6 @@ from rules.events import (
     JournalWritable,
     ModeReported,
     NoiseSeen,
-    Outcome,
     SoftwareChecked,
     TimePassed,
 )
@@ -110,20 +83,36 @@ from rules.table import HostFact
 
 log = structlog.get_logger("lammer.daemon")
 
-AUTHENTICATIONS_PER_MINUTE = 6
-"""``request/authenticate`` served per user in any 60 s (each reads every installed file,
-tens of milliseconds off the event loop); more are refused with ``AUTH_RATE_ERROR``."""
-
-AUTH_RATE_ERROR = (
-    f"at most {AUTHENTICATIONS_PER_MINUTE} authentications a minute per user: ask again in a minute"
-)
-
 CLOCK_JUMP_LIMIT = 2.0
 """Seconds the wall clock may move against the steady clock between two looks before it
 is a jump (``CLOCK_JUMP``)."""
 
 LastFrame = tuple[int, bytes]
 """A device's last journaled frame: its link sequence number and its bytes."""
+
+
+def rules_settings(config: TableConfig) -> Settings:
+    """What of ``config`` the rules depend on (journaled with each start)."""
+    return Settings(
+        game=config.table.game,
+        craps_paytable=config.bonus_craps.paytable,
+        decks=config.bust_bonus.decks,
+        dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+    )
+
+
+def table_info(config: TableConfig, version: str, digest: str | None) -> Publication:
+    """The retained ``info`` of ``config``'s table: the daemon's version, the game and its
+    pay tables, the installed software's digest."""
+    return info_publication(
+        table=config.table.id,
+        version=version,
+        game=config.table.game,
+        craps_paytable=config.bonus_craps.paytable,
+        decks=config.bust_bonus.decks,
+        dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
+        digest=digest,
+    )
 
 
 @dataclass
@@ -164,55 +153,28 @@ class TableCore:
         self.log = TxLog(log.bind(table=self.table_id))
         """Lines logged inside a journal transaction come out when it commits (a refused
         transaction is tried again: its lines would say twice what did not happen)."""
-        self.settings = Settings(
-            game=config.table.game,
-            craps_paytable=config.bonus_craps.paytable,
-            decks=config.bust_bonus.decks,
-            dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
-        )
-        self._info = info_publication(
-            table=self.table_id,
-            version=version,
-            game=config.table.game,
-            craps_paytable=config.bonus_craps.paytable,
-            decks=config.bust_bonus.decks,
-            dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,
-            digest=software_digest,
-        )
+        self.settings = rules_settings(config)
         self.software_digest = software_digest
         """The installed software's digest computed at start (``contract.software``), or
         None when not computed (a core built by a test)."""
-        self.dropped = DropCounter()
-        """Requests dropped for a name that cannot be answered (mqtt-api.md "Requests")."""
-        self.busy = DropCounter()
-        """Requests refused unread because they came faster than the table serves them
-        (``daemon.intake``): counted, reported once a minute."""
         self.bad_frames = BadFrameBudget()
         """Which bad frames are journaled and logged in full, and the counts of the rest."""
-        self.resender: Resender | None = None
-        """Where ``request/resend`` copies go (the MQTT link; set by the shell)."""
-        self.resends = ResendDesk()
-        """What each user's resends may cost: a rate, copies shared, a budget
-        (``daemon.resend``)."""
-        self.authentications: dict[str, list[datetime]] = {}
-        """Per user, when its recent ``request/authenticate`` were served (the rate)."""
-        self.pending_authentication: tuple[Incoming, AuthenticateAsked] | None = None
-        """An admitted ``request/authenticate`` the shell is to serve (it reads the files
-        off the event loop, then calls ``authenticated``)."""
-        self.resend_refused = DropCounter()
-        """Resends refused past a user's copy budget and not answered: counted, reported
-        once a minute."""
-        self._memory = self._load(on_replay_progress, replay_progress_every)
+        memory = self._load(on_replay_progress, replay_progress_every)
         self.upkeep = JournalUpkeep(
             journal,
             config.journal,
             table=self.table_id,
             settings=self.settings.to_json(),
-            snapshot=lambda: self._memory.snapshot(),
+            snapshot=self.snapshot,
             clock=clock,
             log=self.log,
         )
         """Rotation, retention, snapshots, ``seq`` continuity (``daemon.upkeep``)."""
+        info = table_info(config, version, software_digest)
+        self.ledger = Ledger(
+            journal, memory, upkeep=self.upkeep, table_id=self.table_id, info=info, log=self.log
+        )
+        """The table's memory and the journal transactions that change it."""
         self._clean_start = self._stopped_cleanly()
         """The last run ended with ``close()``: its stop and snapshot are the last records."""
         self._clock_seen: tuple[datetime, float] | None = None
@@ -222,7 +184,7 @@ class TableCore:
     @property
     def state(self) -> table.TableState:
         """The table as it is."""
-        return self._memory.state
+        return self.ledger.memory.state
 
     @property
     def last_frames(self) -> Mapping[Device, LastFrame]:
@@ -230,14 +192,11 @@ class TableCore:
         journaled and its ACK never reach the device (the daemon died between the two);
         after a restart the device sends it again, and the driver, which starts from this,
         must ACK it without delivering it twice (link-layer.md)."""
-        return self._memory.last_frames
+        return self.ledger.memory.last_frames
 
     def snapshot(self) -> dict[str, object]:
         """The body a snapshot of the table would have now."""
-        return self._memory.snapshot()
-
-    def _remember(self, **changes: Any) -> None:
-        self._memory = replace(self._memory, **changes)
+        return self.ledger.memory.snapshot()
 
     def _load(self, on_progress: Callable[[], object] | None, every: int) -> Memory:
         """The table rebuilt: the latest snapshot of the live segment, then the records
@@ -289,18 +248,18 @@ class TableCore:
         at = self.clock()
         if self.journal.last_seq == 0:
             # The table begins with its journal (a replay starts it at the first record).
-            self._remember(state=self.settings.initial_state(at))
+            self.ledger.remember(state=self.settings.initial_state(at))
             self.upkeep.begin(at)
         elif self.journal.last_kind() == "seal":
             self.upkeep.finish_rotation(at)
         if self._finish_later:
             state = reconfigure(self.state, self.settings, at)
-            self._remember(state=state, settings=self.settings)
+            self.ledger.remember(state=state, settings=self.settings)
             self._finish_later = False
-        self._journal("daemon", start_record(self.version, self.settings), at=at)
+        self.ledger.write("daemon", start_record(self.version, self.settings), at=at)
         if self._fresh:
             # Its alarms begin now, not at load.
-            self._remember(state=self.settings.initial_state(at))
+            self.ledger.remember(state=self.settings.initial_state(at))
             self._fresh = False
         queued = self._host_fact(CleanStart(), at) if self._clean_start else 0
         for device, device_state in self.state.devices:
@@ -308,16 +267,16 @@ class TableCore:
                 queued += self.ingest(
                     device, DeviceDisconnected(device=device, reason="lammer restarted")
                 )
-        with self._batch():
-            queued += self._queue_state(self.clock())
+        with self.ledger.batch():
+            queued += self.ledger.queue_state(self.clock())
         return queued
 
     def close(self) -> None:
         """A clean stop: a ``stop`` record, then a snapshot of the table as it is, so the
         next start replays nothing and knows the stop was clean."""
         at = self.clock()
-        with self._batch():
-            self._journal("daemon", {"stop": {"version": self.version}}, at=at)
+        with self.ledger.batch():
+            self.ledger.write("daemon", {"stop": {"version": self.version}}, at=at)
             self.upkeep.snapshot(at)
 
     # ------------------------------------------------------------------ devices
@@ -342,8 +301,8 @@ class TableCore:
         at = self.clock()
         self.upkeep.rotate_if_new_day(at)
         if probe and link_seq is not None and self._answers_as_known(device, fact):
-            with self._batch():
-                seq = self._journal(
+            with self.ledger.batch():
+                seq = self.ledger.write(
                     "device",
                     {
                         "device": device,
@@ -353,7 +312,7 @@ class TableCore:
                     },
                     at=at,
                 )
-                self._remember(last_frames={**self.last_frames, device: (link_seq, raw)})
+                self.ledger.remember(last_frames={**self.last_frames, device: (link_seq, raw)})
             self.log.debug("probe reply", seq=seq, device=device, fact=type(fact).__name__)
             return 0
         record: dict[str, Any] = {"device": device, "event": to_record(fact)}
@@ -362,10 +321,10 @@ class TableCore:
         if link_seq is not None:
             record["link_seq"] = link_seq
             record["raw"] = raw.decode("ascii", "replace")
-        with self._batch():
-            seq = self._journal("device", record, at=at)
+        with self.ledger.batch():
+            seq = self.ledger.write("device", record, at=at)
             if link_seq is not None:
-                self._remember(last_frames={**self.last_frames, device: (link_seq, raw)})
+                self.ledger.remember(last_frames={**self.last_frames, device: (link_seq, raw)})
             flog = self.log.bind(seq=seq, device=device, **event_context(fact))
             flog.info("device event", fact=type(fact).__name__, **fact_fields(fact))
             try:
@@ -373,8 +332,8 @@ class TableCore:
             except RulesError as exc:  # a fact never raises by design; keep running if it does
                 flog.error("rules rejected a device fact", error=str(exc))
                 return 0
-            self._remember(state=state)
-            queued = self._publish(outcomes, at)
+            self.ledger.remember(state=state)
+            queued = self.ledger.publish(outcomes, at)
             self.upkeep.snapshot_if_due(at)
             return queued
 
@@ -413,12 +372,12 @@ class TableCore:
         full, report = self.bad_frames.admit(device, reason, size, at)
         if not (full or changed or report):
             return 0  # counted: nothing to journal, the table is as it was
-        with self._batch():
+        with self.ledger.batch():
             if report is not None:
                 self._report_bad_frames(report, at)
             if full:
                 # The bytes may hold a secret card (a damaged HAND): journal, never log them.
-                seq = self._journal(
+                seq = self.ledger.write(
                     "device",
                     {
                         "device": device,
@@ -430,33 +389,33 @@ class TableCore:
                 what = "noise" if isinstance(fact, NoiseSeen) else "bad frame"
                 self.log.warning(what, seq=seq, device=device, reason=reason, size=size)
             elif changed:  # the replay needs it; the bytes are counted, not kept
-                self._journal("device", {"device": device, "event": to_record(fact)}, at=at)
-            self._remember(state=new_state)
-            return self._publish(outcomes, at) if outcomes else 0
+                self.ledger.write("device", {"device": device, "event": to_record(fact)}, at=at)
+            self.ledger.remember(state=new_state)
+            return self.ledger.publish(outcomes, at) if outcomes else 0
 
     def tick(self) -> int:
         """The host's timer (the shell calls it every second): a new gaming day rotates
         the journal (``upkeep.take_expired`` then names the segments past the retention),
-        drops of unanswerable requests are reported, alarms that clear after a quiet time
-        clear, and the bad-frame counts of intervals that are over are kept. Journals the
+        alarms that clear after a quiet time clear, and the bad-frame counts of intervals
+        that are over are kept (the request desk's counts are its own: ``RequestDesk.
+        flush_drops``, from the same timer, just before). Journals the
         ``TimePassed`` only when it changed the table. Returns the number of messages
         queued."""
         at = self.clock()
         self.upkeep.rotate_if_new_day(at)
-        self.flush_drops()
         fact = TimePassed()
         new_state, outcomes = table.apply(self.state, fact, at=at)
         reports = self.bad_frames.due(at)
         if new_state == self.state and not reports:
             return 0
-        with self._batch():
+        with self.ledger.batch():
             for report in reports:
                 self._report_bad_frames(report, at)
             if new_state == self.state:
                 return 0
-            self._journal("daemon", {"event": to_record(fact)}, at=at)
-            self._remember(state=new_state)
-            return self._publish(outcomes, at) if outcomes else 0
+            self.ledger.write("daemon", {"event": to_record(fact)}, at=at)
+            self.ledger.remember(state=new_state)
+            return self.ledger.publish(outcomes, at) if outcomes else 0
 
     def watch_clock(self, monotonic: float) -> int:
         """Compare the wall clock with the steady one (``monotonic``, seconds): a jump of
@@ -478,267 +437,24 @@ class TableCore:
         new_state, outcomes = table.apply(self.state, fact, at=at)
         if new_state == self.state:
             return 0
-        with self._batch():
-            self._journal("daemon", {"event": to_record(fact)}, at=at)
-            self._remember(state=new_state)
-            return self._publish(outcomes, at) if outcomes else 0
+        with self.ledger.batch():
+            self.ledger.write("daemon", {"event": to_record(fact)}, at=at)
+            self.ledger.remember(state=new_state)
+            return self.ledger.publish(outcomes, at) if outcomes else 0
 
     def _report_bad_frames(self, report: dict[str, object], at: datetime) -> None:
         self.log.warning("bad frames counted, not kept in full", **report)
-        self._journal("device", {"bad_frames": report}, at=at)
+        self.ledger.write("device", {"bad_frames": report}, at=at)
 
-    # ------------------------------------------------------------------ requests
-
-    def decide(self, incoming: Incoming) -> int:
-        """A stickperson's request from MQTT: check, journal, apply, answer. Returns the
-        number of messages queued.
-
-        In this order, before anything parses the payload: the name against the known
-        requests; an unknown name of the right shape is answered with an error, a name of
-        any other shape is dropped and counted (``DropCounter``); a payload over 4 KiB is
-        refused with its size, SHA-256 and first bytes kept for the record."""
-        at = self.clock()
-        self.upkeep.rotate_if_new_day(at)
-        if incoming.busy:
-            return self._answer_busy(incoming, at)
-        request = admit(incoming, at=at)
-        if isinstance(request, Dropped):
-            self._drop(incoming, request.reason, at)
-            return 0
-        if isinstance(request, Refused):
-            return self._refuse(incoming, request.request_id, request.error, at)
-        if isinstance(request, ResendAsked):
-            return self._resend(incoming, request, at)
-        if isinstance(request, AuthenticateAsked):
-            return self._authenticate_admit(incoming, request, at)
-        name = incoming.name
-        rlog = self.log.bind(request=name, request_id=request.request_id)
-        decision = request.decision
-        try:
-            new_state, outcomes = table.apply(self.state, decision, at=at)
-        except DecisionError as exc:
-            return self._refuse(incoming, request.request_id, str(exc), at)
-        with self._batch():
-            seq = self._journal("decision", {"event": to_record(decision)}, at=at)
-            self._remember(state=new_state)
-            queued = self._publish(outcomes, at)
-            queued += self._respond(name, request.request_id, None, at)
-            self.upkeep.snapshot_if_due(at)
-        rlog.info(
-            "decision applied",
-            seq=seq,
-            decision=type(decision).__name__,
-            roll=getattr(decision, "roll_id", None),  # an alarm_ack names no roll
-            operator=decision.operator,
-        )
-        return queued
-
-    def _resend(self, incoming: Incoming, asked: ResendAsked, at: datetime) -> int:
-        """``request/resend`` (mqtt-api.md 1.3 and 1.4, ``daemon.resend``): the messages
-        of the range go to the link as copies (never through the outbox: no new record,
-        no new seq), those sent in the last few seconds not again, within the asking
-        user's rate and budget; the request and what was sent are journaled, and
-        answered. Past the budget, refused: answered now and then, counted otherwise."""
-        request, request_id = asked.request, asked.request_id
-        user = incoming.user or BARE_USER
-        resender = self.resender
-        if not self.resends.take_request(user):
-            return self._refuse(incoming, request_id, RATE_ERROR, at)
-        if resender is None or not resender.connected:
-            return self._refuse(incoming, request_id, NO_LINK_ERROR, at)
-        if resender.resend_backlog >= RESEND_BACKLOG:
-            return self._refuse(incoming, request_id, BACKLOG_ERROR, at)
-        found = published_between(
-            self.journal, request.from_seq, request.to_seq, key=self.journal.key
-        )
-        # Only JSON payloads (the outbox holds no other; availability never goes there).
-        copies = [m for m in found.messages if m.payload[:1] == b"{"]
-        plan = self.resends.plan(user, copies)
-        if isinstance(plan, Refuse):
-            if plan.answer:
-                return self._refuse(incoming, request_id, plan.error, at)
-            report = self.resend_refused.add(incoming, plan.error, at)
-            if report is not None:
-                self._report_resend_refused(report, at)
-            return 0
-        record: dict[str, object] = {
-            "operator": request.operator,
-            "request_id": request_id,
-            "from_seq": request.from_seq,
-            "to_seq": request.to_seq,
-            "sent": len(copies),
-            "missing_before": found.missing_before,
-        }
-        if incoming.user is not None:
-            record["user"] = incoming.user
-        if plan.shared:
-            record["shared"] = plan.shared  # in `sent`, published for an earlier request
-        with self._batch():
-            self._journal("decision", {"resend": record}, at=at)
-            queued = self._queue(
-                response_publication(
-                    incoming.name,
-                    request_id,
-                    None,
-                    table=self.table_id,
-                    sent=len(copies),
-                    missing_before=found.missing_before,
-                ),
-                at,
-            )
-        self.resends.served(user, plan)
-        resender.resend(plan.publish)
-        self.log.info("resend served", **record)
-        return queued
-
-    def _authenticate_admit(
-        self, incoming: Incoming, asked: AuthenticateAsked, at: datetime
-    ) -> int:
-        """A well-formed ``request/authenticate``: within its user's rate it is handed to
-        the shell (``pending_authentication``), which reads the files off the event loop;
-        past it, refused."""
-        user = incoming.user or BARE_USER
-        recent = [t for t in self.authentications.get(user, []) if (at - t).total_seconds() < 60]
-        if len(recent) >= AUTHENTICATIONS_PER_MINUTE:
-            self.authentications[user] = recent
-            return self._refuse(incoming, asked.request_id, AUTH_RATE_ERROR, at)
-        self.authentications[user] = [*recent, at]
-        self.pending_authentication = (incoming, asked)
-        return 0
-
-    def authenticated(
-        self,
-        incoming: Incoming,
-        asked: AuthenticateAsked,
-        answer: tuple[tuple[Component, ...], str] | str,
-    ) -> int:
-        """Answer a ``request/authenticate`` with what the shell read: each component's
-        HMAC under the seed and the whole's, or the sentence why the files could not be
-        read; journaled with who asked (operator, user) and the seed."""
-        at = self.clock()
-        request, request_id = asked.request, asked.request_id
-        if isinstance(answer, str):
-            return self._refuse(incoming, request_id, answer, at)
-        macs, digest = answer
-        record: dict[str, object] = {
-            "operator": request.operator,
-            "request_id": request_id,
-            "user": incoming.user or BARE_USER,
-            "seed": request.seed,
-            "digest": digest,
-            "components": len(macs),
-            "software_digest": self.software_digest,
-        }
-        with self._batch():
-            self._journal("decision", {"authenticate": record}, at=at)
-            queued = self._queue(
-                response_publication(
-                    incoming.name,
-                    request_id,
-                    None,
-                    table=self.table_id,
-                    seed=request.seed,
-                    digest=digest,
-                    components=[ComponentHmac(path=c.path, hmac=c.digest) for c in macs],
-                ),
-                at,
-            )
-        self.log.info("software authenticated", **record)
-        return queued
-
-    def _refuse(
-        self,
-        incoming: Incoming,
-        request_id: str | int | None,
-        error: str,
-        at: datetime,
-    ) -> int:
-        """Journal a refused request for the record (who asked what, and why it was
-        refused) and answer it; replay skips it (a decision record without an event)."""
-        name = incoming.name
-        self.log.bind(request=name, request_id=request_id).warning(
-            "request rejected", error=error, size=incoming.size
-        )
-        with self._batch():
-            self._journal("decision", {"rejected": {**incoming.summary(), "error": error}}, at=at)
-            return self._respond(name, request_id, error, at)
-
-    def _drop(self, incoming: Incoming, reason: str, at: datetime) -> None:
-        """Count a request that cannot be answered; the log and the journal hear of drops
-        once a minute at most (a flood of them costs one line and one record a minute)."""
-        report = self.dropped.add(incoming, reason, at)
-        if report is not None:
-            self._report_drops(report, at)
-
-    def flush_drops(self) -> None:
-        """Report drops counted since the last report, if a minute has passed (the shell
-        calls this from its timer, so a flood that stops is still reported)."""
-        at = self.clock()
-        report = self.dropped.due(at)
-        if report is not None:
-            self._report_drops(report, at)
-        busy = self.busy.due(at)
-        if busy is not None:
-            self._report_busy(busy, at)
-        refused = self.resend_refused.due(at)
-        if refused is not None:
-            self._report_resend_refused(refused, at)
-
-    def _answer_busy(self, incoming: Incoming, at: datetime) -> int:
-        """A request refused unread for the rate (``daemon.intake``): counted with those it
-        stands for, and answered busy when its name can be answered. The journal holds the
-        answer and, once a minute at most, the count (``busy_requests``), not each request."""
-        report = self.busy.add(incoming, "busy", at, count=incoming.busy)
-        with self._batch():
-            if report is not None:
-                self._report_busy(report, at)
-            if classify(incoming.name) == "malformed":
-                return 0
-            return self._respond(incoming.name, request_id_of(incoming.payload), BUSY_ERROR, at)
-
-    def _report_busy(self, report: dict[str, object], at: datetime) -> None:
-        self.log.warning("requests refused unread: more arrive than the table serves", **report)
-        self._journal("decision", {"busy_requests": report}, at=at)
-
-    def _report_resend_refused(self, report: dict[str, object], at: datetime) -> None:
-        self.log.warning("resends refused past a user's copy budget, counted", **report)
-        self._journal("decision", {"resend_refused": report}, at=at)
-
-    def _report_drops(self, report: dict[str, object], at: datetime) -> None:
-        self.log.warning("requests dropped: names that cannot be answered", **report)
-        self._journal("decision", {"dropped_requests": report}, at=at)
-
-    def _respond(
-        self, name: str, request_id: str | int | None, error: str | None, at: datetime
-    ) -> int:
-        return self._queue(response_publication(name, request_id, error, table=self.table_id), at)
-
-    # ------------------------------------------------------------------ publishing
-
-    @contextlib.contextmanager
-    def _batch(self) -> Iterator[None]:
-        """One journal transaction, and the table's memory with it: when the journal
-        refuses (a full disk), the memory is the value it was before, so the same event
-        can be handled again once the journal works (nothing half done, nothing twice);
-        the lines logged inside come out only if it commits."""
-        saved = self._memory
-        try:
-            with self.log.held(), self.upkeep.batch():
-                yield
-        except BaseException:
-            self._memory = saved
-            raise
-
-    def _journal(self, kind: str, record: dict[str, Any], *, at: datetime | None = None) -> int:
-        return self.journal.append(kind, record, ts=at or self.clock())
+    # ------------------------------------------------------------------ host facts
 
     def journal_fault_over(self, since: datetime, error: str, held: int) -> int:
         """The journal works again after refusing since ``since``: the outage goes into
         the record (when, why, how many events waited) and ``JOURNAL_FAULT`` clears, in
         one transaction. Returns the messages queued."""
         at = self.clock()
-        with self._batch():
-            self._journal(
+        with self.ledger.batch():
+            self.ledger.write(
                 "daemon",
                 {
                     "journal_fault": {
@@ -768,12 +484,12 @@ class TableCore:
         return self._host_fact(BrokerLoginChecked(refused=refused, user=user), self.clock())
 
     def software_checked(self, record: dict[str, object], problem: str | None) -> int:
-        """The installed software read at start (issue 33): its digest journaled (kind
+        """The installed software read at start: its digest journaled (kind
         ``daemon``, ``software``), and ``SOFTWARE`` raised when ``problem`` (it matches no
         approved manifest), cleared otherwise. Returns the messages queued."""
         at = self.clock()
-        with self._batch():
-            self._journal("daemon", {"software": record}, at=at)
+        with self.ledger.batch():
+            self.ledger.write("daemon", {"software": record}, at=at)
             return self._host_fact(SoftwareChecked(problem=problem), at)
 
     def disk_checked(self, free_bytes: int, needed_bytes: int, hours: int) -> int:
@@ -781,63 +497,6 @@ class TableCore:
         (``DISK_LOW``, ``daemon.disk``). Returns the messages queued."""
         fact = DiskSpaceChecked(free_bytes=free_bytes, needed_bytes=needed_bytes, hours=hours)
         return self._host_fact(fact, self.clock())
-
-    def _queue(self, publication: Publication, at: datetime) -> int:
-        topic, retained, body = publication
-        self.journal.append_publish(topic, body, retained=retained, ts=at)
-        if retained:
-            self._remember(published={**self._memory.published, topic: body})
-        return 1
-
-    def _publish(self, outcomes: tuple[Outcome, ...], at: datetime) -> int:
-        queued = 0
-        for outcome in outcomes:
-            if isinstance(outcome, AlarmRaised):
-                self.log.warning(
-                    "alarm raised",
-                    code=outcome.code,
-                    alarm_device=outcome.device,
-                    message=outcome.message,
-                )
-                continue  # published below as the `alarms` and `state` topics
-            if isinstance(outcome, AlarmCleared):
-                self.log.info("alarm cleared", code=outcome.code, alarm_device=outcome.device)
-                continue
-            try:
-                publication = outcome_publication(outcome, table=self.table_id)
-            except ValueError as exc:
-                # A bug between the rules and the payload contract must not stop the table:
-                # keep the outcome in the journal for review and go on. Only what names the
-                # outcome is logged: the payload model refuses an outcome precisely when it
-                # may carry a card still face down (a flagged result with a hand), so its
-                # fields stay in the protected journal.
-                self.log.error(
-                    "outcome not publishable",
-                    error=str(exc),
-                    outcome=type(outcome).__name__,
-                    **event_context(outcome),
-                )
-                self._journal(
-                    "daemon", {"unpublishable": to_record(outcome), "error": str(exc)}, at=at
-                )
-                continue
-            assert publication is not None  # noqa: S101  only the alarm outcomes have none
-            self.log.info("outcome", topic=publication.topic, **outcome_fields(outcome))
-            queued += self._queue(publication, at)
-        return queued + self._queue_state(at)
-
-    def _queue_state(self, at: datetime) -> int:
-        """Queue every retained state topic whose content changed."""
-        queued = 0
-        state = self.state
-        # Unchanged bodies are not published again (republishing after a reconnect is the
-        # MQTT link's job).
-        built = state_publications(state, table=self.table_id, since=self._memory.built_from)
-        for publication in (self._info, *built):
-            if self._memory.published.get(publication.topic) != publication.body:
-                queued += self._queue(publication, at)
-        self._remember(built_from=state)
-        return queued
 
     # ------------------------------------------------------------------ health
 

@@ -1,4 +1,4 @@
-"""How many requests a table serves: the gate between the broker and ``TableCore.decide``.
+"""How many requests a table serves: the gate between the broker and ``RequestDesk.decide``.
 
 A table needs a stickperson's decision every few rolls; each one costs a journal
 transaction (an fsync) and an answer on the wire. A client that may publish requests (a

@@ -127,7 +127,7 @@ RETAINED_ERROR = (
     "a retained request is never acted on: publish it without retain (the broker would "
     "hand it to the table again at every reconnect); it has been cleared from the broker"
 )
-"""The answer to a request published with retain (issue 20)."""
+"""The answer to a request published with retain."""
 
 
 Kind = Literal["known", "unknown", "malformed"]
@@ -372,8 +372,8 @@ def admit(incoming: Incoming, *, at: datetime) -> Admitted:
         # broker without an ACL, and cannot be told apart from a forged name.
         return Dropped(reason="a user level that is not a user's name, or not for this request")
     if incoming.retained:
-        # Issue 20: a retained request would be handed to the table again by every
-        # reconnect; the link has cleared it from the broker.
+        # A retained request would be handed to the table again at every reconnect: it is
+        # never acted on, and the link has cleared it from the broker.
         request_id = request_id_of(incoming.payload)  # None when over the size
         return Refused(request_id=request_id, error=RETAINED_ERROR)
     if incoming.oversize:

@@ -48,7 +48,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Final
 
 from contract.requests import copy_budget
 from daemon.outbox import OutboxMessage
@@ -255,21 +255,3 @@ class ResendDesk:
             if at > now - self._share_window:
                 break
             del self._sent[seq]
-
-
-class Resender(Protocol):
-    """Where the copies go (``daemon.mqtt.MqttLink`` fits)."""
-
-    @property
-    def resend_backlog(self) -> int:
-        """Copies queued and not yet published."""
-        ...
-
-    @property
-    def connected(self) -> bool:
-        """True while the link to the broker is up."""
-        ...
-
-    def resend(self, messages: list[OutboxMessage]) -> None:
-        """Publish ``messages`` again, non-retained, marked, after what is queued."""
-        ...

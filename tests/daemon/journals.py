@@ -16,6 +16,7 @@ from typing import Any
 
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
+from daemon.desk import RequestDesk
 from daemon.journal import canonical
 from daemon.requests import Incoming
 from daemon.segments import open_live, remove_segment
@@ -90,6 +91,7 @@ class Play:
 def play(core: TableCore, clock: Clock, state: Play, *, rolls: int = 15) -> None:
     """The dice reader connects and rolls; the stickperson voids a roll (and is refused
     once); a bad frame; the timer ticks."""
+    desk = RequestDesk(core)
     core.ingest("dice_reader", DeviceConnected(device="dice_reader"))
     for n in range(rolls):
         clock.now += timedelta(seconds=20)
@@ -104,8 +106,8 @@ def play(core: TableCore, clock: Clock, state: Play, *, rolls: int = 15) -> None
             raw=raw,
         )
         if n == 4:
-            core.decide(_request("void_roll", roll_id=state.roll_id, clause=3))
-            core.decide(_request("overturn", roll_id=state.roll_id + 99))  # refused
+            desk.decide(_request("void_roll", roll_id=state.roll_id, clause=3))
+            desk.decide(_request("overturn", roll_id=state.roll_id + 99))  # refused
         if n == 8:
             core.bad_frame("dice_reader", b"$ROLL,garbage", "bad checksum")
     clock.now += timedelta(seconds=1)

@@ -21,6 +21,7 @@ import pytest
 from daemon.app import TableDaemon
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
+from daemon.desk import RequestDesk
 from daemon.journal import Journal
 from daemon.logs import configure_logging
 from daemon.notify import Notifier
@@ -56,6 +57,12 @@ def craps(tmp_path: Path) -> Iterator[TableCore]:
         yield core
 
 
+@pytest.fixture
+def desk(craps: TableCore) -> RequestDesk:
+    """The craps table's request desk."""
+    return RequestDesk(craps)
+
+
 def request(name: str, body: object) -> Incoming:
     """A request as the MQTT link hands it on."""
     payload = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -70,24 +77,24 @@ def _responses(core: TableCore, name: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("request_id", [7, "r7", 0])
 def test_a_response_echoes_the_request_id_as_it_came(
-    craps: TableCore, request_id: str | int
+    craps: TableCore, desk: RequestDesk, request_id: str | int
 ) -> None:
     # mqtt-api.md "Requests": the answer holds the request's request_id; daemon/requests.py
     # takes a string or an integer and echoes it as it came: 7 is not "7" to a terminal.
     craps.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
     good = {"operator": "Ann", "roll_id": 11, "clause": 3, "request_id": request_id}
-    assert craps.decide(request("void_roll", good)) > 0
+    assert desk.decide(request("void_roll", good)).queued > 0
     bad = {"operator": "Ann", "roll_id": 99, "request_id": request_id}
-    assert craps.decide(request("overturn", bad)) == 1  # the answer alone
+    assert desk.decide(request("overturn", bad)).queued == 1  # the answer alone
     [ok] = _responses(craps, "void_roll")
     [error] = _responses(craps, "overturn")
     assert (ok["status"], ok["request_id"]) == ("ok", request_id)
     assert (error["status"], error["request_id"]) == ("error", request_id)
 
 
-def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableCore) -> None:
+def test_a_bool_request_id_is_not_echoed_as_an_id(craps: TableCore, desk: RequestDesk) -> None:
     body = {"operator": "Ann", "roll_id": 1, "request_id": True}
-    craps.decide(request("overturn", body))
+    desk.decide(request("overturn", body))
     [answer] = _responses(craps, "overturn")
     assert answer["status"] == "error"
     assert answer["request_id"] is None
@@ -160,7 +167,7 @@ def test_an_unpublishable_outcome_logs_no_card(tmp_path: Path) -> None:
             pays=None,
             reason="a test",
         )
-        core._publish((wrong,), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
+        core.ledger.publish((wrong,), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
         journaled = [r for r in journal.records() if r.kind == "daemon"]
     finally:
         journal.close()
@@ -226,10 +233,11 @@ def test_names_that_cannot_be_answered_are_dropped_and_counted(tmp_path: Path) -
     config = _craps_config(tmp_path)
     with Journal.open(config.journal_path) as journal:
         core = TableCore(config, journal, version="test", clock=clock)
+        desk = RequestDesk(core)
         before = journal.last_seq
         long_name = "x" * 65_000
         for name in [long_name, "", "Void_Roll", "void roll", "rolldecisión"] * 200:
-            assert core.decide(request(name, {"operator": "Ann", "roll_id": 1})) == 0
+            assert desk.decide(request(name, {"operator": "Ann", "roll_id": 1})).queued == 0
         assert [m for m in journal.pending(10_000) if m.topic.startswith("response/")] == []
         [report] = _records(core, "dropped_requests")
         assert (report["count"], report["total"]) == (1, 1)  # reported at once, then held
@@ -239,23 +247,25 @@ def test_names_that_cannot_be_answered_are_dropped_and_counted(tmp_path: Path) -
         assert first["reason"] == "a request name of 65000 characters (at most 64)"
         assert journal.last_seq == before + 1  # one record for a thousand drops
         clock.now += timedelta(seconds=30)
-        core.flush_drops()
+        desk.flush_drops()
         assert len(_records(core, "dropped_requests")) == 1  # not yet a minute
         clock.now += timedelta(seconds=31)
-        core.flush_drops()
+        desk.flush_drops()
         second = _records(core, "dropped_requests")[1]
         assert (second["count"], second["total"]) == (999, 1000)
         assert second["first"]["reason"] == "an empty request name"
-        core.flush_drops()
+        desk.flush_drops()
         assert len(_records(core, "dropped_requests")) == 2  # nothing new to report
         # The table still answers a good request.
         core.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
-        core.decide(request("void_roll", {"operator": "Ann", "roll_id": 11, "clause": 3}))
+        desk.decide(request("void_roll", {"operator": "Ann", "roll_id": 11, "clause": 3}))
         assert _responses(core, "void_roll")[-1]["status"] == "ok"
 
 
-def test_an_unknown_name_of_the_right_shape_is_answered(craps: TableCore) -> None:
-    assert craps.decide(request("reset_table", {"operator": "Ann"})) == 1
+def test_an_unknown_name_of_the_right_shape_is_answered(
+    craps: TableCore, desk: RequestDesk
+) -> None:
+    assert desk.decide(request("reset_table", {"operator": "Ann"})).queued == 1
     [answer] = _responses(craps, "reset_table")
     assert answer["status"] == "error"
     assert answer["error"].startswith("unknown request 'reset_table'")
@@ -270,8 +280,10 @@ def test_an_unknown_name_of_the_right_shape_is_answered(craps: TableCore) -> Non
     ],
     ids=["deep", "long", "binary"],
 )
-def test_a_request_over_4_kib_is_refused_before_parsing(craps: TableCore, payload: bytes) -> None:
-    craps.decide(request("overturn", payload))
+def test_a_request_over_4_kib_is_refused_before_parsing(
+    craps: TableCore, desk: RequestDesk, payload: bytes
+) -> None:
+    desk.decide(request("overturn", payload))
     [answer] = _responses(craps, "overturn")
     assert answer["status"] == "error"
     assert answer["error"] == f"the request is {len(payload)} bytes; at most 4096 bytes are allowed"
@@ -282,8 +294,8 @@ def test_a_request_over_4_kib_is_refused_before_parsing(craps: TableCore, payloa
     assert refused["head"] == payload[:256].decode("utf-8", "replace")
 
 
-def test_deep_json_within_4_kib_is_a_clear_error(craps: TableCore) -> None:
-    craps.decide(request("overturn", b"[" * 4000))
+def test_deep_json_within_4_kib_is_a_clear_error(craps: TableCore, desk: RequestDesk) -> None:
+    desk.decide(request("overturn", b"[" * 4000))
     [answer] = _responses(craps, "overturn")
     assert answer["error"].startswith("the request is not valid JSON")
 
@@ -347,10 +359,11 @@ def test_requests_refused_for_the_rate_are_answered_busy_and_counted_not_stored(
     with Journal.open(config.journal_path) as journal:
         core = TableCore(config, journal, version="test", clock=clock)
         core.start()
+        desk = RequestDesk(core)
         core.ingest("dice_reader", DiceRolled(roll_id=11, dice=(2, 3)))
         before = journal.last_seq
         body = {"operator": "Mallory", "roll_id": 11, "clause": 3, "request_id": "r-1"}
-        assert core.decide(_busy("void_roll", body, 250)) == 1
+        assert desk.decide(_busy("void_roll", body, 250)).queued == 1
         [answer] = _responses(core, "void_roll")
         assert (answer["status"], answer["request_id"]) == ("error", "r-1")
         assert answer["error"].startswith("busy: ")
@@ -359,10 +372,12 @@ def test_requests_refused_for_the_rate_are_answered_busy_and_counted_not_stored(
         assert journal.last_seq == before + 2  # the count and the answer
         for second in range(1, 50):
             clock.now += timedelta(seconds=1)
-            core.decide(_busy("void_roll", {**body, "request_id": second}, 1000))
+            desk.decide(_busy("void_roll", {**body, "request_id": second}, 1000))
+            desk.flush_drops()  # the shell's timer: the desk's counts, then the table's tick
             core.tick()
         assert len(_records(core, "busy_requests")) == 1  # not yet a minute
         clock.now += timedelta(seconds=11)
+        desk.flush_drops()
         core.tick()
         [_, second_report] = _records(core, "busy_requests")
         assert (second_report["count"], second_report["total"]) == (49_000, 49_250)
@@ -373,10 +388,10 @@ def test_requests_refused_for_the_rate_are_answered_busy_and_counted_not_stored(
         assert [r for r in journal.records(before, kind="decision") if "event" in r.record] == []
         assert json.dumps([r.record for r in journal.records(before)]).count("Mallory") == 2
         # A name that cannot be answered is counted, not answered.
-        assert core.decide(_busy("Bad Name", body, 3)) == 0
+        assert desk.decide(_busy("Bad Name", body, 3)).queued == 0
         # A payload that is not JSON, or too large, is answered without an id.
-        assert core.decide(_busy("overturn", b"\xff" * 5000, 1)) == 1
+        assert desk.decide(_busy("overturn", b"\xff" * 5000, 1)).queued == 1
         assert _responses(core, "overturn")[-1]["request_id"] is None
         # The table still serves a request that is admitted.
-        core.decide(request("void_roll", {"operator": "Ann", "roll_id": 11, "clause": 3}))
+        desk.decide(request("void_roll", {"operator": "Ann", "roll_id": 11, "clause": 3}))
         assert _responses(core, "void_roll")[-1]["status"] == "ok"

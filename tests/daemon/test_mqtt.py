@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def subscribed_probe() -> FakeOutbox:
     """An outbox of one message, which the link publishes only once it has subscribed to
-    the requests (daemon/mqtt.py, ``_session``: availability, retained state, SUBSCRIBE,
-    then the outbox): its PUBACK (``marked == [1]``) says requests published now arrive."""
+    the requests (daemon/mqtt/session.py, ``Session._session``: SUBSCRIBE, availability,
+    retained state, then the outbox): its PUBACK (``marked == [1]``) says requests
+    published now arrive."""
     outbox = FakeOutbox()
     outbox.add("probe", {})
     return outbox
@@ -712,7 +713,7 @@ async def test_requests_beyond_the_rate_are_refused_unread_and_counted_while_res
             "every request handed on or counted",
         )
         assert link.connected
-        assert link._outage_attempts == 0  # never dropped
+        assert link.session.outage.attempts == 0  # never dropped
     admitted = [g for g in got if not g.busy]
     busy = [g for g in got if g.busy]
     assert 20 <= len(admitted) <= 20 + 5 * elapsed + 1
@@ -760,7 +761,7 @@ async def test_a_flood_is_left_unread_for_a_while_and_the_other_subscription_rea
         seen = gate.admitted + gate.refused
         assert seen < flood  # the broker dropped the rest: nobody read them
         # After shed_for, read again: a request of the same user is admitted.
-        await eventually(lambda: "request/resend/+" in link._subscribed, "subscribed again")
+        await eventually(lambda: "request/resend/+" in link.inbox.subscribed, "subscribed again")
         assert asyncio.get_running_loop().time() - shed_at < 2.0 + 20.0
         before = len([g for g in got if g.user == "display" and not g.busy])
         await asyncio.sleep(1.0)  # the gate's bucket refills (4 a second)
@@ -770,7 +771,7 @@ async def test_a_flood_is_left_unread_for_a_while_and_the_other_subscription_rea
             "a request read again",
         )
         assert link.connected
-        assert link._outage_attempts == 0  # never dropped
+        assert link.session.outage.attempts == 0  # never dropped
     assert link.sheds == 1
 
 
@@ -903,9 +904,10 @@ async def test_only_a_message_of_the_window_is_sent_again_and_zero_turns_it_off(
             rolls = [bytes(m.payload) for m in seen.messages if m.topic.value.endswith("roll")]
             await eventually(lambda: rolls.count(last.payload) >= 1, "the copy")
         remote.start()
-        off = make_floor_link(local, FakeOutbox(), floor_resend=0)
+        off_outbox = FakeOutbox()
+        off = make_floor_link(local, off_outbox, floor_resend=0)
         async with running(off), recording(local, "lammer-floor/bridge/c1") as bridge:
-            off._outbox.add("craps/roll", {"table": "t1", "roll_id": 3})  # type: ignore[attr-defined]
+            off_outbox.add("craps/roll", {"table": "t1", "roll_id": 3})
             off.notify()
             await eventually(lambda: off.published == 1, "published")
             # The bridge reconnects (restart_timeout 1) and says 1.
@@ -1016,7 +1018,7 @@ async def test_a_retained_request_is_handed_on_marked_and_cleared(mosquitto: Bro
         await client.publish(topic, decision, qos=1, retain=True)
         await client.publish(f"{BASE}/request/overturn", b"{}", qos=1)  # not retained
         await eventually(lambda: len(got) == 2, "both handed on")
-        await eventually(lambda: link._clear == set(), "cleared")
+        await eventually(lambda: link.inbox.to_clear == set(), "cleared")
         assert await _retained_on(mosquitto, topic) is None
         # The link's own empty retained publish never comes back as a request (no local),
         # and another client clearing a retained request is not one either.

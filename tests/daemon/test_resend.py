@@ -16,6 +16,7 @@ import pytest
 from contract.requests import COPY_BUDGET, copy_budget
 from daemon.config import validate_config
 from daemon.core import TableCore
+from daemon.desk import RequestDesk
 from daemon.journal import Journal
 from daemon.outbox import OutboxMessage
 from daemon.requests import Incoming
@@ -167,7 +168,7 @@ def test_users_past_the_bound_share_one_account() -> None:
     assert desk.account("display") == "display"
 
 
-# -- the core: a real journal, a resender that only counts --------------------------------
+# -- the table's request desk: a real journal, a link that only counts -------------------
 
 
 class Resender:
@@ -182,8 +183,26 @@ class Resender:
         self.copies.extend(messages)
 
 
+class Shell:
+    """The table's requests as the shell serves them (``daemon.app``): each answer's copies
+    handed to the link."""
+
+    def __init__(self, core: TableCore, link: Resender, resends: ResendDesk) -> None:
+        self.journal = core.journal
+        self.desk = RequestDesk(core, resends=resends)
+        self.link = link
+
+    def decide(self, incoming: Incoming) -> int:
+        answer = self.desk.decide(incoming, self.link)
+        self.link.resend(answer.resend)
+        return answer.queued
+
+    def flush_drops(self) -> None:
+        self.desk.flush_drops()
+
+
 @pytest.fixture
-def table(tmp_path: Path) -> Iterator[tuple[TableCore, Resender, Clock]]:
+def table(tmp_path: Path) -> Iterator[tuple[Shell, Resender, Clock]]:
     """A craps core with 100 rolls published (a roll, a board, a state each), a resender,
     a desk with a budget of 30 copies a minute on the test's clock."""
     config = validate_config(
@@ -202,9 +221,8 @@ def table(tmp_path: Path) -> Iterator[tuple[TableCore, Resender, Clock]]:
             core.ingest("dice_reader", DiceRolled(roll_id=roll, dice=(2, 2 + roll % 3)))
         journal.mark_published(*(m.seq for m in journal.pending(10_000)))
         resender = Resender()
-        core.resender = resender
-        core.resends = ResendDesk(budget=lambda user: 30, clock=clock)
-        yield core, resender, clock
+        resends = ResendDesk(budget=lambda user: 30, clock=clock)
+        yield Shell(core, resender, resends), resender, clock
 
 
 def _ask(user: str | None, first: int, last: int, rid: str) -> Incoming:
@@ -212,19 +230,19 @@ def _ask(user: str | None, first: int, last: int, rid: str) -> Incoming:
     return Incoming.receive("resend", json.dumps(body).encode(), user=user)
 
 
-def _answers(core: TableCore) -> dict[str, dict[str, Any]]:
+def _answers(core: Shell) -> dict[str, dict[str, Any]]:
     found = [json.loads(m.payload) for m in core.journal.pending(10_000)]
     return {b["request_id"]: b for b in found if "request_id" in b}
 
 
-def _records(core: TableCore, key: str) -> list[Any]:
+def _records(core: Shell, key: str) -> list[Any]:
     found = core.journal.records(kind="decision")
     return [r.record[key] for r in found if key in r.record]
 
 
 @pytest.mark.heavy
 def test_a_display_flood_gets_its_budget_one_refusal_answer_and_a_count(
-    table: tuple[TableCore, Resender, Clock],
+    table: tuple[Shell, Resender, Clock],
 ) -> None:
     core, resender, clock = table
     records_before = core.journal.last_seq
@@ -265,7 +283,7 @@ def test_a_display_flood_gets_its_budget_one_refusal_answer_and_a_count(
 
 
 def test_three_screens_asking_the_same_range_at_once_get_it_published_once(
-    table: tuple[TableCore, Resender, Clock],
+    table: tuple[Shell, Resender, Clock],
 ) -> None:
     core, resender, clock = table
     for screen in range(3):

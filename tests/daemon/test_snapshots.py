@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from daemon.clock import format_ts
 from daemon.config import TableConfig, validate_config
 from daemon.core import TableCore
+from daemon.desk import RequestDesk
 from daemon.errors import JournalError
 from daemon.journal import Journal
 from daemon.logs import configure_logging
@@ -67,9 +68,10 @@ EVENTS = st.lists(st.one_of(TABLE_FACTS, TABLE_FACTS, _requests()), max_size=40)
 
 
 def play(core: TableCore, events: list[DeviceFact | Incoming]) -> None:
+    desk = RequestDesk(core)
     for event in events:
         if isinstance(event, Incoming):
-            core.decide(event)
+            desk.decide(event)
         else:
             device: Device = getattr(
                 event,
@@ -295,7 +297,7 @@ def test_a_restart_rebuilds_the_series_and_since_when_the_check_waits(
         # The CHECK decided after the restart: it and the roll behind it count with the
         # times they arrived, not the time of the decision.
         again.start()
-        again.decide(
+        RequestDesk(again).decide(
             Incoming.receive(
                 "roll_decision",
                 json.dumps({"operator": "stick-1", "roll_id": 3, "decision": "valid"}).encode(),
