@@ -1,8 +1,7 @@
-"""A bridge that cannot take its tables with it (issue 28, item 2; docs/developers/
-benchmarks.md, "The floor bridge in a broker of its own"): the two layouts side by side
-under each floor fault.
+"""A bridge that cannot take its tables with it (docs/developers/benchmarks.md, "The floor
+bridge in a broker of its own"): the two layouts side by side under each floor fault.
 
-* **single**: the layout before issue 28, one Mosquitto serving the daemons and displays
+* **single**: the layout before the split, one Mosquitto serving the daemons and displays
   with the floor bridge in it (``mosquitto.conf`` with ``bridge.conf``'s floor section
   appended, as broker-config wrote it until then);
 * **split**: what ``lammer broker-config --bridge`` writes now, the tables' Mosquitto with
@@ -80,7 +79,7 @@ def cpu_seconds(pid: int | None) -> float:
 
 
 def single_conf(out: Path) -> Path:
-    """The layout before issue 28: mosquitto.conf with the floor bridge appended."""
+    """The layout before the split: mosquitto.conf with the floor bridge appended."""
     tables = (out / "mosquitto.conf").read_text()
     lines = (out / "bridge.conf").read_text().split("\n")
     start = next(i for i, line in enumerate(lines) if line == "connection floor")
@@ -234,7 +233,7 @@ async def main() -> None:
         type=float,
         default=0.0,
         help="seconds each fault lasts after the bridge first met it (it retries every 1 to "
-        "2 s into it: issue 28's hang came after a few failed handshakes)",
+        "2 s into it: Mosquitto 2.0.11 hangs after a few failed handshakes)",
     )
     args = parser.parse_args()
     print(machine())

@@ -1,5 +1,5 @@
-"""A request flood against a playing table (docs/developers/benchmarks.md "Request flood",
-issue 20).
+"""A request flood against a playing table (docs/developers/benchmarks.md "Request
+flood").
 
 Everything real: ``lammer broker-config`` writes the broker's files for one craps table,
 Mosquitto runs them as they are, ``lammer-sim dice`` throws a roll every ``--interval``
@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -69,24 +70,32 @@ def ts_seconds(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-async def display(port: int, password: str, seen: Display, ready: asyncio.Event) -> None:
-    """A display: every message of the table, as the ``display`` user."""
+async def table_messages(
+    port: int, user: str, password: str, identifier: str, ready: asyncio.Event
+) -> AsyncIterator[tuple[str, bytes, bool]]:
+    """Every message of the table as ``user`` reads it: its topic below ``BASE``, its
+    payload and whether it came retained; ``ready`` set once subscribed."""
     async with aiomqtt.Client(
-        "127.0.0.1", port, username="display", password=password, identifier="bench-display"
+        "127.0.0.1", port, username=user, password=password, identifier=identifier
     ) as client:
         await client.subscribe(f"{BASE}/#", qos=1)
         ready.set()
         async for message in client.messages:
-            topic = message.topic.value[len(BASE) + 1 :]
             payload = message.payload
             data = payload if isinstance(payload, bytes) else str(payload).encode()
-            if topic == "availability":
-                seen.offline += data == b"offline"
-            elif topic.startswith("request/"):
-                seen.requests += 1
-            elif topic == "craps/roll":
-                body = json.loads(data)
-                seen.delays[seen.phase].append(time.time() - ts_seconds(body["ts"]))
+            yield message.topic.value[len(BASE) + 1 :], data, message.retain
+
+
+async def display(port: int, password: str, seen: Display, ready: asyncio.Event) -> None:
+    """A display: every message of the table, as the ``display`` user."""
+    async for topic, data, _ in table_messages(port, "display", password, "bench-display", ready):
+        if topic == "availability":
+            seen.offline += data == b"offline"
+        elif topic.startswith("request/"):
+            seen.requests += 1
+        elif topic == "craps/roll":
+            body = json.loads(data)
+            seen.delays[seen.phase].append(time.time() - ts_seconds(body["ts"]))
 
 
 async def flood(port: int, password: str, count: int, seconds: float, size: int) -> float:

@@ -94,8 +94,8 @@ class Controller:
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "data" / "bridge").mkdir(parents=True, exist_ok=True)
-        # The tables' Mosquitto and the floor bridge's own (issue 28), as broker-config
-        # writes them: start() and stop() act on both.
+        # The tables' Mosquitto and the floor bridge's own (deploy.bridge_watchdog), as
+        # broker-config writes them: start() and stop() act on both.
         self.broker = BridgedBroker(
             self.root,
             port=free_port(),

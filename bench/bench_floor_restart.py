@@ -1,4 +1,4 @@
-"""No stale state after a node restart (issue 28, docs/developers/benchmarks.md, "A node
+"""No stale state after a node restart (docs/developers/benchmarks.md, "A node
 restarted under a new pit"): how often a floor node just restarted hands a new subscriber
 a table's state older than the table's, and what a pit draws 5 s after it connected, with
 the feed's catch-up and without it, in the same run (one pit after the other).

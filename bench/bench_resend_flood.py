@@ -1,5 +1,5 @@
-"""A resend flood from the ``display`` credential against a playing table (issue 28,
-docs/developers/benchmarks.md, "Resend flood").
+"""A resend flood from the ``display`` credential against a playing table
+(docs/developers/benchmarks.md, "Resend flood").
 
 Everything real, as bench_flood.py: ``lammer broker-config`` writes the broker's files for
 one craps table, Mosquitto runs them as they are, ``lammer-sim dice`` throws a roll every
@@ -11,7 +11,7 @@ for those). The table first plays ``--history`` seconds so the journal holds som
 to ask for, then, one after the other, ``--phase`` seconds each:
 
 * **quiet**: nothing but play (the peer of every figure below);
-* **paced**: ``request/resend/display`` at 50 a second (issue 28's 50), QoS 1;
+* **paced**: ``request/resend/display`` at 50 a second (a busy floor's screens), QoS 1;
 * **5,000/s**: 5,000 a second, QoS 1 in windows of 500;
 * **full speed**: QoS 0, as fast as one aiomqtt client writes them;
 * **saturation**: QoS 0 from a raw socket in a process of its own, the PUBLISH packets
@@ -50,7 +50,7 @@ import aiomqtt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_flood import BASE, BIN, Rig, journal_bytes, ts_seconds
+from bench.bench_flood import BASE, BIN, Rig, journal_bytes, table_messages, ts_seconds
 from bench.common import machine, percentile
 from contract.requests import COPY_BUDGET
 
@@ -70,27 +70,21 @@ class Seen:
 
 async def watch(port: int, password: str, seen: Seen, ready: asyncio.Event) -> None:
     """The pit terminal: roll delays and copies, as ``terminal``."""
-    async with aiomqtt.Client(
-        "127.0.0.1", port, username="terminal", password=password, identifier="terminal"
-    ) as client:
-        await client.subscribe(f"{BASE}/#", qos=1)
-        ready.set()
-        async for message in client.messages:
-            topic = message.topic.value[len(BASE) + 1 :]
-            payload = message.payload
-            data = payload if isinstance(payload, bytes) else str(payload).encode()
-            if topic == "availability":
-                seen.offline += data == b"offline"
-                continue
-            if message.retain or not data.startswith(b"{"):
-                continue
-            body = json.loads(data)
-            seq = body.get("seq")
-            if isinstance(seq, int) and seq <= seen.last:
-                seen.copies.setdefault(seen.phase, []).append(time.monotonic())
-            elif topic == "craps/roll":
-                delay = time.time() - ts_seconds(body["ts"])
-                seen.delays.setdefault(seen.phase, []).append(delay)
+    async for topic, data, retained in table_messages(
+        port, "terminal", password, "terminal", ready
+    ):
+        if topic == "availability":
+            seen.offline += data == b"offline"
+            continue
+        if retained or not data.startswith(b"{"):
+            continue
+        body = json.loads(data)
+        seq = body.get("seq")
+        if isinstance(seq, int) and seq <= seen.last:
+            seen.copies.setdefault(seen.phase, []).append(time.monotonic())
+        elif topic == "craps/roll":
+            delay = time.time() - ts_seconds(body["ts"])
+            seen.delays.setdefault(seen.phase, []).append(delay)
 
 
 def request(i: int, last: int) -> bytes:

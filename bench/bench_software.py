@@ -1,4 +1,4 @@
-"""What software authentication costs (issue 33, docs/auditors/software.md): reading every
+"""What software authentication costs (docs/auditors/software-authentication.md): reading every
 critical component of the installed lammer and hashing it, as the daemon does at start
 (the plain digest of ``info``) and for each ``request/authenticate`` (the seeded answer),
 and the size of that answer on the wire.

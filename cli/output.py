@@ -21,12 +21,12 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, TextIO
 
 from daemon.errors import DaemonError
+from foundation.files import replaced_privately
 
 EXIT_BROKEN_PIPE: Final = 128 + signal.SIGPIPE
 """141: the reader of the output went away before it was all written."""
@@ -78,14 +78,5 @@ def private_file(path: Path) -> Iterator[TextIO]:
     ``check_private_target`` runs first.
     """
     check_private_target(path)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    with replaced_privately(path) as out:
+        yield out

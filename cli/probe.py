@@ -166,8 +166,10 @@ class Report:
     @property
     def kind(self) -> Device | None:
         """Who answered: a shuffler says MODE after HELLO, a dice reader nothing."""
-        if self.hello is None:
-            return None
+        return None if self.hello is None else self._answered()
+
+    def _answered(self) -> Device:
+        """Who answered, once a HELLO came."""
         return "shuffler" if self.mode is not None else "dice_reader"
 
     @property
@@ -192,8 +194,7 @@ class Report:
             return [*lines, f"no answer: {self.refused}"]
         if self.hello is None:
             return [*lines, f"no answer: {self._why_not()}"]
-        hello, kind = self.hello, self.kind
-        assert kind is not None  # noqa: S101  a HELLO came
+        hello, kind = self.hello, self._answered()
         lines.append(
             f"answered: {LABELS[kind]} {hello.model}, firmware {hello.firmware}, "
             f"serial number {hello.serial}"

@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from contract.tasks import STOP_DEADLINE_S, exit_after
 from foundation.endpoints import parse_nodes
+from foundation.tls import client_context
 
 if TYPE_CHECKING:
     from metrics.settings import MetricsSettings
@@ -259,10 +260,8 @@ def _run(args: argparse.Namespace) -> int:
         password = None
         metrics = _metrics(args.metrics_listen, args.metrics_allow_from)
         if args.mqtt_ca_file is not None:
-            from records.service import tls_context
-
             try:
-                tls_context(args.mqtt_ca_file)
+                client_context(args.mqtt_ca_file)
             except (OSError, ssl.SSLError) as exc:
                 reason = getattr(exc, "strerror", None) or str(exc)
                 raise ValueError(f"--mqtt-ca-file {args.mqtt_ca_file}: {reason}") from None

@@ -1,4 +1,4 @@
-"""``lammer release``: signed release manifests (``contract.manifest``, issue 33).
+"""``lammer release``: signed release manifests (``contract.manifest``).
 
 * ``lammer release keygen --out PREFIX``: a new Ed25519 key, ``PREFIX.key`` (private, mode
   0600, kept by the release holder) and ``PREFIX.pub`` (shipped to the floor);

@@ -14,6 +14,7 @@ from pathlib import Path
 from daemon.config import load_config
 from daemon.errors import BrokerLoginRefused, ConfigFileError, JournalError, MetricsListenError
 from daemon.logs import configure_logging
+from foundation.tasks import this_task
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,9 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from daemon.app import TableDaemon, install_signal_handlers
 
     async def main() -> None:
-        task = asyncio.current_task()
-        assert task is not None  # noqa: S101  narrows for mypy: a coroutine always runs in a task
-        install_signal_handlers(task)
+        install_signal_handlers(this_task())
         await TableDaemon(config).run()
 
     try:

@@ -1,5 +1,5 @@
 """``lammer verify-install``: the critical components of the installed lammer and their
-digests (``contract.software``, issue 33), as a test lab or an auditor reads them.
+digests (``contract.software``), as a test lab or an auditor reads them.
 
 * plain: each component's SHA-256 and the whole's (``info``'s ``software.digest``);
 * ``--seed HEX``: each component's HMAC-SHA256 under that seed and the whole's, as a

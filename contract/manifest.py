@@ -1,4 +1,4 @@
-"""Release manifests: the components' digests of one lammer release, signed (issue 33).
+"""Release manifests: the components' digests of one lammer release, signed.
 
 A manifest is a JSON object written by ``lammer release manifest``::
 

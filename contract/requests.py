@@ -172,7 +172,7 @@ BARE_USER: Final = "terminal"
 COPY_BUDGET: Final = 2000
 """Copies a table publishes for one user's resends in any 60 s (``COPY_BUDGETS`` names the
 users with another figure). A choice where mqtt-api.md 1.4 says only "may budget copies
-per user": the floor's goal for a flood from the ``display`` credential (issue 28), and
+per user": bounds what a flood from the shared ``display`` credential costs a table, and
 twice what a display's gap fill of 1,000 seqs needs."""
 
 COPY_BUDGETS: Final[Mapping[str, int]] = MappingProxyType({"records": 12_000})

@@ -1,6 +1,6 @@
 """Every side's MQTT session: each wait bounded, a cancellation never lost, a dropped
 connection's error always retrieved. The daemon, the displays and the floor's tools enter
-their ``aiomqtt.Client`` through ``session`` (one home; each side used to keep its own copy).
+their ``aiomqtt.Client`` through ``session`` (one home, so the bounds below hold for all).
 
 aiomqtt bounds its own waits (connect, SUBACK, PUBACK) with ``asyncio.wait_for``, which in
 Python 3.11 swallows a cancellation that arrives as the awaited acknowledgement does
@@ -37,6 +37,12 @@ WAIT: Final = 10.0
 
 CLOSE_WAIT: Final = 2.0
 """Seconds to wait by default for the DISCONNECT to go out."""
+
+FLOOR_KEEPALIVE: Final = 15
+"""The MQTT keepalive, in seconds, of the floor's own clients (``lammer records``,
+``lammer authenticate``): an idle client sends a PINGREQ this often, so a dead connection
+is noticed within about twice it at either end (MQTT 3.1.1: the broker after 1.5 times),
+for one small packet a client each 15 s."""
 
 
 @contextlib.asynccontextmanager

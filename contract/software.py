@@ -1,5 +1,5 @@
 """What a table runs, proven: the critical components of the installed lammer and their
-digests (mqtt-api.md 1.4, issue 33).
+digests (mqtt-api.md 1.4; docs/auditors/software-authentication.md).
 
 The components are every file of the installed lammer packages (``PACKAGES``) and their
 data, pay tables included, ``__pycache__`` folders and compiled ``.pyc``/``.pyo`` files left

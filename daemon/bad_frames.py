@@ -42,15 +42,13 @@ class _Interval:
     full: int = 0
     counted: int = 0
     counted_bytes: int = 0
-    first: datetime | None = None
-    last: datetime | None = None
+    span: tuple[datetime, datetime] | None = None  # the first and last counted frame's time
     reasons: dict[str, int] = field(default_factory=dict)
 
     def count(self, reason: str, size: int, at: datetime) -> None:
         self.counted += 1
         self.counted_bytes += size
-        self.first = at if self.first is None else self.first
-        self.last = at
+        self.span = (at, at) if self.span is None else (self.span[0], at)
         reason = reason[:MAX_REASON_CHARS]
         if reason not in self.reasons and len(self.reasons) >= MAX_REASONS:
             reason = OTHER_REASONS
@@ -102,17 +100,16 @@ class BadFrameBudget:
 
     def _close(self, device: Device, current: _Interval) -> dict[str, object] | None:
         del self._open[device]
-        if not current.counted:
+        if current.span is None:  # nothing counted
             return None
-        assert current.first is not None  # noqa: S101  narrows for mypy: a counted run has a first frame
-        assert current.last is not None  # noqa: S101  narrows for mypy: a counted run has a last frame
+        first, last = current.span
         return {
             "device": device,
             "count": current.counted,
             "bytes": current.counted_bytes,
             "reasons": dict(current.reasons),
-            "first": format_ts(current.first),
-            "last": format_ts(current.last),
+            "first": format_ts(first),
+            "last": format_ts(last),
             "kept_in_full": current.full,
             "interval_s": int(self.interval.total_seconds()),
         }

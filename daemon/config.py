@@ -538,11 +538,11 @@ class BustBonusSection(_Section):
 
 
 class SoftwareSection(_Section):
-    """``[software]``: the approved releases (issue 33). At start the table computes its
-    installed software's digest (``lammer verify-install``) and, when ``manifests`` are
-    given, stays closed (``availability`` ``offline``, a ``SOFTWARE`` alarm naming the
-    first file that differs) unless it matches one of them, each signed by one of
-    ``public_keys`` (``lammer release``)."""
+    """``[software]``: the approved releases (docs/auditors/software-authentication.md).
+    At start the table computes its installed software's digest (``lammer
+    verify-install``) and, when ``manifests`` are given, stays closed (``availability``
+    ``offline``, a ``SOFTWARE`` alarm naming the first file that differs) unless it
+    matches one of them, each signed by one of ``public_keys`` (``lammer release``)."""
 
     manifests: list[Annotated[Path, AfterValidator(existing_file)]] = Field(
         default_factory=list,

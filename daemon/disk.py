@@ -16,7 +16,7 @@ else fills meanwhile leaves the alarm unwritten: the table is offline all the sa
 **Hysteresis.** Freeing the reserve leaves exactly the room that allocating it again takes,
 so "the reserve can be allocated again" alone proves nothing: with another process holding
 the disk full, the table went ``online`` a second after the fault and ``offline`` again at
-the next write, 11 times in 18 s (issue 27). Space has returned only when the reserve is
+the next write, 11 times in 18 s, when it was tried. Space has returned only when the reserve is
 allocated whole again *and* ``MARGIN_BYTES`` more are free beyond it, measured with the
 reserve held (so the room the reserve itself left never counts); the reserve is not even
 tried before the disk shows both free, so a disk still full keeps the little room the

@@ -179,10 +179,14 @@ class RawRecord:
     hash: bytes
 
 
+_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+"""``json.dumps`` with these options makes an encoder per call; a frame writes several."""
+
+
 def dumps(value: object, what: str = "record") -> str:
     """Compact JSON, as the journal stores bodies (``JournalValueError`` if not JSON)."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _JSON.encode(value)
     except (TypeError, ValueError) as exc:
         raise JournalValueError(f"{what} is not JSON: {exc}") from exc
 
@@ -224,6 +228,10 @@ class Journal:
         self._closed = False
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
+        self._last_message: int | None = None
+        """The seq of the outbox's latest message (a new one's ``prev_seq``), once read:
+        kept here, a message costs no query for it."""
+        self._last_message_read = False
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -329,6 +337,7 @@ class Journal:
         self._conn = conn
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
+        self._last_message_read = False
 
     def replace_file(self, replace: Callable[[], None]) -> None:
         """Close the database, keeping the single-writer lock; let ``replace`` put another
@@ -395,7 +404,7 @@ class Journal:
             finally:
                 self._depth -= 1
             return
-        start, start_hash = self._last_seq, self._last_hash
+        start = self._last_seq, self._last_hash, self._last_message, self._last_message_read
         self._execute("BEGIN IMMEDIATE", "begin a transaction")
         self._depth = 1
         try:
@@ -403,17 +412,21 @@ class Journal:
         except BaseException:
             self._depth = 0
             self._rollback()
-            self._last_seq, self._last_hash = start, start_hash
+            self._restore(start)
             raise
         self._depth = 0
         try:
             self._conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback()
-            self._last_seq, self._last_hash = start, start_hash
+            self._restore(start)
             raise JournalError(
                 f"journal {self._path}: commit failed: {exc}", path=self._path
             ) from exc
+
+    def _restore(self, start: tuple[int, bytes, int | None, bool]) -> None:
+        # What a rolled-back transaction took is given out again.
+        self._last_seq, self._last_hash, self._last_message, self._last_message_read = start
 
     def _rollback(self) -> None:
         # A failed statement may have ended the transaction already (SQLite rolls back by
@@ -490,9 +503,8 @@ class Journal:
             seq = self._last_seq + 1
             # prev_seq: the seq of the message published before this one (null for a
             # journal's first), so a subscriber knows a gap from a seq that was a record
-            # and not a message (contract.feed). Read inside the transaction.
-            row = self._conn.execute("SELECT max(seq) FROM outbox").fetchone()
-            prev = row[0] if row else None
+            # and not a message (contract.feed). Read inside the transaction, once.
+            prev = self._read_last_message()
             payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": ts_text}, "body").encode(
                 "utf-8"
             )
@@ -502,6 +514,7 @@ class Journal:
                 "queue a message",
                 (seq, topic, payload, int(bool(retained))),
             )
+            self._last_message = seq
         return OutboxMessage(seq=seq, topic=topic, payload=payload, retained=bool(retained))
 
     def append_segment(self, header: dict[str, object], *, ts: datetime) -> int:
@@ -563,6 +576,7 @@ class Journal:
                 rows,
             )
             self._conn.executemany("INSERT INTO retained_latest (topic, seq) VALUES (?, ?)", latest)
+            self._last_message_read = False
         return len(rows)
 
     # -- the Outbox protocol (daemon/outbox.py) ---------------------------------------
@@ -635,18 +649,28 @@ class Journal:
             self._conn.execute("PRAGMA synchronous = NORMAL")
         try:
             with self.batch():
-                for seq, topic, retained in rows:
-                    self._execute(
-                        "UPDATE outbox SET published = 1 WHERE seq = ?", "mark a message", (seq,)
-                    )
-                    if retained:
-                        self._execute(
+                # One statement for the marks and one for the retained: a frame's messages
+                # are marked together, and each statement costs more than its rows.
+                self._execute(
+                    "UPDATE outbox SET published = 1 "  # noqa: S608  only '?' placeholders are joined in
+                    f"WHERE seq IN ({','.join('?' * len(rows))})",
+                    "mark a message",
+                    tuple(seq for seq, _, _ in rows),
+                )
+                latest = [(topic, seq) for seq, topic, retained in rows if retained]
+                if latest:
+                    try:
+                        self._conn.executemany(
                             "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
                             "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
                             "WHERE excluded.seq > retained_latest.seq",
-                            "mark a retained message",
-                            (topic, seq),
+                            latest,
                         )
+                    except sqlite3.Error as exc:
+                        raise JournalError(
+                            f"journal {self._path}: cannot mark a retained message: {exc}",
+                            path=self._path,
+                        ) from exc
         finally:
             if relaxed:
                 self._conn.execute("PRAGMA synchronous = FULL")
@@ -793,6 +817,13 @@ class Journal:
             "SELECT seq FROM sqlite_sequence WHERE name = 'records'"
         ).fetchone()
         return int(row[0]) if row else 0
+
+    def _read_last_message(self) -> int | None:
+        if not self._last_message_read:
+            row = self._conn.execute("SELECT max(seq) FROM outbox").fetchone()
+            self._last_message = None if row is None or row[0] is None else int(row[0])
+            self._last_message_read = True
+        return self._last_message
 
     def _read_last_hash(self) -> bytes:
         row = self._conn.execute("SELECT hash FROM records ORDER BY seq DESC LIMIT 1").fetchone()

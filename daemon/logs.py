@@ -21,6 +21,7 @@ text itself.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -114,6 +115,23 @@ def outcome_fields(outcome: object) -> dict[str, Any]:
     }
 
 
+def _fallback(value: object) -> object:
+    """What structlog's JSON renderer writes for a value JSON has no type for."""
+    try:
+        return value.__structlog__()  # type: ignore[attr-defined]
+    except AttributeError:
+        return repr(value)
+
+
+_JSON: Final = json.JSONEncoder(default=_fallback)
+
+
+def _render_json(value: object, **_options: object) -> str:
+    """``json.dumps`` for structlog's renderer, with one encoder made once (``dumps`` with
+    a ``default`` makes an encoder per line; a device frame logs two or three)."""
+    return _JSON.encode(value)
+
+
 def hide_secrets(_logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
     """structlog processor: hide ``SECRET_KEYS`` values unless logged at debug."""
     if method != "debug":
@@ -176,7 +194,7 @@ def configure_logging(
         tracebacks = structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
         final += [
             structlog.processors.ExceptionRenderer(tracebacks),
-            structlog.processors.JSONRenderer(),
+            structlog.processors.JSONRenderer(serializer=_render_json),
         ]
     else:
         terminal = _is_terminal(out)

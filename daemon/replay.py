@@ -29,7 +29,7 @@ from typing import Any
 from daemon.errors import RecordError
 from daemon.journal import JournalRecord
 from daemon.records import from_record, register, to_record
-from rules import table
+from rules import craps, table
 from rules.errors import RulesError
 from rules.events import Device
 
@@ -86,8 +86,7 @@ def reconfigure(state: table.TableState, settings: Settings, at: datetime) -> ta
     if state.game != settings.game:
         return settings.initial_state(at)
     if state.craps is not None and state.craps.paytable != settings.craps_paytable:
-        fresh = settings.initial_state(at).craps
-        assert fresh is not None  # noqa: S101  a craps table has a craps state
+        fresh = craps.initial_state(settings.craps_paytable)  # ConfigError for an unknown one
         state = replace(state, craps=replace(state.craps, paytable=fresh.paytable))
     if state.bust is not None and (
         state.bust.decks != settings.decks
@@ -192,7 +191,8 @@ class Replay:
 
     def memory(self) -> Memory:
         """The table rebuilt so far, as one value (its dictionaries copied)."""
-        assert self.state is not None  # noqa: S101  narrows for mypy: a replayed record or finish() set it
+        if self.state is None:
+            raise RuntimeError("nothing replayed yet: memory() follows a record or finish()")
         return Memory(
             settings=self.settings,
             state=self.state,

@@ -141,8 +141,10 @@ class JournalUpkeep:
     def finish_rotation(self, at: datetime) -> None:
         """Finish a rotation a crash cut short after its seal (the live segment's last
         record), with the table as the journal left it."""
-        assert self.segment_day is not None  # noqa: S101  a sealed segment has records
-        self._rotate(max(self.segment_day, self.gaming_day(at)), at, sealed=True)
+        old_day = self.segment_day
+        if old_day is None:
+            raise RuntimeError("no live segment to finish rotating: a sealed segment has records")
+        self._rotate(old_day, max(old_day, self.gaming_day(at)), at, sealed=True)
 
     def rotate_if_new_day(self, at: datetime) -> bool:
         """Rotate when ``at`` is in a later gaming day than the live segment's; then find
@@ -151,14 +153,13 @@ class JournalUpkeep:
         day = self.gaming_day(at)
         if self.segment_day is None or day <= self.segment_day:
             return False
-        self._rotate(day, at, sealed=False)
+        self._rotate(self.segment_day, day, at, sealed=False)
         return True
 
-    def _rotate(self, day: date, at: datetime, *, sealed: bool) -> None:
-        """Close the live segment and begin the next (``daemon.segments``, "Rotation")."""
+    def _rotate(self, old_day: date, day: date, at: datetime, *, sealed: bool) -> None:
+        """Close the live segment (of ``old_day``) and begin the next (``daemon.segments``,
+        "Rotation")."""
         journal = self.journal
-        old_day = self.segment_day
-        assert old_day is not None  # noqa: S101  narrows for mypy: both callers checked it
         first = journal.first_record()
         first_seq = first.seq if first is not None else journal.last_seq
         # A rotation the journal refused half way (a full disk) left its seal: not again.

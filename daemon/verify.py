@@ -213,11 +213,11 @@ class _Walk:
         self.settings = settings
         self.report = Report(live=live, hmac=key is not None)
         self.previous: bytes | None = None  # the hash of the record before (None: at start)
-        self.expected: int | None = None  # the seq the next record must have
+        self.expected = 1  # the seq the next record must have (read once a record came)
         self.segment: Path = live
         self.prev_segment: Path | None = None
         self.replay: Replay | None = None
-        self.waiting_for_anchor_snapshot = False
+        self.anchor_waiting: Anchor | None = None  # the anchor whose snapshot comes next
         self.removed: dict[str, int] = {}  # segment file name -> seq of its removal record
         self.carried: dict[int, bytes] = {}  # live outbox rows carried over: seq -> payload
         self.outbox_own: set[int] = set()  # live outbox rows that must be publish records
@@ -317,18 +317,18 @@ class _Walk:
 
     def _record(self, raw: RawRecord, *, first_of_segment: bool) -> None:
         at_start = self.previous is None
-        if at_start:
-            self._begin(raw)
+        if self.previous is None:
+            previous = self._begin(raw)
         else:
-            self._follow(raw, first_of_segment=first_of_segment)
-        assert self.previous is not None  # noqa: S101  narrows for mypy: _begin or _follow just set it
+            previous = self.previous
+            self._follow(raw, previous, first_of_segment=first_of_segment)
         expected = chain(
-            self.previous, canonical(raw.seq, raw.ts, raw.kind, raw.body, raw.payload), self.key
+            previous, canonical(raw.seq, raw.ts, raw.kind, raw.body, raw.payload), self.key
         )
         if expected != raw.hash:
-            self._fail(raw.seq, self._mismatch(raw, at_start=at_start))
+            self._fail(raw.seq, self._mismatch(raw, previous, at_start=at_start))
         if raw.kind == "seal":
-            self._seal(raw)
+            self._seal(raw, previous)
         elif raw.kind == "segment" and not first_of_segment:
             self._fail(raw.seq, "a segment header in the middle of a segment")
         self.previous = raw.hash
@@ -340,8 +340,8 @@ class _Walk:
         self._outbox(raw)
         self._replay(raw)
 
-    def _begin(self, raw: RawRecord) -> None:
-        """The first record of the walk: where the chain starts."""
+    def _begin(self, raw: RawRecord) -> bytes:
+        """The first record of the walk: where the chain starts (the hash it follows)."""
         if raw.kind != "segment":
             # A journal from before segments (its chain was computed from genesis when it
             # was brought to schema 3).
@@ -350,10 +350,9 @@ class _Walk:
                     raw.seq,
                     f"the journal begins at seq {raw.seq}: seq 1 to {raw.seq - 1} were deleted",
                 )
-            self.previous = GENESIS
             settings = self.settings or self._first_settings()
             self.replay = None if settings is None else Replay(settings)
-            return
+            return GENESIS
         header = self._body(raw)
         prev_hash = header.get("prev_hash")
         if prev_hash == GENESIS.hex() and header.get("prev_segment") is None:
@@ -362,30 +361,28 @@ class _Walk:
                     raw.seq,
                     f"the journal begins at seq {raw.seq}: seq 1 to {raw.seq - 1} were deleted",
                 )
-            self.previous = GENESIS
             try:
                 settings = Settings.from_json(header.get("settings"))
             except ValueError as exc:  # RecordError
                 self._fail(raw.seq, f"the header's settings cannot be read: {exc}")
             self.replay = Replay(settings)
-            return
+            return GENESIS
         try:
-            self.previous = bytes.fromhex(str(prev_hash))
+            previous = bytes.fromhex(str(prev_hash))
         except ValueError:
             self._fail(raw.seq, f"the segment header's prev_hash {prev_hash!r} is not a hash")
-        self.report.anchor = Anchor(
+        self.anchor_waiting = self.report.anchor = Anchor(
             segment=self.segment,
             seq=raw.seq,
             previous=str(header.get("prev_segment")),
             removed_at=None,
             snapshot=None,
         )
-        self.waiting_for_anchor_snapshot = True
+        return previous
 
-    def _follow(self, raw: RawRecord, *, first_of_segment: bool) -> None:
-        """Any record after the first: seq continuity, and a segment's header."""
-        assert self.expected is not None  # noqa: S101  narrows for mypy: _follow comes after _begin
-        assert self.previous is not None  # noqa: S101  narrows for mypy: _follow comes after _begin
+    def _follow(self, raw: RawRecord, previous: bytes, *, first_of_segment: bool) -> None:
+        """Any record after the first (``previous`` the hash of the one before): seq
+        continuity, and a segment's header."""
         if raw.seq != self.expected:
             last = self.expected - 1
             name = self.prev_segment.name if self.prev_segment else "?"
@@ -411,7 +408,7 @@ class _Walk:
             if raw.kind != "segment":
                 self._fail(raw.seq, f"the segment begins with a {raw.kind} record, not its header")
             header = self._body(raw)
-            if header.get("prev_hash") != self.previous.hex():
+            if header.get("prev_hash") != previous.hex():
                 name = self.prev_segment.name if self.prev_segment else "?"
                 self._fail(
                     raw.seq,
@@ -419,27 +416,25 @@ class _Walk:
                     "the segments do not follow each other",
                 )
 
-    def _seal(self, raw: RawRecord) -> None:
-        assert self.previous is not None  # noqa: S101  narrows for mypy: a seal follows a record
+    def _seal(self, raw: RawRecord, previous: bytes) -> None:
         body = self._body(raw)
-        if body.get("last_hash") != self.previous.hex():
+        if body.get("last_hash") != previous.hex():
             self._fail(
                 raw.seq,
                 f"the seal's last_hash is not the hash of the record before it (seq {raw.seq - 1})",
             )
 
-    def _mismatch(self, raw: RawRecord, *, at_start: bool) -> str:
+    def _mismatch(self, raw: RawRecord, previous: bytes, *, at_start: bool) -> str:
         what = "hash does not match: the record was changed, or one before it"
         if not at_start:
             return what
-        assert self.previous is not None  # noqa: S101  narrows for mypy: not at the start, so a record came before
         data = canonical(raw.seq, raw.ts, raw.kind, raw.body, raw.payload)
         if self.key is None:
             return (
                 f"{what}; or the journal was written with an HMAC key ([journal] hmac_key_file): "
                 "a key may be needed (--key-file, or --config with the table's configuration)"
             )
-        if chain(self.previous, data, None) == raw.hash:
+        if chain(previous, data, None) == raw.hash:
             return (
                 "the chain is plain SHA-256, not HMAC: the journal was written without a key; "
                 "check it without --key-file"
@@ -473,7 +468,8 @@ class _Walk:
             removed = self._body(raw).get(REMOVED)
             if isinstance(removed, dict) and isinstance(removed.get("file"), str):
                 self.removed.setdefault(removed["file"], raw.seq)
-        if self.waiting_for_anchor_snapshot:
+        anchor = self.anchor_waiting
+        if anchor is not None:
             if raw.kind == "segment":
                 return  # the anchor's header; its snapshot follows
             if raw.kind != "snapshot":
@@ -486,9 +482,7 @@ class _Walk:
                 self.replay = Replay.restore(self._body(raw))
             except Exception as exc:  # a hostile body: any error is a finding, not a crash
                 self._fail(raw.seq, f"the anchor's snapshot cannot be restored: {_error(exc)}")
-            self.waiting_for_anchor_snapshot = False
-            anchor = self.report.anchor
-            assert anchor is not None  # noqa: S101  narrows for mypy: waiting for its snapshot means an anchor
+            self.anchor_waiting = None
             self.report.anchor = Anchor(
                 segment=anchor.segment,
                 seq=anchor.seq,
@@ -585,9 +579,9 @@ ADDED_SNAPSHOT_KEYS: Final = frozenset(
     {
         "acknowledged_by",  # an alarm's acknowledgement (alarm_ack, contract 1.3)
         "acknowledged_at",
-        "series",  # a counted roll's series, craps/board's series (issue 22)
+        "series",  # a counted roll's series, craps/board's series (an addition)
         "series_count",
-        "since",  # a pending CHECK's arrival (issue 22)
+        "since",  # a pending CHECK's arrival (pending_roll.since, an addition)
         "at",  # a counted roll's arrival
     }
 )

@@ -1,11 +1,11 @@
 """The floor bridge's own Mosquitto, run and watched (``lammer bridge-watchdog``).
 
-Issue 28: Debian's Mosquitto 2.0.11 bridged to a floor node it cannot complete TLS with (a
-wrong CA, a node that accepts TCP and never answers TLS, one that resets mid-handshake, a
-flapping floor) can spin in user space, answer none of its clients for more than 10 s and
-ignore SIGTERM. So the bridge runs in a broker of its own (``bridge.conf`` of ``lammer
-broker-config --bridge``), beside the tables' broker, which has no bridge, and this
-watchdog runs it:
+Why a broker of its own: Debian's Mosquitto 2.0.11 bridged to a floor node it cannot
+complete TLS with (a wrong CA, a node that accepts TCP and never answers TLS, one that
+resets mid-handshake, a flapping floor) can spin in user space, answer none of its clients
+for more than 10 s and ignore SIGTERM. So the bridge runs in a broker of its own
+(``bridge.conf`` of ``lammer broker-config --bridge``), beside the tables' broker, which has
+no bridge, and this watchdog runs it:
 
 * it starts ``mosquitto -c bridge.conf`` as its child (its log goes to the watchdog's
   stderr: the unit's journal), and starts it again when it exits;

@@ -26,6 +26,7 @@ from typing import Any
 
 from deploy.broker import BrokerError, listen_ports
 from deploy.floor_config import FloorPlan, Node, generate, installed_nats_server, plan_floor
+from foundation.tls import client_context
 
 
 def nats_server_path() -> str:
@@ -136,9 +137,7 @@ class FloorCluster:
     def tls_context(self) -> ssl.SSLContext:
         """A client's TLS context for the nodes: their certificates verified with the
         floor CA (and the name in them: 127.0.0.1)."""
-        context = ssl.create_default_context(cafile=str(self.ca_path))
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        return context
+        return client_context(self.ca_path)
 
     def password(self, user: str) -> str:
         """A floor user's password (``display``, ``terminal``)."""

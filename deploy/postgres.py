@@ -98,17 +98,20 @@ class Postgres:
     off by default: a test cluster loses nothing worth a disk flush. ``synchronous_commit``
     is on either way (a commit waits for its WAL write, flushed when ``fsync`` is on)."""
 
+    def _folder(self) -> Path:
+        if self.folder is None:
+            raise RuntimeError("the cluster has no folder yet: start() first")
+        return self.folder
+
     @property
     def data(self) -> Path:
         """The cluster's data directory."""
-        assert self.folder is not None, "start() first"  # noqa: S101  a test helper used after start()
-        return self.folder / "data"
+        return self._folder() / "data"
 
     @property
     def socket_dir(self) -> str:
         """The folder of the unix socket (``host=`` of a libpq connection string)."""
-        assert self.folder is not None, "start() first"  # noqa: S101  a test helper used after start()
-        return str(self.folder)
+        return str(self._folder())
 
     def admin_dsn(self, dbname: str = "postgres") -> str:
         """The superuser's connection string, over the unix socket."""

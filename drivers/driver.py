@@ -402,7 +402,8 @@ class DeviceDriver:
             self._send(link, encode_message(Nak(seq=seq)))
             return BadFrameReceived(device=self.device, raw=item.raw, reason=item.reason)
         msg = item.message
-        assert isinstance(msg, DeviceMessage), "the decoder refuses host messages from a device"  # noqa: S101  the decoder refuses host messages from a device
+        if not isinstance(msg, DeviceMessage):  # the decoder reads with sender="device"
+            raise TypeError(f"a {msg.kind} from a device: the decoder refuses host messages")
         hello = isinstance(msg.fact, ev.DeviceHello)  # a HELLO resets the sequence
         if self._last is not None:
             last_seq, last_raw = self._last

@@ -55,7 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from types import MappingProxyType
-from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
+from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args, overload
 
 from drivers.errors import FrameError
 from drivers.link import (
@@ -602,47 +602,59 @@ def encode_message(msg: Message) -> bytes:
     return encode_frame(encode_body(msg))
 
 
+@overload
+def parse_body(body: str, *, device: Device | None, sender: Literal["device"]) -> DeviceMessage: ...
+@overload
+def parse_body(body: str, *, device: Device | None, sender: Sender | None = None) -> Message: ...
 def parse_body(body: str, *, device: Device | None, sender: Sender | None = None) -> Message:
     """Parse a frame body (between ``$`` and ``*``) into a message.
 
     ``device`` is the device whose messages are read (``None``: none, a device reading the
-    host); ``sender`` limits the direction (``"device"``: what a host receives, ``"host"``:
-    what a device receives, ``None``: both). Raises ``FrameError`` with a specific reason
-    and, when the sequence number could be read, ``seq`` for the NAK.
+    host); ``sender`` limits the direction (``"device"``: what a host receives, a
+    ``DeviceMessage``; ``"host"``: what a device receives; ``None``: both). Raises
+    ``FrameError`` with a specific reason and, when the sequence number could be read,
+    ``seq`` for the NAK.
     """
     kind, seq = read_header(body)
+    try:
+        return _parse(body, kind, seq, device=device, sender=sender)
+    except FrameError as exc:
+        if exc.seq is None:
+            raise FrameError(exc.reason, seq=seq if seq > 0 else None) from exc
+        raise
+
+
+def _parse(
+    body: str, kind: str, seq: int, *, device: Device | None, sender: Sender | None
+) -> Message:
     host = HOST_MESSAGES.get(kind)
-    spec = DEVICE_TYPES.get(kind)
     if host is not None:
         if sender == "device":
             raise FrameError(f"{kind} is sent by the host, not by a device", seq=seq)
-        count, rest = 0, False
-    elif spec is None:
+        _fields(body, kind, seq, count=0, rest=False)
+        return host(seq=seq)
+    spec = DEVICE_TYPES.get(kind)
+    if spec is None:
         raise FrameError(f"unknown message type {kind[:12]!r}", seq=seq)
-    elif sender == "host":
+    if sender == "host":
         raise FrameError(f"{kind} is sent by a device, not by the host", seq=seq)
-    elif device is None:
+    if device is None:
         raise FrameError(f"{kind} is a device message: this reader takes the host's", seq=seq)
-    elif device not in spec.sent_by:
+    if device not in spec.sent_by:
         raise FrameError(f"{kind} is not a {device} message", seq=seq)
-    else:
-        count, rest = spec.count, spec.rest
+    return spec.read(_fields(body, kind, seq, count=spec.count, rest=spec.rest), seq, device)
+
+
+def _fields(body: str, kind: str, seq: int, *, count: int, rest: bool) -> list[str]:
+    """The fields after TYPE and SEQ: ``count`` of them (the last taking the rest of the
+    body, commas and all, when ``rest``)."""
     parts = body.split(",", count + 1) if rest else body.split(",")
     if len(parts) != count + 2:
         raise FrameError(
             f"{kind} has {len(parts) - 2} fields after the sequence number, expected {count}",
             seq=seq,
         )
-    try:
-        if host is not None:
-            return host(seq=seq)
-        assert spec is not None  # noqa: S101  every other case raised above
-        assert device is not None  # noqa: S101  every other case raised above
-        return spec.read(parts[2:], seq, device)
-    except FrameError as exc:
-        if exc.seq is None:
-            raise FrameError(exc.reason, seq=seq if seq > 0 else None) from exc
-        raise
+    return parts[2:]
 
 
 # ---------------------------------------------------------------------------------------

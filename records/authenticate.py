@@ -1,4 +1,5 @@
-"""The floor's software authenticator (``lammer authenticate``, issue 33, mqtt-api.md 1.4).
+"""The floor's software authenticator (``lammer authenticate``, mqtt-api.md 1.4;
+docs/auditors/software-authentication.md).
 
 It holds the casino's approved release manifests (``contract.manifest``, each verified
 against the approved public keys at start) and, on a schedule, asks every table it knows
@@ -31,7 +32,6 @@ import contextlib
 import hmac
 import json
 import secrets
-import ssl
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -46,9 +46,10 @@ import structlog
 from contract.floor import SoftwareBody, software_topic
 from contract.manifest import Manifest
 from contract.requests import request_topic
-from contract.session import observe_disconnect
+from contract.session import FLOOR_KEEPALIVE, observe_disconnect
 from contract.software import first_difference, seeded
 from contract.topics import Topic
+from foundation.tls import client_context
 
 log = structlog.get_logger("lammer.authenticate")
 
@@ -233,15 +234,6 @@ class Authenticator:
         self.asked = {}
 
 
-def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
-    """TLS 1.2 at least, the broker's certificate and name verified with ``ca_file``."""
-    if ca_file is None:
-        return None
-    context = ssl.create_default_context(cafile=str(ca_file))
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
-
-
 def _now() -> str:
     now = datetime.now(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
@@ -275,8 +267,8 @@ async def run(settings: Settings, *, rounds: int | None = None) -> Authenticator
         identifier=settings.client_id,
         username=settings.user,
         password=settings.password,
-        keepalive=15,
-        tls_context=tls_context(settings.ca_file),
+        keepalive=FLOOR_KEEPALIVE,
+        tls_context=client_context(settings.ca_file),
     ) as client:
         observe_disconnect(client)
         for prefix in settings.prefixes:

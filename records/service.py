@@ -51,7 +51,6 @@ import asyncio
 import contextlib
 import json
 import random
-import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -68,9 +67,10 @@ from contract.feed import Event, Feed, Gap, Message, Other, Refused, Resend
 from contract.floor import integrity_topic
 from contract.follow import resent_mark
 from contract.nodes import Nodes
-from contract.session import observe_disconnect
+from contract.session import FLOOR_KEEPALIVE, observe_disconnect
 from contract.tasks import cancel_and_wait
 from foundation.backoff import DEFAULT_INITIAL, DEFAULT_MAXIMUM, Backoff
+from foundation.tls import client_context
 from metrics.endpoint import MetricsServer
 from metrics.settings import MetricsSettings
 from records import backfill as bf
@@ -105,12 +105,17 @@ WHERE topic = ANY(%s) ORDER BY table_id, seq
 """
 
 BATCH: Final = 200
+"""Messages a transaction stores at most (docs/floor/records.md: the figures)."""
 STORE_BACKOFF: Final = Backoff(initial=0.2, maximum=5.0)
 """Seconds before a batch is written again after the store went away: 0.4 s doubling to
 5 s, jittered (``foundation.backoff``); each try first opens a new connection."""
 BROKER_BACKOFF: Final = Backoff(initial=DEFAULT_INITIAL, maximum=DEFAULT_MAXIMUM)
 """Seconds before the next round once every broker node failed, as every lammer link."""
-"""Messages a transaction stores at most (docs/floor/records.md: the figures)."""
+WARN_EVERY: Final = 60.0
+"""Seconds at least between two "message dropped" lines of one table and kind of reason: a
+flood of junk must not flood the log (the counts in the next line say how many came)."""
+TOPIC_SHOWN: Final = 80
+"""Characters of a refused message's topic in a log line (a topic may be 64 KiB long)."""
 
 REFRESH: Final = 900.0
 """Seconds at least between two publications of a table's integrity topic whose alarms
@@ -345,7 +350,7 @@ class Records:
                     # The feed checked it first (contract.feed.admit): no seq taken, so
                     # the genuine message of that seq is still awaited and asked for.
                     self.dropped += 1
-                    reason = f"{event.topic[:80]}: {event.reason}: {event.detail}"
+                    reason = f"{event.topic[:TOPIC_SHOWN]}: {event.reason}: {event.detail}"
                     self._warn(_table_of(event.table), reason, now, key=event.reason)
         return asks
 
@@ -510,7 +515,8 @@ class Records:
     def _integrity(self, table: str, findings: list[Finding], *, force: bool = False) -> None:
         """Publish ``table``'s integrity topic again when an alarm is raised, changes (its
         bet, row, window or side) or clears, and log it then: once, not at every result
-        while the table stays in alarm (issue 27). The figures of alarms that stand (the
+        while the table stays in alarm (a log line per result would bury the change that
+        matters). The figures of alarms that stand (the
         hits, the rounds) go on the topic again at most once per ``REFRESH`` seconds,
         without a log line. ``force``: publish whatever the last one was (the start)."""
         alarms: list[tuple[str, str, str, str]] = sorted(
@@ -539,10 +545,11 @@ class Records:
         self.outbox.append((table, integrity_payload(table, findings, now_ts())))
 
     def _warn(self, table: str, reason: str, now: float, *, key: str | None = None) -> None:
-        """One line per table and kind of reason a minute at most (a flood of junk must not
-        flood the log), with the counts so far."""
+        """One line per table and kind of reason each ``WARN_EVERY`` at most, with the counts
+        so far."""
         seen = (table, key or reason.split(":")[0])
-        if now - self._warned.get(seen, -1e9) >= 60:
+        last = self._warned.get(seen)
+        if last is None or now - last >= WARN_EVERY:
             self._warned[seen] = now
             log.warning(
                 "message dropped",
@@ -646,15 +653,6 @@ async def _writer(records: Records, closing: asyncio.Event) -> None:
         records.committed(batch)
 
 
-def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
-    """TLS 1.2 at least, the broker's certificate and name verified with ``ca_file``."""
-    if ca_file is None:
-        return None
-    context = ssl.create_default_context(cafile=str(ca_file))
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
-
-
 def _server(conn: psycopg.Connection[Any]) -> str:
     """The host and port a connection reached (of a multi-host DSN: the primary)."""
     info = conn.info
@@ -679,8 +677,8 @@ async def _serve(records: Records, stop: asyncio.Event) -> None:
                 username=s.mqtt_user,
                 password=s.mqtt_password,
                 clean_session=False,
-                keepalive=15,
-                tls_context=tls_context(s.mqtt_ca_file),
+                keepalive=FLOOR_KEEPALIVE,
+                tls_context=client_context(s.mqtt_ca_file),
             )
             # PUBACK only once stored (module docstring): set before connecting, since a
             # persistent session's waiting messages come right after CONNACK. aiomqtt 2.5

@@ -80,11 +80,3 @@ def dealer_stands(total: HandTotal, *, hits_soft_17: bool) -> bool:
     if total.total < DEALER_STANDS_ON:
         return False
     return not (hits_soft_17 and total.soft and total.total == DEALER_STANDS_ON)
-
-
-def dealer_must_draw(cards: Iterable[Card], *, hits_soft_17: bool) -> bool:
-    """Whether the dealer takes another card: always to two cards, then by the rule."""
-    hand = tuple(cards)
-    if len(hand) < 2:
-        return True
-    return not dealer_stands(hand_total(hand), hits_soft_17=hits_soft_17)

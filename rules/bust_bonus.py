@@ -205,8 +205,8 @@ def apply(state: BustBonusState, fact: BustFact) -> tuple[BustBonusState, tuple[
             if open_round_id(state) != fact.round_id:
                 return state, (_not_open(fact, open_round_id(state)),)
             if isinstance(fact, DealerDone):
-                return _close(state, "ended"), (_settle(state),)
-            return _close(state, "void"), (_void(state),)
+                return _close(state, fact.round_id, "ended"), (_settle(state, fact.round_id),)
+            return _close(state, fact.round_id, "void"), (_void(state, fact.round_id),)
         case _:
             assert_never(fact)
 
@@ -216,8 +216,8 @@ def _card(state: BustBonusState, fact: CardDrawn) -> tuple[BustBonusState, tuple
     if open_round_id(state) != fact.round_id:
         if state.phase == "open" and state.round_id is not None:
             # The shoe has moved on: the open round can never see its END.
-            outcomes = (_interrupted(state, fact.round_id),)
-            state = _close(state, "interrupted")
+            outcomes = (_interrupted(state, state.round_id, fact.round_id),)
+            state = _close(state, state.round_id, "interrupted")
         state = replace(
             state,
             round_id=fact.round_id,
@@ -259,9 +259,9 @@ def _card(state: BustBonusState, fact: CardDrawn) -> tuple[BustBonusState, tuple
     return new, outcomes
 
 
-def _settle(state: BustBonusState) -> BustBonusResult:
-    """The result at ``END``: every card is face up, so the result carries them all."""
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round settles
+def _settle(state: BustBonusState, round_id: int) -> BustBonusResult:
+    """The result at ``END`` of the open round ``round_id``: every card is face up, so the
+    result carries them all."""
     problems = list(state.problems)
     hand = _parse_all(state.dealer_cards)
     if not state.dealer_cards:
@@ -282,7 +282,7 @@ def _settle(state: BustBonusState) -> BustBonusResult:
     if pays is not None:
         column = "suited" if suited else "off_suit"
     return BustBonusResult(
-        round_id=state.round_id,
+        round_id=round_id,
         outcome="flagged" if problems else "win" if pays is not None else "lose",
         up_card=state.dealer_cards[0] if state.dealer_cards else None,
         dealer_cards=state.dealer_cards,
@@ -324,18 +324,16 @@ def _up_card(state: BustBonusState) -> str | None:
     return state.dealer_cards[0] if state.dealer_cards else None
 
 
-def _void(state: BustBonusState) -> BustBonusResult:
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is voided
-    return _unsettled(state.round_id, "void", None, _up_card(state))
+def _void(state: BustBonusState, round_id: int) -> BustBonusResult:
+    return _unsettled(round_id, "void", None, _up_card(state))
 
 
-def _interrupted(state: BustBonusState, new_round: int) -> BustBonusResult:
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is interrupted
-    reason = f"round {state.round_id} never ended: a CARD for round {new_round} arrived first"
+def _interrupted(state: BustBonusState, round_id: int, new_round: int) -> BustBonusResult:
+    reason = f"round {round_id} never ended: a CARD for round {new_round} arrived first"
     if state.problems:
         # The details may name cards still face down; the journal keeps every frame.
         reason += f" ({len(state.problems)} more problem(s) found; see the journal)"
-    return _unsettled(state.round_id, "flagged", reason, _up_card(state))
+    return _unsettled(round_id, "flagged", reason, _up_card(state))
 
 
 def flagged_result(round_id: int, reason: str) -> BustBonusResult:
@@ -375,9 +373,8 @@ def _late(fact: CardDrawn | DealerDone | RoundVoided, how: ClosedAs) -> AlarmRai
     )
 
 
-def _close(state: BustBonusState, phase: ClosedAs) -> BustBonusState:
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round closes
-    closed = (*state.closed, (state.round_id, phase))[-CLOSED_MEMORY:]
+def _close(state: BustBonusState, round_id: int, phase: ClosedAs) -> BustBonusState:
+    closed = (*state.closed, (round_id, phase))[-CLOSED_MEMORY:]
     return replace(state, phase=phase, closed=closed)
 
 

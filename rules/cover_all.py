@@ -296,7 +296,8 @@ def resolve_round(
             key = cover_all_rank(g, evaluator(ranking, len(hand))(hand))
             if top is None or key > top[0]:
                 top = (key, position, hand)
-    assert top is not None  # noqa: S101  check_deal demands a player
+    if top is None:  # not reached: check_deal demands a player's hand
+        return Flagged(game=g, hands=hands, reason="no player hand was dealt")
     (_, value), position, hand = top
     codes = tuple(DECK[i].code for i in hand)
     best = tuple(DECK[i].code for i in best_cards(ranking, hand))

@@ -62,12 +62,13 @@ Choices where the specs are silent (documented in docs/auditors/choices.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 from itertools import chain, islice
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Final, Literal, assert_never
 
@@ -247,11 +248,6 @@ def waiting(state: CrapsState) -> tuple[int, int | None]:
     return len(state.queue) - 1, state.queue.first.roll_id
 
 
-def latest_roll_id(state: CrapsState) -> int | None:
-    """The id of the latest roll event (for log context), or ``None`` before the first."""
-    return None if state.latest is None else state.latest.roll_id
-
-
 def _series_hit(counted: tuple[CountedRoll, ...]) -> frozenset[int]:
     return counted[-1].hit if counted else frozenset()
 
@@ -361,12 +357,12 @@ def board(state: CrapsState) -> CrapsBoard:
     pending = None
     if state.queue:
         front = state.queue.first
-        assert isinstance(front.fact, RollCheck)  # noqa: S101  only a CHECK heads the queue
+        check = _check_of(front)
         pending = PendingRoll(
             roll_id=front.roll_id,
             dice=front.dice,
-            reason=_front_reason(front),
-            clause=CHECK_CLAUSES[front.fact.reason],
+            reason=_front_reason(check),
+            clause=CHECK_CLAUSES[check.reason],
             since=front.at,
         )
     last = state.counted[-1] if state.counted else None
@@ -481,9 +477,16 @@ def _check_clause(reason: CheckReason) -> str:
     return f"68 IAC 10-4-4(c)({CHECK_CLAUSES[reason]})"
 
 
-def _front_reason(front: Arrival) -> str:
-    assert isinstance(front.fact, RollCheck)  # noqa: S101  only a CHECK heads the queue
-    return f"{_check_text(front.fact)}: waits for the stickperson's decision"
+def _check_of(front: Arrival) -> RollCheck:
+    """The ``CHECK`` of the roll heading the queue: only a ``CHECK`` heads it (a roll that
+    counts at once never waits)."""
+    if not isinstance(front.fact, RollCheck):
+        raise TypeError(f"roll {front.roll_id} heads the queue, but it is not a CHECK")
+    return front.fact
+
+
+def _front_reason(check: RollCheck) -> str:
+    return f"{_check_text(check)}: waits for the stickperson's decision"
 
 
 def _waiting_reason(arrival: Arrival, front: Arrival) -> str:
@@ -581,7 +584,7 @@ def _arrive(
             outcomes = (_pending(arrival, _waiting_reason(arrival, new.queue.first)),)
         case RollCheck():
             new = replace(new, queue=PersistentQueue((arrival,)))
-            outcomes = (_pending(arrival, _front_reason(arrival)),)
+            outcomes = (_pending(arrival, _front_reason(fact)),)
         case DiceRolled():
             new, outcomes = _count(new, arrival, "counted", None)  # "A ROLL counts at once."
         case _:
@@ -589,15 +592,22 @@ def _arrive(
     return new, outcomes
 
 
+_ROLL_ID: Final = attrgetter("roll_id")
+
+
 def _remember(recent: tuple[DiceFact, ...], fact: DiceFact) -> tuple[DiceFact, ...]:
     """The recent roll events with ``fact`` the latest, the only one of its roll id, the
     oldest dropped beyond ``RECENT_ROLLS``: a copy of at most that many per roll event."""
-    kept = tuple(f for f in recent if f.roll_id != fact.roll_id)
+    kept = recent
+    if fact.roll_id in map(_ROLL_ID, recent):  # else (a new roll id) only the oldest goes
+        kept = tuple(f for f in recent if f.roll_id != fact.roll_id)
     return (*kept[max(0, len(kept) - RECENT_ROLLS + 1) :], fact)
 
 
 def _known(state: CrapsState, roll_id: int) -> DiceFact | None:
     """The latest recent roll event with ``roll_id``, if any."""
+    if roll_id not in map(_ROLL_ID, state.recent_rolls):
+        return None  # a new roll id, the usual case: looked for without a Python loop
     for fact in reversed(state.recent_rolls):
         if fact.roll_id == roll_id:
             return fact
@@ -646,7 +656,7 @@ def _drain(
         if isinstance(arrival.fact, RollCheck):
             # A CHECK behind a CHECK becomes pending in turn, with the rest behind it.
             state = replace(state, queue=behind.drop(i))
-            outcomes.append(_pending(arrival, _front_reason(arrival)))
+            outcomes.append(_pending(arrival, _front_reason(arrival.fact)))
             return state, tuple(outcomes)
         waited = f"waited for the decision on roll {decided.roll_id}"
         state, counted = _count(state, arrival, "counted", waited)
@@ -700,9 +710,8 @@ def _decide(state: CrapsState, decision: RollDecided) -> tuple[CrapsState, tuple
         behind = any(a.roll_id == roll_id for a in state.queue)
         where = "waits behind it" if behind else "is not pending"
         raise _refuse(state, roll_id, f"roll {roll_id} {where}: decide roll {front.roll_id} first")
-    assert isinstance(front.fact, RollCheck)  # noqa: S101  only a CHECK heads the queue
     verdict = "valid" if decision.valid else "invalid"
-    reason = f"{_check_text(front.fact)}: declared {verdict} by {decision.operator}"
+    reason = f"{_check_text(_check_of(front))}: declared {verdict} by {decision.operator}"
     rest = replace(state, queue=PersistentQueue())
     outcomes: tuple[Outcome, ...]
     if decision.valid:
@@ -752,7 +761,8 @@ def _void(state: CrapsState, decision: RollVoided) -> tuple[CrapsState, tuple[Ou
         }[status]
         raise DecisionError(f"roll {roll_id} cannot be declared invalid: {why}", roll_id=roll_id)
     voided = state.counted[-1]
-    assert voided.n == latest.n  # noqa: S101  the latest roll, having counted, is the last counted
+    if voided.n != latest.n:  # not reached: the latest roll, having counted, is the last counted
+        raise RuntimeError(f"roll {roll_id} counted but is not the last counted roll")
     before = state.counted[:-1]
     # Undo by construction: the lammers are those of the roll before; what the roll settled
     # is recomputed from them and taken back (dice-reader-icd.md: "undone exactly").
@@ -833,14 +843,3 @@ def apply(
             return _overturn(state, event)
         case _:
             assert_never(event)
-
-
-def apply_all(
-    state: CrapsState, events: Iterable[DiceFact | Decision]
-) -> tuple[CrapsState, tuple[Outcome, ...]]:
-    """Apply events in order (a journal replay); the outcomes of all of them, in order."""
-    outcomes: list[Outcome] = []
-    for event in events:
-        state, out = apply(state, event)
-        outcomes.extend(out)
-    return state, tuple(outcomes)

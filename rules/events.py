@@ -308,7 +308,7 @@ class DiskSpaceChecked:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SoftwareChecked:
     """The host checked its installed software against the approved release manifests at
-    start (issue 33): ``problem`` is None when it matches one, else a sentence naming the
+    start: ``problem`` is None when it matches one, else a sentence naming the
     first file that differs (or why no manifest could be used)."""
 
     problem: str | None

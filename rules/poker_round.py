@@ -134,9 +134,9 @@ def apply(state: PokerRoundState, fact: PokerFact) -> tuple[PokerRoundState, tup
         case RoundDealt():
             return _round(state, fact)
         case RoundSettled():
-            return _settle(state)
+            return _settle(state, rid)
         case RoundVoided():
-            return _void(state)
+            return _void(state, rid)
         case _:
             assert_never(fact)
 
@@ -191,13 +191,15 @@ def _close(state: PokerRoundState, round_id: int, how: Closing) -> PokerRoundSta
     return PokerRoundState(game=state.game, closed=closed)
 
 
-def _flag_open(state: PokerRoundState, reason: str) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
-    """Flag the open round (once: the first reason is the one published) and keep it open,
-    so its later frames are recognised as its own until ``SETTLE`` or ``VOID`` closes it."""
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is flagged
+def _flag_open(
+    state: PokerRoundState, round_id: int, reason: str
+) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
+    """Flag the open round ``round_id`` (once: the first reason is the one published) and
+    keep it open, so its later frames are recognised as its own until ``SETTLE`` or ``VOID``
+    closes it."""
     if state.flagged is not None:
         return state, ()
-    return replace(state, flagged=reason), (_flag(state, state.round_id, state.hands, reason),)
+    return replace(state, flagged=reason), (_flag(state, round_id, state.hands, reason),)
 
 
 def _hand(state: PokerRoundState, fact: HandDealt) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
@@ -217,11 +219,11 @@ def _hand(state: PokerRoundState, fact: HandDealt) -> tuple[PokerRoundState, tup
         return state, outcomes
     if state.hands is not None:
         late = f"HAND for {fact.position} came after ROUND, when the deal was complete"
-        state, flagged = _flag_open(state, late)
+        state, flagged = _flag_open(state, fact.round_id, late)
         return state, outcomes + flagged
     reason = check_hand(state.game, fact.position, fact.cards, dict(state.dealt))
     if reason is not None:
-        state, flagged = _flag_open(state, reason)
+        state, flagged = _flag_open(state, fact.round_id, reason)
         return state, outcomes + flagged
     return replace(state, dealt=(*state.dealt, (fact.position, fact.cards))), outcomes
 
@@ -272,11 +274,11 @@ def _round(state: PokerRoundState, fact: RoundDealt) -> tuple[PokerRoundState, t
     if state.flagged is not None:
         return replace(state, hands=state.hands or fact.hands), ()
     if state.hands is not None:
-        return _flag_open(state, "ROUND came twice for one round")
+        return _flag_open(state, fact.round_id, "ROUND came twice for one round")
     state = replace(state, hands=fact.hands)
     reason = check_deal(state.game, fact.hands, [position for position, _ in state.dealt])
     if reason is not None:
-        return _flag_open(state, reason)
+        return _flag_open(state, fact.round_id, reason)
     payouts = CoverAllPayouts(
         round_id=fact.round_id,
         game=state.game,
@@ -286,9 +288,8 @@ def _round(state: PokerRoundState, fact: RoundDealt) -> tuple[PokerRoundState, t
     return state, (payouts,)
 
 
-def _settle(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round settles
-    rid = state.round_id
+def _settle(state: PokerRoundState, rid: int) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
+    """``SETTLE`` for the open round ``rid``."""
     if state.flagged is not None:
         return _close(state, rid, "flagged"), ()
     if state.hands is None:
@@ -330,9 +331,8 @@ def _settle(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...
     return _close(state, rid, "settled"), (result,)
 
 
-def _void(state: PokerRoundState) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
-    assert state.round_id is not None  # noqa: S101  narrows for mypy: only an open round is voided
-    rid = state.round_id
+def _void(state: PokerRoundState, rid: int) -> tuple[PokerRoundState, tuple[Outcome, ...]]:
+    """``VOID`` for the open round ``rid``."""
     # mqtt-api.md: ``reason`` is for ``flagged``. A round flagged earlier and now voided
     # already published its reason; the void result says only that nothing pays.
     result = CoverAllResult(

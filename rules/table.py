@@ -164,7 +164,7 @@ MQTT_LOGIN: Final = "MQTT_LOGIN_REFUSED"
 and not in the table's ``password_file``): raised and cleared by ``BrokerLoginChecked``."""
 
 SOFTWARE: Final = "SOFTWARE"
-"""The installed software matches no approved release manifest (issue 33): raised and
+"""The installed software matches no approved release manifest: raised and
 cleared by ``SoftwareChecked`` at start; the host keeps the table closed while it is."""
 SOFTWARE_TEXT: Final = 300
 """Characters of the check's sentence kept in the alarm's message."""
@@ -449,13 +449,12 @@ def _acknowledge(state: TableState, ack: AlarmAcknowledged) -> TableState:
     matching = [a for a in state.alarms if a.code == ack.code]
     if not matching:
         raise DecisionError(f"no alarm {ack.code} is active at this table: nothing to acknowledge")
-    done = next((a for a in matching if a.acknowledged_by is not None), None)
-    if done is not None:
-        assert done.acknowledged_at is not None  # noqa: S101  set with acknowledged_by, always
-        raise DecisionError(
-            f"alarm {ack.code} was acknowledged already by {done.acknowledged_by} at "
-            f"{done.acknowledged_at.strftime('%H:%M:%S')} UTC"
-        )
+    for done in matching:  # acknowledged_at is set with acknowledged_by, always
+        if done.acknowledged_at is not None:
+            raise DecisionError(
+                f"alarm {ack.code} was acknowledged already by {done.acknowledged_by} at "
+                f"{done.acknowledged_at.strftime('%H:%M:%S')} UTC"
+            )
     kept = tuple(
         replace(a, acknowledged_by=ack.operator, acknowledged_at=ack.at)
         if a.code == ack.code
@@ -557,6 +556,20 @@ def _active(state: TableState, code: str, device: Device | None) -> bool:
     return any(a.code == code and a.device == device for a in state.alarms)
 
 
+def _link_errors_standing(
+    state: TableState, device: Device, current: DeviceState, at: datetime
+) -> TableState | None:
+    """While ``LINK_ERRORS`` stands for ``device``, a bad frame or noise at ``at`` only keeps
+    its time (at most once per ``LINK_ERRORS_STEP``, so a line gone bad does not change
+    the state at every frame); None when the alarm is not raised."""
+    if not _active(state, LINK_ERRORS, device):
+        return None
+    last = current.last_bad_frame
+    if last is not None and last <= at < last + LINK_ERRORS_STEP:
+        return state  # within the step of the time kept: nothing changes
+    return _set_device(state, device, replace(current, last_bad_frame=at))
+
+
 def _bad_frame(
     state: TableState, device: Device, at: datetime
 ) -> tuple[TableState, tuple[Outcome, ...]]:
@@ -565,11 +578,9 @@ def _bad_frame(
     if device not in dict(state.devices):
         return _unexpected(state, device, None, at)
     current = state.device(device)
-    if _active(state, LINK_ERRORS, device):
-        last = current.last_bad_frame
-        if last is not None and last <= at < last + LINK_ERRORS_STEP:
-            return state, ()  # within the step of the time kept: nothing changes
-        return _set_device(state, device, replace(current, last_bad_frame=at)), ()
+    standing = _link_errors_standing(state, device, current, at)
+    if standing is not None:
+        return standing, ()
     recent = (*(t for t in current.bad_frames if at - LINK_ERRORS_WINDOW < t <= at), at)
     if len(recent) <= LINK_ERRORS_MAX:
         return _set_device(state, device, replace(current, bad_frames=recent)), ()
@@ -591,11 +602,9 @@ def _noise(
     if device not in dict(state.devices):
         return _unexpected(state, device, None, at)
     current = state.device(device)
-    if _active(state, LINK_ERRORS, device):
-        last = current.last_bad_frame
-        if last is not None and last <= at < last + LINK_ERRORS_STEP:
-            return state, ()  # within the step of the time kept: nothing changes
-        return _set_device(state, device, replace(current, last_bad_frame=at)), ()
+    standing = _link_errors_standing(state, device, current, at)
+    if standing is not None:
+        return standing, ()
     if current.noise + 1 < LINK_NOISE_MAX:
         return _set_device(state, device, replace(current, noise=current.noise + 1)), ()
     state = _set_device(state, device, replace(current, noise=0, bad_frames=(), last_bad_frame=at))
@@ -713,7 +722,8 @@ def _backlog(
     """``ROLL_BACKLOG`` while more than ``ROLL_BACKLOG_MAX`` rolls wait behind a pending
     one; its message names the pending roll and does not count, so it is not republished
     with every roll that joins the queue."""
-    assert state.craps is not None  # noqa: S101  narrows for mypy: called for a craps table only
+    if state.craps is None:  # not reached: only a craps table has rolls waiting
+        return state, outcomes
     count, pending = craps.waiting(state.craps)
     if count <= ROLL_BACKLOG_MAX:
         state, cleared = _clear(state, ROLL_BACKLOG, "dice_reader")
@@ -797,7 +807,8 @@ def _shuffler_fault(state: TableState) -> str | None:
 
 def _flag(state: TableState, round_id: int, reason: str) -> Outcome:
     found = _card_game(state)
-    assert found is not None  # noqa: S101  only a card round is flagged for mode or deck
+    if found is None:
+        raise TypeError(f"round {round_id} flagged at a table without card rounds")
     machine, rounds = found
     return machine.flagged_result(rounds, round_id, reason)
 

@@ -42,7 +42,6 @@ import random
 import signal
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TextIO, cast
@@ -51,6 +50,7 @@ import structlog
 
 from contract.vocabulary import lammer_version
 from drivers.messages import DeviceMessage
+from foundation.files import replaced_privately
 from rules.events import GAMES
 from simulators.device_link import ACK_TIMEOUT, LinkTimings
 from simulators.dice import DiceGame
@@ -359,17 +359,8 @@ def _record(path: Path, sent: Sequence[DeviceMessage]) -> None:
     written under a temporary name in the same folder, then renamed over ``path``."""
     _check_record(path)
     text = format_script(Send((m.kind, *m.fields())) for m in sent)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
+    with replaced_privately(path) as out:
+        out.write(text)
 
 
 async def serve(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from pathlib import Path
 import structlog
 
 from drivers.messages import DeviceMessage, encode_body
+from foundation.tasks import this_task
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
 from simulators.line import LineSettings, read_baudrate, set_baudrate, transfer
@@ -66,7 +67,7 @@ class PtyPort:
         self.opened = 0
         """How many ptys this port has opened (1 + the replugs)."""
         self.dropped = 0
-        """Writes dropped because nobody read the pty."""
+        """Writes dropped, whole or in part, because nobody read the pty or it was unplugged."""
         self._master: int | None = None
         self._slave: int | None = None
         self._writable: asyncio.Future[None] | None = None
@@ -184,7 +185,7 @@ class PtyPort:
         kernel's count of unread bytes can lag, so a write that still finds the pty full
         drops its rest after ``STALL_LIMIT`` seconds.
         """
-        if self.unread() > UNREAD_LIMIT:
+        if self._master is None or self.unread() > UNREAD_LIMIT:
             self.dropped += 1
             return
         view = memoryview(self._heard(data, by_device=False))
@@ -235,8 +236,7 @@ class TcpPort:
         return self.port
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None  # noqa: S101  narrows for mypy: a coroutine always runs in a task
+        task = this_task()
         self._tasks.add(task)
         self.drop()  # a device server serves one host: the newest
         self._writer = writer

@@ -78,6 +78,7 @@ from foundation.config_files import (
     read_toml,
 )
 from foundation.endpoints import is_loopback, parse_listen, parse_nodes, parse_port
+from foundation.tls import client_context
 from metrics.settings import MetricsConfigError, MetricsSettings, metrics_settings
 
 Port = Annotated[StrictInt, AfterValidator(parse_port)]
@@ -350,11 +351,7 @@ class WebConfig(BaseModel):
     def mqtt_tls(self) -> ssl.SSLContext | None:
         """The TLS context of the MQTT connections (TLS 1.2 at least, the broker's
         certificate and name verified with ``mqtt_ca_file``), or None for plain MQTT."""
-        if self.mqtt_ca_file is None:
-            return None
-        context = ssl.create_default_context(cafile=str(self.mqtt_ca_file))
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        return context
+        return client_context(self.mqtt_ca_file)
 
     def http_tls(self) -> ssl.SSLContext | None:
         """The web server's own TLS context (TLS 1.2 at least), or None for plain HTTP."""

@@ -58,6 +58,10 @@ BACKOFF: Final = Backoff(initial=0.25)
 """Reconnect delays of both connections (jittered, so that many servers do not reconnect in
 step; capped at foundation.backoff's default)."""
 
+TICK: Final = 0.25
+"""Seconds at most between two looks at the feed's waits while nothing arrives: a wait
+runs out at most this late, and a quiet relay wakes four times a second."""
+
 
 def _nodelay() -> list[tuple[int, int, int]]:
     # Nagle off, as every lammer MQTT client (40 ms stalls otherwise).
@@ -213,7 +217,7 @@ class Follower:
         else:
             self.integrity = True
         try:
-            # lammer authenticate's software status (issue 33), granted with the same.
+            # lammer authenticate's software status, granted with the same ACL.
             await subscribe(client, f"{SOFTWARE_ROOT}+")
         except SubscriptionRefused as exc:
             log.error("software status not readable: check the broker's ACL", error=str(exc))
@@ -233,7 +237,7 @@ class Follower:
         while True:
             deadline = self.store.feed.next_deadline()
             now = loop.time()
-            wait = 0.25 if deadline is None else min(0.25, max(0.0, deadline - now))
+            wait = TICK if deadline is None else min(TICK, max(0.0, deadline - now))
             await asyncio.sleep(wait)
             self._push(self.store.tick(loop.time()))
             # A lost request is asked again by the feed after its timeout; a dead link is

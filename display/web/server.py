@@ -375,8 +375,8 @@ async def logout(request: web.Request) -> web.StreamResponse:
 
 
 async def unlock(request: web.Request) -> web.StreamResponse:
-    """A pit user lifts the login throttle of a user name (issue 20: a stickperson locked
-    out by guesses gets back in at once from a new browser). The address throttles and the
+    """A pit user lifts the login throttle of a user name, so a stickperson locked out by
+    someone's guesses gets back in at once from a new browser. The address throttles and the
     guesses' record stay; logged with who unlocked whom."""
     state = request.app[STATE]
     session = state.sessions.get(request.cookies.get(SESSION_COOKIE))

@@ -81,11 +81,6 @@ def check_roles(roles: Iterable[str]) -> frozenset[str]:
     return chosen
 
 
-def read_users(path: Path) -> dict[str, str]:
-    """``{name: hash}`` from a users file; ``UsersFileError`` naming the line if bad."""
-    return {name: hashed for name, (_, hashed) in read_users_roles(path).items()}
-
-
 def read_users_roles(path: Path) -> dict[str, tuple[frozenset[str], str]]:
     """``{name: (roles, hash)}`` from a users file; ``UsersFileError`` naming the line."""
     try:
@@ -163,19 +158,18 @@ class Users:
         self._users: dict[str, tuple[frozenset[str], str]] = {}
         self._stamp: tuple[int, int] | None = None
         if path is not None:
-            self._reload()
+            self._reload(path)
 
-    def _reload(self) -> None:
-        assert self.path is not None  # noqa: S101  narrows for mypy: _reload is called only with a path
-        info = self.path.stat()
+    def _reload(self, path: Path) -> None:
+        info = path.stat()
         if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise UsersFileError(
                 "readable or writable by others: chmod 600 it (lammer web adduser writes it so)",
-                path=self.path,
+                path=path,
             )
         stamp = (info.st_mtime_ns, info.st_size)
         if stamp != self._stamp:
-            self._users = read_users_roles(self.path)
+            self._users = read_users_roles(path)
             self._stamp = stamp
 
     @property
@@ -206,7 +200,7 @@ class Users:
         worker thread. Costs the same for an unknown name."""
         if self.path is not None:
             try:
-                self._reload()
+                self._reload(self.path)
             except (OSError, UsersFileError):
                 return False  # a broken file logs nobody in; the old users are not kept
         entry = self._users.get(name) if NAME_PATTERN.match(name) else None
@@ -221,7 +215,7 @@ class Users:
         role taken away counts at once); none for an unknown user or a broken file."""
         if self.path is not None:
             try:
-                self._reload()
+                self._reload(self.path)
             except (OSError, UsersFileError):
                 return frozenset()
         entry = self._users.get(name)

@@ -24,6 +24,7 @@ from deploy.broker import free_port, wait_listening
 from display.web.config import load_web_config
 from display.web.users import add_user
 from tests.conftest import Broker
+from tests.helpers.systemd_units import exposure, verify, with_this_lammer
 from tests.integration.harness import LAMMER, Daemon, Table, _spawn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,35 +156,6 @@ def test_example_configs_use_the_udev_names_and_state_directory() -> None:
         assert device is not None, path.name
         assert device["port"] in names, path.name
         assert data["journal"]["path"] == f"/var/lib/lammer/{data['table']['id']}.db"
-
-
-def with_this_lammer(unit: Path, path: Path) -> Path:
-    """``unit`` written to ``path`` with ExecStart's program this checkout's ``lammer``:
-    ``systemd-analyze verify`` checks that it exists."""
-    lammer = Path(sys.executable).with_name("lammer")
-    assert lammer.exists()
-    text = unit.read_text()
-    installed = one(parse_unit(text), "Service", "ExecStart").split()[0]
-    path.write_text(text.replace(installed, str(lammer)))
-    return path
-
-
-def systemd_analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    """``systemd-analyze ARGS``, its output captured."""
-    return subprocess.run(
-        ["systemd-analyze", *args], capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def verify(unit_file: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """``systemd-analyze verify`` of a unit file, and the lines it wrote about that unit."""
-    result = systemd_analyze("verify", str(unit_file))
-    problems = [
-        line
-        for line in (result.stdout + result.stderr).splitlines()
-        if line.strip() and unit_file.name in line
-    ]
-    return result, problems
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
@@ -319,15 +291,6 @@ def _offline_security_supported() -> bool:
         ["systemd-analyze", "security", "--help"], capture_output=True, text=True, check=False
     )
     return "--offline" in probe.stdout
-
-
-def exposure(unit_file: Path) -> tuple[re.Match[str] | None, str]:
-    """``systemd-analyze security --offline``'s overall exposure line for a unit file (its
-    level the match's group 1), and all it wrote."""
-    result = systemd_analyze("security", "--offline=true", str(unit_file))
-    name = re.escape(unit_file.name)
-    found = re.search(rf"Overall exposure level for {name}: (\d+\.\d)", result.stdout)
-    return found, result.stdout + result.stderr
 
 
 @pytest.mark.skipif(not _offline_security_supported(), reason="no systemd-analyze --offline")

@@ -11,21 +11,19 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import aiomqtt
 import pytest
 from playwright.async_api import Page, expect
 
 from contract.floor import IntegrityBody, integrity_topic
 from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot
-from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT, audit
+from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT, audit, retainer, stamp
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
 SENTENCE = "cover_all, Royal Flush: 9 hits where 0.60 were expected in 4,210 rounds (all time)"
 
 
-def _ts(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+_ts = stamp
 
 
 def integrity(table: str, *, minutes_ago: int) -> dict[str, Any]:
@@ -53,11 +51,8 @@ def integrity(table: str, *, minutes_ago: int) -> dict[str, Any]:
     return payload
 
 
-async def publish(broker: AuthBroker, table: str, payload: bytes) -> None:
-    """Retain ``payload`` on the table's integrity topic as the user records."""
-    password = (broker.credentials / "records").read_text().strip()
-    async with aiomqtt.Client(broker.host, broker.port, username="records", password=password) as c:
-        await c.publish(integrity_topic(table), payload, qos=1, retain=True)
+publish = retainer(integrity_topic)
+"""Retain a payload on the table's integrity topic as the user records."""
 
 
 async def test_an_integrity_alarm_is_drawn_on_its_table_until_cleared(

@@ -11,13 +11,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import aiomqtt
 import pytest
 from playwright.async_api import Page, expect
 
 from contract.floor import SoftwareBody, software_topic
 from tests.display.conftest import AuthBroker, MakeTable, WebServer
-from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT
+from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT, retainer, stamp
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
@@ -27,7 +26,7 @@ def status(table: str, state: str, differs: str | None = None) -> bytes:
     now = datetime.now(UTC)
     payload: dict[str, Any] = {
         "table": table,
-        "ts": now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z",
+        "ts": stamp(now),
         "status": state,
         "version": "0.1.0",
         "manifest": "lammer-0.1.0.json" if state == "approved" else None,
@@ -38,11 +37,8 @@ def status(table: str, state: str, differs: str | None = None) -> bytes:
     return json.dumps(payload).encode()
 
 
-async def publish(broker: AuthBroker, table: str, payload: bytes) -> None:
-    """Retain ``payload`` on the table's software topic as the user records."""
-    password = (broker.credentials / "records").read_text().strip()
-    async with aiomqtt.Client(broker.host, broker.port, username="records", password=password) as c:
-        await c.publish(software_topic(table), payload, qos=1, retain=True)
+publish = retainer(software_topic)
+"""Retain a payload on the table's software topic as the user records."""
 
 
 async def test_a_table_whose_software_is_not_approved_shows_software_on_the_pit(

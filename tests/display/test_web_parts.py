@@ -23,7 +23,7 @@ from daemon.publications import (
 from display.errors import UsersFileError, WebConfigError
 from display.web.config import load_web_config
 from display.web.store import Store
-from display.web.users import Users, add_user, read_users
+from display.web.users import Users, add_user, read_users_roles
 from rules.craps import board as craps_board
 from rules.craps import initial_state
 from rules.events import BustBonusResult
@@ -316,7 +316,7 @@ def test_adduser_writes_a_0600_file_of_argon2_hashes(tmp_path: Path) -> None:
     changed = add_user(users, "alice", "a new password")
     assert not changed
     assert Users(users).verify("alice", "a new password")
-    assert list(read_users(users)) == ["alice", "bob"]
+    assert list(read_users_roles(users)) == ["alice", "bob"]
 
 
 @pytest.mark.parametrize(
@@ -371,4 +371,4 @@ def test_an_unknown_role_is_refused_with_its_line(tmp_path: Path) -> None:
     add_user(users, "pat", "long enough pw", ["pit"])
     users.write_text(users.read_text().replace(":pit:", ":pit,boss:"))
     with pytest.raises(UsersFileError, match=r"users:2: roles must be pit and/or stick, got boss"):
-        read_users(users)
+        read_users_roles(users)

@@ -15,7 +15,7 @@ import aiomqtt
 import pytest
 
 from deploy.broker import Broker, free_port
-from tests.integration.harness import LAMMER
+from tests.integration.harness import LAMMER, Table
 
 DEADLINE = 20.0
 
@@ -76,6 +76,30 @@ class Secured:
     def config(self, table_id: str) -> Path:
         """The configuration file written by ``table``."""
         return self.root / f"{table_id}.toml"
+
+    def craps_table(
+        self, workdir: Path, *, extra: tuple[str, ...] = (), recorder: str = "terminal"
+    ) -> Table:
+        """A CRAPS table in ``workdir`` (made here) logging in as its own user, the broker
+        configured for it (``lammer broker-config`` with ``extra``) and started, the
+        table's recorder logged in as ``recorder``."""
+        workdir.mkdir()
+        table = Table(workdir, self.broker, "CRAPS")
+        self.configure(table.config_path, extra=extra)
+        user = f"lammer-{table.table_id}"
+        table.mqtt_login = (user, self.out / "credentials" / user)
+        table.config_path.write_text(table.config_text())
+        table.recorder.login = (recorder, self.password(recorder))
+        self.broker.start()
+        return table
+
+    def start_with_a_lobby(self, table_id: str = "a") -> str:
+        """One table and a second display (``display-lobby``) configured, the broker
+        started; the table's base topic."""
+        base = self.table(table_id)
+        self.configure(self.config(table_id), extra=("--display", "lobby"))
+        self.broker.start()
+        return base
 
     def password(self, user: str) -> str:
         """The user's password, from its credentials file."""

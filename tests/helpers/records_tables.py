@@ -110,3 +110,32 @@ async def stop_all(stop: asyncio.Event, service: asyncio.Task[None], tables: lis
     for t in tables:
         if t.daemon is not None:
             await t.stop_daemon()
+
+
+async def start_all(tables: list[Table], script: str) -> None:
+    """Start every table (its daemon and simulator) playing ``script``."""
+    for t in tables:
+        await t.start(script)
+
+
+async def play_on(tables: list[Table], script: str, *, wait: bool = True) -> None:
+    """Every table's simulator started again, playing ``script`` (``wait``: for its pty)."""
+    for t in tables:
+        await t.stop_sim()
+        await t.start_sim(script, wait=wait)
+
+
+async def until_played(tables: list[Table], *, sim_done: bool = True) -> None:
+    """Wait until every table's simulator is done (``sim_done``) and what it sent is
+    published."""
+    for t in tables:
+        if sim_done:
+            await t.wait_sim_done()
+        await t.wait_published()
+
+
+def stored_twice(conn: psycopg.Connection[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    """(table, seq) stored more than once: none, each message is stored once."""
+    return conn.execute(
+        "SELECT table_id, seq FROM message GROUP BY table_id, seq HAVING count(*) > 1"
+    ).fetchall()

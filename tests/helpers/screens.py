@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import aiomqtt
 from playwright.async_api import Page, expect
 
 from tests.display.conftest import (
     STICKPERSON,
+    AuthBroker,
     WebServer,
 )
 from tests.integration.harness import LAMMER
@@ -168,3 +172,23 @@ def add_pit_user(users: Path) -> None:
     )
     assert added.returncode == 0, added.stderr
     assert b"added pat (pit)" in added.stdout
+
+
+def stamp(at: datetime) -> str:
+    """``at`` as the floor's payloads write ``ts`` (milliseconds, ``Z``)."""
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def retainer(topic_of: Callable[[str], str]) -> Callable[[AuthBroker, str, bytes], Awaitable[None]]:
+    """``publish(broker, table, payload)``: retain ``payload`` on the table's floor topic
+    (``topic_of(table)``) as the user records, as ``lammer records`` and ``lammer
+    authenticate`` do; an empty payload clears it."""
+
+    async def publish(broker: AuthBroker, table: str, payload: bytes) -> None:
+        password = (broker.credentials / "records").read_text().strip()
+        async with aiomqtt.Client(
+            broker.host, broker.port, username="records", password=password
+        ) as client:
+            await client.publish(topic_of(table), payload, qos=1, retain=True)
+
+    return publish

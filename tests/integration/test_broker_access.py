@@ -28,7 +28,6 @@ from deploy import broker_config as bc
 from deploy.broker import free_port, wait_listening
 from tests.helpers.broker_access import DEADLINE, Secured, next_messages, secured
 from tests.helpers.pki import make_pki
-from tests.integration.harness import Table
 
 __all__ = ["secured"]  # the fixture, used by name
 
@@ -140,9 +139,7 @@ async def test_a_display_may_ask_a_table_to_resend_at_its_own_name_and_nothing_e
     # mqtt-api.md 1.3: any reader may ask for a resend (it reveals nothing it could not
     # read); its other requests still go nowhere. 1.4: at its own name only, so the table
     # knows who asks: not the bare request/resend (the terminal's), not another's name.
-    a = secured.table("a")
-    secured.configure(secured.config("a"), extra=("--display", "lobby"))
-    secured.broker.start()
+    a = secured.start_with_a_lobby("a")
     body = b'{"from_seq":1,"to_seq":2}'
     async with secured.client("lammer-a") as table:
         await table.subscribe(f"{a}/request/#", qos=1)
@@ -209,15 +206,8 @@ async def _publish_then_more(secured: Secured, topic: str, size: int) -> None:
 async def test_display_cannot_decide_a_roll_and_a_terminal_can(
     secured: Secured, tmp_path: Path
 ) -> None:
-    workdir = tmp_path / "table"
-    workdir.mkdir()
-    table = Table(workdir, secured.broker, "CRAPS")
-    secured.configure(table.config_path)
+    table = secured.craps_table(tmp_path / "table")
     user = f"lammer-{table.table_id}"
-    table.mqtt_login = (user, secured.out / "credentials" / user)
-    table.config_path.write_text(table.config_text())
-    table.recorder.login = ("terminal", secured.password("terminal"))
-    secured.broker.start()
     try:
         await table.start("ROLL,1,2,2\nCHECK,2,3,3,ON_CHIPS\n")
         await table.wait_published()

@@ -17,7 +17,6 @@ import aiomqtt
 import pytest
 
 from tests.helpers.broker_access import Secured
-from tests.integration.harness import Table
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,10 @@ def secured(tmp_path: Path) -> Iterator[Secured]:
 
 
 async def test_no_user_takes_the_daemons_client_id(secured: Secured, tmp_path: Path) -> None:
-    workdir = tmp_path / "table"
-    workdir.mkdir()
-    table = Table(workdir, secured.broker, "CRAPS")
-    secured.configure(table.config_path, extra=("--terminal", "pit"))
+    table = secured.craps_table(
+        tmp_path / "table", extra=("--terminal", "pit"), recorder="terminal-pit"
+    )
     user = f"lammer-{table.table_id}"
-    table.mqtt_login = (user, secured.out / "credentials" / user)
-    table.config_path.write_text(table.config_text())
-    table.recorder.login = ("terminal-pit", secured.password("terminal-pit"))
-    secured.broker.start()
     try:
         await table.start("ROLL,1,2,2\n")
         # Seven impostors in a row, each asking for the daemon's client id, each holding
@@ -83,9 +77,7 @@ async def test_no_user_takes_the_daemons_client_id(secured: Secured, tmp_path: P
 async def test_a_second_connection_of_one_user_replaces_the_first(secured: Secured) -> None:
     # The consequence written in docs/floor/broker.md: one connection per user. A display of its own
     # (--display NAME) keeps its connection while another logs in as "display".
-    secured.table("a")
-    secured.configure(secured.config("a"), extra=("--display", "lobby"))
-    secured.broker.start()
+    secured.start_with_a_lobby("a")
     async with secured.client("display-lobby", identifier="anything") as lobby:
         await lobby.subscribe("lammer/a/#", qos=1)
         async with secured.client("display") as first:

@@ -35,17 +35,11 @@ def secured(tmp_path: Path) -> Iterator[Secured]:
 async def test_a_flood_of_requests_leaves_results_flowing_and_the_link_up(
     secured: Secured, tmp_path: Path
 ) -> None:
-    workdir = tmp_path / "table"
-    workdir.mkdir()
-    table = Table(workdir, secured.broker, "CRAPS")
     # One user per connection (each client's id is its user name): the recorder is the pit
     # terminal, the flood and the reader of answers have terminals of their own.
-    secured.configure(table.config_path, extra=("--terminal", "flood", "--terminal", "reader"))
-    user = f"lammer-{table.table_id}"
-    table.mqtt_login = (user, secured.out / "credentials" / user)
-    table.config_path.write_text(table.config_text())
-    table.recorder.login = ("terminal", secured.password("terminal"))
-    secured.broker.start()
+    table = secured.craps_table(
+        tmp_path / "table", extra=("--terminal", "flood", "--terminal", "reader")
+    )
     requests_seen = 0
     busy_answers: list[dict[str, object]] = []
     try:

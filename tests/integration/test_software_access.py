@@ -19,9 +19,7 @@ pytestmark = pytest.mark.integration
 async def test_display_cannot_ask_authenticate_the_terminal_and_records_can(
     secured: Secured,
 ) -> None:
-    a = secured.table("a")
-    secured.configure(secured.config("a"), extra=("--display", "lobby"))
-    secured.broker.start()
+    a = secured.start_with_a_lobby("a")
     body = b'{"operator":"x","seed":"' + b"ab" * 16 + b'"}'
     async with secured.client("lammer-a") as table:
         await table.subscribe(f"{a}/request/#", qos=1)

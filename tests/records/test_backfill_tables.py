@@ -20,8 +20,12 @@ from tests.helpers.records_tables import (
     FIRST,
     SECOND,
     all_stored_at_the_end,
+    play_on,
     reconciled,
+    start_all,
     stop_all,
+    stored_twice,
+    until_played,
     until_stored,
 )
 from tests.integration.conftest import MakeTable, make_table
@@ -36,11 +40,8 @@ async def test_records_started_after_three_tables_played_gets_all_they_published
     make_table: MakeTable, mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
     tables = [make_table("CRAPS", broker=mosquitto_private) for _ in range(3)]
-    for t in tables:
-        await t.start(FIRST)
-    for t in tables:
-        await t.wait_sim_done()
-        await t.wait_published()
+    await start_all(tables, FIRST)
+    await until_played(tables)
     # Published before the service starts: several states and alarms per table, of which
     # the broker keeps only the latest (retained), and rolls and results it keeps nothing of.
     states = [r for r in tables[0].journal("--kind", "publish") if r["topic"] == "state"]
@@ -53,12 +54,8 @@ async def test_records_started_after_three_tables_played_gets_all_they_published
     try:
         await until_stored(store_db, tables)
         # And it goes on live.
-        for t in tables:
-            await t.stop_sim()
-            await t.start_sim(SECOND)
-        for t in tables:
-            await t.wait_sim_done()
-            await t.wait_published()
+        await play_on(tables, SECOND)
+        await until_played(tables)
         await all_stored_at_the_end(store_db, tables)
     finally:
         await stop_all(stop, service, tables)
@@ -66,9 +63,7 @@ async def test_records_started_after_three_tables_played_gets_all_they_published
         await reconciled(store_db, t.journal_path)
     with psycopg.connect(store_db.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM backfill").fetchone() == (0,)
-        twice = conn.execute(
-            "SELECT table_id, seq FROM message GROUP BY table_id, seq HAVING count(*) > 1"
-        ).fetchall()
+        twice = stored_twice(conn)
     assert twice == []
 
 
@@ -82,11 +77,8 @@ async def test_records_started_before_three_tables_misses_nothing_either(
     service = asyncio.create_task(run(settings, stop))
     tables = [make_table("CRAPS", broker=mosquitto_private) for _ in range(3)]
     try:
-        for t in tables:
-            await t.start(FIRST)
-        for t in tables:
-            await t.wait_sim_done()
-            await t.wait_published()
+        await start_all(tables, FIRST)
+        await until_played(tables)
         await all_stored_at_the_end(store_db, tables)
     finally:
         await stop_all(stop, service, tables)

@@ -23,7 +23,15 @@ from deploy.broker import Broker
 from records.observe import GamingDay
 from records.service import run
 from tests.helpers.records_service import settings_for
-from tests.helpers.records_tables import FIRST, SECOND, THIRD, reconciled
+from tests.helpers.records_tables import (
+    FIRST,
+    SECOND,
+    THIRD,
+    play_on,
+    reconciled,
+    start_all,
+    until_played,
+)
 from tests.integration.conftest import MakeTable, make_table
 from tests.records.conftest import StoreDb
 
@@ -102,7 +110,7 @@ def persistent_broker(workdir: Path) -> Broker:
 
 
 @pytest.mark.slow
-async def test_three_tables_through_a_broker_restart_and_a_records_restart(  # noqa: C901  one scenario, step by step
+async def test_three_tables_through_a_broker_restart_and_a_records_restart(
     make_table: MakeTable, store_db: StoreDb, tmp_path: Path
 ) -> None:
     (tmp_path / "broker").mkdir()
@@ -140,9 +148,7 @@ async def test_three_tables_through_a_broker_restart_and_a_records_restart(  # n
         assert [(m, flags[m]) for m in missing] == []
 
     async def play(script: str) -> None:
-        for t in tables:
-            await t.stop_sim()
-            await t.start_sim(script)
+        await play_on(tables, script)
         for t in tables:
             await t.wait_sim_done()
 
@@ -150,10 +156,8 @@ async def test_three_tables_through_a_broker_restart_and_a_records_restart(  # n
     service = asyncio.create_task(run(settings, stop))
     tables = [make_table("CRAPS", broker=broker) for _ in range(3)]
     try:
-        for t in tables:
-            await t.start(FIRST)
-        for t in tables:
-            await t.wait_published()
+        await start_all(tables, FIRST)
+        await until_played(tables, sim_done=False)
         await until_stored()
         # The broker restarts while the tables play on (they queue in their journals).
         broker.stop()

@@ -33,8 +33,12 @@ from tests.helpers.records_tables import (
     SECOND,
     THIRD,
     all_stored_at_the_end,
+    play_on,
     reconciled,
+    start_all,
     stop_all,
+    stored_twice,
+    until_played,
     until_stored,
 )
 from tests.integration.conftest import MakeTable, make_table
@@ -122,15 +126,11 @@ async def test_records_go_on_with_the_standby_when_the_primary_dies(
     tables = [make_table("CRAPS", broker=mosquitto_private) for _ in range(2)]
     after = StoreDb(standby, db.database, db.role, db.password)
     try:
-        for t in tables:
-            await t.start(FIRST)
-        for t in tables:
-            await t.wait_published()
+        await start_all(tables, FIRST)
+        await until_played(tables, sim_done=False)
         await until_stored(db, tables)
         # The primary dies mid-run: the tables play on, the service holds what comes.
-        for t in tables:
-            await t.stop_sim()
-            await t.start_sim(SECOND, wait=False)
+        await play_on(tables, SECOND, wait=False)
         _as_cluster_user(
             primary,
             str(postgres_bindir() / "pg_ctl"),
@@ -140,28 +140,21 @@ async def test_records_go_on_with_the_standby_when_the_primary_dies(
             "-D",
             str(primary.data),
         )
-        for t in tables:
-            await t.wait_sim_done()
-            await t.wait_published()
+        await until_played(tables)
         # The standby is promoted; the service finds it by target_session_attrs.
         _as_cluster_user(
             standby, str(postgres_bindir() / "pg_ctl"), "promote", "-w", "-D", str(standby.data)
         )
         assert not _in_recovery(standby)
-        for t in tables:
-            await t.stop_sim()
-            await t.start_sim(THIRD)
-        for t in tables:
-            await t.wait_published()
+        await play_on(tables, THIRD)
+        await until_played(tables, sim_done=False)
         await all_stored_at_the_end(after, tables)
     finally:
         await stop_all(stop, service, tables)
     for t in tables:
         await reconciled(after, t.journal_path)
     with psycopg.connect(after.dsn) as conn:
-        twice = conn.execute(
-            "SELECT table_id, seq FROM message GROUP BY table_id, seq HAVING count(*) > 1"
-        ).fetchall()
+        twice = stored_twice(conn)
         rolls = conn.execute("SELECT count(*) FROM craps_roll").fetchone()
     assert twice == []
     assert rolls == (2 * (5 + 3 + 2),)

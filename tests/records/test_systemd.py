@@ -3,11 +3,9 @@ command it runs stopped by SIGTERM as systemd stops it (cleanly, status 0)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,61 +13,40 @@ import psycopg
 import pytest
 
 from deploy.broker import Broker
+from tests.helpers.systemd_units import (
+    LAMMER,
+    SYSTEMD,
+    env_file_names,
+    exec_start_names,
+    exposure,
+    verify,
+    with_this_lammer,
+)
 from tests.records.conftest import StoreDb
 
-ROOT = Path(__file__).resolve().parents[2]
-UNIT = ROOT / "systemd" / "lammer-records.service"
-ENV = ROOT / "systemd" / "lammer-records.env"
-LAMMER = str(Path(sys.executable).with_name("lammer"))
-
-
-def _instance(tmp_path: Path) -> Path:
-    path = tmp_path / "lammer-records.service"
-    path.write_text(UNIT.read_text().replace("/opt/lammer/bin/lammer", LAMMER))
-    return path
+UNIT = SYSTEMD / "lammer-records.service"
+ENV = SYSTEMD / "lammer-records.env"
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
 def test_the_unit_verifies_and_is_hardened(tmp_path: Path) -> None:
-    unit = _instance(tmp_path)
-    done = subprocess.run(
-        ["systemd-analyze", "verify", str(unit)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    problems = [x for x in (done.stdout + done.stderr).splitlines() if "lammer-records" in x]
+    unit = with_this_lammer(UNIT, tmp_path / "lammer-records.service")
+    done, problems = verify(unit)
     assert done.returncode == 0, done.stderr
     assert problems == []
-    rated = subprocess.run(
-        ["systemd-analyze", "security", "--offline=true", str(unit)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    found = re.search(
-        r"Overall exposure level for lammer-records\.service: (\d+\.\d)", rated.stdout
-    )
-    assert found, rated.stdout + rated.stderr
+    found, output = exposure(unit)
+    assert found, output
     assert float(found.group(1)) <= 1.2
 
 
 def test_the_env_file_names_what_execstart_uses() -> None:
-    names = set(
-        re.findall(
-            r"\$\{?([A-Z_]+)\}?", UNIT.read_text().split("ExecStart=", 1)[1].split("\n\n")[0]
-        )
-    )
-    given = {
-        line.split("=", 1)[0]
-        for line in ENV.read_text().splitlines()
-        if "=" in line and not line.startswith("#")
-    }
-    assert names == given == {"RECORDS_DB", "RECORDS_MQTT", "RECORDS_ARGS"}
+    names = exec_start_names(UNIT)
+    assert names == env_file_names(ENV) == {"RECORDS_DB", "RECORDS_MQTT", "RECORDS_ARGS"}
 
 
 def test_sigterm_stops_the_service_cleanly(mosquitto_private: Broker, store_db: StoreDb) -> None:
     proc = subprocess.Popen(
-        [LAMMER, "records", "run", "--db", store_db.dsn,
+        [str(LAMMER), "records", "run", "--db", store_db.dsn,
          "--mqtt", f"127.0.0.1:{mosquitto_private.port}", "--mqtt-user", ""],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from rules.blackjack import (
     card_value,
-    dealer_must_draw,
     dealer_stands,
     hand_total,
     is_blackjack,
@@ -66,6 +65,11 @@ def test_total_matches_the_best_count_over_every_ace_choice(cards: list[Card]) -
     assert result.total == best
     assert result.soft == (best != sum(values))
     assert total_of_values(reversed(values)) == result  # order does not matter
+
+
+def dealer_must_draw(hand: tuple[Card, ...], *, hits_soft_17: bool) -> bool:
+    """The dealer's rule as a bust round applies it: two cards always, then ``dealer_stands``."""
+    return len(hand) < 2 or not dealer_stands(hand_total(hand), hits_soft_17=hits_soft_17)
 
 
 @pytest.mark.parametrize(

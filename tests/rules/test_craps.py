@@ -17,12 +17,10 @@ from rules.craps import (
     CrapsState,
     LastRoll,
     apply,
-    apply_all,
     board,
     forget_recent,
     initial_state,
     last_roll,
-    latest_roll_id,
     latest_status,
     waiting,
 )
@@ -46,6 +44,7 @@ from rules.events import (
     VoidOverturned,
 )
 from rules.paytables import BET_RULES
+from tests.helpers.craps import apply_all, latest_roll_id
 
 AT = datetime(2024, 3, 20, 21, 15, tzinfo=UTC)
 # The seed's pay tables, written out here by hand (test_craps_paytable compares the data

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rules.craps import CrapsState, apply, apply_all, board, initial_state, latest_roll_id
+from rules.craps import CrapsState, apply, board, initial_state
 from rules.errors import DecisionError
 from rules.events import (
     LATE_FRAME,
@@ -40,6 +40,7 @@ from rules.events import (
     VoidClause,
     VoidOverturned,
 )
+from tests.helpers.craps import apply_all, latest_roll_id
 
 # make check leaves these out (make test runs them): hundreds of random histories replayed.
 pytestmark = pytest.mark.heavy

@@ -95,7 +95,10 @@ async def test_honest_play_with_every_wire_fault_reaches_the_host_exactly_once(
     assert all(applied[name] for name in ("crc", "garble", "garbage", "split", "duplicate"))
     assert sim.link.acks_dropped
     assert sim.unplugs
-    assert len(host.bad) >= applied["crc"] + applied["garble"]
+    # Every corrupted frame the host was given is a bad frame to it. A write the pty dropped
+    # (nobody reading it fast enough on a loaded machine, or the line unplugged) never
+    # reached the host, corrupted or not.
+    assert len(host.bad) >= applied["crc"] + applied["garble"] - sim.pty.dropped
 
 
 async def test_tcp_serves_the_same_device_and_a_new_client_replaces_the_old(

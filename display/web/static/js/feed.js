@@ -136,7 +136,7 @@ export function integrityOf(table) {
 }
 
 // The active alarms: from `alarms` or `state`, whichever is newer, and a SOFTWARE alarm
-// when the floor's authenticator finds the table's software not approved (issue 33).
+// when the floor's authenticator finds the table's software not approved.
 export function alarmsOf(table) {
   const m = latest(table, TOPIC.ALARMS, TOPIC.STATE);
   const own = m ? m.alarms : [];

@@ -1,13 +1,13 @@
-// The player display's fit step (issue 29: read from three metres). Every region of a
+// The player display's fit step (it is read from three metres). Every region of a
 // player page sizes its content in em of the region's own font-size; this finds, for each
 // region, the largest font-size at which nothing overflows it (the region's scroll size is
 // its client size), by bisection. Each try lays out the region alone: a region is a size
 // container (app.css), so its content cannot move anything outside it.
 //
-// The floors are the issue's figures, as a share of the viewport's shorter side: a pay or a
+// The floors are the readable sizes at three metres, as a share of the viewport's shorter side: a pay or a
 // hand name a player can win at least 48 px on a 1080-pixel side (4.45 %), 36 px at the
 // least; a history row, a chance, a badge at least 32 px there (2.97 %), 24 px at the
-// least; the largest pays figure 8 % of the side (issue 22). An element says which floor
+// least; the largest pays figure 8 % of the side. An element says which floor
 // it keeps with data-min="pays", "small" or "big"; a region's floor is the font-size at
 // which each of its marked elements reaches its own.
 //

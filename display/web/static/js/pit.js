@@ -126,7 +126,7 @@ function checkSince(t) {
 
 // Sort keys of the list's columns (?sort=<key>&dir=desc): a number, a string or a list of
 // them; null (no alarm, no CHECK) always after the rest, whichever the direction; ties by
-// table id. The default, "attention", puts first what needs someone (issue 29): the tables
+// table id. The default, "attention", puts first what needs someone: the tables
 // with an alarm (the oldest first), then those offline or closed (the longest first), then
 // those with a CHECK waiting (the oldest first), then the others by id.
 const SORTS = {
@@ -194,7 +194,7 @@ function listRow(feed, t) {
       [...alarms.map((a) => `${a.code} ${age(a.since)}${a.acknowledged_by ? " \u2713" + a.acknowledged_by : ""}`),
         // The row first: the cell is narrow; the whole sentence follows (and in its title).
         ...integrity.map((a) => `INTEGRITY ${age(a.since)} ${a.row} \u2014 ${a.message}`)].join(", ")),
-    // The wait first, so a narrow cell never hides it (issue 29): "4 min · roll 401 +60".
+    // The wait first, so a narrow cell never hides it: "4 min · roll 401 +60".
     h("span.c-check", { role: "cell", title: check ? checkText(check) : "" }, check ? checkText(check) : ""));
 }
 

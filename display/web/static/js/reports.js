@@ -156,7 +156,7 @@ function draw(data) {
       data.availability.map((a) => h("tr", {}, h("td", {}, when(a.received)), h("td.id", {}, a.table), h("td", {}, a.status))), "no change"),
     data.gaps.length ? listSection("gaps", "Gaps (seqs a table could not resend)", ["table", "seqs", "reason"],
       data.gaps.map((g) => h("tr", {}, h("td.id", {}, g.table), h("td", {}, `${g.from_seq}..${g.to_seq}`), h("td", {}, g.reason))), "") : null,
-  ].filter(Boolean)); // replaceChildren(null) would write "null" (issue 29)
+  ].filter(Boolean)); // replaceChildren(null) would write "null"
   // The charts at the width their box got (beside the tables on a wide screen).
   for (const box of document.querySelectorAll("figure.chart-box")) {
     box.prepend(chart(box.dataset.table, data.charts[box.dataset.table], Math.max(300, box.clientWidth)));
