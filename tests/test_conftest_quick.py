@@ -16,6 +16,9 @@ from tests import conftest
 
 pytest_plugins = ["pytester"]
 
+# Each test runs pytest sessions of its own: 0.2 to 0.8 s of CPU in a worker that has run others.
+pytestmark = pytest.mark.heavy
+
 KEPT: list[IO[str]] = []  # what a small suite's test leaves open, closed by the test that ran it
 
 CONFTEST = """
