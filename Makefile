@@ -94,16 +94,21 @@ test: setup
 
 # The quick tier for the edit-test loop (under a minute on 2 cores): lint, types, the import
 # contracts and the tests that need no broker, browser, cluster or database and take under half
-# a second of CPU each. Under LAMMER_QUICK=1 a test that starts a service itself fails with a
-# sentence, and the summary names any test over the CPU budget (tests/conftest.py).
-QUICK := not service and not heavy and not slow and not exhaustive
+# a second of CPU each, property tests with a tenth of their examples (tests/conftest.py:
+# LAMMER_QUICK=1 leaves out the tests marked service, heavy, slow or exhaustive, fails a test
+# that starts a service itself or uses over three times the CPU budget, and sums the CPU). One
+# worker a core: its tests wait on nothing, and each worker imports and collects the suite again;
+# a module's fixture is built once (--dist loadgroup, as make test).
+# The compiled and assertion-rewritten test modules are kept (__pycache__, as Python does
+# unless PYTHONDONTWRITEBYTECODE is set): a second run collects in a third of the CPU.
+QUICK_WORKERS ?= $(shell nproc)
 
 check: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	LAMMER_QUICK=1 $(BIN)/pytest -q -n $(TEST_WORKERS) -m "$(QUICK)"
+	LAMMER_QUICK=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(QUICK_WORKERS) --dist loadgroup
 
 demo: setup
 	$(BIN)/lammer demo

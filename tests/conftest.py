@@ -22,14 +22,18 @@ shares nothing with the tests beside it (docs/developers/tests.md):
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import inspect
 import os
+import re
 import resource
 import signal
 import threading
 import time
 from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pluggy
 import pytest
@@ -42,11 +46,21 @@ pytest.register_assert_rewrite("tests.helpers")
 
 __all__ = ["Broker", "free_port"]
 
+# The quick tier (``make check`` sets LAMMER_QUICK=1): the tests that need no broker, browser,
+# cluster or database and take under QUICK_CPU_BUDGET of CPU, property tests with a tenth of
+# their examples; ``make test`` runs every test with every example.
+QUICK = os.environ.get("LAMMER_QUICK") == "1"
+QUICK_LEAVES_OUT = ("service", "heavy", "slow", "exhaustive")  # the markers make check skips
+QUICK_EXAMPLES = 10  # the fewest examples a property test runs in the quick tier
+
 # No test asserts a time (bench/ measures them): hypothesis' per-example deadline (200 ms)
 # and its "generation is slow" check are timings, which a loaded machine, or four workers on
 # two cores, fails at random.
 settings.register_profile("lammer", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("lammer")
+settings.register_profile(
+    "lammer-quick", settings.get_profile("lammer"), max_examples=QUICK_EXAMPLES
+)
+settings.load_profile("lammer-quick" if QUICK else "lammer")
 
 
 def _open_fds() -> dict[str, str]:
@@ -115,19 +129,113 @@ def _start_order(item: pytest.Item) -> int:
     return 2
 
 
+def _left_out_of_the_quick_tier(item: pytest.Item) -> bool:
+    """Whether ``make check`` skips the test (a marker of QUICK_LEAVES_OUT)."""
+    return any(item.get_closest_marker(name) for name in QUICK_LEAVES_OUT)
+
+
+def _quick_examples(examples: int) -> int:
+    """A property test's examples in the quick tier: a tenth, at least QUICK_EXAMPLES (and
+    never more than the test asks)."""
+    return min(examples, max(QUICK_EXAMPLES, examples // 10))
+
+
+def _with_fewer_examples(items: list[pytest.Item]) -> None:
+    """Scale the examples of the property tests that set their own ``max_examples`` (the
+    others take the quick profile's), as hypothesis' own pytest plugin changes a test's
+    settings: through the attribute ``@settings`` writes. Once per test function, however
+    many parameters it has."""
+    done: set[int] = set()
+    for item in items:
+        test: object = getattr(item, "obj", None)
+        if not getattr(test, "is_hypothesis_test", False):
+            continue
+        function: Any = getattr(test, "__func__", test)
+        if id(function) in done:
+            continue
+        done.add(id(function))
+        chosen = getattr(function, "_hypothesis_internal_use_settings", None)
+        if isinstance(chosen, settings) and _quick_examples(chosen.max_examples) < (
+            chosen.max_examples
+        ):
+            quick = settings(chosen, max_examples=_quick_examples(chosen.max_examples))
+            function._hypothesis_internal_use_settings = quick
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist names the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the tests of a module-scoped fixture on one worker, and start the longest
-    first (every worker collects the same order: the scheduler hands it out)."""
+    first (every worker collects the same order: the scheduler hands it out). Under make
+    check, leave out the tests it skips and give property tests fewer examples."""
     for item in items:
         if _needs_a_service(item) and not item.get_closest_marker("service"):
             item.add_marker(pytest.mark.service)
         if _shares_a_fixture(item) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if QUICK:
+        left_out = [item for item in items if _left_out_of_the_quick_tier(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not _left_out_of_the_quick_tier(item)]
+        _with_fewer_examples(items)
     items.sort(key=_start_order)
 
 
+# A module-wide ``pytestmark`` naming a marker make check leaves out: every test of the module
+# is left out, so under make check the module is not even imported (a browser test module
+# imports Playwright, 1 s of CPU on each worker for no test). Read from the source: the text
+# up to such a line is parsed, so a line inside a string (a test's own small suite) is not
+# taken for one, and a form this reading does not follow leaves the module collected.
+_MODULE_MARKS = re.compile(r"^pytestmark\s*=\s*(\[[^\]]*\]|[^\n]*)", re.MULTILINE)
+_LEFT_OUT_MARKS = frozenset((*QUICK_LEAVES_OUT, *SERVICE_MARKERS))
+
+
+def _names_a_left_out_mark(statement: ast.stmt) -> bool:
+    """Whether the statement assigns ``pytestmark`` a ``pytest.mark.NAME`` left out."""
+    if not isinstance(statement, ast.Assign) or not any(
+        isinstance(target, ast.Name) and target.id == "pytestmark" for target in statement.targets
+    ):
+        return False
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr in _LEFT_OUT_MARKS
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "mark"
+        and isinstance(node.value.value, ast.Name)
+        and node.value.value.id == "pytest"
+        for node in ast.walk(statement.value)
+    )
+
+
+def _marked_whole_as_left_out(path: Path) -> bool:
+    """Whether the test module's ``pytestmark`` names a marker the quick tier leaves out."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in _MODULE_MARKS.finditer(source):
+        try:
+            module = ast.parse(source[: line.end()])
+        except SyntaxError:  # inside a string, or a form not followed here: collect it
+            continue
+        if module.body and _names_a_left_out_mark(module.body[-1]):
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under make check, a test module marked whole as left out is not imported."""
+    if QUICK and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return True if _marked_whole_as_left_out(collection_path) else None
+    return None
+
+
 QUICK_CPU_BUDGET = 0.5  # seconds of CPU a test of make check may use (else: mark it heavy)
+# Over this a test fails under make check: three times the budget, since a loaded machine costs
+# a test more CPU (a shared cache, a sibling hyperthread) and the first test of a worker that
+# needs something built on first use pays for it (rules.poker's seven-card table, 0.2 to 0.5 s;
+# a module's fixture, such as the journals of tests/daemon/test_verify.py, 0.7 s).
+QUICK_CPU_LIMIT = 3 * QUICK_CPU_BUDGET
 
 
 def _cpu_seconds() -> float:
@@ -139,7 +247,7 @@ def _cpu_seconds() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Under make check, how much CPU each test used, carried to the summary."""
-    if os.environ.get("LAMMER_QUICK") != "1":
+    if not QUICK:
         yield
         return
     start = _cpu_seconds()
@@ -151,38 +259,61 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
-    """The teardown's report carries the test's CPU (setup, call and teardown)."""
+    """The teardown's report carries the test's CPU (setup, call and teardown); under make
+    check, a test over QUICK_CPU_LIMIT fails there, saying to mark it heavy."""
     outcome = yield
-    if call.when == "teardown" and os.environ.get("LAMMER_QUICK") == "1":
-        start = dict(item.user_properties).get("cpu_start")
-        if isinstance(start, float):
-            outcome.get_result().user_properties.append(("cpu", _cpu_seconds() - start))
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Under make check, the tests over the quick tier's CPU budget, by name."""
-    if os.environ.get("LAMMER_QUICK") != "1":
+    if call.when != "teardown" or not QUICK:
         return
-    over = sorted(
+    start = dict(item.user_properties).get("cpu_start")
+    if not isinstance(start, float):
+        return
+    report = outcome.get_result()
+    cpu = _cpu_seconds() - start
+    report.user_properties.append(("cpu", cpu))
+    if cpu > QUICK_CPU_LIMIT and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} used {cpu:.1f} s of CPU, over make check's limit of "
+            f"{QUICK_CPU_LIMIT} s (its budget is {QUICK_CPU_BUDGET} s a test): mark it "
+            "@pytest.mark.heavy, and make test still runs it (tests/conftest.py)"
+        )
+
+
+def _cpu_of_each_test(terminalreporter: pytest.TerminalReporter) -> list[tuple[float, str]]:
+    """Each test's CPU, as its teardown's report carries it (from every worker)."""
+    return [
         (cpu, report.nodeid)
         for reports in terminalreporter.stats.values()
         for report in reports
         if isinstance(report, pytest.TestReport) and report.when == "teardown"
         for name, cpu in report.user_properties
-        if name == "cpu" and isinstance(cpu, float) and cpu > QUICK_CPU_BUDGET
-    )
+        if name == "cpu" and isinstance(cpu, float)
+    ]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under make check, the CPU its tests used and those over the budget, by name."""
+    if not QUICK:
+        return
+    each = _cpu_of_each_test(terminalreporter)
+    over = sorted(entry for entry in each if entry[0] > QUICK_CPU_BUDGET)
     if over:
         terminalreporter.write_sep("-", f"over {QUICK_CPU_BUDGET} s of CPU: mark them heavy")
         for cpu, nodeid in reversed(over):
             terminalreporter.write_line(f"{cpu:5.1f} s  {nodeid}")
+    terminalreporter.write_line(
+        f"quick tier: {len(each)} tests, {sum(cpu for cpu, _ in each):.1f} s of CPU in the "
+        f"tests (each under {QUICK_CPU_BUDGET} s; over {QUICK_CPU_LIMIT} s fails)"
+    )
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 async def no_leaks() -> AsyncIterator[None]:
     """Fail the test if it leaves an asyncio task running or a file descriptor open.
 
-    Autouse, so it is set up before, and checked after, every fixture of the test's own
-    (session fixtures such as the broker are older and stay out of the count).
+    Every test that runs in an event loop has it (``_no_leaks_of_any_test``), set up before,
+    and checked after, every fixture of the test's own (session fixtures such as the broker
+    are older and stay out of the count).
     """
     tasks = asyncio.all_tasks()
     fds = _open_fds()
@@ -196,6 +327,41 @@ async def no_leaks() -> AsyncIterator[None]:
             break
         await asyncio.sleep(0.01)
     assert not leaked_tasks, f"leaked tasks: {leaked_tasks}"
+    assert not leaked_fds, f"leaked fds: {leaked_fds}"
+
+
+def _runs_in_an_event_loop(item: pytest.Item) -> bool:
+    """Whether the test, or a fixture it uses, is a coroutine (pytest-asyncio runs them all
+    in one event loop, whose tasks ``no_leaks`` counts)."""
+    if item.get_closest_marker("asyncio") or inspect.iscoroutinefunction(
+        getattr(item, "function", None)
+    ):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(
+        inspect.iscoroutinefunction(fixturedef.func) or inspect.isasyncgenfunction(fixturedef.func)
+        for fixturedefs in info.name2fixturedefs.values()
+        for fixturedef in fixturedefs
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks_of_any_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """``no_leaks`` for a test in an event loop; for any other, which can leave no task in
+    an event loop of pytest's, the same check of its file descriptors without a loop (one
+    set up and closed for each of 2,000 plain tests was a third of their CPU)."""
+    if _runs_in_an_event_loop(request.node):
+        request.getfixturevalue("no_leaks")
+        yield
+        return
+    fds = _open_fds()
+    yield
+    leaked_fds: list[str] = []
+    for _ in range(200):  # a process or a socket closed by another thread, a moment later
+        leaked_fds = [what for fd, what in _open_fds().items() if fds.get(fd) != what]
+        if not leaked_fds:
+            break
+        time.sleep(0.01)
     assert not leaked_fds, f"leaked fds: {leaked_fds}"
 
 
@@ -222,7 +388,7 @@ def _quick_tier_starts_no_service() -> Iterator[None]:
     """Under ``make check`` (``LAMMER_QUICK=1``), a test that starts a broker, a database or a
     cluster itself, without a fixture of ``SERVICE_FIXTURES``, fails with a sentence saying
     to mark it ``service``: the quick tier stays quick, and honest about what it left out."""
-    if os.environ.get("LAMMER_QUICK") != "1":
+    if not QUICK:
         yield
         return
     from deploy.floor_cluster import FloorCluster

@@ -178,6 +178,7 @@ def test_every_seven_card_hand() -> None:
     }
 
 
+@pytest.mark.heavy
 def test_random_seven_card_hands() -> None:
     """A fast sample of the slow exhaustive test, for every run while working."""
     rng = np.random.default_rng(7)

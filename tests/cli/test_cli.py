@@ -16,6 +16,7 @@ LAMMER = str(Path(sys.executable).with_name("lammer"))
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
+@pytest.mark.heavy
 def test_version_is_the_installed_package_version() -> None:
     result = subprocess.run(
         [LAMMER, "--version"], capture_output=True, text=True, timeout=60, check=False

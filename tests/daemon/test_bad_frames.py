@@ -239,6 +239,7 @@ def test_noise_without_a_good_frame_raises_link_errors_kept_as_a_bad_frame_is(
 # --- device fault codes ------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_four_hundred_fault_codes_keep_every_payload_under_the_bound_the_broker_is_sized_for(
     tmp_path: Path,
 ) -> None:

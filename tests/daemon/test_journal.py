@@ -294,6 +294,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.heavy
 def test_survives_sigkill_mid_write(tmp_path: Path) -> None:
     path = tmp_path / "t1.db"
     acknowledged = 0

@@ -240,6 +240,7 @@ def _records(core: Shell, key: str) -> list[Any]:
     return [r.record[key] for r in found if key in r.record]
 
 
+@pytest.mark.heavy
 def test_a_display_flood_gets_its_budget_one_refusal_answer_and_a_count(
     table: tuple[Shell, Resender, Clock],
 ) -> None:

@@ -580,6 +580,7 @@ def test_the_nodes_route_to_each_other_with_the_route_password(
     ]
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not Path(NATS).exists(), reason="nats-server is installed by make setup")
 def test_nats_server_accepts_every_node_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -318,6 +318,7 @@ def test_honest_tables_run_a_million_rounds_without_an_alarm() -> None:
     assert sum(trials.values()) == total
 
 
+@pytest.mark.heavy
 def test_a_dealer_busting_too_often_under_a_six_is_flagged_and_an_honest_one_is_not() -> None:
     rate = float(bust_rates(6, False)["6"])  # about 0.42
     watch = Watch(bust_bonus_families(6, False))

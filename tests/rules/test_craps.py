@@ -762,6 +762,7 @@ def test_a_long_day_replays_to_an_equal_state_and_a_diverging_one_to_another() -
     assert other != state
 
 
+@pytest.mark.heavy
 def test_the_roll_ids_kept_stay_bounded_however_long_the_table_runs() -> None:
     state = initial_state(1)
     sizes = []
@@ -819,6 +820,7 @@ def test_hello_keeps_what_the_queue_and_the_latest_would_remember(
     assert forget_recent(state).recent_rolls == _forget_recent_by_definition(state)
 
 
+@pytest.mark.heavy
 def test_ten_thousand_rolls_behind_a_check_wait_and_count_in_order() -> None:
     table = Table()
     pending = table.check(DICE[8])

@@ -429,6 +429,7 @@ def test_the_backlog_moves_to_the_next_pending_check_and_clears_at_twenty() -> N
 # --- warm-up --------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_warm_up_builds_the_seven_card_table_an_uth_table_needs_and_nothing_for_others() -> None:
     # In a fresh interpreter: this one may have built the table already in another test.
     probe = """

@@ -43,6 +43,7 @@ async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str]:
     return proc.returncode, stderr.decode()
 
 
+@pytest.mark.heavy
 async def test_seeded_rounds_then_exit_0_with_a_record_that_replays(
     no_leaks: None, tmp_path: Path
 ) -> None:
@@ -73,6 +74,7 @@ async def test_seeded_rounds_then_exit_0_with_a_record_that_replays(
     assert [str(s) for s in replay] == [",".join((m.kind, *m.fields())) for m in host.delivered]
 
 
+@pytest.mark.heavy
 async def test_linger_keeps_serving_until_sigterm(no_leaks: None, tmp_path: Path) -> None:
     script = tmp_path / "rolls.txt"
     script.write_text(
@@ -116,6 +118,7 @@ def test_bad_options_are_refused_by_the_parser(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -137,6 +140,7 @@ async def test_bad_script_or_link_exit_2_with_the_reason(
     assert precious.read_text() == "a real file"
 
 
+@pytest.mark.heavy
 def test_version_is_the_installed_package_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     result = subprocess.run(
@@ -146,6 +150,7 @@ def test_version_is_the_installed_package_version() -> None:
     assert result.stdout == f"lammer-sim {version}\n"
 
 
+@pytest.mark.heavy
 async def test_record_is_for_its_owner_only_and_replaces_an_earlier_one(
     no_leaks: None, tmp_path: Path
 ) -> None:
@@ -173,6 +178,7 @@ async def test_record_is_for_its_owner_only_and_replaces_an_earlier_one(
     assert sorted(os.listdir(tmp_path)) == ["record.txt", "rolls.txt"]  # no temporary left
 
 
+@pytest.mark.heavy
 async def test_record_that_is_a_symlink_is_refused_at_start(no_leaks: None, tmp_path: Path) -> None:
     theirs = tmp_path / "theirs.txt"
     theirs.write_text("not yours\n")
@@ -185,6 +191,7 @@ async def test_record_that_is_a_symlink_is_refused_at_start(no_leaks: None, tmp_
     assert theirs.read_text() == "not yours\n"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("piped", ["stdout", "stdout and stderr"])
 async def test_piped_to_head_it_keeps_serving_without_a_traceback(
     no_leaks: None, tmp_path: Path, piped: str
