@@ -34,7 +34,10 @@ def describe(games: Sequence[Sequence[ColumnOdds]]) -> str:
     return "\n".join(lines)
 
 
-def write_chart(games: Sequence[Sequence[ColumnOdds]], path: str | Path) -> None:
+def write_chart(  # one figure drawn in order
+    games: Sequence[Sequence[ColumnOdds]],
+    path: str | Path,
+) -> None:
     """Draw the house edge of each game's columns and write a PNG to ``path``.
 
     Exact columns are filled markers, simulated ones open markers with their 95 %

@@ -45,7 +45,9 @@ JSON_PLACES = 15
 """Decimal places of every decimal in ``--json`` (the fraction beside it is exact)."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(  # declarative: a subcommand per side bet
+    parser: argparse.ArgumentParser,
+) -> None:
     """The command's arguments: one subcommand per side bet."""
     from rules.events import POKER_GAMES
 
@@ -270,7 +272,7 @@ _BUST_COLUMNS = (
 )
 
 
-def _bust_bonus(args: argparse.Namespace) -> str:
+def _bust_bonus(args: argparse.Namespace) -> str:  # JSON and text side by side: the same rows
     from rules.bust_odds import odds_table
     from rules.paytables import BUST_BONUS as PAYTABLE
 

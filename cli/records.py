@@ -43,7 +43,9 @@ EXIT_DIFFERENT = 1
 EXIT_USAGE = 2
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(  # declarative: three subcommands' options
+    parser: argparse.ArgumentParser,
+) -> None:
     """The subcommands: run, report, reconcile."""
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     run_p = sub.add_parser(
@@ -249,7 +251,7 @@ def _metrics(listen: str | None, allow: list[str]) -> MetricsSettings | None:
         ) from None
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> int:  # each option checked to a sentence
     from records.observe import GamingDay, system_zone
     from records.service import BATCH, Settings, prefixes_of
     from records.service import run as serve

@@ -160,7 +160,7 @@ def _is_terminal(stream: TextIO) -> bool:
         return False
 
 
-def configure_logging(
+def configure_logging(  # structlog and logging set up as one
     *, fmt: LogFormat, level: str, stream: TextIO | None = None
 ) -> Literal["json", "console"]:
     """Set up structlog and the standard library's logging; returns the format chosen.

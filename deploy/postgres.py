@@ -129,7 +129,7 @@ class Postgres:
             argv, capture_output=True, text=True, user=self.user, timeout=60, check=False
         )
 
-    def start(self) -> None:
+    def start(self) -> None:  # initdb, settings, start, wait: one sequence
         """Initialise (the first time) and start the cluster; return once it answers."""
         bindir = postgres_bindir()
         if self.folder is None:

@@ -376,7 +376,13 @@ class Watch:
         """Every test of a family and window, alarming or not (for reports)."""
         return self._test(self.families[family], window, day, "")
 
-    def _test(self, fam: Family, window: Window, day: date, now: str) -> list[Finding]:
+    def _test(  # one pass: Pearson's cells and the bounds
+        self,
+        fam: Family,
+        window: Window,
+        day: date,
+        now: str,
+    ) -> list[Finding]:
         trials, hits = self.counts(fam.name, window, day)
         n = sum(trials.values())
         if n == 0:

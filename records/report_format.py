@@ -122,7 +122,7 @@ def _day_text(day: TableDay) -> list[str]:
     return out
 
 
-def as_json(report: Report) -> str:
+def as_json(report: Report) -> str:  # declarative: the report's JSON shape, one key a line
     """The report for machines (no floats but simulated estimates, each with its se)."""
     payload = {
         "first": report.first.isoformat(),

@@ -324,7 +324,7 @@ def window(first: date, last: date, starts: time, tz: tzinfo) -> tuple[datetime,
     return start, end
 
 
-def build(
+def build(  # checks, then a query per figure in order
     conn: psycopg.Connection[Any],
     *,
     first: date,

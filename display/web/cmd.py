@@ -114,7 +114,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def serve(config: WebConfig, *, ready: asyncio.Event | None = None) -> None:
+async def serve(  # the server's life in order, start to shutdown
+    config: WebConfig,
+    *,
+    ready: asyncio.Event | None = None,
+) -> None:
     """Serve until SIGTERM or SIGINT (or cancellation)."""
     from aiohttp import web
 

@@ -291,7 +291,9 @@ async def session_info(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def login(request: web.Request) -> web.StreamResponse:
+async def login(  # a login's checks in order, each its answer
+    request: web.Request,
+) -> web.StreamResponse:
     """Check a user name and password; on success a new session cookie."""
     state = request.app[STATE]
     expected = request.cookies.get(LOGIN_COOKIE, "")
