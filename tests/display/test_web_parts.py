@@ -16,6 +16,7 @@ import pytest
 from argon2 import PasswordHasher
 
 from contract.payloads import TOPICS, PayloadError, parse, relayed
+from daemon.config import TableSection
 from daemon.publications import (
     craps_board_publication,
     info_publication,
@@ -55,7 +56,11 @@ def decoded(update: tuple[str, str] | None) -> dict[str, Any]:
 
 def test_what_the_daemon_builds_validates_for_the_pages() -> None:
     info = info_publication(
-        table="t1", game="BJ", version="9.9", craps_paytable=1, decks=6, dealer_hits_soft_17=False
+        table=TableSection(id="t1", game="BJ"),
+        version="9.9",
+        craps_paytable=1,
+        decks=6,
+        dealer_hits_soft_17=False,
     )
     board = craps_board_publication(craps_board(initial_state(1)), table="t1")
     result = outcome_publication(
