@@ -41,22 +41,22 @@ message may go out twice, and its unchanged ``seq`` lets displays ignore the rep
 wait for the disk after every publish.
 """
 
+from daemon.journal.chain import GENESIS, canonical, chain
 from daemon.journal.facade import (
     APPLICATION_ID,
-    GENESIS,
-    KINDS,
     SCHEMA_VERSION,
     WAL_CHECKPOINT_PAGES,
     WAL_LIMIT_BYTES,
-    WRITABLE_KINDS,
     Journal,
+    lock,
+)
+from daemon.journal.record import (
+    KINDS,
+    WRITABLE_KINDS,
     JournalRecord,
     Kind,
     RawRecord,
-    canonical,
-    chain,
     dumps,
-    lock,
 )
 
 __all__ = [

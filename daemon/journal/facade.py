@@ -4,46 +4,31 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import hmac
 import json
 import os
 import sqlite3
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from daemon.clock import format_ts, parse_ts
+from daemon.clock import parse_ts
 from daemon.errors import JournalError, JournalFileError, JournalValueError
-from daemon.outbox import OutboxMessage
-
-Kind = Literal[
-    "daemon", "device", "decision", "outcome", "alarm", "publish", "snapshot", "segment", "seal"
-]
-KINDS: Final[tuple[str, ...]] = (
-    "daemon",
-    "device",
-    "decision",
-    "outcome",
-    "alarm",
-    "publish",
-    "snapshot",
-    "segment",
-    "seal",
+from daemon.journal.chain import GENESIS, canonical, chain
+from daemon.journal.record import (
+    KINDS,
+    RESERVED,
+    WRITABLE_KINDS,
+    JournalRecord,
+    RawRecord,
+    dumps,
 )
-"""Record kinds: ``daemon`` (start, stop, configuration), ``device`` (a device fact or a
-driver event: connected, disconnected, a bad frame with its raw bytes), ``decision`` (a
-stickperson's request), ``outcome`` (what the rules concluded), ``alarm`` (raised,
-cleared), ``publish`` (a message for MQTT; written only by ``append_publish``),
-``snapshot`` (the table's whole state), ``segment`` (the first record of a segment) and
-``seal`` (the last record of a closed segment)."""
-
-WRITABLE_KINDS: Final = frozenset(("daemon", "device", "decision", "outcome", "alarm", "snapshot"))
-"""The kinds ``append`` takes (publish, segment and seal have their own writers)."""
+from daemon.journal.record import (
+    ts_text as _ts_text,
+)
+from daemon.outbox import OutboxMessage
 
 APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer journal
 SCHEMA_VERSION: Final = 3  # PRAGMA user_version (2: outbox.refused; 3: the hash chain)
@@ -58,11 +43,7 @@ WAL_LIMIT_BYTES: Final = 1024 * 1024
 (SQLite otherwise keeps it at its largest). A reader that holds a snapshot for long (an
 export) can keep a checkpoint from finishing and the WAL grows meanwhile; it shrinks back
 at the next checkpoint after."""
-GENESIS: Final = bytes(32)
-"""What the very first record of a table's journal chains on."""
-
 _PAGE = 256  # rows fetched at a time by records()
-_RESERVED = frozenset({"seq", "ts", "kind"})  # keys of an exported line (JournalRecord.to_json)
 
 _SCHEMA = """
 CREATE TABLE records (
@@ -87,67 +68,6 @@ CREATE TABLE retained_latest (
     seq   INTEGER NOT NULL
 );
 """
-
-
-def _ts_text(ts: datetime) -> str:
-    try:
-        return format_ts(ts)
-    except ValueError as exc:
-        raise JournalValueError(str(exc)) from exc
-
-
-def canonical(seq: int, ts: str, kind: str, body: str, payload: bytes | None) -> bytes:
-    """The bytes of a record the chain covers: what it is, when, and what it says (and, for
-    a message, the exact payload published)."""
-    head = f"{seq}\n{ts}\n{kind}\n".encode()
-    return head + body.encode("utf-8") + b"\n" + (payload or b"")
-
-
-def chain(previous: bytes, record: bytes, key: bytes | None) -> bytes:
-    """The hash of a record that follows ``previous``: SHA-256 over both, or HMAC-SHA-256
-    with ``key`` (then only the key's holder can rebuild a chain)."""
-    if key is None:
-        return hashlib.sha256(previous + record).digest()
-    return hmac.new(key, previous + record, hashlib.sha256).digest()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JournalRecord:
-    """One stored record. For ``publish``, ``record`` holds ``topic``, ``retained``,
-    ``payload`` (the JSON object sent, ``seq`` and ``ts`` included) and ``published``."""
-
-    seq: int
-    ts: datetime
-    kind: str
-    record: dict[str, object]
-
-    def to_json(self) -> dict[str, object]:
-        """The record as one JSON object (``lammer journal`` writes one per line)."""
-        return {"seq": self.seq, "ts": format_ts(self.ts), "kind": self.kind, **self.record}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RawRecord:
-    """A record as stored, for the chain's check: text and bytes exactly as in the file."""
-
-    seq: int
-    ts: str
-    kind: str
-    body: str
-    payload: bytes | None
-    hash: bytes
-
-
-_JSON: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-"""``json.dumps`` with these options makes an encoder per call; a frame writes several."""
-
-
-def dumps(value: object, what: str = "record") -> str:
-    """Compact JSON, as the journal stores bodies (``JournalValueError`` if not JSON)."""
-    try:
-        return _JSON.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise JournalValueError(f"{what} is not JSON: {exc}") from exc
 
 
 def _check_topic(topic: str) -> None:
@@ -428,16 +348,16 @@ class Journal:
             raise JournalValueError(f"bad record kind {kind!r}{hint}: expected one of {allowed}")
         if not isinstance(record, dict):
             raise JournalValueError(f"record must be a dict, got {type(record).__name__}")
-        reserved = sorted(_RESERVED & record.keys())
+        reserved = sorted(RESERVED & record.keys())
         if reserved:
             # The export writes seq, ts and kind beside the record's keys (JournalRecord).
             raise JournalValueError(
                 f"record must not hold {', '.join(reserved)}: the journal adds them"
             )
         body = dumps(record)
-        ts_text = _ts_text(ts)
+        at = _ts_text(ts)
         with self.batch():
-            return self._insert(kind, body, ts_text)
+            return self._insert(kind, body, at)
 
     def append_publish(
         self, topic: str, body: dict[str, object], *, retained: bool, ts: datetime
@@ -456,7 +376,7 @@ class Journal:
         clash = sorted({"seq", "prev_seq", "ts"} & body.keys())
         if clash:
             raise JournalValueError(f"body must not hold {', '.join(clash)}: the journal adds them")
-        ts_text = _ts_text(ts)
+        at = _ts_text(ts)
         meta = dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
             seq = self._last_seq + 1
@@ -464,10 +384,10 @@ class Journal:
             # journal's first), so a subscriber knows a gap from a seq that was a record
             # and not a message (contract.feed). Read inside the transaction, once.
             prev = self._read_last_message()
-            payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": ts_text}, "body").encode(
+            payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": at}, "body").encode(
                 "utf-8"
             )
-            self._insert("publish", meta, ts_text, payload)
+            self._insert("publish", meta, at, payload)
             self._execute(
                 "INSERT INTO outbox (seq, topic, payload, retained) VALUES (?, ?, ?, ?)",
                 "queue a message",
