@@ -42,14 +42,7 @@ wait for the disk after every publish.
 """
 
 from daemon.journal.chain import GENESIS, canonical, chain
-from daemon.journal.facade import (
-    APPLICATION_ID,
-    SCHEMA_VERSION,
-    WAL_CHECKPOINT_PAGES,
-    WAL_LIMIT_BYTES,
-    Journal,
-    lock,
-)
+from daemon.journal.facade import Journal
 from daemon.journal.record import (
     KINDS,
     WRITABLE_KINDS,
@@ -57,6 +50,13 @@ from daemon.journal.record import (
     Kind,
     RawRecord,
     dumps,
+)
+from daemon.journal.store import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    WAL_CHECKPOINT_PAGES,
+    WAL_LIMIT_BYTES,
+    lock,
 )
 
 __all__ = [

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import sqlite3
-import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
 
 from daemon.clock import parse_ts
-from daemon.errors import JournalError, JournalFileError, JournalValueError
+from daemon.errors import JournalError, JournalValueError
 from daemon.journal.chain import GENESIS, canonical, chain
 from daemon.journal.record import (
     KINDS,
@@ -28,46 +24,10 @@ from daemon.journal.record import (
 from daemon.journal.record import (
     ts_text as _ts_text,
 )
+from daemon.journal.store import Store, lock
 from daemon.outbox import OutboxMessage
 
-APPLICATION_ID: Final = 0x4C4D4A4E  # "LMJN" in PRAGMA application_id: a lammer journal
-SCHEMA_VERSION: Final = 3  # PRAGMA user_version (2: outbox.refused; 3: the hash chain)
-
-WAL_CHECKPOINT_PAGES: Final = 256
-"""``PRAGMA wal_autocheckpoint``: the WAL is copied into the database once it holds this many
-pages (1 MiB at SQLite's 4 KiB pages; with SQLite's default, 1000, the WAL alone filled a
-3 MB disk under a flood of requests)."""
-
-WAL_LIMIT_BYTES: Final = 1024 * 1024
-"""``PRAGMA journal_size_limit``: after a checkpoint the WAL file is cut back to this size
-(SQLite otherwise keeps it at its largest). A reader that holds a snapshot for long (an
-export) can keep a checkpoint from finishing and the WAL grows meanwhile; it shrinks back
-at the next checkpoint after."""
 _PAGE = 256  # rows fetched at a time by records()
-
-_SCHEMA = """
-CREATE TABLE records (
-    seq  INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts   TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    body TEXT NOT NULL,
-    hash BLOB NOT NULL
-);
-CREATE INDEX records_kind ON records(kind, seq);
-CREATE TABLE outbox (
-    seq       INTEGER PRIMARY KEY,
-    topic     TEXT NOT NULL,
-    payload   BLOB NOT NULL,
-    retained  INTEGER NOT NULL,
-    published INTEGER NOT NULL DEFAULT 0,
-    refused   TEXT
-);
-CREATE INDEX outbox_pending ON outbox(seq) WHERE published = 0;
-CREATE TABLE retained_latest (
-    topic TEXT PRIMARY KEY,
-    seq   INTEGER NOT NULL
-);
-"""
 
 
 def _check_topic(topic: str) -> None:
@@ -88,23 +48,10 @@ class Journal:
     of the hash chain, if the table has one.
     """
 
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        path: Path,
-        *,
-        readonly: bool,
-        lock_fd: int | None,
-        key: bytes | None = None,
-    ) -> None:
+    def __init__(self, store: Store) -> None:
         """Use ``Journal.open``."""
-        self._conn = conn
-        self._path = path
-        self._readonly = readonly
-        self._lock_fd = lock_fd
-        self._key = key
+        self._store = store
         self._depth = 0  # nesting of batch()
-        self._closed = False
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
         self._last_message: int | None = None
@@ -127,7 +74,7 @@ class Journal:
         """
         path = Path(path)
         if readonly:
-            return cls._open_readonly(path, key)
+            return cls._opened(Store.open_readonly(path, key))
         lock_fd = lock(path)
         try:
             return cls.open_locked(path, lock_fd, key=key)
@@ -139,81 +86,30 @@ class Journal:
     def open_locked(cls, path: Path, lock_fd: int | None, *, key: bytes | None = None) -> Journal:
         """Open ``path`` read-write under a lock already held (``lock``; None for a
         segment being written beside the live one, under the live one's lock)."""
-        conn: sqlite3.Connection | None = None
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            os.close(fd)
-            _restrict_mode(path)
-            conn = sqlite3.connect(path, isolation_level=None)
-            _setup(conn, path, key)
-            return cls(conn, path, readonly=False, lock_fd=lock_fd, key=key)
-        except OSError as exc:
-            if conn is not None:
-                conn.close()
-            raise JournalFileError(
-                f"cannot open journal {path}: {exc.strerror or exc}", path=path
-            ) from exc
-        except BaseException:
-            if conn is not None:
-                conn.close()
-            raise
+        return cls._opened(Store.open_locked(path, lock_fd, key))
 
     @classmethod
-    def _open_readonly(cls, path: Path, key: bytes | None) -> Journal:
-        if not path.is_file():
-            what = "no such file" if not path.exists() else "not a regular file"
-            raise JournalFileError(f"cannot read journal {path}: {what}", path=path)
-        # Without a -wal file the database file is complete: open it immutable, so that
-        # reading creates no -wal/-shm beside it. With one (the daemon runs, or it was
-        # killed), read through the existing WAL.
-        wal = path.with_name(path.name + "-wal")
-        mode = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-        uri = f"{path.resolve().as_uri()}?{mode}"
+    def _opened(cls, store: Store) -> Journal:
+        # The connection is closed if the journal cannot read its end; the lock is the
+        # opener's to release.
         try:
-            conn = sqlite3.connect(uri, uri=True, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise JournalFileError(f"cannot read journal {path}: {exc}", path=path) from exc
-        try:
-            _check_identity(conn, path, allow_new=False)
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version < SCHEMA_VERSION:
-                raise JournalFileError(
-                    f"journal {path} has the older schema {version}: open it once with "
-                    "lammer run (or a writable open) to bring it up to date",
-                    path=path,
-                )
-            return cls(conn, path, readonly=True, lock_fd=None, key=key)
+            return cls(store)
         except BaseException:
-            conn.close()
+            store.conn.close()
             raise
 
     def close(self) -> None:
         """Close the journal (idempotent). Everything appended is already durable."""
-        if self._closed:
-            return
-        self._closed = True
-        self._conn.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._store.close()
 
     def reconnect(self) -> None:
         """Close and open the database again (same file, same lock): after SQLite refused a
         write (a full disk), a fresh connection starts from what is on disk, whatever
         state the old one was left in. Raises ``JournalFileError`` if it cannot."""
-        self._writable()
+        self._store.writable()
         if self._depth:
-            raise JournalValueError("cannot reconnect inside a batch", path=self._path)
-        with contextlib.suppress(sqlite3.Error):
-            self._conn.close()
-        try:
-            conn = sqlite3.connect(self._path, isolation_level=None)
-            _setup(conn, self._path, self._key)
-        except sqlite3.Error as exc:
-            raise JournalFileError(
-                f"cannot reopen journal {self._path}: {exc}", path=self._path
-            ) from exc
-        self._conn = conn
+            raise JournalValueError("cannot reconnect inside a batch", path=self.path)
+        self._store.reconnect()
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
         self._last_message_read = False
@@ -224,12 +120,12 @@ class Journal:
         the archive, the next one takes its place); open that one. The same object goes on
         in the new file, so whoever holds it (the MQTT link's outbox) follows. Raises what
         ``replace`` raises (the database stays closed), or ``JournalFileError``."""
-        self._writable()
+        self._store.writable()
         if self._depth:
-            raise JournalValueError("cannot replace the file inside a batch", path=self._path)
+            raise JournalValueError("cannot replace the file inside a batch", path=self.path)
         # Closed before the files move: a connection closed after would checkpoint into, and
         # delete, the WAL now at the live path, which is the next segment's.
-        self._conn.close()
+        self._store.conn.close()
         replace()
         self.reconnect()
 
@@ -242,12 +138,12 @@ class Journal:
     @property
     def path(self) -> Path:
         """The journal file."""
-        return self._path
+        return self._store.path
 
     @property
     def key(self) -> bytes | None:
         """The HMAC key of the chain (None: plain SHA-256)."""
-        return self._key
+        return self._store.key
 
     @property
     def last_seq(self) -> int:
@@ -275,7 +171,7 @@ class Journal:
         Raises ``JournalError`` when SQLite cannot begin or commit (a full disk, an I/O
         error), with SQLite's own reason.
         """
-        self._writable()
+        self._store.writable()
         if self._depth:
             self._depth += 1
             try:
@@ -284,49 +180,32 @@ class Journal:
                 self._depth -= 1
             return
         start = self._last_seq, self._last_hash, self._last_message, self._last_message_read
-        self._execute("BEGIN IMMEDIATE", "begin a transaction")
+        self._store.begin()
         self._depth = 1
         try:
             yield
         except BaseException:
             self._depth = 0
-            self._rollback()
+            self._store.rollback()
             self._restore(start)
             raise
         self._depth = 0
         try:
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._rollback()
+            self._store.commit()
+        except JournalError:
             self._restore(start)
-            raise JournalError(
-                f"journal {self._path}: commit failed: {exc}", path=self._path
-            ) from exc
+            raise
 
     def _restore(self, start: tuple[int, bytes, int | None, bool]) -> None:
         # What a rolled-back transaction took is given out again.
         self._last_seq, self._last_hash, self._last_message, self._last_message_read = start
 
-    def _rollback(self) -> None:
-        # A failed statement may have ended the transaction already (SQLite rolls back by
-        # itself on a full disk): then there is nothing to roll back, and saying so would
-        # hide the real error.
-        if self._conn.in_transaction:
-            with contextlib.suppress(sqlite3.Error):  # the original error is what counts
-                self._conn.execute("ROLLBACK")
-
-    def _execute(self, sql: str, what: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
-        try:
-            return self._conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise JournalError(
-                f"journal {self._path}: cannot {what}: {exc}", path=self._path
-            ) from exc
-
     def _insert(self, kind: str, body: str, ts_text: str, payload: bytes | None = None) -> int:
         seq = self._last_seq + 1
-        digest = chain(self._last_hash, canonical(seq, ts_text, kind, body, payload), self._key)
-        self._execute(
+        digest = chain(
+            self._last_hash, canonical(seq, ts_text, kind, body, payload), self._store.key
+        )
+        self._store.execute(
             "INSERT INTO records (seq, ts, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
             "write a record",
             (seq, ts_text, kind, body, digest),
@@ -388,7 +267,7 @@ class Journal:
                 "utf-8"
             )
             self._insert("publish", meta, at, payload)
-            self._execute(
+            self._store.execute(
                 "INSERT INTO outbox (seq, topic, payload, retained) VALUES (?, ?, ?, ?)",
                 "queue a message",
                 (seq, topic, payload, int(bool(retained))),
@@ -412,11 +291,11 @@ class Journal:
 
     def start_chain(self, last_seq: int, last_hash: bytes) -> None:
         """Continue ``seq`` and the chain of the segment before this (new, empty) one."""
-        self._writable()
+        self._store.writable()
         if self._last_seq:
-            raise JournalValueError(f"journal {self._path} is not empty", path=self._path)
+            raise JournalValueError(f"journal {self.path} is not empty", path=self.path)
         with self.batch():
-            self._execute(
+            self._store.execute(
                 "INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)",
                 "continue the sequence",
                 (last_seq,),
@@ -426,11 +305,11 @@ class Journal:
     def skip_to(self, last_seq: int) -> None:
         """The next record gets ``last_seq + 1`` (a gap the caller records at once: a
         ``daemon`` record ``seq_gap``, which ``lammer journal verify`` accepts)."""
-        self._writable()
+        self._store.writable()
         if last_seq <= self._last_seq:
             raise JournalValueError(f"seq {last_seq} is not above {self._last_seq}")
         with self.batch():
-            self._execute(
+            self._store.execute(
                 "UPDATE sqlite_sequence SET seq = ? WHERE name = 'records'",
                 "skip the sequence",
                 (last_seq,),
@@ -442,19 +321,21 @@ class Journal:
         segment before (rotation); returns how many rows came."""
         # The last message comes too (published or not), so the next segment's first
         # message names it as its prev_seq (append_publish).
-        rows = source._conn.execute(
+        rows = source._store.conn.execute(
             "SELECT seq, topic, payload, retained, published, refused FROM outbox "
             "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) "
             "OR seq = (SELECT max(seq) FROM outbox) ORDER BY seq"
         ).fetchall()
-        latest = source._conn.execute("SELECT topic, seq FROM retained_latest").fetchall()
+        latest = source._store.conn.execute("SELECT topic, seq FROM retained_latest").fetchall()
         with self.batch():
-            self._conn.executemany(
+            self._store.conn.executemany(
                 "INSERT INTO outbox (seq, topic, payload, retained, published, refused) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            self._conn.executemany("INSERT INTO retained_latest (topic, seq) VALUES (?, ?)", latest)
+            self._store.conn.executemany(
+                "INSERT INTO retained_latest (topic, seq) VALUES (?, ?)", latest
+            )
             self._last_message_read = False
         return len(rows)
 
@@ -467,12 +348,12 @@ class Journal:
         Committed like ``mark_published``. Raises ``JournalValueError`` for a ``seq``
         that is not a message.
         """
-        self._writable()
-        row = self._conn.execute("SELECT 1 FROM outbox WHERE seq = ?", (seq,)).fetchone()
+        self._store.writable()
+        row = self._store.conn.execute("SELECT 1 FROM outbox WHERE seq = ?", (seq,)).fetchone()
         if row is None:
-            raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self._path)
+            raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self.path)
         with self.batch():
-            self._execute(
+            self._store.execute(
                 "UPDATE outbox SET published = 1, refused = ? WHERE seq = ?",
                 "set a message aside",
                 (reason[:500], seq),
@@ -480,7 +361,7 @@ class Journal:
 
     def pending(self, limit: int = 100) -> list[OutboxMessage]:
         """Messages not yet published, in ``seq`` order, at most ``limit``."""
-        rows = self._conn.execute(
+        rows = self._store.conn.execute(
             "SELECT seq, topic, payload, retained FROM outbox WHERE published = 0 "
             "ORDER BY seq LIMIT ?",
             (limit,),
@@ -490,7 +371,9 @@ class Journal:
     def pending_count(self) -> int:
         """How many messages are not yet published (the outbox's depth)."""
         try:
-            row = self._conn.execute("SELECT count(*) FROM outbox WHERE published = 0").fetchone()
+            row = self._store.conn.execute(
+                "SELECT count(*) FROM outbox WHERE published = 0"
+            ).fetchone()
         except sqlite3.Error as exc:
             raise JournalError(f"cannot count the outbox: {exc}") from exc
         return int(row[0])
@@ -504,12 +387,12 @@ class Journal:
         Raises ``JournalValueError`` for a ``seq`` that is not a message (nothing is
         marked then).
         """
-        self._writable()
+        self._store.writable()
         if not seqs:
             return
         found = {
             seq: (topic, retained, published)
-            for seq, topic, retained, published in self._conn.execute(
+            for seq, topic, retained, published in self._store.conn.execute(
                 "SELECT seq, topic, retained, published FROM outbox "  # noqa: S608  only '?' placeholders are joined in; the seqs are parameters
                 f"WHERE seq IN ({','.join('?' * len(seqs))})",
                 seqs,
@@ -518,45 +401,38 @@ class Journal:
         missing = [seq for seq in seqs if seq not in found]
         if missing:
             raise JournalValueError(
-                f"seq {missing[0]} is not a message of the outbox", path=self._path
+                f"seq {missing[0]} is not a message of the outbox", path=self.path
             )
         rows = [(seq, found[seq][0], found[seq][1]) for seq in seqs if not found[seq][2]]
         if not rows:
             return
-        relaxed = self._depth == 0
-        if relaxed:
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-        try:
-            with self.batch():
-                # One statement for the marks and one for the retained: a frame's messages
-                # are marked together, and each statement costs more than its rows.
-                self._execute(
-                    "UPDATE outbox SET published = 1 "  # noqa: S608  only '?' placeholders are joined in
-                    f"WHERE seq IN ({','.join('?' * len(rows))})",
-                    "mark a message",
-                    tuple(seq for seq, _, _ in rows),
-                )
-                latest = [(topic, seq) for seq, topic, retained in rows if retained]
-                if latest:
-                    try:
-                        self._conn.executemany(
-                            "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
-                            "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
-                            "WHERE excluded.seq > retained_latest.seq",
-                            latest,
-                        )
-                    except sqlite3.Error as exc:
-                        raise JournalError(
-                            f"journal {self._path}: cannot mark a retained message: {exc}",
-                            path=self._path,
-                        ) from exc
-        finally:
-            if relaxed:
-                self._conn.execute("PRAGMA synchronous = FULL")
+        with self._store.relaxed(self._depth == 0), self.batch():
+            # One statement for the marks and one for the retained: a frame's messages
+            # are marked together, and each statement costs more than its rows.
+            self._store.execute(
+                "UPDATE outbox SET published = 1 "  # noqa: S608  only '?' placeholders are joined in
+                f"WHERE seq IN ({','.join('?' * len(rows))})",
+                "mark a message",
+                tuple(seq for seq, _, _ in rows),
+            )
+            latest = [(topic, seq) for seq, topic, retained in rows if retained]
+            if latest:
+                try:
+                    self._store.conn.executemany(
+                        "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
+                        "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
+                        "WHERE excluded.seq > retained_latest.seq",
+                        latest,
+                    )
+                except sqlite3.Error as exc:
+                    raise JournalError(
+                        f"journal {self.path}: cannot mark a retained message: {exc}",
+                        path=self.path,
+                    ) from exc
 
     def retained(self) -> list[OutboxMessage]:
         """The latest published retained message of every topic, in ``seq`` order."""
-        rows = self._conn.execute(
+        rows = self._store.conn.execute(
             "SELECT o.seq, o.topic, o.payload, o.retained FROM retained_latest r "
             "JOIN outbox o ON o.seq = r.seq ORDER BY o.seq"
         ).fetchall()
@@ -568,7 +444,7 @@ class Journal:
         """The messages of this segment with ``from_seq <= seq <= to_seq`` that reached
         the broker (published, not set aside), in ``seq`` order, exact bytes: what
         ``request/resend`` publishes again (mqtt-api.md 1.3)."""
-        rows = self._read(
+        rows = self._store.read(
             "SELECT seq, topic, payload, retained FROM outbox "
             "WHERE seq BETWEEN ? AND ? AND published = 1 AND refused IS NULL ORDER BY seq",
             (from_seq, to_seq),
@@ -577,7 +453,7 @@ class Journal:
 
     def first_seq(self) -> int | None:
         """The lowest ``seq`` this segment holds, a record's or a carried message's."""
-        row = self._read(
+        row = self._store.read(
             "SELECT min(s) FROM (SELECT min(seq) AS s FROM records "
             "UNION ALL SELECT min(seq) FROM outbox)",
             (),
@@ -599,7 +475,7 @@ class Journal:
                 + " ORDER BY r.seq LIMIT ?"
             )
             params: tuple[object, ...] = (last, kind, _PAGE) if kind else (last, _PAGE)
-            rows = self._read(query, params)
+            rows = self._store.read(query, params)
             for seq, ts_text, row_kind, body, payload, published, refused in rows:
                 record = json.loads(body)
                 if row_kind == "publish" and payload is not None:
@@ -617,7 +493,7 @@ class Journal:
         message's payload is the one stored with it, if this segment still has it."""
         last = after_seq
         while True:
-            rows = self._read(
+            rows = self._store.read(
                 "SELECT r.seq, r.ts, r.kind, r.body, o.payload, r.hash FROM records r "
                 "LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' "
                 "WHERE r.seq > ? ORDER BY r.seq LIMIT ?",
@@ -638,7 +514,7 @@ class Journal:
 
     def latest_snapshot(self) -> JournalRecord | None:
         """The newest ``snapshot`` record, or None."""
-        row = self._read(
+        row = self._store.read(
             "SELECT seq, ts, body FROM records WHERE kind = 'snapshot' ORDER BY seq DESC LIMIT 1",
             (),
         )
@@ -651,7 +527,7 @@ class Journal:
 
     def first_record(self) -> JournalRecord | None:
         """The oldest record of this segment (its ``segment`` header, if it has one)."""
-        row = self._read("SELECT seq, ts, kind, body FROM records ORDER BY seq LIMIT 1", ())
+        row = self._store.read("SELECT seq, ts, kind, body FROM records ORDER BY seq LIMIT 1", ())
         if not row:
             return None
         seq, ts_text, kind, body = row[0]
@@ -664,7 +540,7 @@ class Journal:
 
     def last_kind(self) -> str | None:
         """The kind of the latest record (``seal`` for a closed segment)."""
-        row = self._read("SELECT kind FROM records ORDER BY seq DESC LIMIT 1", ())
+        row = self._store.read("SELECT kind FROM records ORDER BY seq DESC LIMIT 1", ())
         return str(row[0][0]) if row else None
 
     def checkpoint(self) -> bool:
@@ -672,157 +548,30 @@ class Journal:
         the file is archived). Never waits for a reader (the event loop must not stall: a
         frame's ACK is due within 250 ms): returns False when a reader kept the WAL from
         being emptied (``daemon.segments.archive`` then moves the WAL with the file)."""
-        self._conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            busy, _, _ = self._execute("PRAGMA wal_checkpoint(TRUNCATE)", "checkpoint").fetchone()
-        finally:
-            self._conn.execute("PRAGMA busy_timeout = 5000")
-        return not busy
-
-    def _read(self, query: str, params: tuple[object, ...]) -> list[Any]:
-        try:
-            return self._conn.execute(query, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise JournalFileError(f"journal {self._path}: {exc}", path=self._path) from exc
+        return self._store.checkpoint()
 
     # -- internals --------------------------------------------------------------------
 
-    def _writable(self) -> None:
-        if self._readonly:
-            raise JournalValueError(f"journal {self._path} is open read-only", path=self._path)
-
     def _read_last_seq(self) -> int:
-        row = self._conn.execute(
+        row = self._store.conn.execute(
             "SELECT seq FROM sqlite_sequence WHERE name = 'records'"
         ).fetchone()
         return int(row[0]) if row else 0
 
     def _read_last_message(self) -> int | None:
         if not self._last_message_read:
-            row = self._conn.execute("SELECT max(seq) FROM outbox").fetchone()
+            row = self._store.conn.execute("SELECT max(seq) FROM outbox").fetchone()
             self._last_message = None if row is None or row[0] is None else int(row[0])
             self._last_message_read = True
         return self._last_message
 
     def _read_last_hash(self) -> bytes:
-        row = self._conn.execute("SELECT hash FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        row = self._store.conn.execute(
+            "SELECT hash FROM records ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
         return bytes(row[0]) if row else GENESIS
-
-
-def lock(path: Path) -> int:
-    """Take the single-writer lock of the journal at ``path`` (``<path>.lock``, 0600) and
-    return its file descriptor. Creates the directory (0700) when missing."""
-    lock_path = path.with_name(path.name + ".lock")
-    fd: int | None = None
-    try:
-        _make_dirs(path.parent)
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return fd
-    except BlockingIOError:
-        if fd is not None:
-            os.close(fd)
-        raise JournalFileError(f"journal {path} is in use by another process", path=path) from None
-    except OSError as exc:
-        if fd is not None:
-            os.close(fd)
-        raise JournalFileError(f"cannot open journal {path}: {exc.strerror}", path=path) from exc
 
 
 def _message(row: tuple[int, str, bytes, int]) -> OutboxMessage:
     seq, topic, payload, retained = row
     return OutboxMessage(seq=seq, topic=topic, payload=bytes(payload), retained=bool(retained))
-
-
-def _make_dirs(directory: Path) -> None:
-    """Create ``directory`` and its missing parents, each 0700 (mkdir's ``parents=True``
-    would give the parents the default mode)."""
-    missing: list[Path] = []
-    for candidate in (directory, *directory.parents):
-        if candidate.exists():
-            break
-        missing.append(candidate)
-    for candidate in reversed(missing):
-        candidate.mkdir(mode=0o700, exist_ok=True)
-
-
-def _restrict_mode(path: Path) -> None:
-    """0600 on the journal and its WAL files, also when an older file was looser."""
-    for name in (path.name, path.name + "-wal", path.name + "-shm"):
-        file = path.with_name(name)
-        try:
-            mode = stat.S_IMODE(file.stat().st_mode)
-        except FileNotFoundError:
-            continue
-        if mode & 0o077:
-            file.chmod(mode & 0o700)
-
-
-def _check_identity(conn: sqlite3.Connection, path: Path, *, allow_new: bool) -> bool:
-    """True when ``path`` is a new, empty database; raises unless it is a lammer journal."""
-    try:
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        raise JournalFileError(f"{path} is not a lammer journal: {exc}", path=path) from exc
-    if app_id == 0 and tables == 0 and allow_new:
-        return True
-    if app_id != APPLICATION_ID:
-        raise JournalFileError(f"{path} is not a lammer journal", path=path)
-    if version > SCHEMA_VERSION:
-        raise JournalFileError(
-            f"journal {path} has schema {version}, newer than this lammer's {SCHEMA_VERSION}",
-            path=path,
-        )
-    return False
-
-
-def _setup(conn: sqlite3.Connection, path: Path, key: bytes | None) -> None:
-    new = _check_identity(conn, path, allow_new=True)
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-    if str(mode).lower() != "wal":
-        raise JournalFileError(f"journal {path}: cannot use WAL mode (got {mode})", path=path)
-    # FULL: the WAL is fsynced at every commit, so an appended record survives power loss.
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
-    conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
-    if new:
-        conn.execute("BEGIN IMMEDIATE")
-        _create(conn)
-        conn.execute("COMMIT")
-    else:
-        _migrate(conn, key)
-    _restrict_mode(path)
-
-
-def _create(conn: sqlite3.Connection) -> None:
-    for statement in _SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
-def _migrate(conn: sqlite3.Connection, key: bytes | None) -> None:
-    """Bring a journal of an older schema up to ``SCHEMA_VERSION`` (one transaction)."""
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version >= SCHEMA_VERSION:
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    if version < 2:  # schema 2 added outbox.refused
-        conn.execute("ALTER TABLE outbox ADD COLUMN refused TEXT")
-    if version < 3:  # schema 3: the hash chain, computed over what is there
-        conn.execute("ALTER TABLE records ADD COLUMN hash BLOB")
-        conn.execute("CREATE INDEX records_kind ON records(kind, seq)")
-        previous = GENESIS
-        rows = conn.execute(
-            "SELECT r.seq, r.ts, r.kind, r.body, o.payload FROM records r "
-            "LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' ORDER BY r.seq"
-        ).fetchall()
-        for seq, ts_text, kind, body, payload in rows:
-            data = None if payload is None else bytes(payload)
-            previous = chain(previous, canonical(seq, ts_text, kind, body, data), key)
-            conn.execute("UPDATE records SET hash = ? WHERE seq = ?", (previous, seq))
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    conn.execute("COMMIT")
