@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -10,11 +9,10 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from daemon.clock import parse_ts
 from daemon.errors import JournalError, JournalValueError
 from daemon.journal.chain import GENESIS, canonical, chain
+from daemon.journal.reader import Reader
 from daemon.journal.record import (
-    KINDS,
     RESERVED,
     WRITABLE_KINDS,
     JournalRecord,
@@ -26,8 +24,6 @@ from daemon.journal.record import (
 )
 from daemon.journal.store import Store, lock
 from daemon.outbox import OutboxMessage
-
-_PAGE = 256  # rows fetched at a time by records()
 
 
 def _check_topic(topic: str) -> None:
@@ -52,6 +48,7 @@ class Journal:
         """Use ``Journal.open``."""
         self._store = store
         self._depth = 0  # nesting of batch()
+        self._reader = Reader(store)
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
         self._last_message: int | None = None
@@ -453,95 +450,29 @@ class Journal:
 
     def first_seq(self) -> int | None:
         """The lowest ``seq`` this segment holds, a record's or a carried message's."""
-        row = self._store.read(
-            "SELECT min(s) FROM (SELECT min(seq) AS s FROM records "
-            "UNION ALL SELECT min(seq) FROM outbox)",
-            (),
-        )
-        return row[0][0] if row and row[0][0] is not None else None
+        return self._reader.first_seq()
 
     def records(self, after_seq: int = 0, *, kind: str | None = None) -> Iterator[JournalRecord]:
         """Stored records with ``seq > after_seq`` in ``seq`` order (replay, export),
         optionally only one ``kind``. Reads in pages, so appending meanwhile is safe."""
-        if kind is not None and kind not in KINDS:
-            raise JournalValueError(f"bad record kind {kind!r}: expected one of {', '.join(KINDS)}")
-        last = after_seq
-        while True:
-            query = (
-                "SELECT r.seq, r.ts, r.kind, r.body, o.payload, o.published, o.refused "
-                "FROM records r LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' "
-                "WHERE r.seq > ?"
-                + (" AND r.kind = ?" if kind is not None else "")
-                + " ORDER BY r.seq LIMIT ?"
-            )
-            params: tuple[object, ...] = (last, kind, _PAGE) if kind else (last, _PAGE)
-            rows = self._store.read(query, params)
-            for seq, ts_text, row_kind, body, payload, published, refused in rows:
-                record = json.loads(body)
-                if row_kind == "publish" and payload is not None:
-                    record["payload"] = json.loads(payload)
-                    record["published"] = bool(published) and refused is None
-                    if refused is not None:
-                        record["refused"] = refused
-                yield JournalRecord(seq=seq, ts=parse_ts(ts_text), kind=row_kind, record=record)
-            if len(rows) < _PAGE:
-                return
-            last = rows[-1][0]
+        return self._reader.records(after_seq, kind=kind)
 
     def raw_records(self, after_seq: int = 0) -> Iterator[RawRecord]:
         """Records exactly as stored, for checking the chain (``daemon.verify``). A
         message's payload is the one stored with it, if this segment still has it."""
-        last = after_seq
-        while True:
-            rows = self._store.read(
-                "SELECT r.seq, r.ts, r.kind, r.body, o.payload, r.hash FROM records r "
-                "LEFT JOIN outbox o ON o.seq = r.seq AND r.kind = 'publish' "
-                "WHERE r.seq > ? ORDER BY r.seq LIMIT ?",
-                (last, _PAGE),
-            )
-            for seq, ts_text, kind, body, payload, digest in rows:
-                yield RawRecord(
-                    seq=seq,
-                    ts=ts_text,
-                    kind=kind,
-                    body=body,
-                    payload=None if payload is None else bytes(payload),
-                    hash=bytes(digest),
-                )
-            if len(rows) < _PAGE:
-                return
-            last = rows[-1][0]
+        return self._reader.raw_records(after_seq)
 
     def latest_snapshot(self) -> JournalRecord | None:
         """The newest ``snapshot`` record, or None."""
-        row = self._store.read(
-            "SELECT seq, ts, body FROM records WHERE kind = 'snapshot' ORDER BY seq DESC LIMIT 1",
-            (),
-        )
-        if not row:
-            return None
-        seq, ts_text, body = row[0]
-        return JournalRecord(
-            seq=seq, ts=parse_ts(ts_text), kind="snapshot", record=json.loads(body)
-        )
+        return self._reader.latest_snapshot()
 
     def first_record(self) -> JournalRecord | None:
         """The oldest record of this segment (its ``segment`` header, if it has one)."""
-        row = self._store.read("SELECT seq, ts, kind, body FROM records ORDER BY seq LIMIT 1", ())
-        if not row:
-            return None
-        seq, ts_text, kind, body = row[0]
-        return JournalRecord(
-            seq=int(str(seq)),
-            ts=parse_ts(str(ts_text)),
-            kind=str(kind),
-            record=json.loads(str(body)),
-        )
+        return self._reader.first_record()
 
     def last_kind(self) -> str | None:
         """The kind of the latest record (``seal`` for a closed segment)."""
-        row = self._store.read("SELECT kind FROM records ORDER BY seq DESC LIMIT 1", ())
-        return str(row[0][0]) if row else None
+        return self._reader.last_kind()
 
     def checkpoint(self) -> bool:
         """Move everything from the WAL into the database file and empty the WAL (before
