@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from daemon.errors import JournalError, JournalValueError
 from daemon.journal.chain import GENESIS, canonical, chain
+from daemon.journal.messages import Messages, MessagesState, check_message
 from daemon.journal.reader import Reader
 from daemon.journal.record import (
     RESERVED,
@@ -26,15 +26,6 @@ from daemon.journal.store import Store, lock
 from daemon.outbox import OutboxMessage
 
 
-def _check_topic(topic: str) -> None:
-    # Topics are relative to the table's base topic (daemon/outbox.py); a publish never
-    # uses wildcards (MQTT 3.1.1 section 4.7.1).
-    if not topic or topic.startswith("/") or topic.endswith("/") or "//" in topic:
-        raise JournalValueError(f"bad topic {topic!r}: expected levels such as 'craps/board'")
-    if any(c in "+#\0" for c in topic):
-        raise JournalValueError(f"bad topic {topic!r}: wildcards are not allowed in a publish")
-
-
 class Journal:
     """The SQLite journal of one table (its live segment); also the ``Outbox`` of its MQTT
     link.
@@ -48,13 +39,10 @@ class Journal:
         """Use ``Journal.open``."""
         self._store = store
         self._depth = 0  # nesting of batch()
+        self._messages = Messages(store)
         self._reader = Reader(store)
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
-        self._last_message: int | None = None
-        """The seq of the outbox's latest message (a new one's ``prev_seq``), once read:
-        kept here, a message costs no query for it."""
-        self._last_message_read = False
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -109,7 +97,7 @@ class Journal:
         self._store.reconnect()
         self._last_seq = self._read_last_seq()
         self._last_hash = self._read_last_hash()
-        self._last_message_read = False
+        self._messages.forget()
 
     def replace_file(self, replace: Callable[[], None]) -> None:
         """Close the database, keeping the single-writer lock; let ``replace`` put another
@@ -176,7 +164,7 @@ class Journal:
             finally:
                 self._depth -= 1
             return
-        start = self._last_seq, self._last_hash, self._last_message, self._last_message_read
+        start = self._last_seq, self._last_hash, self._messages.save()
         self._store.begin()
         self._depth = 1
         try:
@@ -193,9 +181,10 @@ class Journal:
             self._restore(start)
             raise
 
-    def _restore(self, start: tuple[int, bytes, int | None, bool]) -> None:
+    def _restore(self, start: tuple[int, bytes, MessagesState]) -> None:
         # What a rolled-back transaction took is given out again.
-        self._last_seq, self._last_hash, self._last_message, self._last_message_read = start
+        self._last_seq, self._last_hash, messages = start
+        self._messages.restore(messages)
 
     def _insert(self, kind: str, body: str, ts_text: str, payload: bytes | None = None) -> int:
         seq = self._last_seq + 1
@@ -246,12 +235,7 @@ class Journal:
         ``seq`` and ``ts``); ``body`` must not hold them already. The caller puts
         ``table`` in ``body``.
         """
-        _check_topic(topic)
-        if not isinstance(body, dict):
-            raise JournalValueError(f"body must be a dict, got {type(body).__name__}")
-        clash = sorted({"seq", "prev_seq", "ts"} & body.keys())
-        if clash:
-            raise JournalValueError(f"body must not hold {', '.join(clash)}: the journal adds them")
+        check_message(topic, body)
         at = _ts_text(ts)
         meta = dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
@@ -259,17 +243,12 @@ class Journal:
             # prev_seq: the seq of the message published before this one (null for a
             # journal's first), so a subscriber knows a gap from a seq that was a record
             # and not a message (contract.feed). Read inside the transaction, once.
-            prev = self._read_last_message()
+            prev = self._messages.last()
             payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": at}, "body").encode(
                 "utf-8"
             )
             self._insert("publish", meta, at, payload)
-            self._store.execute(
-                "INSERT INTO outbox (seq, topic, payload, retained) VALUES (?, ?, ?, ?)",
-                "queue a message",
-                (seq, topic, payload, int(bool(retained))),
-            )
-            self._last_message = seq
+            self._messages.queue(seq, topic, payload, retained=retained)
         return OutboxMessage(seq=seq, topic=topic, payload=payload, retained=bool(retained))
 
     def append_segment(self, header: dict[str, object], *, ts: datetime) -> int:
@@ -316,25 +295,9 @@ class Journal:
     def copy_outbox(self, source: Journal) -> int:
         """Carry the messages not yet published and the latest retained ones over from the
         segment before (rotation); returns how many rows came."""
-        # The last message comes too (published or not), so the next segment's first
-        # message names it as its prev_seq (append_publish).
-        rows = source._store.conn.execute(
-            "SELECT seq, topic, payload, retained, published, refused FROM outbox "
-            "WHERE published = 0 OR seq IN (SELECT seq FROM retained_latest) "
-            "OR seq = (SELECT max(seq) FROM outbox) ORDER BY seq"
-        ).fetchall()
-        latest = source._store.conn.execute("SELECT topic, seq FROM retained_latest").fetchall()
+        carried = source._messages.carried()
         with self.batch():
-            self._store.conn.executemany(
-                "INSERT INTO outbox (seq, topic, payload, retained, published, refused) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            self._store.conn.executemany(
-                "INSERT INTO retained_latest (topic, seq) VALUES (?, ?)", latest
-            )
-            self._last_message_read = False
-        return len(rows)
+            return self._messages.take_over(carried)
 
     # -- the Outbox protocol (daemon/outbox.py) ---------------------------------------
 
@@ -346,34 +309,17 @@ class Journal:
         that is not a message.
         """
         self._store.writable()
-        row = self._store.conn.execute("SELECT 1 FROM outbox WHERE seq = ?", (seq,)).fetchone()
-        if row is None:
-            raise JournalValueError(f"seq {seq} is not a message of the outbox", path=self.path)
+        self._messages.require(seq)
         with self.batch():
-            self._store.execute(
-                "UPDATE outbox SET published = 1, refused = ? WHERE seq = ?",
-                "set a message aside",
-                (reason[:500], seq),
-            )
+            self._messages.set_aside(seq, reason)
 
     def pending(self, limit: int = 100) -> list[OutboxMessage]:
         """Messages not yet published, in ``seq`` order, at most ``limit``."""
-        rows = self._store.conn.execute(
-            "SELECT seq, topic, payload, retained FROM outbox WHERE published = 0 "
-            "ORDER BY seq LIMIT ?",
-            (limit,),
-        ).fetchall()
-        return [_message(row) for row in rows]
+        return self._messages.pending(limit)
 
     def pending_count(self) -> int:
         """How many messages are not yet published (the outbox's depth)."""
-        try:
-            row = self._store.conn.execute(
-                "SELECT count(*) FROM outbox WHERE published = 0"
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise JournalError(f"cannot count the outbox: {exc}") from exc
-        return int(row[0])
+        return self._messages.pending_count()
 
     def mark_published(self, *seqs: int) -> None:
         """Record that messages ``seqs`` reached the broker, in one transaction.
@@ -387,53 +333,15 @@ class Journal:
         self._store.writable()
         if not seqs:
             return
-        found = {
-            seq: (topic, retained, published)
-            for seq, topic, retained, published in self._store.conn.execute(
-                "SELECT seq, topic, retained, published FROM outbox "  # noqa: S608  only '?' placeholders are joined in; the seqs are parameters
-                f"WHERE seq IN ({','.join('?' * len(seqs))})",
-                seqs,
-            )
-        }
-        missing = [seq for seq in seqs if seq not in found]
-        if missing:
-            raise JournalValueError(
-                f"seq {missing[0]} is not a message of the outbox", path=self.path
-            )
-        rows = [(seq, found[seq][0], found[seq][1]) for seq in seqs if not found[seq][2]]
+        rows = self._messages.unmarked(seqs)
         if not rows:
             return
         with self._store.relaxed(self._depth == 0), self.batch():
-            # One statement for the marks and one for the retained: a frame's messages
-            # are marked together, and each statement costs more than its rows.
-            self._store.execute(
-                "UPDATE outbox SET published = 1 "  # noqa: S608  only '?' placeholders are joined in
-                f"WHERE seq IN ({','.join('?' * len(rows))})",
-                "mark a message",
-                tuple(seq for seq, _, _ in rows),
-            )
-            latest = [(topic, seq) for seq, topic, retained in rows if retained]
-            if latest:
-                try:
-                    self._store.conn.executemany(
-                        "INSERT INTO retained_latest (topic, seq) VALUES (?, ?) "
-                        "ON CONFLICT (topic) DO UPDATE SET seq = excluded.seq "
-                        "WHERE excluded.seq > retained_latest.seq",
-                        latest,
-                    )
-                except sqlite3.Error as exc:
-                    raise JournalError(
-                        f"journal {self.path}: cannot mark a retained message: {exc}",
-                        path=self.path,
-                    ) from exc
+            self._messages.mark(rows)
 
     def retained(self) -> list[OutboxMessage]:
         """The latest published retained message of every topic, in ``seq`` order."""
-        rows = self._store.conn.execute(
-            "SELECT o.seq, o.topic, o.payload, o.retained FROM retained_latest r "
-            "JOIN outbox o ON o.seq = r.seq ORDER BY o.seq"
-        ).fetchall()
-        return [_message(row) for row in rows]
+        return self._messages.retained()
 
     # -- reading ----------------------------------------------------------------------
 
@@ -441,12 +349,7 @@ class Journal:
         """The messages of this segment with ``from_seq <= seq <= to_seq`` that reached
         the broker (published, not set aside), in ``seq`` order, exact bytes: what
         ``request/resend`` publishes again (mqtt-api.md 1.3)."""
-        rows = self._store.read(
-            "SELECT seq, topic, payload, retained FROM outbox "
-            "WHERE seq BETWEEN ? AND ? AND published = 1 AND refused IS NULL ORDER BY seq",
-            (from_seq, to_seq),
-        )
-        return [_message(row) for row in rows]
+        return self._messages.published_between(from_seq, to_seq)
 
     def first_seq(self) -> int | None:
         """The lowest ``seq`` this segment holds, a record's or a carried message's."""
@@ -489,20 +392,8 @@ class Journal:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def _read_last_message(self) -> int | None:
-        if not self._last_message_read:
-            row = self._store.conn.execute("SELECT max(seq) FROM outbox").fetchone()
-            self._last_message = None if row is None or row[0] is None else int(row[0])
-            self._last_message_read = True
-        return self._last_message
-
     def _read_last_hash(self) -> bytes:
         row = self._store.conn.execute(
             "SELECT hash FROM records ORDER BY seq DESC LIMIT 1"
         ).fetchone()
         return bytes(row[0]) if row else GENESIS
-
-
-def _message(row: tuple[int, str, bytes, int]) -> OutboxMessage:
-    seq, topic, payload, retained = row
-    return OutboxMessage(seq=seq, topic=topic, payload=bytes(payload), retained=bool(retained))
