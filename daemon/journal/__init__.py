@@ -39,6 +39,14 @@ Marking a message published is committed without its own fsync: after a power lo
 message may go out twice, and its unchanged ``seq`` lets displays ignore the repeat
 (mqtt-api.md, "Conventions"). Nothing is ever lost that way, and the event loop does not
 wait for the disk after every publish.
+
+**Parts.** ``Journal`` (``daemon.journal.facade``) is what every caller uses; each of its
+calls is composed of parts of one job each: the SQLite file (``store``: created, locked,
+set up or migrated; its statements and transactions), the chain's end kept in memory
+(``tip``: the last ``seq`` and hash, which each appended record extends), the chain's
+hashing (``chain``), the outbox (``messages``: queued, marked, set aside, retained,
+carried over at a rotation, read back for a resend), the records read back (``reader``)
+and what a record is (``record``: its kinds, the forms it is read in, its JSON).
 """
 
 from daemon.journal.chain import GENESIS, canonical, chain

@@ -1,4 +1,6 @@
-"""``Journal``, the face of one table's journal segment (see ``daemon.journal``)."""
+"""``Journal``, the face of one table's journal segment: what the daemon, the MQTT link and
+``lammer journal`` call, each call composed of the parts of one job each (see
+``daemon.journal``)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from datetime import datetime
 from pathlib import Path
 
 from daemon.errors import JournalError, JournalValueError
-from daemon.journal.chain import GENESIS, canonical, chain
 from daemon.journal.messages import Messages, MessagesState, check_message
 from daemon.journal.reader import Reader
 from daemon.journal.record import (
@@ -18,11 +19,10 @@ from daemon.journal.record import (
     JournalRecord,
     RawRecord,
     dumps,
-)
-from daemon.journal.record import (
-    ts_text as _ts_text,
+    ts_text,
 )
 from daemon.journal.store import Store, lock
+from daemon.journal.tip import Tip, TipState
 from daemon.outbox import OutboxMessage
 
 
@@ -39,10 +39,9 @@ class Journal:
         """Use ``Journal.open``."""
         self._store = store
         self._depth = 0  # nesting of batch()
+        self._tip = Tip(store, store.key)
         self._messages = Messages(store)
         self._reader = Reader(store)
-        self._last_seq = self._read_last_seq()
-        self._last_hash = self._read_last_hash()
 
     # -- opening and closing ----------------------------------------------------------
 
@@ -95,8 +94,7 @@ class Journal:
         if self._depth:
             raise JournalValueError("cannot reconnect inside a batch", path=self.path)
         self._store.reconnect()
-        self._last_seq = self._read_last_seq()
-        self._last_hash = self._read_last_hash()
+        self._tip.reload()
         self._messages.forget()
 
     def replace_file(self, replace: Callable[[], None]) -> None:
@@ -133,7 +131,7 @@ class Journal:
     @property
     def last_seq(self) -> int:
         """The highest ``seq`` ever given out (0 for a new journal)."""
-        return self._last_seq
+        return self._tip.last_seq
 
     @property
     def in_batch(self) -> bool:
@@ -143,7 +141,7 @@ class Journal:
     @property
     def last_hash(self) -> bytes:
         """The hash of the latest record (``GENESIS`` for an empty journal)."""
-        return self._last_hash
+        return self._tip.last_hash
 
     # -- writing ----------------------------------------------------------------------
 
@@ -164,7 +162,7 @@ class Journal:
             finally:
                 self._depth -= 1
             return
-        start = self._last_seq, self._last_hash, self._messages.save()
+        start = self._tip.save(), self._messages.save()
         self._store.begin()
         self._depth = 1
         try:
@@ -181,23 +179,10 @@ class Journal:
             self._restore(start)
             raise
 
-    def _restore(self, start: tuple[int, bytes, MessagesState]) -> None:
+    def _restore(self, start: tuple[TipState, MessagesState]) -> None:
         # What a rolled-back transaction took is given out again.
-        self._last_seq, self._last_hash, messages = start
-        self._messages.restore(messages)
-
-    def _insert(self, kind: str, body: str, ts_text: str, payload: bytes | None = None) -> int:
-        seq = self._last_seq + 1
-        digest = chain(
-            self._last_hash, canonical(seq, ts_text, kind, body, payload), self._store.key
-        )
-        self._store.execute(
-            "INSERT INTO records (seq, ts, kind, body, hash) VALUES (?, ?, ?, ?, ?)",
-            "write a record",
-            (seq, ts_text, kind, body, digest),
-        )
-        self._last_seq, self._last_hash = seq, digest
-        return seq
+        self._tip.restore(start[0])
+        self._messages.restore(start[1])
 
     def append(self, kind: str, record: dict[str, object], *, ts: datetime) -> int:
         """Store one record and return its new ``seq``; durable when this returns
@@ -220,9 +205,9 @@ class Journal:
                 f"record must not hold {', '.join(reserved)}: the journal adds them"
             )
         body = dumps(record)
-        at = _ts_text(ts)
+        at = ts_text(ts)
         with self.batch():
-            return self._insert(kind, body, at)
+            return self._tip.append(kind, body, at)
 
     def append_publish(
         self, topic: str, body: dict[str, object], *, retained: bool, ts: datetime
@@ -236,10 +221,10 @@ class Journal:
         ``table`` in ``body``.
         """
         check_message(topic, body)
-        at = _ts_text(ts)
+        at = ts_text(ts)
         meta = dumps({"topic": topic, "retained": bool(retained)}, "topic")
         with self.batch():
-            seq = self._last_seq + 1
+            seq = self._tip.last_seq + 1
             # prev_seq: the seq of the message published before this one (null for a
             # journal's first), so a subscriber knows a gap from a seq that was a record
             # and not a message (contract.feed). Read inside the transaction, once.
@@ -247,7 +232,7 @@ class Journal:
             payload = dumps({**body, "seq": seq, "prev_seq": prev, "ts": at}, "body").encode(
                 "utf-8"
             )
-            self._insert("publish", meta, at, payload)
+            self._tip.append("publish", meta, at, payload)
             self._messages.queue(seq, topic, payload, retained=retained)
         return OutboxMessage(seq=seq, topic=topic, payload=payload, retained=bool(retained))
 
@@ -255,42 +240,32 @@ class Journal:
         """The first record of a new segment: ``header`` names the segment before it and
         the hash of its last record, which the chain continues from (``start_chain``)."""
         with self.batch():
-            return self._insert("segment", dumps(header, "segment header"), _ts_text(ts))
+            return self._tip.append("segment", dumps(header, "segment header"), ts_text(ts))
 
     def seal(self, summary: dict[str, object], *, ts: datetime) -> tuple[int, bytes]:
         """The last record of a segment that closes; returns its ``seq`` and hash, which
         the next segment's first record names."""
-        body = dumps({**summary, "last_hash": self._last_hash.hex()}, "seal")
+        body = dumps({**summary, "last_hash": self._tip.last_hash.hex()}, "seal")
         with self.batch():
-            seq = self._insert("seal", body, _ts_text(ts))
-        return seq, self._last_hash
+            seq = self._tip.append("seal", body, ts_text(ts))
+        return seq, self._tip.last_hash
 
     def start_chain(self, last_seq: int, last_hash: bytes) -> None:
         """Continue ``seq`` and the chain of the segment before this (new, empty) one."""
         self._store.writable()
-        if self._last_seq:
+        if self._tip.last_seq:
             raise JournalValueError(f"journal {self.path} is not empty", path=self.path)
         with self.batch():
-            self._store.execute(
-                "INSERT INTO sqlite_sequence (name, seq) VALUES ('records', ?)",
-                "continue the sequence",
-                (last_seq,),
-            )
-        self._last_seq, self._last_hash = last_seq, last_hash
+            self._tip.continue_from(last_seq, last_hash)
 
     def skip_to(self, last_seq: int) -> None:
         """The next record gets ``last_seq + 1`` (a gap the caller records at once: a
         ``daemon`` record ``seq_gap``, which ``lammer journal verify`` accepts)."""
         self._store.writable()
-        if last_seq <= self._last_seq:
-            raise JournalValueError(f"seq {last_seq} is not above {self._last_seq}")
+        if last_seq <= self._tip.last_seq:
+            raise JournalValueError(f"seq {last_seq} is not above {self._tip.last_seq}")
         with self.batch():
-            self._store.execute(
-                "UPDATE sqlite_sequence SET seq = ? WHERE name = 'records'",
-                "skip the sequence",
-                (last_seq,),
-            )
-        self._last_seq = last_seq
+            self._tip.skip_to(last_seq)
 
     def copy_outbox(self, source: Journal) -> int:
         """Carry the messages not yet published and the latest retained ones over from the
@@ -383,17 +358,3 @@ class Journal:
         frame's ACK is due within 250 ms): returns False when a reader kept the WAL from
         being emptied (``daemon.segments.archive`` then moves the WAL with the file)."""
         return self._store.checkpoint()
-
-    # -- internals --------------------------------------------------------------------
-
-    def _read_last_seq(self) -> int:
-        row = self._store.conn.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'records'"
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    def _read_last_hash(self) -> bytes:
-        row = self._store.conn.execute(
-            "SELECT hash FROM records ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
-        return bytes(row[0]) if row else GENESIS
