@@ -611,7 +611,7 @@ class Feed:
         if (t.last, max(t.known, t.last or 0)) != before:
             t.asks = 0  # progress: the asks count again for what is left
         if len(t.held) > self.max_held:
-            self._give_up(t, "overflow", out)
+            self._give_up(t, "overflow", out, now)
             return
         if t.gap_since is None:
             t.gap_since = now
@@ -625,7 +625,7 @@ class Feed:
         elif now < t.gap_since + self.wait:
             return
         if t.asks >= self.max_asks or now - t.gap_since >= self.patience:
-            self._give_up(t, "unanswered", out)
+            self._give_up(t, "unanswered", out, now)
             return
         self._ask(t, now, out)
 
@@ -675,7 +675,7 @@ class Feed:
         t.asks += 1
         t.asked_at = now
 
-    def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
+    def _give_up(self, t: _Table, reason: GapReason, out: list[Event], now: float) -> None:
         last = _last(t)  # called only while messages are held
         target = t.held_prev[min(t.held)]
         if target is None:
@@ -684,8 +684,11 @@ class Feed:
         t.last = target
         _settled(t)
         self._release(t, out)
-        if t.held:  # a further gap behind: its own wait starts now
-            t.gap_since = None
+        if t.held:
+            # A further gap behind: its own wait starts now, with a deadline
+            # (``next_deadline``), or a consumer that sleeps until it (``contract.follow``)
+            # would never ask for it while the table is quiet.
+            t.gap_since = now
 
 
 def _last(t: _Table) -> int:

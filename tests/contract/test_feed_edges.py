@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from contract.feed import Event, Feed, Message, Resend
+from contract.feed import Event, Feed, Gap, Message, Resend
 from tests.helpers.feed_bodies import BODIES, TS
 
 T = "lammer/t1"
@@ -139,3 +139,43 @@ def test_what_an_answer_showed_complete_is_not_asked_again() -> None:
     events = feed.receive(T, "response/resend", json.dumps(answer).encode(), now=0.1)
     assert [(e.from_seq, e.to_seq) for e in events if isinstance(e, Resend)] == [(1002, 2001)]
     assert feed.positions() == {T: 1}
+
+
+def _asked(events: list[Event]) -> list[tuple[int, int]]:
+    return [(e.from_seq, e.to_seq) for e in events if isinstance(e, Resend)]
+
+
+def test_after_giving_up_the_gap_behind_has_a_deadline_of_its_own() -> None:
+    # contract.follow sleeps until next_deadline(): a gap behind the one given up must have
+    # one, or on a quiet table (no message to wake it) it is never asked for.
+    # Unanswered: seqs 2..3 and 5..7 missing, one round allowed.
+    feed = Feed(ident="x", wait=1.5, timeout=4.0, max_asks=1, catchup_after=None,
+                probe_after=None)  # fmt: skip
+    feed.receive(T, "craps/roll", _payload(1, None), now=10.0)
+    feed.receive(T, "craps/roll", _payload(4, 3), now=10.0)
+    feed.receive(T, "craps/roll", _payload(8, 7), now=10.0)
+    assert _asked(feed.tick(11.5)) == [(2, 3), (5, 7)]
+    assert feed.next_deadline() == 15.5
+    events = feed.tick(15.5)
+    assert [(e.from_seq, e.to_seq, e.reason) for e in events if isinstance(e, Gap)] == [
+        (2, 3, "unanswered")
+    ]
+    assert _seqs(events) == [4]
+    assert feed.held(T) == 1
+    # The gap behind (5..7) waits its own `wait` from the give-up, then is asked.
+    assert feed.next_deadline() == 17.0
+    assert _asked(feed.tick(17.0)) == [(5, 7)]
+    assert feed.positions() == {T: 4}
+
+
+def test_after_an_overflow_the_gap_behind_has_a_deadline_of_its_own() -> None:
+    feed = Feed(ident="x", wait=1.5, max_held=1, catchup_after=None, probe_after=None)
+    feed.receive(T, "craps/roll", _payload(1, None), now=10.0)
+    feed.receive(T, "craps/roll", _payload(4, 3), now=10.0)
+    events = feed.receive(T, "craps/roll", _payload(8, 7), now=11.0)  # two held: one too many
+    assert [(e.from_seq, e.to_seq, e.reason) for e in events if isinstance(e, Gap)] == [
+        (2, 3, "overflow")
+    ]
+    assert _seqs(events) == [4]
+    assert feed.next_deadline() == 12.5
+    assert _asked(feed.tick(12.5)) == [(5, 7)]
