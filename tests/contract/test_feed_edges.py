@@ -11,11 +11,21 @@ from contract.feed import Event, Feed, Gap, Message, Resend
 from tests.helpers.feed_bodies import BODIES, TS
 
 T = "lammer/t1"
+T2 = "lammer/t2"
 
 
-def _payload(seq: int, prev: int | None, topic: str = "craps/roll") -> bytes:
-    body = {"table": "t1", **BODIES[topic], "ts": TS, "seq": seq, "prev_seq": prev}
+def _payload(
+    seq: int, prev: int | None, topic: str = "craps/roll", table: str = "t1", **extra: object
+) -> bytes:
+    body = {"table": table, **BODIES[topic], "ts": TS, "seq": seq, "prev_seq": prev, **extra}
     return json.dumps(body).encode()
+
+
+def _answer(seq: int, prev: int, request_id: str, *, sent: int = 0) -> bytes:
+    """A table's ``response/resend``: ``ok``, ``sent`` copies, nothing gone."""
+    body = {"table": "t1", "ts": TS, "seq": seq, "prev_seq": prev, "request_id": request_id}
+    return json.dumps(body | {"status": "ok", "error": None, "sent": sent,
+                              "missing_before": None}).encode()  # fmt: skip
 
 
 def _seqs(events: list[Event]) -> list[int]:
@@ -179,3 +189,91 @@ def test_after_an_overflow_the_gap_behind_has_a_deadline_of_its_own() -> None:
     assert _seqs(events) == [4]
     assert feed.next_deadline() == 12.5
     assert _asked(feed.tick(12.5)) == [(5, 7)]
+
+
+def test_a_stream_started_at_the_newest_state_takes_older_states_and_goes_on_after_it() -> None:
+    feed = Feed(ident="x", catchup_after=None, probe_after=None)
+    assert _seqs(feed.receive(T, "state", _payload(5, 4, "state"), now=0.0, retained=True)) == [5]
+    # The first live message shows 6..8 published since that state: held, the stream
+    # starts at the state.
+    assert feed.receive(T, "craps/roll", _payload(9, 8), now=0.1) == []
+    assert feed.positions() == {T: 5}
+    # Another topic's retained state, older (a floor node interleaves them): released as
+    # a state from before the stream.
+    older = _payload(4, 3, "craps/board")
+    assert _seqs(feed.receive(T, "craps/board", older, now=0.2, retained=True)) == [4]
+    assert feed.positions() == {T: 5}
+    # The seq after the state, retained too: the stream itself, the position moves on.
+    after = _payload(6, 5, "craps/board")
+    assert _seqs(feed.receive(T, "craps/board", after, now=0.3, retained=True)) == [6]
+    assert feed.positions() == {T: 6}
+    assert feed.held(T) == 1
+
+
+def test_the_catchups_answer_does_not_cut_short_the_wait_of_a_gap_seen_before_it() -> None:
+    feed = Feed(ident="x", wait=1.0, catchup_after=0.0, catchup_spread=0.0, probe_after=None)
+    catchup = _after_catchup(feed)  # the stream starts after the state, at 5
+    # A live message shows 6..8 missing: held, its wait runs from 0.25.
+    assert feed.receive(T, "craps/roll", _payload(9, 8), now=0.25) == []
+    assert feed.next_deadline() == 1.25
+    # The catch-up's answer comes: nothing it reveals is still on its way, but the gap
+    # before 9 was seen first and may still be on its way: it keeps its wait.
+    assert feed.receive(T, "response/resend", _answer(10, 9, catchup.request_id, sent=1),
+                        now=0.5) == []  # fmt: skip
+    assert feed.next_deadline() == 1.25
+    assert _asked(feed.tick(1.25)) == [(6, 8)]
+
+
+def _two_tables_given_up(feed: Feed) -> list[Event]:
+    """Tables t1 and t2 each release seq 1 at 0, then hold a message after a gap: t1 a
+    live one, t2 a copy another subscriber asked for; asked at 1, given up at 2."""
+    for table, name in ((T, "t1"), (T2, "t2")):
+        feed.receive(table, "craps/roll", _payload(1, None, table=name), now=0.0)
+    feed.receive(T, "craps/roll", _payload(4, 3), now=0.0)
+    feed.receive(T2, "craps/roll", _payload(5, 4, table="t2"), now=0.0, resent=True)
+    asks = feed.tick(1.0)
+    assert [(a.table, a.from_seq, a.to_seq) for a in asks if isinstance(a, Resend)] == [
+        (T, 2, 3),
+        (T2, 2, 4),
+    ]
+    given_up = feed.tick(2.0)
+    assert [(e.table, e.seq) for e in given_up if isinstance(e, Message)] == [(T, 4), (T2, 5)]
+    return asks + given_up
+
+
+def test_each_tables_quiet_period_is_its_own_in_one_tick() -> None:
+    feed = Feed(ident="x", wait=1.0, timeout=1.0, max_asks=1, probe_after=30.0,
+                probe_spread=0.0, catchup_after=None)  # fmt: skip
+    _two_tables_given_up(feed)
+    # t1 released a new message at 2 (quiet from then); t2 only a copy, old news: its
+    # quiet period still runs from 0, and its probe is due first.
+    assert feed.next_deadline() == 30.0
+    assert [(a.table, a.from_seq) for a in feed.tick(30.0) if isinstance(a, Resend)] == [(T2, 6)]
+    assert feed.next_deadline() == 32.0
+
+
+def test_tail_probes_are_counted_and_numbered_with_the_feeds_other_requests() -> None:
+    feed = Feed(ident="x", wait=1.0, timeout=1.0, max_asks=1, probe_after=30.0,
+                probe_spread=0.0, catchup_after=None)  # fmt: skip
+    asked = [e for e in _two_tables_given_up(feed) if isinstance(e, Resend)]
+    asked += [e for e in feed.tick(40.0) if isinstance(e, Resend)]
+    assert [(a.table, a.from_seq, a.to_seq) for a in asked[2:]] == [(T, 5, 5), (T2, 6, 6)]
+    assert [a.request_id for a in asked] == ["feed-x-1", "feed-x-2", "feed-x-3", "feed-x-4"]
+    assert feed.probes == 2
+
+
+def test_a_copy_released_alone_does_not_start_a_quiet_period() -> None:
+    feed = Feed(ident="x", probe_after=30.0, probe_spread=0.0, catchup_after=None)
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    assert feed.next_deadline() == 30.0
+    # Copies another subscriber asked for are old news, not new play: marked as such by
+    # the MQTT property, or by a `resent` field of the payload (a field the contract lets
+    # a table add).
+    assert _seqs(feed.receive(T, "craps/roll", _payload(2, 1), now=10.0, resent=True)) == [2]
+    assert feed.next_deadline() == 30.0
+    copy = _payload(3, 2, resent=True)
+    assert _seqs(feed.receive(T, "craps/roll", copy, now=20.0)) == [3]
+    assert feed.next_deadline() == 30.0
+    # A new message of the table's own starts one.
+    assert _seqs(feed.receive(T, "craps/roll", _payload(4, 3), now=25.0)) == [4]
+    assert feed.next_deadline() == 55.0
