@@ -277,3 +277,32 @@ def test_a_copy_released_alone_does_not_start_a_quiet_period() -> None:
     # A new message of the table's own starts one.
     assert _seqs(feed.receive(T, "craps/roll", _payload(4, 3), now=25.0)) == [4]
     assert feed.next_deadline() == 55.0
+
+
+def test_progress_gives_what_is_left_the_asks_again() -> None:
+    # Seqs 2 and 4..5 missing, one round allowed: 2 comes (a copy) while the round waits,
+    # which is progress, so what is left (4..5) is asked again at the timeout, not given up.
+    feed = Feed(ident="x", wait=1.0, timeout=4.0, max_asks=1, catchup_after=None,
+                probe_after=None)  # fmt: skip
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    feed.receive(T, "craps/roll", _payload(3, 2), now=0.0)
+    feed.receive(T, "craps/roll", _payload(6, 5), now=0.0)
+    assert _asked(feed.tick(1.0)) == [(2, 2), (4, 5)]
+    assert _seqs(feed.receive(T, "craps/roll", _payload(2, 1), now=2.0, resent=True)) == [2, 3]
+    events = feed.tick(5.0)
+    assert _asked(events) == [(4, 5)]
+    assert not [e for e in events if isinstance(e, Gap)]
+
+
+def test_a_gap_is_given_up_once_patience_has_passed() -> None:
+    feed = Feed(ident="x", wait=0.0, timeout=5.0, max_asks=10, patience=10.0,
+                catchup_after=None, probe_after=None)  # fmt: skip
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    assert _asked(feed.receive(T, "craps/roll", _payload(4, 3), now=0.0)) == [(2, 3)]
+    assert _asked(feed.tick(5.0)) == [(2, 3)]
+    events = feed.tick(10.0)  # patience spent exactly: no third round
+    assert [(e.from_seq, e.to_seq, e.reason) for e in events if isinstance(e, Gap)] == [
+        (2, 3, "unanswered")
+    ]
+    assert _asked(events) == []
+    assert _seqs(events) == [4]
