@@ -1,13 +1,15 @@
 """contract.feed at its edges, through its public API: the exact bytes of a resend request,
 the catch-up after a burst of retained states starting the stream at the newest of them,
-request ids that never repeat and the bound of requests a round. Each asserts what a
-consumer sees (events, positions, requests), so the parse side may change under it."""
+request ids that never repeat and the bound of requests a round, and what mutation testing
+found no test for (docs/developers/mutation.md: deadlines after a gap given up, counters,
+bounds, boundaries of time). Each asserts what a consumer sees (events, positions,
+requests, counters), so the parse side may change under it."""
 
 from __future__ import annotations
 
 import json
 
-from contract.feed import Event, Feed, Gap, Message, Resend
+from contract.feed import CATCHUP_AGAIN, MAX_EARLY, Event, Feed, Gap, Message, Refused, Resend
 from tests.helpers.feed_bodies import BODIES, TS
 
 T = "lammer/t1"
@@ -21,11 +23,13 @@ def _payload(
     return json.dumps(body).encode()
 
 
-def _answer(seq: int, prev: int, request_id: str, *, sent: int = 0) -> bytes:
-    """A table's ``response/resend``: ``ok``, ``sent`` copies, nothing gone."""
+def _answer(
+    seq: int, prev: int, request_id: str, *, sent: int = 0, missing_before: int | None = None
+) -> bytes:
+    """A table's ``response/resend``: ``ok``, ``sent`` copies, what is gone."""
     body = {"table": "t1", "ts": TS, "seq": seq, "prev_seq": prev, "request_id": request_id}
     return json.dumps(body | {"status": "ok", "error": None, "sent": sent,
-                              "missing_before": None}).encode()  # fmt: skip
+                              "missing_before": missing_before}).encode()  # fmt: skip
 
 
 def _seqs(events: list[Event]) -> list[int]:
@@ -306,3 +310,97 @@ def test_a_gap_is_given_up_once_patience_has_passed() -> None:
     ]
     assert _asked(events) == []
     assert _seqs(events) == [4]
+
+
+def _gaps(events: list[Event]) -> list[tuple[int, int, str]]:
+    return [(e.from_seq, e.to_seq, e.reason) for e in events if isinstance(e, Gap)]
+
+
+def test_what_the_table_did_not_resend_is_a_gap_and_what_follows_comes_at_once() -> None:
+    # 2..5 asked; the table has 2 and 5 (5 follows 3, which it never published): it
+    # answers sent 2, both copies come, and 3 is a gap at once, 5 and 6 released with it.
+    feed = Feed(ident="x", wait=0.0, catchup_after=None, probe_after=None)
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    assert _asked(feed.receive(T, "craps/roll", _payload(6, 5), now=0.0)) == [(2, 5)]
+    assert _seqs(feed.receive(T, "craps/roll", _payload(2, 1), now=0.1, resent=True)) == [2]
+    assert feed.receive(T, "craps/roll", _payload(5, 3), now=0.2, resent=True) == []
+    events = feed.receive(T, "response/resend", _answer(7, 6, "feed-x-1", sent=2), now=0.3)
+    assert _gaps(events) == [(3, 3, "not_resent")]
+    assert _seqs(events) == [5, 6, 7]
+    assert isinstance(events[0], Gap)
+
+
+def test_what_the_journal_no_longer_has_is_a_gap_and_what_follows_comes_at_once() -> None:
+    feed = Feed(ident="x", wait=0.0, catchup_after=None, probe_after=None)
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    assert _asked(feed.receive(T, "craps/roll", _payload(5, 4), now=0.0)) == [(2, 4)]
+    answer = _answer(6, 5, "feed-x-1", missing_before=5)
+    events = feed.receive(T, "response/resend", answer, now=0.1)
+    assert _gaps(events) == [(2, 4, "gone")]
+    assert _seqs(events) == [5, 6]
+    assert isinstance(events[0], Gap)
+
+
+def test_tables_past_max_tables_are_ignored_and_counted() -> None:
+    feed = Feed(ident="x", max_tables=1, catchup_after=None, probe_after=None)
+    assert _seqs(feed.receive(T, "craps/roll", _payload(1, None), now=0.0)) == [1]
+    for seq in (1, 2):
+        assert feed.receive(T2, "craps/roll", _payload(seq, None, table="t2"), now=0.0) == []
+    assert feed.ignored == 2
+    assert feed.positions() == {T: 1}
+
+
+def test_retained_states_before_the_stream_are_bounded_and_what_is_dropped_counted() -> None:
+    feed = Feed(ident="x", catchup_after=None, probe_after=None)
+    released: list[Event] = []
+    for seq in range(1, MAX_EARLY + 3):
+        payload = _payload(seq, seq - 1 or None, "state")
+        released += feed.receive(T, "state", payload, now=0.0, retained=True)
+    messages = [e for e in released if isinstance(e, Message)]
+    assert [m.seq for m in messages] == list(range(1, MAX_EARLY + 1))
+    assert all(m.retained for m in messages)
+    assert feed.dropped == 2
+    assert feed.positions() == {}
+
+
+def test_a_retained_state_received_live_later_is_not_released_again() -> None:
+    feed = Feed(ident="x", catchup_after=None, probe_after=None)
+    assert _seqs(feed.receive(T, "state", _payload(10, 9, "state"), now=0.0, retained=True)) == [10]
+    # A floor node handed over the state (10) before the live messages before it.
+    assert _seqs(feed.receive(T, "craps/roll", _payload(8, 7), now=0.1)) == [8]
+    assert _seqs(feed.receive(T, "craps/roll", _payload(9, 8), now=0.2)) == [9]
+    assert feed.receive(T, "state", _payload(10, 9, "state"), now=0.3) == []
+    assert feed.dropped == 1
+
+
+def test_catchups_of_a_table_are_catchup_again_apart_at_any_clock() -> None:
+    feed = Feed(ident="x", catchup_after=0.0, catchup_spread=0.0, probe_after=None)
+    start = 100.0
+    feed.receive(T, "state", _payload(5, 4, "state"), now=start, retained=True)
+    assert _asked(feed.tick(start)) == [(6, 6)]
+    # Retained states that trickle in within CATCHUP_AGAIN are the same burst.
+    soon = start + CATCHUP_AGAIN / 2
+    feed.receive(T, "craps/board", _payload(3, 2, "craps/board"), now=soon, retained=True)
+    assert feed.tick(soon) == []
+    # From CATCHUP_AGAIN on, a retained state is a new burst (a reconnect): asked again.
+    again = start + CATCHUP_AGAIN
+    feed.receive(T, "craps/roll", _payload(4, 3), now=again, retained=True)
+    assert _asked(feed.tick(again)) == [(6, 6)]
+    assert feed.catchups == 2
+
+
+def test_a_table_under_a_prefix_of_several_levels_is_its_last_level() -> None:
+    feed = Feed(ident="x", catchup_after=None, probe_after=None)
+    base = "casino/floor2/t1"
+    events = feed.receive(base, "craps/roll", _payload(1, None), now=0.0)
+    assert [(e.table, e.seq) for e in events if isinstance(e, Message)] == [(base, 1)]
+
+
+def test_an_unknown_topic_is_quoted_to_80_characters_in_its_refusal() -> None:
+    feed = Feed(ident="x")
+    topic = "x" * 80 + "Z" * 20
+    (refused,) = feed.receive(T, topic, _payload(1, None), now=0.0)
+    assert isinstance(refused, Refused)
+    assert refused.reason == "unknown_topic"
+    assert repr("x" * 80) in refused.detail
+    assert "Z" not in refused.detail
