@@ -371,6 +371,14 @@ def test_a_retained_state_received_live_later_is_not_released_again() -> None:
     assert _seqs(feed.receive(T, "craps/roll", _payload(9, 8), now=0.2)) == [9]
     assert feed.receive(T, "state", _payload(10, 9, "state"), now=0.3) == []
     assert feed.dropped == 1
+    # It was released all the same: the stream goes on after it, nothing missing, so the
+    # next message comes at once, no gap asked for 10 or made of it.
+    assert feed.positions() == {T: 10}
+    events = feed.receive(T, "craps/roll", _payload(11, 10), now=0.4)
+    assert _seqs(events) == [11]
+    assert feed.held(T) == 0
+    assert feed.next_deadline() is None
+    assert _gaps(feed.tick(100.0)) == []
 
 
 def test_catchups_of_a_table_are_catchup_again_apart_at_any_clock() -> None:
