@@ -414,3 +414,16 @@ def test_an_unknown_topic_is_quoted_to_80_characters_in_its_refusal() -> None:
     assert refused.reason == "unknown_topic"
     assert repr("x" * 80) in refused.detail
     assert "Z" not in refused.detail
+
+
+def test_an_early_state_the_stream_reaches_frees_its_room_among_the_early_ones() -> None:
+    # MAX_EARLY retained states above the first live message (1000): the bound is full.
+    feed = Feed(ident="x", catchup_after=None, probe_after=None)
+    for seq in range(1001, 1001 + MAX_EARLY):
+        feed.receive(T, "state", _payload(seq, seq - 1, "state"), now=0.0, retained=True)
+    assert _seqs(feed.receive(T, "craps/roll", _payload(1000, 999), now=0.1)) == [1000]
+    # The stream reaches 1001, which was released as a state: one room free again, so
+    # an older retained state handed over now is released.
+    assert feed.receive(T, "state", _payload(1001, 1000, "state"), now=0.2) == []
+    older = _payload(5, 4, "craps/board")
+    assert _seqs(feed.receive(T, "craps/board", older, now=0.3, retained=True)) == [5]
