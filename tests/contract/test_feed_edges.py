@@ -427,3 +427,13 @@ def test_an_early_state_the_stream_reaches_frees_its_room_among_the_early_ones()
     assert feed.receive(T, "state", _payload(1001, 1000, "state"), now=0.2) == []
     older = _payload(5, 4, "craps/board")
     assert _seqs(feed.receive(T, "craps/board", older, now=0.3, retained=True)) == [5]
+
+
+def test_a_single_seq_the_journal_no_longer_has_is_gone_not_unsent() -> None:
+    feed = Feed(ident="x", wait=0.0, catchup_after=None, probe_after=None)
+    feed.receive(T, "craps/roll", _payload(1, None), now=0.0)
+    assert _asked(feed.receive(T, "craps/roll", _payload(3, 2), now=0.0)) == [(2, 2)]
+    answer = _answer(4, 3, "feed-x-1", missing_before=3)
+    events = feed.receive(T, "response/resend", answer, now=0.1)
+    assert _gaps(events) == [(2, 2, "gone")]
+    assert _seqs(events) == [3, 4]
