@@ -126,6 +126,9 @@ GOAL = Fraction(95, 100)
 # mutmut's exit codes (mutmut.stats.status_by_exit_code), folded into what the score needs.
 _CAUGHT = {1: "killed", 3: "killed", 36: "timeout", 37: "mypy", -24: "timeout", 24: "timeout"}
 _CAUGHT |= {152: "timeout", 255: "timeout"}
+# SIGKILL: a child past its CPU limit that went on after SIGXCPU gets it one second later
+# (RLIMIT_CPU's hard limit, mutmut's workers/isolation.py); mutmut names it "segfault".
+_CAUGHT |= {-9: "timeout"}
 _MISSED = {0: "survived", 5: "no tests", 33: "no tests"}
 
 _EQUIVALENT = re.compile(r"^- `([\w.ǁ]+)`: (.+)$")

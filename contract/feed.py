@@ -36,7 +36,9 @@ from the broker's retained store) is where the table's stream starts; the retain
 states that the broker hands over at subscription are released as they come (they are
 the current state, each the latest of its topic, or were when the broker stored them),
 also when one comes after the first live message (a floor node interleaves them) with a
-seq older than the stream's start (a topic that changes seldom: a table's ``state``). When
+seq older than the stream's start (a topic that changes seldom: a table's ``state``); one
+handed over ahead of live messages older than it is not released again when the stream
+reaches it, but counts there (no gap asked for it). When
 that first live message's ``prev_seq`` is above the newest retained state released, the
 table published more since that state than the broker handed over: the stream starts at
 that state instead, and the gap fill brings what follows it. A consumer that persisted
@@ -453,7 +455,7 @@ class Feed:
         if t.last is None and not _after_newest_state(t, seq, prev):
             t.last = t.first = seq  # the stream starts here
             out.append(message)
-        elif t.last is not None and (seq <= t.last or seq in t.held or seq in t.early):
+        elif t.last is not None and (seq <= t.last or seq in t.held):
             self.dropped += 1
         else:
             self._hold(t, message, prev, now)
@@ -611,7 +613,7 @@ class Feed:
         if (t.last, max(t.known, t.last or 0)) != before:
             t.asks = 0  # progress: the asks count again for what is left
         if len(t.held) > self.max_held:
-            self._give_up(t, "overflow", out)
+            self._give_up(t, "overflow", out, now)
             return
         if t.gap_since is None:
             t.gap_since = now
@@ -625,7 +627,7 @@ class Feed:
         elif now < t.gap_since + self.wait:
             return
         if t.asks >= self.max_asks or now - t.gap_since >= self.patience:
-            self._give_up(t, "unanswered", out)
+            self._give_up(t, "unanswered", out, now)
             return
         self._ask(t, now, out)
 
@@ -635,10 +637,16 @@ class Feed:
             seq = min(t.held)
             prev = t.held_prev[seq]
             if prev is None or prev <= last:
-                out.append(t.held.pop(seq))
+                message = t.held.pop(seq)
                 del t.held_prev[seq]
                 t.last = seq
-                t.early.discard(seq)
+                if seq in t.early:
+                    # Released as a retained state before the stream reached it (module
+                    # docstring): not again, but the stream goes on after it.
+                    t.early.discard(seq)
+                    self.dropped += 1
+                else:
+                    out.append(message)
                 continue
             # A gap: the message at prev (and maybe others after t.last) is missing.
             if t.gone_below is not None and t.gone_below - 1 > last:
@@ -675,7 +683,7 @@ class Feed:
         t.asks += 1
         t.asked_at = now
 
-    def _give_up(self, t: _Table, reason: GapReason, out: list[Event]) -> None:
+    def _give_up(self, t: _Table, reason: GapReason, out: list[Event], now: float) -> None:
         last = _last(t)  # called only while messages are held
         target = t.held_prev[min(t.held)]
         if target is None:
@@ -684,8 +692,11 @@ class Feed:
         t.last = target
         _settled(t)
         self._release(t, out)
-        if t.held:  # a further gap behind: its own wait starts now
-            t.gap_since = None
+        if t.held:
+            # A further gap behind: its own wait starts now, with a deadline
+            # (``next_deadline``), or a consumer that sleeps until it (``contract.follow``)
+            # would never ask for it while the table is quiet.
+            t.gap_since = now
 
 
 def _last(t: _Table) -> int:
