@@ -286,8 +286,9 @@ class Intake:
             base, table, rel = where
             if is_request(rel):
                 # Requests carry no seq and are not the table's: kept for their operator
-                # (not the resend asks, ours or a display's: they decide nothing).
-                if rel != RESEND_TOPIC:
+                # (not the resend asks, ours or a display's, bare or at a user's own level
+                # (mqtt-api.md 1.4): they decide nothing).
+                if rel != RESEND_TOPIC and not rel.startswith(RESEND_TOPIC + "/"):
                     self._keep(table, rel, payload, now)
             elif self.backfill.claims(base, rel, payload, now):
                 self._keep(table, rel, payload, now)  # below the feed's position: its own

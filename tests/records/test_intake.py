@@ -179,7 +179,8 @@ def test_requests_are_kept_for_their_operator_but_not_resend_asks() -> None:
     intake = make()
     request = {"operator": "pit 4", "request_id": "r-1", "roll_id": 7}
     intake.handle("lammer/t1/request/void_roll", body(request), 0.0)
-    intake.handle("lammer/t1/request/resend", body({"operator": "x", "from_seq": 1}), 0.0)
+    for resend in ("resend", "resend/records", "resend/display-pit-4"):  # 1.4: at a user's level
+        intake.handle(f"lammer/t1/request/{resend}", body({"operator": "x", "from_seq": 1}), 0.0)
     intake.handle("lammer/t1/request/resendx", body({"operator": "y"}), 0.0)
     intake.handle("lammer/t1/availability", b"offline", 0.0)
     assert list(intake.pending) == [
