@@ -11,14 +11,23 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, MutableMapping
 from datetime import UTC, datetime, time
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import pytest
 from structlog.testing import capture_logs
 
-from contract.feed import Resend
+from contract.feed import GapReason, Resend
 from records import backfill as bf
-from records.intake import RECENT_ITEMS, RECENT_SECONDS, REFRESH, Ack, Batch, Intake, Settings
+from records.intake import (
+    GAP_REASONS,
+    RECENT_ITEMS,
+    RECENT_SECONDS,
+    REFRESH,
+    Ack,
+    Batch,
+    Intake,
+    Settings,
+)
 from records.integrity import Finding, Side, Window
 from records.messages import Availability, Request, parse
 from records.messages import Message as Stored
@@ -265,6 +274,32 @@ def test_a_message_that_shows_a_gap_late_enough_asks_at_once() -> None:
     assert asks == [Resend(table="lammer/t1", from_seq=2, to_seq=3, request_id="feed-records-1")]
 
 
+def _probed_after(resent: bool | None) -> float | None:
+    """When the feed probes the tail of t1 after a message (``resent`` as it came; None:
+    as ``handle``'s callers that do not say), or None: within 100 s, never."""
+    intake = make(positions={"lammer/t1": 1}, backfill_days=0)
+    if resent is None:
+        intake.handle(*roll("t1", 2, 1), 0.0)
+    else:
+        intake.handle(*roll("t1", 2, 1), 0.0, resent=resent)
+    for now in range(1, 101):
+        if asks := intake.tick(float(now)):
+            probe = Resend(table="lammer/t1", from_seq=3, to_seq=3, request_id="feed-records-1")
+            assert asks == [probe]
+            return float(now)
+    return None
+
+
+def test_a_live_message_starts_a_quiet_period_and_a_resent_copy_does_not() -> None:
+    # The tail probe (contract.feed): 30 s plus this feed's share of 15 s after the last
+    # new message of the table's own; a copy the table resent is no new play.
+    probed = _probed_after(None)
+    assert probed is not None
+    assert 30 <= probed <= 46
+    assert _probed_after(False) == probed
+    assert _probed_after(True) is None
+
+
 def test_a_table_resumes_at_the_position_the_store_kept() -> None:
     intake = make(positions={"lammer/t1": 5})
     intake.handle(*roll("t1", 5, 4), 0.0)  # stored before
@@ -335,6 +370,10 @@ def test_a_gap_too_long_for_the_feed_is_asked_from_the_journal(overflow: bool) -
     )
     assert [i for i in intake.pending if not isinstance(i, Stored)] == [bf.Save(job)]
     assert intake.backfill.pending() == [job]
+
+
+def test_every_reason_the_feed_gives_up_for_has_its_sentence() -> None:
+    assert set(GAP_REASONS) == set(get_args(GapReason))
 
 
 def test_what_the_table_no_longer_holds_or_never_published_is_recorded() -> None:
@@ -438,13 +477,13 @@ def test_a_written_batch_counts_what_was_new() -> None:
     gap = Missing(table="t1", from_seq=3, to_seq=9, reason="gone: test")
     save = bf.Save(bf.Job(base="lammer/t1", top=9, floor=1, next_seq=9, since=None, reason="gap"))
     items: list[Item] = [
-        stored("t1", 1), stored("t1", 2), stored("t2", 5), stored("t1", 10),
-        Availability(table="t1", status="online"), gap, save,
+        stored("t1", 1), stored("t1", 2), stored("t2", 4), stored("t1", 10),
+        Availability(table="t1", status="online"), gap, save, stored("t2", 5),
     ]  # fmt: skip
-    results: list[Any] = [True, True, True, False, True, [(3, 4), (6, 9)], False]
+    results: list[Any] = [True, True, True, False, True, [(3, 4), (6, 9)], False, True]
     with capture_logs() as logs:
         intake.written(Batch(items, None, []), results)
-    assert intake.stored == 3  # messages only, new ones only
+    assert intake.stored == 4  # messages only, new ones only
     assert intake.batches == 1
     # Each table's newest new message, and when it was stored (the wall clock).
     assert intake.stored_ts == {"t1": (ts(2), NOW.timestamp()), "t2": (ts(5), NOW.timestamp())}
@@ -459,7 +498,7 @@ def test_a_written_batch_counts_what_was_new() -> None:
     assert intake.stored_ts == {"t1": (ts(2), NOW.timestamp()), "t2": (ts(6), NOW.timestamp())}
     assert before == {"t1": (ts(2), NOW.timestamp()), "t2": (ts(5), NOW.timestamp())}  # whole
     intake.written(Batch([], None, []), [])
-    assert (intake.stored, intake.batches) == (4, 3)
+    assert (intake.stored, intake.batches) == (5, 3)
 
 
 def test_a_store_answer_that_does_not_fit_the_batch_is_an_error() -> None:
@@ -670,24 +709,26 @@ def test_refusals_are_counted_and_said_once_a_minute_per_table_and_reason() -> N
     intake = make(positions={"lammer/t1": 1, "lammer/t2": 1})
     junk = "x" * 100
     with capture_logs() as logs:
-        intake.handle(f"lammer/t1/{junk}", b'{"seq": 2}', 0.0)
-        intake.handle(f"lammer/t1/{junk}", b'{"seq": 3}', 59.99)  # within the minute
-        intake.handle("lammer/t1/craps/roll", body(craps_roll("t9", 2, 2, 1, 1)), 1.0)
-        intake.handle(f"lammer/t2/{junk}", b'{"seq": 2}', 2.0)  # another table
-        intake.handle(f"lammer/t1/{junk}", b'{"seq": 4}', 60.0)  # a minute after the line
+        intake.handle(f"lammer/t1/{junk}", b'{"seq": 2}', 100.0)
+        intake.handle(f"lammer/t1/{junk}", b'{"seq": 3}', 159.99)  # within the minute
+        intake.handle("lammer/t1/craps/roll", body(craps_roll("t9", 2, 2, 1, 1)), 101.0)
+        intake.handle("lammer/t1/craps/roll", b"[2]", 101.5)  # the same topic, another reason
+        intake.handle(f"lammer/t2/{junk}", b'{"seq": 2}', 102.0)  # another table
+        intake.handle(f"lammer/t1/{junk}", b'{"seq": 4}', 160.0)  # a minute after the line
     lines = [e for e in logs if e["event"] == "message dropped"]
     shown = "x" * 80
     unknown = f"{shown}: unknown_topic: '{shown}' is not a topic of the contract"
     assert [(e["table"], e["reason"], e["dropped"], e["refused"]) for e in lines] == [
         ("t1", unknown, 1, 1),
         ("t1", "craps/roll: wrong_table: names table 't9'", 3, 3),
-        ("t2", unknown, 4, 4),
-        ("t1", unknown, 5, 5),
+        ("t1", "craps/roll: not_json: not a JSON object", 4, 4),
+        ("t2", unknown, 5, 5),
+        ("t1", unknown, 6, 6),
     ]
     assert all(e["log_level"] == "warning" for e in lines)
     status = intake.status()
-    assert (status["dropped"], status["refused_total"]) == (5, 5)
-    assert status["refused"] == {"unknown_topic": 4, "wrong_table": 1}
+    assert (status["dropped"], status["refused_total"]) == (6, 6)
+    assert status["refused"] == {"unknown_topic": 4, "wrong_table": 1, "not_json": 1}
     assert intake.pending == type(intake.pending)()  # none of them stored
 
 
@@ -700,13 +741,17 @@ def test_what_cannot_be_stored_is_dropped_and_said_by_its_kind() -> None:
         for seq, fault in ((3, {"dice": 5}), (4, {"status": "no"})):
             copy = body({**craps_roll("t1", seq, seq, 1, 2), **fault})
             intake.handle("lammer/t1/craps/roll", copy, 0.0)
+        # A sentence without a colon is its own kind: each status named is one.
         intake.handle("lammer/t1/availability", b"maybe", 0.0)
+        intake.handle("lammer/t1/availability", b"maybe", 1.0)
+        intake.handle("lammer/t1/availability", b"perhaps", 2.0)
     lines = [(e["table"], e["reason"], e["dropped"], e["refused"]) for e in logs]
     assert lines == [
         ("t1", "craps/roll: dice: Input should be a valid list", 1, 0),
         ("t1", "availability is online or offline, not 'maybe'", 3, 0),
+        ("t1", "availability is online or offline, not 'perhaps'", 5, 0),
     ]
-    assert intake.status()["dropped"] == 3
+    assert intake.status()["dropped"] == 5
     assert list(intake.pending) == []
 
 
@@ -754,6 +799,23 @@ def test_what_is_written_again_is_bounded() -> None:
     assert seqs(again[0]) == [2, 3]  # above it: the oldest batch goes
 
 
+def test_the_count_bound_follows_what_the_time_bound_dropped() -> None:
+    clock = Clock()
+    intake = make(clock=clock)
+    intake.written(Batch([stored("t1", 1)], None, []), [True])
+    clock.now = 30.0
+    many = [stored("t1", 2)] * (RECENT_ITEMS - 1)
+    intake.written(Batch(list(many), None, []), [False] * len(many))
+    clock.now = 60.5  # the first batch goes by time: 50,000 kept
+    intake.written(Batch([stored("t1", 3)], None, []), [True])
+    again = intake.again()
+    assert again is not None
+    assert len(again[0]) == RECENT_ITEMS
+    clock.now = 61.0  # one more: the second goes by count
+    intake.written(Batch([stored("t1", 4)], None, []), [True])
+    assert intake.again() == ([stored("t1", 3), stored("t1", 4)], None)
+
+
 def test_what_was_lost_is_counted_when_written_again() -> None:
     intake = make()
     items: list[Item] = [
@@ -763,6 +825,8 @@ def test_what_was_lost_is_counted_when_written_again() -> None:
     assert intake.rewrote(items, [True, False, [(3, 4)], True]) == 1  # messages only
     assert intake.rewrote(items[:1], [True]) == 1
     assert intake.rewritten == 2
+    with pytest.raises(ValueError, match="zip"):
+        intake.rewrote(items, [True])
 
 
 # -- the status -----------------------------------------------------------------------------
@@ -774,8 +838,8 @@ def test_the_status_counts_what_the_service_did() -> None:
         "stored": 0, "dropped": 0, "refused": {}, "refused_total": 0, "batches": 0,
         "pending": 0, "tables": 1,
     }  # fmt: skip
-    for seq in (1, 2):
-        intake.handle(*roll("t1", seq, seq - 1 or None), 0.0, ack=print)
+    intake.handle(*roll("t1", 1, None), 0.0, ack=print)
+    intake.handle(*roll("t1", 2, 1), 0.0)  # QoS 0
     intake.handle("lammer/t1/craps/roll", b"[1]", 0.0)
     assert intake.status() == {
         "stored": 0, "dropped": 1, "refused": {"not_json": 1}, "refused_total": 1,
