@@ -74,7 +74,7 @@ def make_journal(path: Path, records: int) -> float:
     configure_logging(fmt="json", level="warning", stream=open(os.devnull, "w"))  # noqa: SIM115
     config = config_for(path)
     journal = open_live(path)
-    journal._conn.execute("PRAGMA synchronous = OFF")  # building only: see the docstring
+    journal._store.conn.execute("PRAGMA synchronous = OFF")  # building only: see the docstring
     core = TableCore(config, journal, version="bench")
     core.start()
     at = core.clock()
@@ -90,7 +90,7 @@ def make_journal(path: Path, records: int) -> float:
         dice = (roll % 6 + 1, roll // 6 % 6 + 1)
         core.ingest("dice_reader", DiceRolled(roll_id=roll % MAX_ID + 1, dice=dice))
         if roll % 5000 == 0:
-            core.journal._conn.execute("PRAGMA synchronous = OFF")  # mark_published resets it
+            core.journal._store.conn.execute("PRAGMA synchronous = OFF")  # mark_published resets it
             core.journal.mark_published(*[m.seq for m in core.journal.pending(100_000)])
             print(f"  {core.journal.last_seq:,} records", file=sys.stderr, flush=True)
     core.journal.mark_published(*[m.seq for m in core.journal.pending(100_000)])

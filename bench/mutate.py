@@ -48,6 +48,10 @@ WORK = ROOT / ".mutants"
 DOC = ROOT / "docs" / "developers" / "mutation.md"
 BIN = Path(sys.executable).parent
 
+_JOURNAL_TESTS = ("tests/daemon/test_journal.py", "tests/daemon/test_segments.py")
+"""The tests of the journal's parts (``daemon/journal/``, split from ``daemon/journal.py``):
+the whole journal's, which reach every part through ``Journal``."""
+
 MODULES: dict[str, tuple[str, ...]] = {
     "rules/paytables.py": (
         "tests/rules/test_paytables.py",
@@ -71,7 +75,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "rules/poker_round.py": ("tests/rules/test_poker_round.py",),
     "rules/table.py": ("tests/rules/test_table.py", "tests/rules/test_table_limits.py"),
     "drivers/link.py": ("tests/drivers/test_link.py",),
-    "daemon/journal.py": ("tests/daemon/test_journal.py", "tests/daemon/test_segments.py"),
+    "daemon/journal/facade.py": _JOURNAL_TESTS,
+    "daemon/journal/store.py": _JOURNAL_TESTS,
+    "daemon/journal/tip.py": _JOURNAL_TESTS,
+    "daemon/journal/chain.py": _JOURNAL_TESTS,
+    "daemon/journal/messages.py": _JOURNAL_TESTS,
+    "daemon/journal/reader.py": _JOURNAL_TESTS,
+    "daemon/journal/record.py": _JOURNAL_TESTS,
     "daemon/segments.py": ("tests/daemon/test_segments.py",),
     "daemon/disk.py": ("tests/daemon/test_disk.py",),
     "daemon/resend.py": ("tests/daemon/test_resend.py",),
@@ -102,7 +112,10 @@ the tests of exact arithmetic beside them."""
 
 STRICT: frozenset[str] = frozenset(
     {
-        *("rules/paytables.py", "rules/cover_all.py", "rules/bust_bonus.py", "daemon/journal.py"),
+        *("rules/paytables.py", "rules/cover_all.py", "rules/bust_bonus.py"),
+        *("daemon/journal/facade.py", "daemon/journal/store.py", "daemon/journal/tip.py"),
+        *("daemon/journal/chain.py", "daemon/journal/messages.py", "daemon/journal/reader.py"),
+        "daemon/journal/record.py",
         *("daemon/disk.py", "daemon/resend.py", "daemon/intake.py", "records/integrity.py"),
         *("records/intake.py", "records/service.py", "contract/feed.py"),
     }

@@ -32,6 +32,7 @@ from contract.payloads import (
     StateMessage,
 )
 from daemon.clock import format_ts
+from daemon.config import TableSection
 from daemon.publications import (
     craps_board_publication,
     info_publication,
@@ -85,9 +86,8 @@ class SimTable:
         if device == "shuffler":
             devices[device]["mode"] = self.game
         info = info_publication(
-            table=self.table,
+            table=TableSection(id=self.table, game=self.game),
             version="load",
-            game=self.game,
             craps_paytable=1,
             decks=6,
             dealer_hits_soft_17=False,

@@ -117,8 +117,12 @@ class _Section(BaseModel):
 class TableSection(_Section):
     """``[table]``: who the table is and what it plays."""
 
+    # Each key that ``info``'s body (contract.payloads.InfoBody) also declares is published
+    # there as it is (daemon.publications.info_publication hands this section over whole):
+    # under its serialization alias where the names differ (``id`` is ``info``'s ``table``).
     id: str = Field(
-        description="Table id: one MQTT topic level without . or spaces; the systemd instance"
+        serialization_alias="table",
+        description="Table id: one MQTT topic level without . or spaces; the systemd instance",
     )
     game: TableGame = Field(
         description="The game the table plays (the shuffler must report it as its MODE)"

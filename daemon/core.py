@@ -102,12 +102,11 @@ def rules_settings(config: TableConfig) -> Settings:
 
 
 def table_info(config: TableConfig, version: str, digest: str | None) -> Publication:
-    """The retained ``info`` of ``config``'s table: the daemon's version, the game and its
-    pay tables, the installed software's digest."""
+    """The retained ``info`` of ``config``'s table: its ``[table]`` section (id, game), the
+    daemon's version, the game's pay tables, the installed software's digest."""
     return info_publication(
-        table=config.table.id,
+        table=config.table,
         version=version,
-        game=config.table.game,
         craps_paytable=config.bonus_craps.paytable,
         decks=config.bust_bonus.decks,
         dealer_hits_soft_17=config.bust_bonus.dealer_hits_soft_17,

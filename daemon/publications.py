@@ -12,7 +12,8 @@ its original pair (mqtt-api.md, "Conventions").
   ``bust_bonus/state`` for the game, also built alone from the rules' views by
   ``craps_board_publication`` and ``bust_bonus_state_publication``); the daemon queues
   those whose body changed;
-* ``info_publication(...)``: the table's ``info`` (version, game, pay tables in use).
+* ``info_publication(...)``: the table's ``info`` (its ``[table]`` section, version, pay
+  tables in use).
 
 A body is built straight from the rules' values; whatever the shapes of the spec leave
 open is decided once here: ``mode`` appears for the shuffler only; each alarm carries
@@ -22,7 +23,7 @@ open is decided once here: ``mode`` appears for the shuffler only; each alarm ca
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import assert_never
+from typing import Any, assert_never
 
 from contract.payloads import (
     CONTRACT_VERSION,
@@ -59,6 +60,7 @@ from contract.payloads import (
 )
 from contract.topics import Topic, game_topics
 from daemon.clock import format_ts
+from daemon.config import TableSection
 from rules import bust_bonus, craps
 from rules.alarms import PAYOUT_ALARMS
 from rules.cover_all import read_hand
@@ -74,7 +76,6 @@ from rules.events import (
     Device,
     Outcome,
     RollRecorded,
-    TableGame,
 )
 from rules.paytables import BUST_BONUS, bonus_craps_odds, cover_all_table
 from rules.table import TableState
@@ -364,18 +365,27 @@ def craps_board_publication(
 # info
 
 
+def info_keys(table: TableSection) -> dict[str, Any]:
+    """The keys of a ``[table]`` section that ``info`` declares too, under ``info``'s names
+    (the section's serialization aliases: ``id`` is ``table``). The section is handed over
+    whole, so a key added to both ``[table]`` and ``InfoBody`` needs no line in between."""
+    section = table.model_dump(by_alias=True)
+    return {key: value for key, value in section.items() if key in InfoBody.model_fields}
+
+
 def info_publication(
     *,
-    table: str,
+    table: TableSection,
     version: str,
-    game: TableGame,
     craps_paytable: int,
     decks: int,
     dealer_hits_soft_17: bool,
     digest: str | None = None,
 ) -> Publication:
-    """``info`` (added topic): the version, the game and the whole pay tables in use, and
-    the software's digest (``contract.software``, mqtt-api.md 1.4)."""
+    """``info`` (added topic): the ``[table]`` keys it declares (``info_keys``: the id and
+    the game), the version, the whole pay tables in use, and the software's digest
+    (``contract.software``, mqtt-api.md 1.4)."""
+    game = table.game
     cover_all = None
     if game in POKER_GAMES:
         pt = cover_all_table(game)
@@ -408,10 +418,9 @@ def info_publication(
             ],
         )
     body = InfoBody(
-        table=table,
+        **info_keys(table),
         version=version,
         contract=CONTRACT_VERSION,
-        game=game,
         paytables=PaytablesModel(cover_all=cover_all, bonus_craps=bonus_craps, bust_bonus=bust),
         software=None if digest is None else SoftwareModel(version=version, digest=digest),
     )

@@ -16,6 +16,7 @@ send back in a header (the synchronizer-token pattern of the OWASP CSRF cheat sh
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -44,9 +45,15 @@ MIN_PASSWORD: Final = 8
 MAX_PASSWORD: Final = 1024
 
 _HASHER = PasswordHasher()
-# Verifying against this when the name is unknown makes an unknown name cost the same
-# time as a wrong password, so timing does not tell which names exist.
-_DUMMY_HASH: Final = _HASHER.hash(secrets.token_urlsafe(16))
+
+
+@functools.cache
+def dummy_hash() -> str:
+    """The hash an unknown name is verified against, so that it costs the same time as a
+    wrong password and timing does not tell which names exist. Made at its first use (a
+    server's ``Users``), not at import: an Argon2id hash costs ~0.15 s and 0.2 s of CPU, which
+    every import of the web package (``lammer web adduser``, a test run) paid before."""
+    return _HASHER.hash(secrets.token_urlsafe(16))
 
 
 def check_name(name: str) -> str:
@@ -155,6 +162,7 @@ class Users:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        dummy_hash()  # made now, so the first unknown name is not the one login that costs more
         self._users: dict[str, tuple[frozenset[str], str]] = {}
         self._stamp: tuple[int, int] | None = None
         if path is not None:
@@ -206,7 +214,7 @@ class Users:
         entry = self._users.get(name) if NAME_PATTERN.match(name) else None
         hashed = entry[1] if entry is not None else None
         try:
-            return _HASHER.verify(hashed or _DUMMY_HASH, password) and hashed is not None
+            return _HASHER.verify(hashed or dummy_hash(), password) and hashed is not None
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
 

@@ -13,6 +13,7 @@ import json
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +22,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from contract import payloads
-from contract.payloads import Publication
+from contract.payloads import InfoBody, Publication
 from contract.schemas import parse_message, schemas
+from daemon.config import TableSection, load_config
+from daemon.core import table_info
 from daemon.publications import (
     bust_bonus_state_publication,
     craps_board_publication,
@@ -460,9 +463,8 @@ def _info(
 ) -> dict[str, Any]:
     return checked(
         info_publication(
-            table="t1",
+            table=TableSection(id="t1", game=game),
             version="9.9.9",
-            game=game,
             craps_paytable=paytable,
             decks=decks,
             dealer_hits_soft_17=h17,
@@ -503,6 +505,35 @@ def test_info_for_craps_and_blackjack() -> None:
     assert (bust["decks"], bust["dealer_hits_soft_17"]) == (8, True)
     assert bust["rows"][0] == {"row": "Ace", "off_suit": "3", "suited": "50"}
     assert bust["rows"][-1] == {"row": "Bust with three 8s", "off_suit": "25", "suited": "75"}
+
+
+EXAMPLE_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "config").glob("*.toml"))
+
+
+def test_every_table_key_that_info_declares_reaches_info() -> None:
+    # The daemon hands its [table] section to info whole: each key that InfoBody declares
+    # too (under the key's serialization alias: [table] id is info's "table") is published
+    # as the configuration says it, so the next such key cannot be forgotten in between.
+    assert len(EXAMPLE_CONFIGS) >= 3  # bj, craps, uth: each family of games
+    for path in EXAMPLE_CONFIGS:
+        config = load_config(path)
+        section = config.table.model_dump(mode="json")
+        shared = {
+            field.serialization_alias or name: section[name]
+            for name, field in TableSection.model_fields.items()
+            if (field.serialization_alias or name) in InfoBody.model_fields
+        }
+        assert shared["table"] == config.table.id
+        assert shared["game"] == config.table.game
+        body = table_info(config, "9.9.9", None).body
+        assert {key: body[key] for key in shared} == shared
+        # Every other key of info is one the daemon computes: none is without a source.
+        assert InfoBody.model_fields.keys() - shared.keys() == {
+            "version",
+            "contract",
+            "paytables",
+            "software",
+        }
 
 
 # --- the models refuse what the spec forbids -------------------------------------------

@@ -62,7 +62,7 @@ def test_new_journal_is_private_wal_full(tmp_path: Path) -> None:
         assert mode(path.with_name("t1.db-wal")) == 0o600
         assert mode(path.with_name("t1.db-shm")) == 0o600
         # synchronous=FULL (2): every commit is fsynced, so an ACK survives power loss.
-        assert journal._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        assert journal._store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2
     assert mode(tmp_path / "state") == 0o700
     assert mode(tmp_path / "state" / "sub") == 0o700
     with sqlite3.connect(path) as conn:
@@ -357,7 +357,7 @@ def test_a_commit_sqlite_refuses_is_an_error_and_stores_nothing(tmp_path: Path) 
             journal.append("device", {"n": 2}, ts=T0)
         assert info.value.path == path
         assert (journal.last_seq, journal.last_hash) == (1, last_hash)
-        journal._conn.set_authorizer(None)
+        journal._store.conn.set_authorizer(None)
         assert journal.append("device", {"n": 3}, ts=T0) == 2  # the seq is given out again
     with Journal.open(path, readonly=True) as reader:
         assert [r.record for r in reader.records()] == [{"n": 1}, {"n": 3}]
@@ -372,7 +372,7 @@ def test_mark_published_inside_a_batch_commits_with_the_batch(tmp_path: Path) ->
         with journal.batch():
             journal.mark_published(first.seq, second.seq)
             journal.append("device", {"n": 3}, ts=T0)
-        assert journal._conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+        assert journal._store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
     with Journal.open(path, readonly=True) as reader:
         assert reader.pending() == []
         assert reader.retained() == [first]
@@ -565,7 +565,7 @@ def test_an_older_journal_is_brought_up_to_date_with_its_chain(
             journal.set_aside(2, "too large")  # the column schema 2 added is there
         assert journal.pending() == []
     with Journal.open(path, readonly=True) as reader:
-        assert reader._conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert reader._store.conn.execute("PRAGMA user_version").fetchone()[0] == 3
         publish = next(reader.records(kind="publish"))
         assert (publish.record["published"], publish.record["refused"]) == (False, "too large")
 
@@ -631,7 +631,7 @@ def deny_write(journal: Journal, action: int, table: str) -> None:
     def authorize(code: int, arg1: str | None, *_: object) -> int:
         return sqlite3.SQLITE_DENY if (code, arg1) == (action, table) else sqlite3.SQLITE_OK
 
-    journal._conn.set_authorizer(authorize)
+    journal._store.conn.set_authorizer(authorize)
 
 
 @pytest.mark.parametrize(
@@ -968,9 +968,13 @@ def test_the_wal_stays_bounded_while_the_journal_grows(tmp_path: Path) -> None:
     wal = path.with_name("t1.db-wal")
     largest = 0
     with Journal.open(path) as journal:
-        assert journal._conn.execute("PRAGMA journal_size_limit").fetchone()[0] == WAL_LIMIT_BYTES
         assert (
-            journal._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_CHECKPOINT_PAGES
+            journal._store.conn.execute("PRAGMA journal_size_limit").fetchone()[0]
+            == WAL_LIMIT_BYTES
+        )
+        assert (
+            journal._store.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+            == WAL_CHECKPOINT_PAGES
         )
         for i in range(1500):
             message = journal.append_publish(

@@ -10,20 +10,23 @@ import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from argon2 import PasswordHasher
 
 from contract.payloads import TOPICS, PayloadError, parse, relayed
+from daemon.config import TableSection
 from daemon.publications import (
     craps_board_publication,
     info_publication,
     outcome_publication,
 )
 from display.errors import UsersFileError, WebConfigError
+from display.web import users as users_module
 from display.web.config import load_web_config
 from display.web.store import Store
-from display.web.users import Users, add_user, read_users_roles
+from display.web.users import Users, add_user, dummy_hash, read_users_roles
 from rules.craps import board as craps_board
 from rules.craps import initial_state
 from rules.events import BustBonusResult
@@ -53,7 +56,11 @@ def decoded(update: tuple[str, str] | None) -> dict[str, Any]:
 
 def test_what_the_daemon_builds_validates_for_the_pages() -> None:
     info = info_publication(
-        table="t1", game="BJ", version="9.9", craps_paytable=1, decks=6, dealer_hits_soft_17=False
+        table=TableSection(id="t1", game="BJ"),
+        version="9.9",
+        craps_paytable=1,
+        decks=6,
+        dealer_hits_soft_17=False,
     )
     board = craps_board_publication(craps_board(initial_state(1)), table="t1")
     result = outcome_publication(
@@ -362,6 +369,64 @@ def test_roles_and_a_users_file_from_before_roles(tmp_path: Path) -> None:
     add_user(old, "pat", "long enough pw", ["pit"])
     assert Users(old).roles("alice") == {"stick"}
     assert old.read_text().count(":stick:$argon2id$") == 1
+
+
+def test_importing_the_users_module_makes_no_argon2_hash() -> None:
+    # A fresh interpreter whose Argon2 hasher counts its hashes: the import makes none (the
+    # dummy hash cost every import of the web package ~0.2 s of CPU), the first Users makes it.
+    code = (
+        "import argon2\n"
+        "made = []\n"
+        "real = argon2.PasswordHasher.hash\n"
+        "argon2.PasswordHasher.hash = lambda self, *a, **k: made.append(1) or real(self, *a, **k)\n"
+        "from display.web import users\n"
+        "print(len(made), users.dummy_hash.cache_info().currsize)\n"
+        "users.Users(None)\n"
+        "users.Users(None)\n"
+        "print(len(made), users.dummy_hash.cache_info().currsize)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "0", "1", "1"]
+
+
+class _CountingHasher(PasswordHasher):
+    """Argon2id with a small cost (the test's CPU), recording each hash it verifies against."""
+
+    def __init__(self) -> None:
+        super().__init__(time_cost=1, memory_cost=64, parallelism=1)
+        self.verified: list[str] = []
+
+    def verify(self, hash: str | bytes, password: str | bytes) -> Literal[True]:
+        self.verified.append(hash if isinstance(hash, str) else hash.decode())
+        return super().verify(hash, password)
+
+
+def test_an_unknown_name_is_verified_against_a_dummy_hash_of_the_same_cost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
+    hasher = _CountingHasher()
+    monkeypatch.setattr(users_module, "_HASHER", hasher)
+    dummy_hash.cache_clear()  # made anew by this hasher; the next test's Users makes its own
+    request.addfinalizer(dummy_hash.cache_clear)
+    users = tmp_path / "users"
+    add_user(users, "alice", "long enough pw")
+    alice = read_users_roles(users)["alice"][1]
+    checker = Users(users)
+    assert dummy_hash.cache_info().currsize == 1  # made by the server's Users, before any login
+    dummy = dummy_hash()
+    assert not checker.verify("carol", "long enough pw")
+    assert not checker.verify("not a name", "long enough pw")
+    assert hasher.verified == [dummy, dummy]
+    assert dummy != alice
+    # The same Argon2 variant, version and parameters as a user's hash: the same work.
+    assert dummy.split("$")[1:4] == alice.split("$")[1:4]
+    assert not checker.verify("alice", "a wrong password")
+    assert checker.verify("alice", "long enough pw")
+    assert hasher.verified[2:] == [alice, alice]
+    assert dummy_hash() is dummy  # made once
 
 
 def test_an_unknown_role_is_refused_with_its_line(tmp_path: Path) -> None:

@@ -18,4 +18,4 @@ def refuse(journal: Journal, statement: str) -> None:
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
-    journal._conn.set_authorizer(authorize)
+    journal._store.conn.set_authorizer(authorize)
