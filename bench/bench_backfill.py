@@ -32,10 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.bench_flood import BIN, Rig
 from bench.common import machine
 from deploy.postgres import Postgres
+from records.intake import Settings
 from records.migrate import migrate
 from records.provision import provision
 from records.reconcile import journal_publications
-from records.service import Settings, run
+from records.service import run
 
 
 def _last_seq(journal: Path) -> int:

@@ -51,6 +51,7 @@ from deploy.broker import Broker, broker_config
 from deploy.broker_config import MAX_INFLIGHT_MESSAGES, MAX_QUEUED_MESSAGES
 from deploy.postgres import Postgres
 from records import service
+from records.intake import Batch, Settings
 from records.integrity import ALPHA, Z_SIMULATION, Watch, binomial_upper, cover_all_family
 from records.messages import Message, parse
 from records.migrate import migrate
@@ -58,7 +59,7 @@ from records.observe import GamingDay
 from records.parsheet import cover_all_chance, cover_all_rows
 from records.provision import provision
 from records.reports import build
-from records.service import Batch, Records, Settings, run
+from records.service import Records, run
 from records.store import Store
 
 

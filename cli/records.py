@@ -252,8 +252,9 @@ def _metrics(listen: str | None, allow: list[str]) -> MetricsSettings | None:
 
 
 def _run(args: argparse.Namespace) -> int:  # each option checked to a sentence
+    from records.intake import BATCH, Settings
     from records.observe import GamingDay, system_zone
-    from records.service import BATCH, Settings, prefixes_of
+    from records.service import prefixes_of
     from records.service import run as serve
 
     try:

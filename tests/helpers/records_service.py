@@ -12,7 +12,7 @@ from typing import Any
 import aiomqtt
 
 from deploy.broker import Broker
-from records.service import Settings
+from records.intake import Settings
 from tests.records.conftest import StoreDb
 from tests.records.messages import ts
 

@@ -12,7 +12,8 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from records.service import REFRESH, Records
+from records.intake import REFRESH
+from records.service import Records
 from tests.helpers.records_service import settings_for
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, cover_all_result

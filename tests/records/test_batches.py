@@ -19,6 +19,7 @@ import structlog
 
 from deploy.broker import Broker
 from records.errors import StoreError, StoreUnreachable
+from records.intake import Ack, Batch
 from records.messages import Message as Stored
 from records.messages import parse
 from records.service import Records, run
@@ -54,6 +55,20 @@ def test_a_batch_is_bounded_and_acknowledged_only_once_committed(store_db: Store
         assert batches == [{1, 2}, {3, 4}, {5}]
         assert acked == [1, 2, 3, 4, 5]
     assert stored(store_db) == [("t1", s) for s in range(1, 6)]
+
+
+def test_acknowledgements_alone_are_sent_without_the_store(store_db: StoreDb) -> None:
+    # What the broker sent again that was stored already, or QoS 1 requests of nothing to
+    # store: released even while the store is away (the writer would wait on it otherwise).
+    acked: list[str] = []
+    conn = psycopg.connect(store_db.dsn)
+    records = Records(settings_for(store_db), conn)
+    conn.close()
+    batch = Batch([], None, [Ack(lambda: acked.append("sent"))])
+    records.commit(batch)
+    records.committed(batch)
+    assert acked == ["sent"]
+    assert records.batches == 1
 
 
 def test_a_refused_batch_leaves_nothing_and_a_replayed_one_changes_nothing(

@@ -1,6 +1,6 @@
-"""The records service's pure parts (``records.service``), without a broker or a database:
-the topic a message came on split into its table, the prefixes it is given, the time it
-writes and its manual acknowledgements. Fast, so that mutation testing
+"""The records service's pure parts (``records.service``, ``records.intake``), without a
+broker or a database: the topic a message came on split into its table, the prefixes it is
+given, the time it writes and its manual acknowledgements. Fast, so that mutation testing
 (docs/developers/mutation.md) can run them against every mutant that reaches them."""
 
 from __future__ import annotations
@@ -14,14 +14,8 @@ from typing import Any, cast
 import aiomqtt
 import pytest
 
-from records.service import (
-    Records,
-    Settings,
-    _Connection,
-    _table_of,
-    now_ts,
-    prefixes_of,
-)
+from records.intake import Settings, now_ts, table_of
+from records.service import Records, _Connection, prefixes_of
 
 
 def _records(*prefixes: str) -> Records:
@@ -80,9 +74,9 @@ def test_a_prefix_with_a_wildcard_or_an_empty_level_is_refused(value: str) -> No
 
 
 def test_the_table_of_a_base_topic_is_its_last_level() -> None:
-    assert _table_of("craps/t1") == "t1"
-    assert _table_of("floor/bj/t2") == "t2"
-    assert _table_of("t3") == "t3"
+    assert table_of("craps/t1") == "t1"
+    assert table_of("floor/bj/t2") == "t2"
+    assert table_of("t3") == "t3"
 
 
 @pytest.fixture
