@@ -21,7 +21,13 @@ class MigrationError(StoreError):
 
 
 class MessageError(RecordsError, ValueError):
-    """A message that does not follow the MQTT contract (it is not stored)."""
+    """A message that does not follow the MQTT contract (it is not stored). ``kind`` is
+    one of a few fixed words (``availability``, or ``contract.payloads.PayloadError``'s
+    reason): what the service's warnings are grouped by, whatever the sentence quotes."""
+
+    def __init__(self, sentence: str, *, kind: str) -> None:
+        super().__init__(sentence)
+        self.kind = kind
 
 
 class ReportError(RecordsError, ValueError):

@@ -62,6 +62,11 @@ BATCH: Final = 200
 WARN_EVERY: Final = 60.0
 """Seconds at least between two "message dropped" lines of one table and kind of reason: a
 flood of junk must not flood the log (the counts in the next line say how many came)."""
+WARNED_MAX: Final = 1024
+"""Tables and kinds whose last warning is remembered: a publisher naming ever new tables
+costs no more memory than this."""
+MANY_TABLES: Final = "*"
+"""The table a warning names once ``WARNED_MAX`` others were warned of within the minute."""
 TOPIC_SHOWN: Final = 80
 """Characters of a refused message's topic in a log line (a topic may be 64 KiB long)."""
 
@@ -367,7 +372,7 @@ class Intake:
             received = parse(table, rel, payload)
         except MessageError as exc:
             self.dropped += 1
-            self._warn(table, str(exc), now)
+            self._warn(table, str(exc), now, key=exc.kind)
             return
         self._queue(received)
 
@@ -515,16 +520,21 @@ class Intake:
         self.refreshed[table] = now
         self.outbox.append((table, integrity_payload(table, findings, stamp(self.wall()))))
 
-    def _warn(self, table: str, reason: str, now: float, *, key: str | None = None) -> None:
-        """One line per table and kind of reason each ``WARN_EVERY`` at most, with the counts
-        so far."""
-        seen = (table, key or reason.split(":")[0])
+    def _warn(self, table: str, reason: str, now: float, *, key: str) -> None:
+        """One line per table and kind of reason (``key``, from a fixed few) each
+        ``WARN_EVERY`` at most, with the counts so far. The tables remembered are bounded
+        (``WARNED_MAX``): past that, one line a minute speaks for every other table."""
+        seen = (table, key)
+        if seen not in self._warned and len(self._warned) >= WARNED_MAX:
+            self._warned = {k: t for k, t in self._warned.items() if now - t < WARN_EVERY}
+            if len(self._warned) >= WARNED_MAX:
+                seen = (MANY_TABLES, key)
         last = self._warned.get(seen)
         if last is None or now - last >= WARN_EVERY:
             self._warned[seen] = now
             log.warning(
                 "message dropped",
-                table=table,
+                table=seen[0],
                 reason=reason,
                 dropped=self.dropped,
                 refused=sum(self.feed.refused.values()),

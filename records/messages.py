@@ -72,7 +72,7 @@ def _json_object(payload: bytes) -> dict[str, Any]:
     try:
         return decode(payload)
     except PayloadError as exc:
-        raise MessageError(_sentence(REQUEST, payload, exc)) from None
+        raise MessageError(_sentence(REQUEST, payload, exc), kind=exc.reason) from None
 
 
 def _sentence(topic: str, payload: bytes, exc: PayloadError) -> str:
@@ -89,7 +89,9 @@ def parse(table: str, topic: str, payload: bytes) -> Received:
     if topic == Topic.AVAILABILITY:
         status = payload.decode("utf-8", "replace")
         if status not in ("online", "offline"):
-            raise MessageError(f"availability is online or offline, not {status[:40]!r}")
+            raise MessageError(
+                f"availability is online or offline, not {status[:40]!r}", kind="availability"
+            )
         return Availability(table=table, status=status)
     name = request_name(topic)
     if name is not None:
@@ -108,7 +110,7 @@ def parse(table: str, topic: str, payload: bytes) -> Received:
     try:
         data, checked = admitted(table, topic, payload)
     except PayloadError as exc:
-        raise MessageError(_sentence(topic, payload, exc)) from None
+        raise MessageError(_sentence(topic, payload, exc), kind=exc.reason) from None
     return _stored(table, topic, data, checked)
 
 

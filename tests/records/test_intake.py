@@ -20,9 +20,12 @@ from contract.feed import GapReason, Resend
 from records import backfill as bf
 from records.intake import (
     GAP_REASONS,
+    MANY_TABLES,
     RECENT_ITEMS,
     RECENT_SECONDS,
     REFRESH,
+    WARN_EVERY,
+    WARNED_MAX,
     Ack,
     Batch,
     Intake,
@@ -741,18 +744,48 @@ def test_what_cannot_be_stored_is_dropped_and_said_by_its_kind() -> None:
         for seq, fault in ((3, {"dice": 5}), (4, {"status": "no"})):
             copy = body({**craps_roll("t1", seq, seq, 1, 2), **fault})
             intake.handle("lammer/t1/craps/roll", copy, 0.0)
-        # A sentence without a colon is its own kind: each status named is one.
+        # The kind is the error's, not its sentence: whatever status a bad availability
+        # names, one line a minute says it.
         intake.handle("lammer/t1/availability", b"maybe", 0.0)
         intake.handle("lammer/t1/availability", b"maybe", 1.0)
         intake.handle("lammer/t1/availability", b"perhaps", 2.0)
+        intake.handle("lammer/t1/availability", b"later", 60.0)
     lines = [(e["table"], e["reason"], e["dropped"], e["refused"]) for e in logs]
     assert lines == [
         ("t1", "craps/roll: dice: Input should be a valid list", 1, 0),
         ("t1", "availability is online or offline, not 'maybe'", 3, 0),
-        ("t1", "availability is online or offline, not 'perhaps'", 5, 0),
+        ("t1", "availability is online or offline, not 'later'", 6, 0),
     ]
-    assert intake.status()["dropped"] == 5
+    assert intake.status()["dropped"] == 6
     assert list(intake.pending) == []
+
+
+def test_a_varied_flood_of_junk_writes_a_line_a_minute_per_kind() -> None:
+    intake = make()
+    with capture_logs() as logs:
+        for i in range(1_000):
+            intake.handle("lammer/t1/availability", f"status {i}".encode(), i / 100)
+            intake.handle("lammer/t1/request/void_roll", b"[" * (i + 1), i / 100)
+    lines = [(e["table"], e["reason"].split(" ")[0]) for e in logs]
+    assert lines == [("t1", "availability"), ("t1", "the")]  # "the payload is not JSON (...)"
+    assert intake.status()["dropped"] == 2_000
+
+
+def test_the_tables_warned_of_are_bounded() -> None:
+    intake = make()
+    tables = WARNED_MAX + 500
+    with capture_logs() as logs:
+        for i in range(tables):
+            intake.handle(f"lammer/t{i}/availability", b"maybe", 0.0)
+        intake.handle("lammer/t0/availability", b"maybe", 1.0)  # within its minute: not said
+    named = [e["table"] for e in logs]
+    assert named == [f"t{i}" for i in range(WARNED_MAX)] + [MANY_TABLES]
+    assert len(intake._warned) == WARNED_MAX + 1
+    with capture_logs() as logs:
+        # A minute later the old entries make room: each table is said again.
+        intake.handle(f"lammer/t{tables}/availability", b"maybe", WARN_EVERY)
+    assert [e["table"] for e in logs] == [f"t{tables}"]
+    assert len(intake._warned) <= WARNED_MAX + 1
 
 
 # -- a new connection: what it writes again ---------------------------------------------------
