@@ -115,6 +115,28 @@ def test_records_after_and_by_kind(journal: Journal) -> None:
     outcomes = list(journal.records(kind="outcome"))
     assert [r.record["i"] for r in outcomes] == list(range(0, 600, 3))
     assert list(journal.records(600)) == []
+    # Read in pages of 256: every record once, in order, also past a page's end.
+    assert [r.seq for r in journal.records()] == list(range(1, 601))
+    devices = [r.record["i"] for r in journal.records(kind="device")]
+    assert devices == [i for i in range(600) if i % 3]
+
+
+def test_first_seq_is_the_lowest_held_by_a_record_or_a_carried_message(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "a.db") as journal:
+        assert journal.first_seq() is None
+        journal.append("device", {"n": 1}, ts=T0)
+        assert journal.first_seq() == 1
+        pending = journal.append_publish("state", {"n": 2}, retained=False, ts=T0)
+        journal.append("device", {"n": 3}, ts=T0)
+        with Journal.open(tmp_path / "b.db") as nxt:
+            nxt.start_chain(journal.last_seq, journal.last_hash)
+            assert nxt.first_seq() is None  # continued, but holding nothing yet
+            nxt.copy_outbox(journal)
+            # The message still pending came over: the lowest seq is its, below any record.
+            assert nxt.first_seq() == pending.seq == 2
+            nxt.append("device", {"n": 4}, ts=T0)
+            assert nxt.first_seq() == 2
+            assert [r.seq for r in nxt.records()] == [4]
 
 
 def test_append_publish_adds_seq_and_ts_and_queues(journal: Journal) -> None:
