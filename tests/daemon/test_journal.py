@@ -764,6 +764,11 @@ def test_a_message_payload_is_compact_utf8_json(journal: Journal) -> None:
             "body must not hold seq, ts: the journal adds them",
         ),
         (
+            # prev_seq too: the journal's own would silently replace the caller's.
+            lambda j: j.append_publish("state", {"prev_seq": 1}, retained=True, ts=T0),
+            "body must not hold prev_seq: the journal adds them",
+        ),
+        (
             lambda j: j.append_publish("craps/", {}, retained=True, ts=T0),
             "bad topic 'craps/': expected levels such as 'craps/board'",
         ),
@@ -823,6 +828,44 @@ def test_raw_records_and_pending_read_in_pages(journal: Journal) -> None:
     assert [r.seq for r in journal.raw_records()] == list(range(1, 601))
     assert [r.seq for r in journal.raw_records(590)] == list(range(591, 601))
     assert [m.seq for m in journal.pending()] == list(range(1, 101))  # 100 by default
+
+
+def test_after_replace_file_the_journal_goes_on_in_the_new_file(tmp_path: Path) -> None:
+    # The same object goes on in the file put in its place (a rotation): the next seq,
+    # the chain and the message before the next one (prev_seq) are the new file's.
+    live, other = tmp_path / "t1.db", tmp_path / "other.db"
+    with Journal.open(other) as journal:
+        for n in range(3):
+            journal.append_publish("state", {"n": n}, retained=False, ts=T0)
+        journal.append("device", {"n": 3}, ts=T0)
+        other_hash = journal.last_hash
+    with Journal.open(live) as journal:
+        journal.append_publish("state", {"n": 0}, retained=False, ts=T0)
+        journal.replace_file(lambda: os.replace(other, live))
+        assert (journal.last_seq, journal.last_hash) == (4, other_hash)
+        message = journal.append_publish("state", {"n": 4}, retained=False, ts=T0)
+        assert (message.seq, json.loads(message.payload)["prev_seq"]) == (5, 3)
+        assert [m.seq for m in journal.pending()] == [1, 2, 3, 5]
+
+
+def test_pending_count_is_the_depth_of_the_outbox(journal: Journal) -> None:
+    assert journal.pending_count() == 0
+    sent = journal.append_publish("state", {"n": 1}, retained=True, ts=T0)
+    refused = journal.append_publish("craps/roll", {"n": 2}, retained=False, ts=T0)
+    journal.append_publish("craps/roll", {"n": 3}, retained=False, ts=T0)
+    journal.append("device", {"n": 4}, ts=T0)  # a record, not a message
+    assert journal.pending_count() == 3
+    journal.mark_published(sent.seq)
+    journal.set_aside(refused.seq, "too large")
+    assert journal.pending_count() == 1
+
+    def no_outbox(action: int, table: str | None, *_: object) -> int:
+        denied = action == sqlite3.SQLITE_READ and table == "outbox"
+        return sqlite3.SQLITE_DENY if denied else sqlite3.SQLITE_OK
+
+    journal._store.conn.set_authorizer(no_outbox)  # SQLite's own refusal, as of a bad disk
+    with pytest.raises(JournalError, match=r"^cannot count the outbox: .*prohibited"):
+        journal.pending_count()
 
 
 def test_published_and_snapshot_records_read_back(journal: Journal) -> None:
