@@ -385,6 +385,17 @@ def test_a_commit_sqlite_refuses_is_an_error_and_stores_nothing(tmp_path: Path) 
         assert [r.record for r in reader.records()] == [{"n": 1}, {"n": 3}]
 
 
+def test_a_transaction_sqlite_will_not_begin_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+        refuse(journal, "BEGIN")
+        with pytest.raises(JournalError) as info:
+            journal.append("device", {"n": 2}, ts=T0)
+        assert str(info.value) == f"journal {path}: cannot begin a transaction: not authorized"
+        assert (info.value.path, journal.last_seq, journal.in_batch) == (path, 1, False)
+
+
 def test_mark_published_inside_a_batch_commits_with_the_batch(tmp_path: Path) -> None:
     # How the MQTT link marks a chunk's PUBACKs together with what it journals meanwhile.
     path = tmp_path / "t1.db"
