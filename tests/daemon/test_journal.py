@@ -852,6 +852,10 @@ def test_after_replace_file_the_journal_goes_on_in_the_new_file(tmp_path: Path) 
         other_hash = journal.last_hash
     with Journal.open(live) as journal:
         journal.append_publish("state", {"n": 0}, retained=False, ts=T0)
+        with journal.batch(), pytest.raises(JournalValueError) as info:
+            journal.replace_file(lambda: os.replace(other, live))
+        assert str(info.value) == "cannot replace the file inside a batch"
+        assert (info.value.path, other.exists()) == (live, True)  # nothing was replaced
         journal.replace_file(lambda: os.replace(other, live))
         assert (journal.last_seq, journal.last_hash) == (4, other_hash)
         message = journal.append_publish("state", {"n": 4}, retained=False, ts=T0)
