@@ -115,6 +115,28 @@ def test_records_after_and_by_kind(journal: Journal) -> None:
     outcomes = list(journal.records(kind="outcome"))
     assert [r.record["i"] for r in outcomes] == list(range(0, 600, 3))
     assert list(journal.records(600)) == []
+    # Read in pages of 256: every record once, in order, also past a page's end.
+    assert [r.seq for r in journal.records()] == list(range(1, 601))
+    devices = [r.record["i"] for r in journal.records(kind="device")]
+    assert devices == [i for i in range(600) if i % 3]
+
+
+def test_first_seq_is_the_lowest_held_by_a_record_or_a_carried_message(tmp_path: Path) -> None:
+    with Journal.open(tmp_path / "a.db") as journal:
+        assert journal.first_seq() is None
+        journal.append("device", {"n": 1}, ts=T0)
+        assert journal.first_seq() == 1
+        pending = journal.append_publish("state", {"n": 2}, retained=False, ts=T0)
+        journal.append("device", {"n": 3}, ts=T0)
+        with Journal.open(tmp_path / "b.db") as nxt:
+            nxt.start_chain(journal.last_seq, journal.last_hash)
+            assert nxt.first_seq() is None  # continued, but holding nothing yet
+            nxt.copy_outbox(journal)
+            # The message still pending came over: the lowest seq is its, below any record.
+            assert nxt.first_seq() == pending.seq == 2
+            nxt.append("device", {"n": 4}, ts=T0)
+            assert nxt.first_seq() == 2
+            assert [r.seq for r in nxt.records()] == [4]
 
 
 def test_append_publish_adds_seq_and_ts_and_queues(journal: Journal) -> None:
@@ -361,6 +383,17 @@ def test_a_commit_sqlite_refuses_is_an_error_and_stores_nothing(tmp_path: Path) 
         assert journal.append("device", {"n": 3}, ts=T0) == 2  # the seq is given out again
     with Journal.open(path, readonly=True) as reader:
         assert [r.record for r in reader.records()] == [{"n": 1}, {"n": 3}]
+
+
+def test_a_transaction_sqlite_will_not_begin_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "t1.db"
+    with Journal.open(path) as journal:
+        journal.append("device", {"n": 1}, ts=T0)
+        refuse(journal, "BEGIN")
+        with pytest.raises(JournalError) as info:
+            journal.append("device", {"n": 2}, ts=T0)
+        assert str(info.value) == f"journal {path}: cannot begin a transaction: not authorized"
+        assert (info.value.path, journal.last_seq, journal.in_batch) == (path, 1, False)
 
 
 def test_mark_published_inside_a_batch_commits_with_the_batch(tmp_path: Path) -> None:
@@ -742,6 +775,11 @@ def test_a_message_payload_is_compact_utf8_json(journal: Journal) -> None:
             "body must not hold seq, ts: the journal adds them",
         ),
         (
+            # prev_seq too: the journal's own would silently replace the caller's.
+            lambda j: j.append_publish("state", {"prev_seq": 1}, retained=True, ts=T0),
+            "body must not hold prev_seq: the journal adds them",
+        ),
+        (
             lambda j: j.append_publish("craps/", {}, retained=True, ts=T0),
             "bad topic 'craps/': expected levels such as 'craps/board'",
         ),
@@ -801,6 +839,48 @@ def test_raw_records_and_pending_read_in_pages(journal: Journal) -> None:
     assert [r.seq for r in journal.raw_records()] == list(range(1, 601))
     assert [r.seq for r in journal.raw_records(590)] == list(range(591, 601))
     assert [m.seq for m in journal.pending()] == list(range(1, 101))  # 100 by default
+
+
+def test_after_replace_file_the_journal_goes_on_in_the_new_file(tmp_path: Path) -> None:
+    # The same object goes on in the file put in its place (a rotation): the next seq,
+    # the chain and the message before the next one (prev_seq) are the new file's.
+    live, other = tmp_path / "t1.db", tmp_path / "other.db"
+    with Journal.open(other) as journal:
+        for n in range(3):
+            journal.append_publish("state", {"n": n}, retained=False, ts=T0)
+        journal.append("device", {"n": 3}, ts=T0)
+        other_hash = journal.last_hash
+    with Journal.open(live) as journal:
+        journal.append_publish("state", {"n": 0}, retained=False, ts=T0)
+        with journal.batch(), pytest.raises(JournalValueError) as info:
+            journal.replace_file(lambda: os.replace(other, live))
+        assert str(info.value) == "cannot replace the file inside a batch"
+        assert (info.value.path, other.exists()) == (live, True)  # nothing was replaced
+        journal.replace_file(lambda: os.replace(other, live))
+        assert (journal.last_seq, journal.last_hash) == (4, other_hash)
+        message = journal.append_publish("state", {"n": 4}, retained=False, ts=T0)
+        assert (message.seq, json.loads(message.payload)["prev_seq"]) == (5, 3)
+        assert [m.seq for m in journal.pending()] == [1, 2, 3, 5]
+
+
+def test_pending_count_is_the_depth_of_the_outbox(journal: Journal) -> None:
+    assert journal.pending_count() == 0
+    sent = journal.append_publish("state", {"n": 1}, retained=True, ts=T0)
+    refused = journal.append_publish("craps/roll", {"n": 2}, retained=False, ts=T0)
+    journal.append_publish("craps/roll", {"n": 3}, retained=False, ts=T0)
+    journal.append("device", {"n": 4}, ts=T0)  # a record, not a message
+    assert journal.pending_count() == 3
+    journal.mark_published(sent.seq)
+    journal.set_aside(refused.seq, "too large")
+    assert journal.pending_count() == 1
+
+    def no_outbox(action: int, table: str | None, *_: object) -> int:
+        denied = action == sqlite3.SQLITE_READ and table == "outbox"
+        return sqlite3.SQLITE_DENY if denied else sqlite3.SQLITE_OK
+
+    journal._store.conn.set_authorizer(no_outbox)  # SQLite's own refusal, as of a bad disk
+    with pytest.raises(JournalError, match=r"^cannot count the outbox: .*prohibited"):
+        journal.pending_count()
 
 
 def test_published_and_snapshot_records_read_back(journal: Journal) -> None:
