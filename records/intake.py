@@ -417,6 +417,7 @@ class Intake:
         what was new, feed it to the watches and queue the alarms that changed (blocking
         callers: the writer's thread)."""
         self.batches += 1
+        stored = 0
         newest: dict[str, str] = {}
         self._remember(batch.items)
         later: dict[str, tuple[set[str], str]] = {}  # backfilled: evaluated once a batch
@@ -433,7 +434,7 @@ class Intake:
                 continue
             if not isinstance(item, Stored) or result is not True:
                 continue
-            self.stored += 1
+            stored += 1
             newest[item.table] = item.ts
             if item.topic in WATCHED:
                 families = self._watch(item.table).feed(item.body)
@@ -446,6 +447,9 @@ class Intake:
         if newest:
             when = self.wall().timestamp()
             self.stored_ts = {**self.stored_ts, **{t: (ts, when) for t, ts in newest.items()}}
+        # Counted after the times: a scrape, which reads the count first, never sees a
+        # message counted whose time is not yet there.
+        self.stored += stored
         for table, (kinds, latest) in later.items():
             self._integrity(table, self._watch(table).evaluate(latest, sorted(kinds)))
         for item in batch.items:
