@@ -131,12 +131,9 @@ class Messages:
 
     def pending_count(self) -> int:
         """How many messages are not yet published."""
-        try:
-            row = self._store.conn.execute(
-                "SELECT count(*) FROM outbox WHERE published = 0"
-            ).fetchone()
-        except sqlite3.Error as exc:
-            raise JournalError(f"cannot count the outbox: {exc}") from exc
+        row = self._store.execute(
+            "SELECT count(*) FROM outbox WHERE published = 0", "count the outbox"
+        ).fetchone()
         return int(row[0])
 
     def unmarked(self, seqs: tuple[int, ...]) -> Unmarked:

@@ -879,8 +879,12 @@ def test_pending_count_is_the_depth_of_the_outbox(journal: Journal) -> None:
         return sqlite3.SQLITE_DENY if denied else sqlite3.SQLITE_OK
 
     journal._store.conn.set_authorizer(no_outbox)  # SQLite's own refusal, as of a bad disk
-    with pytest.raises(JournalError, match=r"^cannot count the outbox: .*prohibited"):
+    with pytest.raises(JournalError, match=r"^journal .+: cannot count the outbox: .*prohibited"):
         journal.pending_count()
+    with pytest.raises(JournalError) as raised:
+        journal.pending_count()
+    assert raised.value.path == journal.path  # which journal, for the alarm and the log
+    assert str(journal.path) in str(raised.value)
 
 
 def test_published_and_snapshot_records_read_back(journal: Journal) -> None:
