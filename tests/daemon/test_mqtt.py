@@ -553,7 +553,7 @@ async def test_a_refused_mark_holds_back_neither_offline_nor_newer_messages(
     # Issue 20: the drain slept the whole backoff (5 s) after a refused mark, so the
     # offline notice waited, and the messages delivered were sent again after. Now the
     # link says so at once (on_journal_error), availability and a message queued after
-    # go out within a second, and nothing goes out twice.
+    # go out well before the backoff's end, and nothing goes out twice.
     outbox = FullDiskOutbox()
     outbox.add("ev/1", {"i": 1})
     said: list[float] = []
@@ -576,7 +576,8 @@ async def test_a_refused_mark_holds_back_neither_offline_nor_newer_messages(
         link.notify()
         await eventually(lambda: rec.on("availability")[-1:] == [b"offline"], "offline")
         await eventually(lambda: rec.seqs() == [1, 2], "the newer message")
-        assert loop.time() - refused_at < 1.0
+        # Before the backoff's 5 s (what the old drain slept), with room for a loaded machine.
+        assert loop.time() - refused_at < 4.0
         outbox.space = True
         link.notify()
         await eventually(lambda: outbox.marked == [1, 2], "marked once the journal writes")
