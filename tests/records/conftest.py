@@ -52,12 +52,24 @@ class StoreDb:
 @pytest.fixture
 def store_db(postgres: Postgres) -> Iterator[StoreDb]:
     """A provisioned, migrated store database; dropped after the test."""
+    yield from _database(postgres, migrated=True)
+
+
+@pytest.fixture
+def bare_store_db(postgres: Postgres) -> Iterator[StoreDb]:
+    """A provisioned store database no migration has touched, as an administrator hands
+    it over (docs/floor/records.md); dropped after the test."""
+    yield from _database(postgres, migrated=False)
+
+
+def _database(postgres: Postgres, *, migrated: bool) -> Iterator[StoreDb]:
     suffix = secrets.token_hex(6)
     db = StoreDb(postgres, f"records_{suffix}", f"records_{suffix}", secrets.token_urlsafe(18))
     with psycopg.connect(postgres.admin_dsn(), autocommit=True) as admin:
         provision(admin, database=db.database, role=db.role, password=db.password)
-    with psycopg.connect(db.dsn, autocommit=True) as conn:
-        migrate(conn)
+    if migrated:
+        with psycopg.connect(db.dsn, autocommit=True) as conn:
+            migrate(conn)
     yield db
     with psycopg.connect(postgres.admin_dsn(), autocommit=True) as admin:
         admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(db.database)))

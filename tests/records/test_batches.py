@@ -133,11 +133,10 @@ async def test_a_database_restart_mid_run_loses_nothing(
                 def in_hand() -> bool:
                     # The writer retries its batch, the rest waits behind it, unacknowledged:
                     # 20 at most, Mosquitto's window of unacknowledged messages (its
-                    # max_inflight_messages); the other 10 wait on the broker.
-                    return any(
-                        e["event"] == "store unreachable" and e["batch"] + e["behind"] >= 20
-                        for e in list(logs)
-                    )
+                    # max_inflight_messages); the other 10 wait on the broker. Three tries
+                    # at least, for their backoff (below).
+                    said = [e for e in list(logs) if e["event"] == "store unreachable"]
+                    return len(said) >= 3 and any(e["batch"] + e["behind"] >= 20 for e in said)
 
                 await until(lambda: _async(in_hand()), "the service holds what came meanwhile")
                 pg.start()
@@ -158,6 +157,17 @@ async def test_a_database_restart_mid_run_loses_nothing(
     rows = stored(store_db)
     assert len(rows) == len(set(rows)) == len(expected)
     assert len(expected) > 180
+    # Each try said, its wait as STORE_BACKOFF's docstring: 0.2-0.4 s, doubling, capped at 5 s
+    # (the same batch all along: the others wait behind it).
+    said = [e for e in logs if e["event"] == "store unreachable"]
+    assert len(said) >= 3  # the first write and the tries while PostgreSQL was away
+    for n, e in enumerate(said):
+        step = min(5.0, 0.4 * 2**n)
+        assert step / 2 - 0.005 <= e["retry_in"] <= step + 0.005, (n, e["retry_in"])
+        assert e["log_level"] == "error"
+        assert e["batch"] == said[0]["batch"] >= 1
+        assert "\n" not in e["error"]  # psycopg's first line only
+    assert "the store cannot be reached" in said[0]["error"]
     with psycopg.connect(store_db.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM gap").fetchone() == (0,)
 
@@ -217,6 +227,55 @@ async def test_what_the_service_held_when_it_stopped_with_the_database_down_come
     assert len(rows) == len(set(rows))  # once each
     with psycopg.connect(store_db.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM gap").fetchone() == (0,)
+
+
+async def test_a_write_the_store_refuses_stops_the_service_with_nothing_acknowledged(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    # Not a lost connection but a refusal (here a constraint an administrator added): the
+    # service stops with the store's error (systemd restarts it and the unit's journal
+    # says why), saying what it did; the refused message was never acknowledged, so the
+    # broker sends it again to the service started once the store accepts it.
+    settings = settings_for(store_db, mosquitto_private.port, tick=0.05, settle=0.2)
+    table = FakeTable(mosquitto_private, "t1")
+    stop = asyncio.Event()
+    with structlog.testing.capture_logs() as logs:
+        service = asyncio.create_task(run(settings, stop))
+        try:
+            async with table.client() as client:
+
+                async def subscribed() -> bool:
+                    await table.publish(client, "craps/roll", craps_roll("t1", 0, 1, 1, 2))
+                    return bool(stored(store_db))
+
+                await until(subscribed, "the service stores what it receives")
+                with store_db.admin() as admin:
+                    admin.execute(
+                        "ALTER TABLE records.craps_roll ADD CONSTRAINT no_six CHECK (die1 < 6)"
+                    )
+                six = await table.publish(client, "craps/roll", craps_roll("t1", 0, 2, 6, 1))
+                with pytest.raises(StoreError, match="refused a batch") as caught:
+                    await asyncio.wait_for(service, DEADLINE)  # stopped by itself
+        finally:
+            stop.set()
+            if not service.done():
+                await asyncio.wait_for(service, DEADLINE)
+    assert not isinstance(caught.value, StoreUnreachable)
+    assert "no_six" in str(caught.value)
+    done = [e for e in logs if e["event"] == "records stopped"]
+    assert len(done) == 1
+    assert done[0]["log_level"] == "info"
+    assert done[0]["stored"] == len(stored(store_db)) >= 1  # the status, as it stood
+    assert ("t1", six) not in stored(store_db)
+    with store_db.admin() as admin:
+        admin.execute("ALTER TABLE records.craps_roll DROP CONSTRAINT no_six")
+    stop = asyncio.Event()
+    service = asyncio.create_task(run(settings, stop))
+    try:
+        await until(lambda: _async(("t1", six) in stored(store_db)), "the six sent again")
+    finally:
+        stop.set()
+        await asyncio.wait_for(service, DEADLINE)
 
 
 async def _async(value: bool) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 import aiomqtt
 import pytest
+import structlog
 from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.broker import Broker, free_port
@@ -133,6 +134,32 @@ async def test_stored_refused_lag_and_gaps_are_served(
             pass
         else:
             raise AssertionError("the metrics listener outlived the service")
+
+
+async def test_where_the_metrics_are_served_is_said_once(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    port = free_port()
+    settings = settings_for(
+        store_db, mosquitto_private.port, metrics=metrics_settings(f"127.0.0.1:{port}")
+    )
+    stop = asyncio.Event()
+    with structlog.testing.capture_logs() as logs:
+        service = asyncio.create_task(run(settings, stop))
+        try:
+            async with asyncio.timeout(DEADLINE):
+                while True:
+                    try:
+                        names, _ = await _scrape(port)
+                        break
+                    except aiohttp.ClientConnectionError:
+                        await asyncio.sleep(0.05)  # not listening yet: the service starts
+            assert names == FAMILIES
+        finally:
+            stop.set()
+            await asyncio.wait_for(service, DEADLINE)
+    said = [e for e in logs if e["event"] == "metrics served"]
+    assert said == [{"event": "metrics served", "listen": f"127.0.0.1:{port}", "log_level": "info"}]
 
 
 def test_the_options_refuse_a_listener_beyond_loopback_without_its_scrapers() -> None:

@@ -19,15 +19,19 @@ from typing import Any
 
 import aiomqtt
 import psycopg
+import structlog
 
 from contract.floor import IntegrityBody
 from deploy.broker import Broker, free_port
+from records.migrate import applied
 from records.observe import GamingDay
 from records.service import run
 from tests.helpers.pki import make_pki
 from tests.helpers.records_service import DEADLINE, FakeTable, settings_for, until
 from tests.records.conftest import StoreDb
 from tests.records.messages import cover_all_result, craps_roll
+
+MIGRATIONS = Path(__file__).resolve().parents[2] / "records" / "migrations"
 
 
 async def wait_stored_roll(table: aiomqtt.Client, store_db: StoreDb, what: str) -> None:
@@ -220,3 +224,34 @@ async def test_a_dead_first_node_is_passed_for_the_next(
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
+
+
+async def test_the_first_start_applies_the_migrations_and_says_which(
+    mosquitto_private: Broker, bare_store_db: StoreDb
+) -> None:
+    # The database as an administrator hands it over: the service's first start makes the
+    # schema and says which migrations it applied; the next start has none to apply and
+    # says nothing of them.
+    numbers = sorted(int(f.name[:4]) for f in MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    assert len(numbers) >= 3
+    settings = settings_for(bare_store_db, mosquitto_private.port)
+    said = []
+    for _ in range(2):
+        stop = asyncio.Event()
+        with structlog.testing.capture_logs() as logs:
+            service = asyncio.create_task(run(settings, stop))
+            try:
+                await until(
+                    lambda: _async(any(e["event"] == "subscribed" for e in logs)), "subscribed"
+                )
+            finally:
+                stop.set()
+                await asyncio.wait_for(service, DEADLINE)
+        said.append([e for e in logs if e["event"] == "migrations applied"])
+    assert said == [[{"event": "migrations applied", "numbers": numbers, "log_level": "info"}], []]
+    with psycopg.connect(bare_store_db.dsn, autocommit=True) as conn:
+        assert applied(conn) == numbers
+
+
+async def _async(value: bool) -> bool:
+    return value
