@@ -93,12 +93,12 @@ async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
 
 def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:
     """The service's settings on the test's database (``port``: its broker)."""
-    return Settings(
-        mqtt_host="127.0.0.1",
-        mqtt_port=port,
-        mqtt_user=None,
-        mqtt_password=None,
-        prefixes=("lammer",),
-        dsn=store_db.dsn,
-        **extra,
-    )
+    base: dict[str, Any] = {
+        "mqtt_host": "127.0.0.1",
+        "mqtt_port": port,
+        "mqtt_user": None,
+        "mqtt_password": None,
+        "prefixes": ("lammer",),
+        "dsn": store_db.dsn,
+    }
+    return Settings(**{**base, **extra})

@@ -14,15 +14,19 @@ import json
 import os
 import pwd
 import ssl
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
 import psycopg
+import pytest
 import structlog
 
 from contract.floor import IntegrityBody
+from contract.session import FLOOR_KEEPALIVE
 from deploy.broker import Broker, free_port
+from records.intake import CLIENT_ID
 from records.migrate import applied
 from records.observe import GamingDay
 from records.service import run
@@ -251,6 +255,64 @@ async def test_the_first_start_applies_the_migrations_and_says_which(
     assert said == [[{"event": "migrations applied", "numbers": numbers, "log_level": "info"}], []]
     with psycopg.connect(bare_store_db.dsn, autocommit=True) as conn:
         assert applied(conn) == numbers
+
+
+@pytest.fixture
+def passwd(tmp_path: Path) -> Path:
+    """A password file of the users ``records`` and ``t9``, by Debian's mosquitto_passwd."""
+    path = tmp_path / "passwd"
+    for user, password in (("records", "records-secret"), ("t9", "table-secret")):
+        create = ["-c"] if user == "records" else []
+        subprocess.run(["mosquitto_passwd", "-b", *create, str(path), user, password], check=True)
+    path.chmod(0o600)
+    return path
+
+
+async def test_it_logs_in_on_a_persistent_session_at_the_floors_keepalive(
+    tmp_path: Path, passwd: Path, store_db: StoreDb
+) -> None:
+    # A floor broker allows no anonymous client: the service logs in as its user, on a
+    # persistent session (what comes while it restarts waits), with the floor's keepalive,
+    # and subscribes at QoS 1. Mosquitto's own log says what it saw.
+    port = free_port()
+    (tmp_path / "run").mkdir()
+    broker = Broker(tmp_path / "run", port=port, config_file=tmp_path / "mosquitto.conf")
+    broker.conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {passwd}\n"
+        f"persistence false\nuser {pwd.getpwuid(os.geteuid()).pw_name}\n"
+        "log_dest stderr\nlog_type notice\nlog_type subscribe\nconnection_messages true\n"
+    )
+    broker.start()
+    settings = settings_for(
+        store_db, port, mqtt_user="records", mqtt_password="records-secret", prefixes=("floor",)
+    )
+    stop = asyncio.Event()
+    with structlog.testing.capture_logs() as logs:
+        service = asyncio.create_task(run(settings, stop))
+        try:
+            async with aiomqtt.Client(
+                "127.0.0.1", port, username="t9", password="table-secret"
+            ) as table:
+
+                async def stored() -> bool:
+                    body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
+                    await table.publish("floor/t9/craps/roll", body, qos=1)
+                    with psycopg.connect(store_db.dsn) as conn:
+                        return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
+
+                await until(stored, "a roll stored through a broker that wants a login")
+        finally:
+            stop.set()
+            await asyncio.wait_for(service, DEADLINE)
+            broker.stop()
+    said = [e for e in logs if e["event"] == "subscribed"]
+    assert said == [
+        {"event": "subscribed", "prefixes": ["floor"], "broker": f"127.0.0.1:{port}",
+         "log_level": "info"}
+    ]  # fmt: skip
+    seen = broker.log.read_text()
+    assert f"as {CLIENT_ID} (p2, c0, k{FLOOR_KEEPALIVE}, u'records')" in seen, seen
+    assert f"{CLIENT_ID} 1 floor/+/#" in seen, seen
 
 
 async def _async(value: bool) -> bool:
