@@ -219,15 +219,28 @@ async def test_a_dead_first_node_is_passed_for_the_next(
     # On the floor the service is given every node; the first is down (nothing listens on
     # its port): it goes on to the next at once and stores what the tables publish there.
     live = ("127.0.0.1", mosquitto_private.port)
-    settings = settings_for(store_db, free_port(), other_nodes=(live,))
+    dead = free_port()
+    settings = settings_for(store_db, dead, other_nodes=(live,))
     stop = asyncio.Event()
-    service = asyncio.create_task(run(settings, stop))
-    try:
-        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
-            await wait_stored_roll(table, store_db, "a roll stored through the second node")
-    finally:
-        stop.set()
-        await asyncio.wait_for(service, DEADLINE)
+    with structlog.testing.capture_logs() as logs:
+        service = asyncio.create_task(run(settings, stop))
+        try:
+            async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
+                await wait_stored_roll(table, store_db, "a roll stored through the second node")
+        finally:
+            stop.set()
+            await asyncio.wait_for(service, DEADLINE)
+    # Each said: the node that failed, why, and the next tried at once; then the one that
+    # answered.
+    said = [e for e in logs if e["event"] in ("broker unreachable", "subscribed")]
+    assert [(e["event"], e["broker"]) for e in said] == [
+        ("broker unreachable", f"127.0.0.1:{dead}"),
+        ("subscribed", f"127.0.0.1:{mosquitto_private.port}"),
+    ]
+    failed = said[0]
+    assert failed["log_level"] == "warning"
+    assert "refused" in failed["error"].lower()
+    assert 0 < failed["retry_in"] < 0.25  # the next node at once, not a round's 0.25-0.5 s
 
 
 async def test_the_first_start_applies_the_migrations_and_says_which(
