@@ -68,7 +68,6 @@ import structlog
 
 from contract.feed import Resend
 from contract.floor import integrity_topic
-from contract.follow import resent_mark
 from contract.nodes import Nodes
 from contract.session import FLOOR_KEEPALIVE, observe_disconnect
 from contract.tasks import cancel_and_wait
@@ -329,12 +328,14 @@ async def _session(records: Records, client: aiomqtt.Client, stop: asyncio.Event
         async for message in client.messages:
             payload = message.payload
             data = payload if isinstance(payload, bytes) else str(payload).encode()
+            # MQTT 3.1.1 (a floor's nats-server speaks no other): a resent copy's MQTT 5
+            # mark never comes here, and the feed expects that (contract.feed, "The end
+            # of a stream": the answer released after the copy ends the quiet period).
             asks = records.handle(
                 message.topic.value,
                 data,
                 time.monotonic(),
                 retained=bool(message.retain),
-                resent=resent_mark(message),
                 ack=connection.acker(message.mid, message.qos),
             )
             await send(asks)

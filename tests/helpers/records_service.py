@@ -33,6 +33,8 @@ class FakeTable:
         self.last: int | None = None  # the seq of the last message published
         self.journal_from = 1  # the first seq its journal still holds
         self.published: dict[int, tuple[str, dict[str, Any]]] = {}
+        self.asked: list[tuple[str, int, dict[str, Any]]] = []
+        """The resend asks served: (topic, QoS as delivered, body)."""
 
     def client(self) -> aiomqtt.Client:
         return aiomqtt.Client("127.0.0.1", self.broker.port, identifier=f"lammer-{self.table}")
@@ -51,17 +53,27 @@ class FakeTable:
         return stamped
 
     async def publish(
-        self, client: aiomqtt.Client, topic: str, body: dict[str, Any], *, lost: bool = False
+        self,
+        client: aiomqtt.Client,
+        topic: str,
+        body: dict[str, Any],
+        *,
+        lost: bool = False,
+        retain: bool = False,
     ) -> int:
         stamped = self.stamp(topic, body)
         if not lost:  # a message lost between the table and the floor
-            await client.publish(f"{self.base}/{topic}", json.dumps(stamped).encode(), qos=1)
+            payload = json.dumps(stamped).encode()
+            await client.publish(f"{self.base}/{topic}", payload, qos=1, retain=retain)
         return int(stamped["seq"])
 
     async def serve_resends(self, client: aiomqtt.Client) -> None:
-        await client.subscribe(f"{self.base}/request/resend", qos=1)
+        # Asked at any level (``request/resend`` and a user's ``request/resend/<user>``,
+        # mqtt-api.md 1.4), at QoS 2: each ask comes at the level it was published at.
+        await client.subscribe(f"{self.base}/request/resend/#", qos=2)
         async for message in client.messages:
             ask = json.loads(message.payload if isinstance(message.payload, bytes) else b"{}")
+            self.asked.append((message.topic.value, message.qos, ask))
             first, last = ask["from_seq"], ask["to_seq"]
             sent = 0
             for seq in sorted(self.published):

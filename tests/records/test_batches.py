@@ -164,6 +164,7 @@ async def test_a_database_restart_mid_run_loses_nothing(
     for n, e in enumerate(said):
         step = min(5.0, 0.4 * 2**n)
         assert step / 2 - 0.005 <= e["retry_in"] <= step + 0.005, (n, e["retry_in"])
+        assert e["retry_in"] == round(e["retry_in"], 2)  # said to the hundredth
         assert e["log_level"] == "error"
         assert e["batch"] == said[0]["batch"] >= 1
         assert "\n" not in e["error"]  # psycopg's first line only

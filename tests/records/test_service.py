@@ -61,6 +61,7 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
         resend_wait=0.3,
         resend_timeout=2.0,
         tick=0.05,
+        mqtt_user="records",  # (the test's broker lets anyone in: the name is the level)
     )
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
@@ -118,6 +119,13 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
         assert rolls == sorted(rolls)
         assert {kept, resent} <= set(rolls)
         assert gone not in rolls
+        # Asked at the records' own level (mqtt-api.md 1.4: its budget, not the screens'),
+        # at QoS 1, as the operator records.
+        assert table.asked
+        assert {(topic, qos) for topic, qos, _ in table.asked} == {
+            ("lammer/t1/request/resend/records", 1)
+        }
+        assert {ask["operator"] for _, _, ask in table.asked} == {"records"}
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
@@ -166,6 +174,15 @@ async def test_a_table_dealing_too_many_royal_flushes_raises_its_integrity_alarm
                             break
         assert alarm is not None
         assert (alarm["bet"], alarm["row"], alarm["side"]) == ("cover_all", "Royal Flush", "high")
+        # Retained, at QoS 1: a pit screen that opens later has it at once (subscribed at
+        # QoS 2, so what comes shows the level it was published at).
+        async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as late:
+            await late.subscribe("lammer-floor/integrity/lir-9", qos=2)
+            async with asyncio.timeout(DEADLINE):
+                kept = await anext(aiter(late.messages))
+        assert kept.retain
+        assert kept.qos == 1
+        assert json.loads(kept.payload)["alarms"]
         assert alarm["observed"] >= 2  # raised as soon as the count is beyond chance
         assert alarm["message"].startswith("cover_all, Royal Flush: ")
         # A restart rebuilds the watch from the store and publishes the alarm again.
@@ -295,11 +312,11 @@ async def test_it_logs_in_on_a_persistent_session_at_the_floors_keepalive(
         f"persistence false\nuser {pwd.getpwuid(os.geteuid()).pw_name}\n"
         "log_dest stderr\nlog_type notice\nlog_type subscribe\nconnection_messages true\n"
     )
-    broker.start()
     settings = settings_for(
         store_db, port, mqtt_user="records", mqtt_password="records-secret", prefixes=("floor",)
     )
     stop = asyncio.Event()
+    broker.start()
     with structlog.testing.capture_logs() as logs:
         service = asyncio.create_task(run(settings, stop))
         try:
@@ -316,8 +333,10 @@ async def test_it_logs_in_on_a_persistent_session_at_the_floors_keepalive(
                 await until(stored, "a roll stored through a broker that wants a login")
         finally:
             stop.set()
-            await asyncio.wait_for(service, DEADLINE)
-            broker.stop()
+            try:
+                await asyncio.wait_for(service, DEADLINE)
+            finally:
+                broker.stop()
     said = [e for e in logs if e["event"] == "subscribed"]
     assert said == [
         {"event": "subscribed", "prefixes": ["floor"], "broker": f"127.0.0.1:{port}",
@@ -326,6 +345,52 @@ async def test_it_logs_in_on_a_persistent_session_at_the_floors_keepalive(
     seen = broker.log.read_text()
     assert f"as {CLIENT_ID} (p2, c0, k{FLOOR_KEEPALIVE}, u'records')" in seen, seen
     assert f"{CLIENT_ID} 1 floor/+/#" in seen, seen
+
+
+async def test_a_broker_that_goes_away_is_said_and_reconnected_to_after_a_backoff(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    # The connection lost mid-session is said as such (not as the refusal of the next
+    # try), each try waits BROKER_BACKOFF's jittered step (0.25-0.5 s, doubling), and the
+    # broker back on its port is subscribed to again: what the table publishes is stored.
+    settings = settings_for(store_db, mosquitto_private.port)
+    where = f"127.0.0.1:{mosquitto_private.port}"
+    stop = asyncio.Event()
+
+    def said(event: str) -> list[dict[str, Any]]:
+        return [e for e in list(logs) if e["event"] == event]
+
+    with structlog.testing.capture_logs() as logs:
+        service = asyncio.create_task(run(settings, stop))
+        try:
+            async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
+                await wait_stored_roll(table, store_db, "a roll stored")
+            mosquitto_private.stop()
+            await until(lambda: _async(len(said("broker unreachable")) >= 3), "three tries")
+            mosquitto_private.start()
+            await until(lambda: _async(len(said("subscribed")) == 2), "subscribed again")
+            async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
+                body = json.dumps(craps_roll("t9", 2, 2, 4, 5)).encode()
+                await table.publish("lammer/t9/craps/roll", body, qos=1)
+
+                async def second() -> bool:
+                    with psycopg.connect(store_db.dsn) as conn:
+                        row = conn.execute("SELECT count(*) FROM craps_roll").fetchone()
+                    return row == (2,)
+
+                await until(second, "a roll stored after the broker came back")
+        finally:
+            stop.set()
+            await asyncio.wait_for(service, DEADLINE)
+    tries = said("broker unreachable")
+    assert "disconnected" in tries[0]["error"].lower(), tries[0]
+    assert "refused" in tries[1]["error"].lower(), tries[1]
+    for n, e in enumerate(tries):
+        assert e["broker"] == where
+        assert e["log_level"] == "warning"
+        step = min(5.0, 0.5 * 2**n)
+        assert step / 2 - 0.005 <= e["retry_in"] <= step + 0.005, (n, e["retry_in"])
+        assert e["retry_in"] == round(e["retry_in"], 2)  # said to the hundredth
 
 
 async def _async(value: bool) -> bool:
