@@ -15,6 +15,7 @@ import os
 import pwd
 import ssl
 import subprocess
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -357,7 +358,7 @@ async def test_a_broker_that_goes_away_is_said_and_reconnected_to_after_a_backof
     where = f"127.0.0.1:{mosquitto_private.port}"
     stop = asyncio.Event()
 
-    def said(event: str) -> list[dict[str, Any]]:
+    def said(event: str) -> list[MutableMapping[str, Any]]:
         return [e for e in list(logs) if e["event"] == event]
 
     with structlog.testing.capture_logs() as logs:
