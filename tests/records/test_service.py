@@ -394,5 +394,44 @@ async def test_a_broker_that_goes_away_is_said_and_reconnected_to_after_a_backof
         assert e["retry_in"] == round(e["retry_in"], 2)  # said to the hundredth
 
 
+async def test_a_table_first_known_by_its_retained_state_is_caught_up_then_backfilled(
+    mosquitto_private: Broker, store_db: StoreDb
+) -> None:
+    # Before records starts, the table published three rolls nobody stored, then its state
+    # (retained). The broker hands that state over at subscription: a state from the
+    # broker's store is not where the table's stream is, so it starts no backfill; the
+    # feed's catch-up asks for the seq after it, and the table's answer, a live message,
+    # is where the backfill of what came before starts.
+    table = FakeTable(mosquitto_private, "t1")
+    settings = settings_for(store_db, mosquitto_private.port, tick=0.05)
+    stop = asyncio.Event()
+    async with table.client() as client:
+        responder = asyncio.create_task(table.serve_resends(client))
+        rolls = [
+            await table.publish(client, "craps/roll", craps_roll("t1", 0, n, 1, 2))
+            for n in (1, 2, 3)
+        ]
+        state = await table.publish(
+            client, "state", {"game": "CRAPS", "devices": {}, "alarms": []}, retain=True
+        )
+        service = asyncio.create_task(run(settings, stop))
+        try:
+
+            async def all_stored() -> bool:
+                with psycopg.connect(store_db.dsn) as conn:
+                    seqs = {r[0] for r in conn.execute("SELECT seq FROM message")}
+                return {*rolls, state} <= seqs
+
+            await until(all_stored, "the rolls from before and the state stored")
+        finally:
+            stop.set()
+            await asyncio.wait_for(service, DEADLINE)
+            responder.cancel()
+    # The catch-up, then the backfill up to the answer's prev_seq (the state).
+    asked = [(ask["request_id"].split("-")[0], ask["from_seq"], ask["to_seq"])
+             for _, _, ask in table.asked]  # fmt: skip
+    assert asked[:2] == [("feed", state + 1, state + 1), ("backfill", 1, state)]
+
+
 async def _async(value: bool) -> bool:
     return value
