@@ -88,11 +88,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     "daemon/intake.py": ("tests/daemon/test_intake.py",),  # test_mqtt.py: not in a scratch tree
     "records/integrity.py": ("tests/records/test_integrity.py", "tests/records/test_publish.py"),
     "records/intake.py": ("tests/records/test_intake.py", "tests/records/test_service_parts.py"),
-    "records/service.py": (
+    "records/service.py": (  # test_daemon_records.py: 41 s of real daemons, none needed
         "tests/records/test_service_parts.py",
         "tests/records/test_service.py",
         "tests/records/test_batches.py",
-        "tests/records/test_daemon_records.py",
+        "tests/records/test_metrics.py",
+        "tests/records/test_rewrite.py",
+        "tests/records/test_backfill_service.py",
+        "tests/records/test_alarm_once.py",
+        "tests/records/test_refused.py",
     ),
     "contract/feed.py": (
         "tests/contract/test_feed.py",
