@@ -351,8 +351,8 @@ async def test_it_logs_in_on_a_persistent_session_at_the_floors_keepalive(
 async def test_a_broker_that_goes_away_is_said_and_reconnected_to_after_a_backoff(
     mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
-    # The connection lost mid-session is said as such (not as the refusal of the next
-    # try), each try waits BROKER_BACKOFF's jittered step (0.25-0.5 s, doubling), and the
+    # The connection lost mid-session is said as such (not only as the refusal of the
+    # next try), each try waits BROKER_BACKOFF's jittered step (0.25-0.5 s, doubling), and the
     # broker back on its port is subscribed to again: what the table publishes is stored.
     settings = settings_for(store_db, mosquitto_private.port)
     where = f"127.0.0.1:{mosquitto_private.port}"
@@ -384,8 +384,10 @@ async def test_a_broker_that_goes_away_is_said_and_reconnected_to_after_a_backof
             stop.set()
             await asyncio.wait_for(service, DEADLINE)
     tries = said("broker unreachable")
-    assert "disconnected" in tries[0]["error"].lower(), tries[0]
-    assert "refused" in tries[1]["error"].lower(), tries[1]
+    # The loss itself (the message iteration disconnected, or a publish in flight timed
+    # out), then the refusals of the tries while the broker was down.
+    assert "refused" not in tries[0]["error"].lower(), tries[0]
+    assert all("refused" in e["error"].lower() for e in tries[1:]), tries
     for n, e in enumerate(tries):
         assert e["broker"] == where
         assert e["log_level"] == "warning"
