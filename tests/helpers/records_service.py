@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import aiomqtt
+import psycopg
 
 from deploy.broker import Broker
 from records.intake import Settings
 from tests.records.conftest import StoreDb
-from tests.records.messages import ts
+from tests.records.messages import craps_roll, ts
 
 DEADLINE = 20.0
 LAMMER = str(Path(sys.executable).parent / "lammer")
@@ -114,3 +115,17 @@ def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:
         "dsn": store_db.dsn,
     }
     return Settings(**{**base, **extra})
+
+
+async def publish_until_stored(table: FakeTable, client: aiomqtt.Client, store_db: StoreDb) -> None:
+    """Publish rolls of ``table`` until the service, which subscribes at some point after its
+    start (what comes before is not for it), has stored one."""
+
+    async def stored() -> bool:
+        await table.publish(client, "craps/roll", craps_roll(table.table, 0, 1, 1, 2))
+        with psycopg.connect(store_db.dsn) as conn:
+            query = "SELECT count(*) FROM message WHERE table_id = %s"
+            row = conn.execute(query, (table.table,)).fetchone()
+        return row is not None and row[0] > 0
+
+    await until(stored, "the service stores what it receives")

@@ -25,7 +25,13 @@ from records.messages import Message as Stored
 from records.messages import parse
 from records.service import Records, run
 from records.store import Missing, Store
-from tests.helpers.records_service import DEADLINE, FakeTable, settings_for, until
+from tests.helpers.records_service import (
+    DEADLINE,
+    FakeTable,
+    publish_until_stored,
+    settings_for,
+    until,
+)
 from tests.helpers.records_tables import roll, stored
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
@@ -109,12 +115,7 @@ async def test_a_database_restart_mid_run_loses_nothing(
         tables = [FakeTable(mosquitto_private, f"t{i}") for i in range(3)]
         try:
             async with tables[0].client() as client:
-
-                async def subscribed() -> bool:
-                    await tables[0].publish(client, "craps/roll", craps_roll("t0", 0, 1, 1, 2))
-                    return bool(stored(store_db))
-
-                await until(subscribed, "the service stores what it receives")
+                await publish_until_stored(tables[0], client, store_db)
                 first = min(seq for _, seq in stored(store_db))
 
                 async def publish(rounds: range) -> None:
@@ -186,12 +187,7 @@ async def test_what_the_service_held_when_it_stopped_with_the_database_down_come
         service = asyncio.create_task(run(settings, stop))
         try:
             async with table.client() as client:
-
-                async def subscribed() -> bool:
-                    await table.publish(client, "craps/roll", craps_roll("t1", 0, 1, 1, 2))
-                    return bool(stored(store_db))
-
-                await until(subscribed, "the service stores what it receives")
+                await publish_until_stored(table, client, store_db)
                 before = set(stored(store_db))
                 pg.stop(remove=False)  # in this thread (see above)
                 ten = [
@@ -265,12 +261,7 @@ async def test_a_write_the_store_refuses_stops_the_service_with_nothing_acknowle
         service = asyncio.create_task(run(settings, stop))
         try:
             async with table.client() as client:
-
-                async def subscribed() -> bool:
-                    await table.publish(client, "craps/roll", craps_roll("t1", 0, 1, 1, 2))
-                    return bool(stored(store_db))
-
-                await until(subscribed, "the service stores what it receives")
+                await publish_until_stored(table, client, store_db)
                 with store_db.admin() as admin:
                     admin.execute(
                         "ALTER TABLE records.craps_roll ADD CONSTRAINT no_six CHECK (die1 < 6)"

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from deploy.broker import Broker, free_port
 from metrics.settings import metrics_settings
+from records.intake import Settings
 from records.service import run
 from tests.helpers.records_service import DEADLINE, settings_for
 from tests.records.conftest import StoreDb
@@ -64,13 +65,16 @@ def _roll(seq: int, prev: int | None, age: float) -> bytes:
     return json.dumps(body).encode()
 
 
+def _served(store_db: StoreDb, broker: Broker) -> tuple[int, Settings]:
+    """A free loopback port and the service's settings that serve its metrics there."""
+    port = free_port()
+    return port, settings_for(store_db, broker.port, metrics=metrics_settings(f"127.0.0.1:{port}"))
+
+
 async def test_stored_refused_lag_and_gaps_are_served(
     mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
-    port = free_port()
-    settings = settings_for(
-        store_db, mosquitto_private.port, metrics=metrics_settings(f"127.0.0.1:{port}")
-    )
+    port, settings = _served(store_db, mosquitto_private)
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
     loop = asyncio.get_running_loop()
@@ -139,10 +143,7 @@ async def test_stored_refused_lag_and_gaps_are_served(
 async def test_where_the_metrics_are_served_is_said_once(
     mosquitto_private: Broker, store_db: StoreDb
 ) -> None:
-    port = free_port()
-    settings = settings_for(
-        store_db, mosquitto_private.port, metrics=metrics_settings(f"127.0.0.1:{port}")
-    )
+    port, settings = _served(store_db, mosquitto_private)
     stop = asyncio.Event()
     with structlog.testing.capture_logs() as logs:
         service = asyncio.create_task(run(settings, stop))
