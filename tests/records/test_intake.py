@@ -795,9 +795,13 @@ def test_the_tables_warned_of_are_bounded() -> None:
     intake = make()
     tables = WARNED_MAX + 500
     with capture_logs() as logs:
-        for i in range(tables):
+        for i in range(WARNED_MAX):
             intake.handle(f"lammer/t{i}/availability", b"maybe", 0.0)
-        intake.handle("lammer/t0/availability", b"maybe", 1.0)  # within its minute: not said
+        # Full, but a table already remembered keeps its own minute: not said again yet,
+        # nor said for it as one of the others.
+        intake.handle("lammer/t0/availability", b"maybe", 1.0)
+        for i in range(WARNED_MAX, tables):
+            intake.handle(f"lammer/t{i}/availability", b"maybe", 2.0)
     named = [e["table"] for e in logs]
     assert named == [f"t{i}" for i in range(WARNED_MAX)] + [MANY_TABLES]
     assert len(intake._warned) == WARNED_MAX + 1
@@ -806,6 +810,13 @@ def test_the_tables_warned_of_are_bounded() -> None:
         intake.handle(f"lammer/t{tables}/availability", b"maybe", WARN_EVERY)
     assert [e["table"] for e in logs] == [f"t{tables}"]
     assert len(intake._warned) <= WARNED_MAX + 1
+    with capture_logs() as logs:
+        # Full again within the minute of the line for the others (said at 2.0): the
+        # room made kept that line's time, so it is not said again before its minute.
+        for i in range(tables + 1, tables + WARNED_MAX + 1):
+            intake.handle(f"lammer/t{i}/availability", b"maybe", WARN_EVERY + 1.0)
+    assert MANY_TABLES not in [e["table"] for e in logs]
+    assert len(logs) == WARNED_MAX - 2  # the room there was: 1,024 less the two kept
 
 
 # -- a new connection: what it writes again ---------------------------------------------------
