@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -96,12 +97,18 @@ class FakeTable:
             await client.publish(f"{self.base}/response/resend", json.dumps(answer).encode(), qos=1)
 
 
-async def until(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Poll a condition (the store has no notification to wait on), bounded."""
+async def until(check: Callable[[], Awaitable[bool] | bool], what: str) -> None:
+    """Poll a condition (the store, or the lines logged so far: neither notifies), bounded;
+    ``check`` may be a coroutine function or a plain one."""
+
+    async def holds() -> bool:
+        result = check()
+        return await result if inspect.isawaitable(result) else result
+
     async with asyncio.timeout(DEADLINE):
-        while not await check():  # noqa: ASYNC110 - polling a database, not an event
+        while not await holds():  # noqa: ASYNC110 - polling a database, not an event
             await asyncio.sleep(0.05)
-    assert await check(), what
+    assert await holds(), what
 
 
 def settings_for(store_db: StoreDb, port: int = 1, **extra: Any) -> Settings:

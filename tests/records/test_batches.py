@@ -125,7 +125,7 @@ async def test_a_database_restart_mid_run_loses_nothing(
                         await asyncio.sleep(0.005)  # a floor's pace
 
                 publishing = asyncio.create_task(publish(range(2, 52)))
-                await until(lambda: _async(len(stored(store_db)) >= 60), "a first part stored")
+                await until(lambda: len(stored(store_db)) >= 60, "a first part stored")
                 # Stopped mid-run, in this thread: PostgreSQL dies with the thread that
                 # started it (deploy.children), and a worker thread of to_thread ends.
                 pg.stop(remove=False)
@@ -140,7 +140,7 @@ async def test_a_database_restart_mid_run_loses_nothing(
                     said = [e for e in list(logs) if e["event"] == "store unreachable"]
                     return len(said) >= 3 and any(e["batch"] + e["behind"] >= 20 for e in said)
 
-                await until(lambda: _async(in_hand()), "the service holds what came meanwhile")
+                await until(in_hand, "the service holds what came meanwhile")
                 pg.start()
                 # (what t0 published before the service subscribed went nowhere)
                 expected = {
@@ -149,7 +149,7 @@ async def test_a_database_restart_mid_run_loses_nothing(
                     for s in t.published
                     if t.table != "t0" or s >= first
                 }
-                await until(lambda: _async(set(stored(store_db)) >= expected), "everything stored")
+                await until(lambda: set(stored(store_db)) >= expected, "everything stored")
             assert not service.done()  # it reconnected, it did not stop
         finally:
             stop.set()
@@ -213,7 +213,7 @@ async def test_what_the_service_held_when_it_stopped_with_the_database_down_come
                         for e in list(logs)
                     )
 
-                await until(lambda: _async(all_in_hand()), "the service holds all ten")
+                await until(all_in_hand, "the service holds all ten")
                 stop.set()
                 await asyncio.wait_for(service, DEADLINE)
         finally:
@@ -237,7 +237,7 @@ async def test_what_the_service_held_when_it_stopped_with_the_database_down_come
     service = asyncio.create_task(run(settings, stop))
     try:
         expected = before | {("t1", s) for s in ten}
-        await until(lambda: _async(set(stored(store_db)) >= expected), "the ten stored")
+        await until(lambda: set(stored(store_db)) >= expected, "the ten stored")
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
@@ -285,11 +285,7 @@ async def test_a_write_the_store_refuses_stops_the_service_with_nothing_acknowle
     stop = asyncio.Event()
     service = asyncio.create_task(run(settings, stop))
     try:
-        await until(lambda: _async(("t1", six) in stored(store_db)), "the six sent again")
+        await until(lambda: ("t1", six) in stored(store_db), "the six sent again")
     finally:
         stop.set()
         await asyncio.wait_for(service, DEADLINE)
-
-
-async def _async(value: bool) -> bool:
-    return value

@@ -39,15 +39,17 @@ from tests.records.messages import cover_all_result, craps_roll
 MIGRATIONS = Path(__file__).resolve().parents[2] / "records" / "migrations"
 
 
-async def wait_stored_roll(table: aiomqtt.Client, store_db: StoreDb, what: str) -> None:
-    """Publish a roll of table t9 until the service has stored it (it subscribes at some
-    point after its start: what comes before is not for it)."""
+async def wait_stored_roll(
+    table: aiomqtt.Client, store_db: StoreDb, what: str, *, seq: int = 1, prefix: str = "lammer"
+) -> None:
+    """Publish roll ``seq`` of table t9 until the service has stored it, the ``seq``-th
+    (it subscribes at some point after its start: what comes before is not for it)."""
 
     async def stored() -> bool:
-        body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
-        await table.publish("lammer/t9/craps/roll", body, qos=1)
+        body = json.dumps(craps_roll("t9", seq, seq, 2, 3)).encode()
+        await table.publish(f"{prefix}/t9/craps/roll", body, qos=1)
         with psycopg.connect(store_db.dsn) as conn:
-            return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
+            return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (seq,)
 
     await until(stored, what)
 
@@ -276,9 +278,7 @@ async def test_the_first_start_applies_the_migrations_and_says_which(
         with structlog.testing.capture_logs() as logs:
             service = asyncio.create_task(run(settings, stop))
             try:
-                await until(
-                    lambda: _async(any(e["event"] == "subscribed" for e in logs)), "subscribed"
-                )
+                await until(lambda: any(e["event"] == "subscribed" for e in logs), "subscribed")
             finally:
                 stop.set()
                 await asyncio.wait_for(service, DEADLINE)
@@ -324,14 +324,10 @@ async def test_it_logs_in_on_a_persistent_session_at_the_floors_keepalive(
             async with aiomqtt.Client(
                 "127.0.0.1", port, username="t9", password="table-secret"
             ) as table:
-
-                async def stored() -> bool:
-                    body = json.dumps(craps_roll("t9", 1, 1, 2, 3)).encode()
-                    await table.publish("floor/t9/craps/roll", body, qos=1)
-                    with psycopg.connect(store_db.dsn) as conn:
-                        return conn.execute("SELECT count(*) FROM craps_roll").fetchone() == (1,)
-
-                await until(stored, "a roll stored through a broker that wants a login")
+                await wait_stored_roll(
+                    table, store_db, "a roll stored through a broker that wants a login",
+                    prefix="floor",
+                )  # fmt: skip
         finally:
             stop.set()
             try:
@@ -367,19 +363,13 @@ async def test_a_broker_that_goes_away_is_said_and_reconnected_to_after_a_backof
             async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
                 await wait_stored_roll(table, store_db, "a roll stored")
             mosquitto_private.stop()
-            await until(lambda: _async(len(said("broker unreachable")) >= 3), "three tries")
+            await until(lambda: len(said("broker unreachable")) >= 3, "three tries")
             mosquitto_private.start()
-            await until(lambda: _async(len(said("subscribed")) == 2), "subscribed again")
+            await until(lambda: len(said("subscribed")) == 2, "subscribed again")
             async with aiomqtt.Client("127.0.0.1", mosquitto_private.port) as table:
-                body = json.dumps(craps_roll("t9", 2, 2, 4, 5)).encode()
-                await table.publish("lammer/t9/craps/roll", body, qos=1)
-
-                async def second() -> bool:
-                    with psycopg.connect(store_db.dsn) as conn:
-                        row = conn.execute("SELECT count(*) FROM craps_roll").fetchone()
-                    return row == (2,)
-
-                await until(second, "a roll stored after the broker came back")
+                await wait_stored_roll(
+                    table, store_db, "a roll stored after the broker came back", seq=2
+                )
         finally:
             stop.set()
             await asyncio.wait_for(service, DEADLINE)
@@ -433,7 +423,3 @@ async def test_a_table_first_known_by_its_retained_state_is_caught_up_then_backf
     asked = [(ask["request_id"].split("-")[0], ask["from_seq"], ask["to_seq"])
              for _, _, ask in table.asked]  # fmt: skip
     assert asked[:2] == [("feed", state + 1, state + 1), ("backfill", 1, state)]
-
-
-async def _async(value: bool) -> bool:
-    return value
