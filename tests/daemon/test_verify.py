@@ -555,13 +555,54 @@ def test_the_command_exits_2_when_it_cannot_check(tmp_path: Path, journal: Copy)
     assert "a FILE (the journal's live segment) or --config is required" in result.stderr
 
 
+class Allowance:
+    """Batches of rolls the writer may play: granted before each verify, so the journal
+    grows by a bound per verify whatever the machine's load (a writer left free grows it
+    2.5 times per verify here, and a starved verify then reads ever more)."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.left = 0
+        self.closed = False
+
+    def grant(self, batches: int) -> None:
+        with self.cond:
+            self.left += batches
+            self.cond.notify_all()
+
+    def take(self) -> bool:
+        """Wait for a batch to play; False once closed."""
+        with self.cond:
+            self.cond.wait_for(lambda: self.left > 0 or self.closed)
+            if self.closed:
+                return False
+            self.left -= 1
+            self.cond.notify_all()
+            return True
+
+    def spent(self, within: float) -> bool:
+        """Wait until every batch granted is played (False after ``within`` s)."""
+        with self.cond:
+            return self.cond.wait_for(lambda: self.left == 0 or self.closed, within)
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+
+WHILE_VERIFYING = 100
+"""Batches of 3 rolls the writer plays while each verify runs."""
+
+
 @pytest.mark.heavy
 def test_verify_passes_while_the_daemon_writes(tmp_path: Path) -> None:
     # The table's core keeps journaling (one transaction per frame, a snapshot every 12
     # records) in a thread while `lammer journal verify` reads the same files: read-only,
     # it sees a consistent prefix of the journal each time and creates nothing.
     config = table_config(tmp_path / "live")
-    started, stop = threading.Event(), threading.Event()
+    started = threading.Event()
+    allowance = Allowance()
     failure: list[BaseException] = []
 
     def write() -> None:  # SQLite wants a connection used by the thread that opened it
@@ -571,7 +612,7 @@ def test_verify_passes_while_the_daemon_writes(tmp_path: Path) -> None:
             try:
                 play(core, clock, state, rolls=5)
                 started.set()
-                while not stop.is_set():
+                while allowance.take():
                     play(core, clock, state, rolls=3)
             finally:
                 stop_table(core)
@@ -579,17 +620,24 @@ def test_verify_passes_while_the_daemon_writes(tmp_path: Path) -> None:
             failure.append(exc)
         finally:
             started.set()
+            allowance.close()  # a writer that failed grants no wait
 
     writer = threading.Thread(target=write, name="journal-writer")
     writer.start()
+    results: list[subprocess.CompletedProcess[str]] = []
     try:
         started.wait(timeout=60)
         folder = config.journal_path.parent
         before = {p.name for p in folder.iterdir()}
-        results = [lammer("journal", "verify", config.journal_path) for _ in range(3)]
+        for _ in range(3):
+            # Granted as the verify starts: the writer plays while it reads. The next
+            # verify starts once they are played, so the last reads more than the first.
+            allowance.grant(WHILE_VERIFYING)
+            results.append(lammer("journal", "verify", config.journal_path))
+            assert allowance.spent(within=120), "the writer did not play what it was given"
         after = {p.name for p in folder.iterdir()}
     finally:
-        stop.set()
+        allowance.close()
         writer.join(timeout=60)
     assert not writer.is_alive()
     assert not failure, failure
