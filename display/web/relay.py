@@ -27,7 +27,7 @@ import os
 import random
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -58,6 +58,17 @@ and is sent the whole picture again)."""
 BACKOFF: Final = Backoff(initial=0.25)
 """Reconnect delays of both connections (jittered, so that many servers do not reconnect in
 step; capped at foundation.backoff's default)."""
+
+OPTIONAL: Final = {
+    INTEGRITY_ROOT: "integrity alarms",
+    SOFTWARE_ROOT: "software status",  # lammer authenticate's, granted with the same ACL
+}
+"""The subscriptions the pit goes on without when refused (the topic roots, what they are)."""
+
+RESUBSCRIBE: Final = Backoff(initial=5.0, maximum=60.0)
+"""Delays between tries of a refused optional subscription while the connection lives: a
+floor node grants it once JetStream has new leaders (seconds to a minute after a node's
+death), an ACL once corrected and reloaded; one SUBSCRIBE a minute at most otherwise."""
 
 TICK: Final = 0.25
 """Seconds at most between two looks at the feed's waits while nothing arrives: a wait
@@ -191,6 +202,8 @@ class Follower:
         self.login = LoginWatch(config.mqtt_user)
         self.integrity: bool | None = None
         """Whether the integrity alarms' subscription was granted (None: not tried yet)."""
+        self._refused: set[str] = set()
+        """The optional subscriptions refused and said so, until granted again."""
 
     def _link(self, connected: bool, error: str | None = None) -> None:
         changed = connected != self.connected
@@ -205,23 +218,44 @@ class Follower:
             else:
                 self.hub.publish(table, text)
 
-    async def _integrity(self, client: aiomqtt.Client) -> None:
-        """Subscribe to the integrity alarms (``lammer records``, retained per table), on
-        the floor or on a controller's broker. A broker that refuses (a display user
-        without the grant: broker-config and floor-config give it) is said in the log, and
-        the pit goes on without them rather than not at all."""
-        try:
-            await subscribe(client, f"{INTEGRITY_ROOT}+")
-        except SubscriptionRefused as exc:
-            self.integrity = False
-            log.error("integrity alarms not readable: check the broker's ACL", error=str(exc))
-        else:
-            self.integrity = True
-        try:
-            # lammer authenticate's software status, granted with the same ACL.
-            await subscribe(client, f"{SOFTWARE_ROOT}+")
-        except SubscriptionRefused as exc:
-            log.error("software status not readable: check the broker's ACL", error=str(exc))
+    async def _optional(self, client: aiomqtt.Client, roots: Iterable[str]) -> list[str]:
+        """Subscribe to what the pit can go on without (``OPTIONAL``: the integrity alarms
+        of ``lammer records``, ``lammer authenticate``'s software status); the roots
+        refused. A refusal is said once until granted again: a display user without the
+        grant (broker-config and floor-config give it), or a floor node whose JetStream
+        cannot back the subscription yet (a node of the cluster just died). The caller
+        tries the refused ones again while the connection lives (``_resubscribe``), so
+        the pit is not left blind to integrity alarms after a failover."""
+        refused: list[str] = []
+        for root in roots:
+            what = OPTIONAL[root]
+            try:
+                await subscribe(client, f"{root}+")
+            except SubscriptionRefused as exc:
+                refused.append(root)
+                if root not in self._refused:
+                    self._refused.add(root)
+                    log.error(
+                        f"{what} not readable: check the broker's ACL (tried again meanwhile)",
+                        error=str(exc),
+                    )
+            else:
+                if root in self._refused:
+                    self._refused.discard(root)
+                    log.info(f"{what} readable again")
+            if root == INTEGRITY_ROOT:
+                self.integrity = root not in refused
+        return refused
+
+    async def _resubscribe(self, client: aiomqtt.Client, refused: list[str]) -> None:
+        """Try the refused optional subscriptions again, ``RESUBSCRIBE`` apart, until
+        granted or the connection ends (a dead link is the reader's to see)."""
+        attempt = 0
+        while refused:
+            await asyncio.sleep(RESUBSCRIBE.delay(attempt, self.rng))
+            attempt += 1
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                refused = await self._optional(client, refused)
 
     async def _requests(self, client: aiomqtt.Client) -> None:
         """Publish the feed's resend requests (QoS 1, bounded: a lost one is asked again
@@ -260,7 +294,7 @@ class Follower:
                     await subscribe(client, f"{config.prefix}/+/#")
                     if self.store.controllers:  # on the floor: the bridges' status too
                         await subscribe(client, f"{BRIDGE_STATUS_ROOT}+")
-                    await self._integrity(client)
+                    refused = await self._optional(client, OPTIONAL)
                     self._link(True)
                     self.login.connected()
                     self.nodes.connected()
@@ -269,6 +303,7 @@ class Follower:
                         self.on_connect()
                     loop = asyncio.get_running_loop()
                     ticker = asyncio.create_task(self._tick(client))
+                    retries = asyncio.create_task(self._resubscribe(client, refused))
                     try:
                         async for message in client.messages:
                             payload = message.payload
@@ -285,7 +320,7 @@ class Follower:
                     finally:
                         # Not ``cancel(); await ticker`` under a suppress: that would swallow
                         # our own cancellation if it came during the wait.
-                        await cancel_and_wait([ticker])
+                        await cancel_and_wait([ticker, retries])
             except (aiomqtt.MqttError, OSError) as exc:  # TimeoutError is an OSError
                 self.login.failed(exc, str(self.nodes))
                 if self.connected or self.error is None:

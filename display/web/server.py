@@ -532,7 +532,8 @@ HEALTH_FIELDS: Final[dict[str, str]] = {
     "node": "the broker or floor node in use (HOST:PORT), null while the link is down",
     "terminal": "whether the terminal user's MQTT link (the stickperson's requests) is up",
     "integrity": "whether the subscription to lammer-floor/integrity/+ was granted (null: "
-    "not tried yet; false: the broker's ACL refused it, the pit goes on without it)",
+    "not tried yet; false: the broker refused it, by its ACL or while a floor node's "
+    "JetStream elects leaders; the pit goes on without it and tries again every minute)",
     "tables": "how many tables the server has heard of",
     "pages": "how many pages are connected (WebSockets)",
     "actions_refused": "actions refused for a user's rate (429) since the server started",
