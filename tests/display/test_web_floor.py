@@ -62,6 +62,11 @@ class Web:
         health = self.health()
         return bool(health["broker"] and health["terminal"])
 
+    def said(self) -> str:
+        """What the server logged (one line per link up, down or refused): a failure's
+        reasons."""
+        return self.log.read_text(errors="replace")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -138,7 +143,7 @@ async def test_the_pit_filters_by_area_and_alarm_and_counts_the_tables(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(480)
 async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
     tmp_path: Path, page: Page, webs: list[Web]
 ) -> None:
@@ -175,12 +180,18 @@ async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
         index = next(i for i, (h, p) in enumerate(cluster.mqtt_endpoints, 1) if node == f"{h}:{p}")
         cluster.kill_node(index)
         killed = time.monotonic()
-        moved = await until(
-            lambda: (h := web.health())["broker"] and h["node"] != node and h["terminal"],
-            "lammer web on another node",
-            60,
-        )
-        assert moved
+        # Both links on another node: JetStream must first elect new leaders for what the
+        # dead node led before a node takes a CONNECT and backs a QoS 1 subscription with
+        # a consumer (15 to 31 s quiet here, each refusal a try of the next node); the
+        # bound is for a failure only, and a loaded machine takes longer.
+        try:
+            await until(
+                lambda: (h := web.health())["broker"] and h["node"] != node and h["terminal"],
+                "lammer web on another node",
+                180,
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the server said:\n{web.said()}") from None
         took = time.monotonic() - killed
         # The page is live again and the table plays on through the new node.
         await expect(page.locator("#link")).to_have_text("broker connected", timeout=WAIT)
