@@ -197,9 +197,10 @@ async def test_the_pit_of_the_floor_moves_to_another_node_when_its_node_dies(
         await expect(page.locator("#link")).to_have_text("broker connected", timeout=WAIT)
         # JetStream elects new leaders for what the dead node led (its MQTT sessions,
         # streams, consumers): on this shared 2-core machine that took up to half a minute
-        # (docs/developers/benchmarks.md, "The floor"); the bound is for a failure only.
+        # (docs/developers/benchmarks.md, "The floor"), longer under load; the bound is for
+        # a failure only.
         before = await card.locator(".last").text_content()
-        await expect(card.locator(".last")).not_to_have_text(before or "", timeout=60_000)
+        await expect(card.locator(".last")).not_to_have_text(before or "", timeout=120_000)
         await expect(page.locator("#seen")).to_contain_text("1 table seen")
         print(f"lammer web moved from {node} to {web.health()['node']} in {took:.2f} s")
         cluster.start_node(index)
