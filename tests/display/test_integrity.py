@@ -9,50 +9,25 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from playwright.async_api import Page, expect
 
-from contract.floor import IntegrityBody, integrity_topic
+from contract.floor import integrity_topic
 from tests.display.conftest import AuthBroker, MakeTable, WebServer, shoot
-from tests.helpers.screens import UTH_ROYAL_AT_5, WAIT, audit, retainer, stamp
+from tests.helpers.screens import (
+    SENTENCE,
+    UTH_ROYAL_AT_5,
+    WAIT,
+    audit,
+    integrity,
+    retainer,
+)
 
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.browser]
 
-SENTENCE = "cover_all, Royal Flush: 9 hits where 0.60 were expected in 4,210 rounds (all time)"
-
-
-_ts = stamp
-
 AGE = r"[789] min"
 """An alarm published 7 minutes old, seen up to 2.5 minutes later (the page rounds)."""
-
-
-def integrity(table: str, *, minutes_ago: int) -> dict[str, Any]:
-    """A payload as lammer records publishes it (checked against the contract here)."""
-    now = datetime.now(UTC)
-    payload = {
-        "table": table,
-        "ts": _ts(now),
-        "alarms": [
-            {
-                "bet": "cover_all",
-                "row": "Royal Flush",
-                "window": "all",
-                "observed": 9,
-                "expected": "0.60",
-                "p_value": "3.1e-13",
-                "since": _ts(now - timedelta(minutes=minutes_ago)),
-                "side": "high",
-                "rounds": 4210,
-                "message": SENTENCE,
-            }
-        ],
-    }
-    IntegrityBody.model_validate(payload)
-    return payload
 
 
 publish = retainer(integrity_topic)

@@ -29,30 +29,12 @@ from display.web.config import WebConfig
 from display.web.relay import Follower, Hub
 from display.web.store import Store
 from foundation.backoff import Backoff
+from tests.helpers.screens import SENTENCE, integrity
 from tests.integration.floor import Controller, until
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration, pytest.mark.timeout(120)]
 
 DENIED = nats_subject(integrity_topic("+"))
-
-ALARM = {
-    "table": "t9",
-    "ts": "2026-12-03T15:00:00.000Z",
-    "alarms": [
-        {
-            "bet": "all_small",
-            "row": "All Small",
-            "window": "all",
-            "observed": 40,
-            "expected": "12.00",
-            "p_value": "1.0e-09",
-            "since": "2026-12-03T14:53:00.000Z",
-            "side": "high",
-            "rounds": 400,
-            "message": "all_small: 40 hits where 12.00 were expected in 400 rolls",
-        }
-    ],
-}
 
 
 def set_grant(cluster: FloorCluster, granted: bool) -> None:
@@ -131,11 +113,10 @@ async def test_a_refused_integrity_subscription_is_tried_again_until_granted(
                 password=password,
                 tls_context=cluster.tls_context(),
             ) as records:
-                await records.publish(
-                    integrity_topic("t9"), json.dumps(ALARM).encode(), qos=1, retain=True
-                )
+                alarm = json.dumps(integrity("t9", minutes_ago=3)).encode()
+                await records.publish(integrity_topic("t9"), alarm, qos=1, retain=True)
             await until(lambda: "t9" in store.integrity, "the alarm read on the same connection")
-            assert "40 hits where 12.00 were expected" in store.integrity["t9"]
+            assert SENTENCE in store.integrity["t9"]
             events = [e["event"] for e in logs]
             assert events.count("integrity alarms readable again") == 1
             assert events.count("subscribed") == 1  # one connection throughout

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Awaitable, Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiomqtt
 from playwright.async_api import Page, expect
 
+from contract.floor import IntegrityBody
 from tests.display.conftest import (
     STICKPERSON,
     AuthBroker,
@@ -192,3 +193,33 @@ def retainer(topic_of: Callable[[str], str]) -> Callable[[AuthBroker, str, bytes
             await client.publish(topic_of(table), payload, qos=1, retain=True)
 
     return publish
+
+
+SENTENCE = "cover_all, Royal Flush: 9 hits where 0.60 were expected in 4,210 rounds (all time)"
+"""The message of ``integrity``'s alarm."""
+
+
+def integrity(table: str, *, minutes_ago: int) -> dict[str, Any]:
+    """An integrity payload as lammer records publishes it, one alarm raised
+    ``minutes_ago`` (checked against the contract here)."""
+    now = datetime.now(UTC)
+    payload = {
+        "table": table,
+        "ts": stamp(now),
+        "alarms": [
+            {
+                "bet": "cover_all",
+                "row": "Royal Flush",
+                "window": "all",
+                "observed": 9,
+                "expected": "0.60",
+                "p_value": "3.1e-13",
+                "since": stamp(now - timedelta(minutes=minutes_ago)),
+                "side": "high",
+                "rounds": 4210,
+                "message": SENTENCE,
+            }
+        ],
+    }
+    IntegrityBody.model_validate(payload)
+    return payload
