@@ -37,8 +37,19 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.integration, pytest.mark.timeout(
 DENIED = nats_subject(integrity_topic("+"))
 
 
-def set_grant(cluster: FloorCluster, granted: bool) -> None:
-    """Deny the display user the integrity topics, or lift the denial; reload the nodes."""
+RELOADED = "Reloaded server configuration"
+
+
+def reloads(cluster: FloorCluster) -> list[int]:
+    """How many reloads each node has logged as done."""
+    nodes = range(1, len(cluster.plan.nodes) + 1)
+    return [cluster.log(i).read_text(errors="replace").count(RELOADED) for i in nodes]
+
+
+async def set_grant(cluster: FloorCluster, granted: bool) -> None:
+    """Deny the display user the integrity topics, or lift the denial; reload the nodes
+    and wait until each has said its reload done: a node refuses a login made while it
+    reloads its users (nats-server's "authentication error"), which is not under test."""
     for node in cluster.plan.nodes:
         path = cluster.plan.conf_path(node)
         config = read_node(path.read_text())
@@ -50,7 +61,12 @@ def set_grant(cluster: FloorCluster, granted: bool) -> None:
         else:
             subscribe["deny"] = [DENIED]
         path.write_text(json.dumps(config, indent=1))
+    before = reloads(cluster)
     cluster.reload()
+    await until(
+        lambda: all(n > b for n, b in zip(reloads(cluster), before, strict=True)),
+        "every node reloaded",
+    )
 
 
 async def test_a_refused_integrity_subscription_is_tried_again_until_granted(
@@ -63,7 +79,7 @@ async def test_a_refused_integrity_subscription_is_tried_again_until_granted(
     cluster.start()
     task: asyncio.Task[None] | None = None
     try:
-        set_grant(cluster, False)
+        await set_grant(cluster, False)
         monkeypatch.setattr(relay, "RESUBSCRIBE", Backoff(initial=0.1, maximum=0.2))
         tried: list[str] = []
         subscribe = relay.subscribe
@@ -103,7 +119,7 @@ async def test_a_refused_integrity_subscription_is_tried_again_until_granted(
             assert sum(e.startswith("integrity alarms not") for e in events) == 1
             assert not any(e.startswith("software status") for e in events)
 
-            set_grant(cluster, True)
+            await set_grant(cluster, True)
             await until(lambda: follower.integrity, "the subscription granted after the reload")
             password = (creds / "records").read_text().strip()
             async with aiomqtt.Client(
