@@ -38,27 +38,69 @@ def listen_ports() -> range:
     """Ports to listen on for private brokers: below the kernel's ephemeral range
     (``net.ipv4.ip_local_port_range``, 32768 and up by default), which outgoing connections
     take their local port from. A port picked there and bound a moment later can be taken
-    in between by any client's connection (a bridge's, say): "Address already in use"."""
+    in between by any client's connection (a bridge's, say): "Address already in use".
+
+    Under pytest-xdist each worker gets a block of its own (``worker_share``): a port one
+    worker has picked and not yet bound is never picked by another."""
     low = 32768
     with contextlib.suppress(OSError, ValueError, IndexError):
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     if low - 10000 < 2000:  # an unusual range: anything unprivileged, as the kernel would
-        return range(1024, 65536)
-    return range(10000, low)
+        return worker_share(range(1024, 65536))
+    return worker_share(range(10000, low))
+
+
+def worker_share(ports: range) -> range:
+    """The block of ``ports`` of this pytest-xdist worker (``PYTEST_XDIST_WORKER`` gwI of
+    ``PYTEST_XDIST_WORKER_COUNT``), or all of them outside such a worker or when a block
+    would hold fewer than ``MIN_SHARE`` ports."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()):
+        return ports
+    index, workers = int(worker[2:]), int(count)
+    size = len(ports) // max(workers, 1)
+    if index >= workers or size < MIN_SHARE:
+        return ports
+    start = ports.start + index * size
+    return range(start, start + size)
+
+
+MIN_SHARE = 2000
+"""The fewest ports a worker's block holds (else every worker picks from all of them)."""
+
+_handed_out: set[int] = set()
+
+
+def handed_out(port: int) -> bool:
+    """Whether this process has handed ``port`` out already (``free_port``,
+    ``deploy.floor_cluster.free_ranges``): it may not be bound yet, as a floor's ten
+    controllers pick their ports minutes before their brokers start, so a bind test
+    alone would find it free and hand it out twice."""
+    return port in _handed_out
+
+
+def hand_out(ports: range | list[int]) -> None:
+    """Record ``ports`` as handed out by this process (never handed out again)."""
+    _handed_out.update(ports)
 
 
 def free_port(*, rng: random.Random | None = None) -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago, from ``listen_ports()``."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, from ``listen_ports()``, and
+    never handed out before by this process."""
     rng = rng or random.Random()  # noqa: S311  picks a free test port, not a secret
     ports = listen_ports()
     for _ in range(200):
         port = rng.choice(ports)
+        if handed_out(port):
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        hand_out([port])
+        return port
     raise BrokerError("no free port on 127.0.0.1")
 
 
@@ -78,6 +120,34 @@ def broker_config(port: int, *, user: str | None = None) -> str:
         "log_type error\n"
         "log_type warning\n"
     ) + (f"user {user}\n" if user is not None else "")
+
+
+def owns_listener(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` holds a socket listening on TCP ``port`` (from
+    ``/proc/net/tcp``, ``tcp6`` and the process's descriptors); None where /proc cannot
+    tell. Told apart this way, a broker that exited on "Address already in use" is not
+    taken for ready because another process accepts on its port."""
+    try:
+        lines = [
+            line
+            for table in ("/proc/net/tcp", "/proc/net/tcp6")
+            for line in Path(table).read_text().splitlines()[1:]
+        ]
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return None
+    inodes = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 9 and fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+            inodes.add(f"socket:[{fields[9]}]")
+    held = set()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            held.add(os.readlink(fd))
+    if fds and not held:
+        return None  # its descriptors are not ours to read
+    return bool(inodes & held)
 
 
 def wait_listening(host: str, port: int, *, timeout: float = 10.0) -> bool:
@@ -143,6 +213,12 @@ class Broker:
             if self.process.poll() is not None:
                 raise BrokerError(f"mosquitto exited: {self.log.read_text(errors='replace')}")
             if wait_listening(self.host, self.port, timeout=0.2):
+                if owns_listener(self.process.pid, self.port) is False:
+                    self.stop()
+                    raise BrokerError(
+                        f"port {self.port} is another process's; mosquitto: "
+                        + self.log.read_text(errors="replace")
+                    )
                 return
         self.stop()
         raise BrokerError(f"mosquitto did not listen on port {self.port} within 10 s")

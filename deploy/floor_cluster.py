@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.broker import BrokerError, listen_ports
+from deploy.broker import BrokerError, hand_out, handed_out, listen_ports
 from deploy.floor_config import FloorPlan, Node, generate, installed_nats_server, plan_floor
 from foundation.tls import client_context
 
@@ -43,6 +43,8 @@ def nats_server_path() -> str:
 
 def _range_free(base: int, count: int) -> bool:
     for port in range(base, base + count):
+        if handed_out(port):
+            return False
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
@@ -60,6 +62,8 @@ def free_ranges(nodes: int, kinds: int = 4, *, rng: random.Random | None = None)
         base = rng.randrange(ports.start, ports.stop - 64 * kinds)
         starts = [base + 64 * k for k in range(kinds)]
         if all(_range_free(start, nodes) for start in starts):
+            for start in starts:
+                hand_out(range(start, start + nodes))
             return starts
     raise BrokerError("no free range of ports on 127.0.0.1")
 
