@@ -139,7 +139,8 @@ def owns_listener(pid: int, port: int) -> bool | None:
     inodes = set()
     for line in lines:
         fields = line.split()
-        if len(fields) > 9 and fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port:
+        local = fields[1].rpartition(":")[2] if len(fields) > 9 else ""
+        if fields[3:4] == ["0A"] and local == f"{port:04X}":  # LISTEN, on that port
             inodes.add(f"socket:[{fields[9]}]")
     held = set()
     for fd in fds:
