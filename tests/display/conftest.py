@@ -33,7 +33,7 @@ import pytest_asyncio
 from PIL import Image
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from deploy.broker import Broker, free_port, mosquitto_path, wait_listening
+from deploy.broker import Broker, free_port, wait_listening
 from tests.integration.harness import Table
 
 CHROMIUM = "/usr/bin/chromium"
@@ -104,6 +104,7 @@ class AuthBroker(Broker):
             path.chmod(0o600)
         passwd.chmod(0o600)
         (self.workdir / "acl").write_text(ACL)
+        self.config_file = self.workdir / "mosquitto.conf"  # run as written here
         self.conf.write_text(
             f"listener {self.port} 127.0.0.1\n"
             # Started as root, Mosquitto drops to user mosquitto, which cannot read the
@@ -116,13 +117,7 @@ class AuthBroker(Broker):
             "set_tcp_nodelay true\n"
             "log_dest stderr\nlog_type error\nlog_type warning\n"
         )
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [mosquitto_path(), "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
-            )
-        if not wait_listening(self.host, self.port):
-            self.stop()
-            raise RuntimeError(f"mosquitto did not start: {self.log.read_text()}")
+        super().start()
 
 
 @pytest.fixture(scope="session")
