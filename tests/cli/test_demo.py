@@ -112,14 +112,25 @@ def descendants(root: int) -> dict[int, int]:
     return found
 
 
+def _cmdline(pid: int) -> str | None:
+    """The command line of a process, or None once it is gone (it may exit and be reaped
+    between any two reads of /proc)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.replace(b"\0", b" ").decode(errors="replace")
+
+
 def still_running(pids: dict[int, int]) -> list[str]:
     """Those of ``pids`` still running (not reused, not a zombie), with their command."""
     alive = []
     for pid, start in pids.items():
         stat = _proc_stat(pid)
-        if stat is not None and stat[2] == start and stat[0] != "Z":
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            alive.append(f"{pid}: {cmdline.decode(errors='replace')}")
+        if stat is None or stat[2] != start or stat[0] == "Z":
+            continue
+        if (cmdline := _cmdline(pid)) is not None:
+            alive.append(f"{pid}: {cmdline}")
     return alive
 
 
@@ -144,12 +155,9 @@ def mentioning(text: str) -> list[str]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
+        cmdline = _cmdline(int(entry.name))
         stat = _proc_stat(int(entry.name))
-        if text in cmdline and stat is not None and stat[0] != "Z":
+        if cmdline is not None and text in cmdline and stat is not None and stat[0] != "Z":
             found.append(f"{entry.name}: {cmdline}")
     return found
 
@@ -305,11 +313,7 @@ def test_children_die_with_a_killed_demo(tmp_path: Path) -> None:
     demo = DemoOnTerminal(workdir, shell=True)  # noqa: S604  the helper's flag: run the demo under a shell, as typed
     try:
         children = demo.wait_running()
-        [demo_pid] = [
-            pid
-            for pid, start in children.items()
-            if " demo " in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        ]
+        [demo_pid] = [pid for pid, start in children.items() if " demo " in (_cmdline(pid) or "")]
         os.kill(demo_pid, signal.SIGKILL)  # the demo alone, not its group
         del children[demo_pid]
         # Each child stops on its own (the kernel's SIGTERM); this bounds a hang only.
