@@ -62,7 +62,7 @@ from bench.bench_daemon import (
     write_config,
 )
 from bench.common import machine, percentile
-from deploy.broker import free_port, wait_listening
+from deploy.broker import free_port, wait_serving
 
 CHROMIUM: Final = "/usr/bin/chromium"
 CHROMIUM_ARGS: Final = [
@@ -111,7 +111,7 @@ def start_web(
     argv += ["--prefix", prefix, "--listen", f"127.0.0.1:{port}"]
     with (workdir / "web.log").open("ab") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    if not wait_listening("127.0.0.1", port, timeout=20):
+    if not wait_serving(proc.pid, "127.0.0.1", port, timeout=20):
         stop(proc)
         raise BenchError("lammer web did not listen")
     return proc, f"http://127.0.0.1:{port}"

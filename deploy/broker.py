@@ -26,6 +26,10 @@ class BrokerError(DaemonError, RuntimeError):
     """Mosquitto is missing, exited, or did not listen in time."""
 
 
+class PortTaken(BrokerError):
+    """What accepts connections on the port a child was started on is another process."""
+
+
 def mosquitto_path() -> str:
     """The Mosquitto binary (Debian installs it in /usr/sbin, often not on PATH)."""
     found = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
@@ -151,6 +155,17 @@ def owns_listener(pid: int, port: int) -> bool | None:
     return bool(inodes & held)
 
 
+def wait_serving(pid: int, host: str, port: int, *, timeout: float = 10.0) -> bool:
+    """Whether process ``pid`` accepts connections on ``host:port`` within ``timeout`` s.
+    Raises ``PortTaken`` when what accepts there is another process: a child that could
+    not bind (and is exiting on "Address already in use") is never taken for ready."""
+    if not wait_listening(host, port, timeout=timeout):
+        return False
+    if owns_listener(pid, port) is False:
+        raise PortTaken(f"port {port} is another process's")
+    return True
+
+
 def wait_listening(host: str, port: int, *, timeout: float = 10.0) -> bool:
     """Whether something accepts connections on ``host:port`` within ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -213,14 +228,14 @@ class Broker:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise BrokerError(f"mosquitto exited: {self.log.read_text(errors='replace')}")
-            if wait_listening(self.host, self.port, timeout=0.2):
-                if owns_listener(self.process.pid, self.port) is False:
-                    self.stop()
-                    raise BrokerError(
-                        f"port {self.port} is another process's; mosquitto: "
-                        + self.log.read_text(errors="replace")
-                    )
-                return
+            try:
+                if wait_serving(self.process.pid, self.host, self.port, timeout=0.2):
+                    return
+            except PortTaken as exc:
+                self.stop()
+                raise PortTaken(
+                    f"{exc}; mosquitto: {self.log.read_text(errors='replace')}"
+                ) from None
         self.stop()
         raise BrokerError(f"mosquitto did not listen on port {self.port} within 10 s")
 

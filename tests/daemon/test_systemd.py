@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from deploy.broker import free_port, wait_listening
+from deploy.broker import free_port, wait_serving
 from display.web.config import load_web_config
 from display.web.users import add_user
 from tests.conftest import Broker
@@ -450,7 +450,7 @@ def test_lammer_web_serves_and_logs_in_with_no_writable_code(tmp_path: Path) -> 
     argv += ["--listen", f"127.0.0.1:{port}", "--mqtt-port", str(free_port())]
     proc = _spawn(argv, log, None)
     try:
-        assert wait_listening("127.0.0.1", port, timeout=30), log.read_text()
+        assert wait_serving(proc.pid, "127.0.0.1", port, timeout=120), log.read_text()
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
         base = f"http://127.0.0.1:{port}"

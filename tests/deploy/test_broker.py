@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from deploy.broker import (
     MIN_SHARE,
     Broker,
     BrokerError,
+    PortTaken,
     free_port,
     listen_ports,
     owns_listener,
+    wait_serving,
     worker_share,
 )
 from deploy.floor_cluster import free_ranges
@@ -124,3 +127,21 @@ def test_a_running_broker_owns_its_listener(tmp_path: Path) -> None:
         assert owns_listener(os.getpid(), broker.port) is False
     finally:
         broker.stop()
+
+
+def test_a_server_is_ready_only_on_a_listener_of_its_own() -> None:
+    # What the test harness waits on before it talks to a `lammer web` it started: a child
+    # that could not bind is not taken for ready because another process accepts there.
+    child = subprocess.Popen(["sleep", "60"])  # a process that listens on nothing
+    try:
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen()
+            port = listener.getsockname()[1]
+            assert wait_serving(os.getpid(), "127.0.0.1", port, timeout=5) is True
+            with pytest.raises(PortTaken, match=f"port {port} is another process's"):
+                wait_serving(child.pid, "127.0.0.1", port, timeout=5)
+        assert wait_serving(os.getpid(), "127.0.0.1", port, timeout=0.1) is False  # closed
+    finally:
+        child.kill()
+        child.wait()

@@ -33,7 +33,7 @@ import pytest_asyncio
 from PIL import Image
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 
-from deploy.broker import Broker, free_port, wait_listening
+from deploy.broker import Broker, free_port, wait_serving
 from tests.integration.harness import Table
 
 CHROMIUM = "/usr/bin/chromium"
@@ -199,7 +199,7 @@ def start_web(
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, server.log_text()
-        if wait_listening("127.0.0.1", port, timeout=0.2):
+        if wait_serving(proc.pid, "127.0.0.1", port, timeout=0.2):
             health = server.health()
             if health["broker"] and health["terminal"]:
                 return server

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Page, expect
 
-from deploy.broker import free_port, wait_listening
+from deploy.broker import free_port, wait_serving
 from deploy.floor_cluster import FloorCluster
 from tests.display.conftest import KEEPALIVE, AuthBroker, MakeTable, screenshot_dir
 from tests.integration.floor import Controller, until
@@ -57,7 +57,7 @@ class Web:
 
     def up(self) -> bool:
         assert self.proc.poll() is None, self.log.read_text(errors="replace")
-        if not wait_listening("127.0.0.1", self.port, timeout=0.2):
+        if not wait_serving(self.proc.pid, "127.0.0.1", self.port, timeout=0.2):
             return False
         health = self.health()
         return bool(health["broker"] and health["terminal"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from deploy.broker import free_port, wait_listening
+from deploy.broker import free_port, wait_serving
 from display.web.config import WebConfig
 from display.web.server import HSTS, LOGIN_COOKIE, SESSION_COOKIE
 from tests.display.conftest import STICKPERSON, AuthBroker
@@ -72,8 +72,10 @@ def https_web(
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     web = HttpsWeb(proc, port, ca, log)
-    deadline = time.monotonic() + 20
-    while not wait_listening("127.0.0.1", port, timeout=0.2):
+    # A bound on a failure only (the interpreter's imports alone took over 20 s on a
+    # loaded machine: see start_web).
+    deadline = time.monotonic() + 120
+    while not wait_serving(proc.pid, "127.0.0.1", port, timeout=0.2):
         assert proc.poll() is None, log.read_text(errors="replace")
         assert time.monotonic() < deadline, log.read_text(errors="replace")
     yield web
