@@ -309,7 +309,7 @@ WRITER = textwrap.dedent(
         else:
             seq = journal.append_publish("state", {"n": n}, retained=True, ts=now).seq
             if n % 2:
-                journal.mark_published(message.seq)
+                journal.mark_published(seq)
         sys.stdout.write(f"{seq}\\n")
         sys.stdout.flush()
     """
@@ -333,6 +333,9 @@ def test_survives_sigkill_mid_write(tmp_path: Path) -> None:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
+        # The writer was killed mid-write, not dead of its own error before the target.
+        assert acknowledged >= target
+        assert proc.returncode == -signal.SIGKILL
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         conn.close()
