@@ -21,6 +21,11 @@ from pathlib import Path
 from daemon.errors import DaemonError
 from deploy import children
 
+START_BOUND_S = 120.0
+"""How long a child started here may take to listen before it counts as failed: a bound
+on a failure only (a broker listens within milliseconds; a machine loaded beyond its cores
+has stalled a process start for tens of seconds)."""
+
 
 class BrokerError(DaemonError, RuntimeError):
     """Mosquitto is missing, exited, or did not listen in time."""
@@ -224,7 +229,7 @@ class Broker:
                 stderr=subprocess.STDOUT,
                 **options,
             )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + START_BOUND_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise BrokerError(f"mosquitto exited: {self.log.read_text(errors='replace')}")
@@ -237,7 +242,9 @@ class Broker:
                     f"{exc}; mosquitto: {self.log.read_text(errors='replace')}"
                 ) from None
         self.stop()
-        raise BrokerError(f"mosquitto did not listen on port {self.port} within 10 s")
+        raise BrokerError(
+            f"mosquitto did not listen on port {self.port} within {START_BOUND_S:.0f} s"
+        )
 
     def stop(self) -> None:
         """Stop the broker (clients see the connection drop)."""

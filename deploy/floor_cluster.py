@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deploy.broker import BrokerError, hand_out, handed_out, listen_ports
+from deploy.broker import START_BOUND_S, BrokerError, hand_out, handed_out, listen_ports
 from deploy.floor_config import FloorPlan, Node, generate, installed_nats_server, plan_floor
 from foundation.tls import client_context
 
@@ -153,14 +153,14 @@ class FloorCluster:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    def start(self, *, timeout: float = 60.0) -> None:
+    def start(self, *, timeout: float = START_BOUND_S) -> None:
         """Start every node; returns once each reports healthy with JetStream."""
         for node in self.plan.nodes:
             self.start_node(node.index, wait=False)
         for node in self.plan.nodes:
             self.wait_healthy(node.index, timeout=timeout)
 
-    def start_node(self, index: int, *, wait: bool = True, timeout: float = 60.0) -> None:
+    def start_node(self, index: int, *, wait: bool = True, timeout: float = START_BOUND_S) -> None:
         """Start (or restart) node ``index`` on its ports and storage; with ``wait``,
         return once it serves MQTT with JetStream running (its replicas may still be
         catching up: ``healthy(index)`` says when they are current)."""
@@ -218,7 +218,9 @@ class FloorCluster:
         except (OSError, ValueError):
             return False
 
-    def wait_healthy(self, index: int, *, timeout: float = 60.0, current: bool = True) -> None:
+    def wait_healthy(
+        self, index: int, *, timeout: float = START_BOUND_S, current: bool = True
+    ) -> None:
         """Wait for node ``index`` to be healthy; ``BrokerError`` with its log if not."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -411,7 +411,7 @@ def _no_leaked_threads() -> Iterator[None]:
     """Fail a test that leaves a thread running (pymodbus' hygiene fixture)."""
     before = set(threading.enumerate())
     yield
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 10  # a thread that ends late on a loaded machine is no leak
     while True:
         leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
         if not leaked or time.monotonic() > deadline:

@@ -241,7 +241,10 @@ async def browser() -> AsyncIterator[Browser]:
     await loop.run_in_executor(None, time.monotonic)
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            timeout=120_000,  # a bound on a failure only (Playwright's default is 30 s)
         )
         yield launched
         await launched.close()

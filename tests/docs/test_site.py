@@ -107,7 +107,10 @@ async def test_the_site_opens_from_the_file_system_with_the_network_unused(site:
 
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            timeout=120_000,  # a bound on a failure only (Playwright's default is 30 s)
         )
         try:
             context = await browser.new_context(viewport={"width": 1280, "height": 800})
