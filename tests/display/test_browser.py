@@ -304,7 +304,9 @@ async def test_a_silent_server_shows_table_closed_then_the_page_reconnects(
         stopped = time.monotonic()
         try:
             await expect(page.locator("#overlay")).to_be_visible(timeout=(KEEPALIVE + 5) * 1000)
-            assert time.monotonic() - stopped <= KEEPALIVE + 2.5
+            # Shown about KEEPALIVE s after the last tick (the page's check, Playwright's
+            # polling and a loaded machine's timers add a few seconds; twice it is a fault).
+            assert time.monotonic() - stopped <= KEEPALIVE + 4
         finally:
             own.proc.send_signal(signal.SIGCONT)
         await expect(page.locator("#overlay")).to_be_hidden(timeout=WAIT)

@@ -90,7 +90,9 @@ async def test_history_holds_the_last_ten_in_order_after_twelve_rounds(
 async def test_attract_view_after_the_idle_time_then_play_ends_it(
     tmp_path: Path, auth_broker: AuthBroker, make_table: MakeTable, page: Page
 ) -> None:
-    own = start_web(tmp_path, auth_broker, "--attract-seconds", "10")
+    # 20 s: the page must be open and showing the round before the idle time is up (a
+    # loaded machine has taken over 10 s for the start, the load and the first draw).
+    own = start_web(tmp_path, auth_broker, "--attract-seconds", "20")
     try:
         table = make_table("UTH")
         await table.start(UTH_ROYAL_AT_5)
@@ -98,8 +100,8 @@ async def test_attract_view_after_the_idle_time_then_play_ends_it(
         await page.goto(f"{own.url}/table/{table.table_id}")
         await expect(page.locator("#pays")).to_have_text("100 to 1", timeout=WAIT)
         await expect(page.locator("body")).not_to_have_class("player attract")
-        # No round for 10 s (the result's ts): the pay table large, the bet, the pitch.
-        await expect(page.locator("body")).to_have_class("player attract", timeout=30_000)
+        # No round for 20 s (the result's ts): the pay table large, the bet, the pitch.
+        await expect(page.locator("body")).to_have_class("player attract", timeout=60_000)
         await expect(page.locator("#attract")).to_contain_text("Cover All Bonus")
         await expect(page.locator("#attract")).to_contain_text(
             "Pays on the highest hand at the table"
