@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.conftest import CLI_BOUND_S
+
 # make check leaves these out (make test runs them): each runs `lammer odds` over an
 # enumeration or a simulation.
 pytestmark = pytest.mark.heavy
@@ -30,7 +32,7 @@ LAMMER = str(Path(sys.executable).with_name("lammer"))
 def lammer(*args: str) -> subprocess.CompletedProcess[str]:
     """Run ``lammer odds ARGS`` and capture its output."""
     return subprocess.run(
-        [LAMMER, "odds", *args], capture_output=True, text=True, timeout=60, check=False
+        [LAMMER, "odds", *args], capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
     )
 
 
@@ -354,25 +356,36 @@ def test_cover_all_shows_a_progress_bar_on_a_terminal() -> None:
     master, slave = pty.openpty()
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
     args = ["cover-all", "--game", "CSP", "--hands", "5", "--rounds", "3000000", "--json"]
-    with subprocess.Popen(
-        [LAMMER, "odds", *args], stdout=subprocess.PIPE, stderr=slave, env=env
-    ) as proc:
-        os.close(slave)
-        seen = bytearray()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
+    proc = subprocess.Popen([LAMMER, "odds", *args], stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    assert proc.stdout is not None
+    seen, out = bytearray(), bytearray()
+    # The terminal and stdout are both read until the child closes them: a child whose
+    # terminal is full waits for it to be read (rich's bar drawn under a lock), so a reader
+    # that stopped at a deadline and then waited for stdout hung with it for good (a run at
+    # load 30 took over 120 s). 6 s quiet; the deadline bounds a hang only.
+    streams = {master: seen, proc.stdout.fileno(): out}
+    deadline = time.monotonic() + 500
+    try:
+        while streams and time.monotonic() < deadline:
+            ready, _, _ = select.select(list(streams), [], [], 0.2)
+            for fd in ready:
                 try:
-                    seen += os.read(master, 65536)
+                    chunk = os.read(fd, 65536)
                 except OSError:  # EIO: the child closed the terminal
-                    break
-            elif proc.poll() is not None:
-                break
-        assert proc.stdout is not None
-        out = proc.stdout.read()
+                    chunk = b""
+                if chunk:
+                    streams[fd] += chunk
+                else:
+                    del streams[fd]
+        assert not streams, f"lammer odds still writing after 500 s; its terminal: {seen[-300:]!r}"
         assert proc.wait(timeout=60) == 0
-    os.close(master)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        os.close(master)
     assert json.loads(out)["columns"][0]["hands"] == 5
     assert b"CSP, 5 hands: simulating" in seen
     assert b"%" in seen  # rich's percentage column
@@ -387,7 +400,12 @@ def test_cover_all_plot_without_matplotlib_says_what_to_install(tmp_path: Path) 
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     args = ["cover-all", "--game", "TCP", "--hands", "2", "--plot", str(tmp_path / "x.png")]
     done = subprocess.run(
-        [LAMMER, "odds", *args], capture_output=True, text=True, timeout=60, env=env, check=False
+        [LAMMER, "odds", *args],
+        capture_output=True,
+        text=True,
+        timeout=CLI_BOUND_S,
+        env=env,
+        check=False,
     )
     assert done.returncode == 2
     assert "--plot needs matplotlib (pip install 'lammer[plot]'" in done.stderr
