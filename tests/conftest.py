@@ -406,6 +406,12 @@ def _quick_tier_starts_no_service() -> Iterator[None]:
         yield
 
 
+CLI_BOUND_S = 180
+"""Seconds a command a test runs (``lammer``, ``openssl``, ``systemd-analyze``...) may take
+before it counts as hung: a bound on a failure only. At load 30 on two cores an ``lammer
+odds`` run of a second took over 60 s."""
+
+
 @pytest.fixture(autouse=True)
 def _no_leaked_threads() -> Iterator[None]:
     """Fail a test that leaves a thread running (pymodbus' hygiene fixture)."""

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CLI_BOUND_S
+
 # make check leaves these out (make test runs them): each runs `lammer check-config`.
 pytestmark = pytest.mark.heavy
 
@@ -18,7 +20,11 @@ LAMMER = Path(sys.executable).with_name("lammer")
 
 def lammer(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(LAMMER), *map(str, args)], capture_output=True, text=True, timeout=60, check=False
+        [str(LAMMER), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=CLI_BOUND_S,
+        check=False,
     )
 
 

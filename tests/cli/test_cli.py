@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CLI_BOUND_S
+
 ROOT = Path(__file__).resolve().parents[2]
 LAMMER = str(Path(sys.executable).with_name("lammer"))
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
@@ -19,7 +21,7 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 @pytest.mark.heavy
 def test_version_is_the_installed_package_version() -> None:
     result = subprocess.run(
-        [LAMMER, "--version"], capture_output=True, text=True, timeout=60, check=False
+        [LAMMER, "--version"], capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"lammer {VERSION}\n"
@@ -32,7 +34,12 @@ def closed_pipe(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
     os.close(read_end)
     try:
         return subprocess.run(
-            argv, stdout=write_end, stderr=subprocess.PIPE, timeout=60, check=False, cwd=ROOT
+            argv,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=CLI_BOUND_S,
+            check=False,
+            cwd=ROOT,
         )
     finally:
         os.close(write_end)
@@ -69,7 +76,7 @@ def test_piped_to_head(args: list[str], first: str) -> None:
         ["bash", "-c", f"{command} | head -1"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND_S,
         check=False,
         cwd=ROOT,
     )

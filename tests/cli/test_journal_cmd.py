@@ -16,6 +16,7 @@ from daemon.journal import Journal
 from daemon.records import to_record
 from daemon.segments import archived
 from rules.events import DiceRolled, RollCheck, RollDecided
+from tests.conftest import CLI_BOUND_S
 from tests.daemon.journals import build, execute, query
 
 # make check leaves these out (make test runs them): each runs `lammer journal`, a new
@@ -28,7 +29,11 @@ T0 = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
 
 def lammer(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(LAMMER), *map(str, args)], capture_output=True, text=True, timeout=60, check=False
+        [str(LAMMER), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=CLI_BOUND_S,
+        check=False,
     )
 
 
@@ -124,7 +129,7 @@ def test_output_file_is_created_for_its_owner_only(journal_file: Path, tmp_path:
         ["bash", "-c", 'umask 000 && exec "$@"', "-", LAMMER, "journal", journal_file, "-o", out],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND_S,
         check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -189,7 +194,7 @@ def test_piped_to_head_ends_quietly(long_journal: Path) -> None:
         ["bash", "-c", f'"{LAMMER}" journal "{long_journal}" | head -1; echo "${{PIPESTATUS[0]}}"'],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND_S,
         check=False,
     )
     first, status = result.stdout.splitlines()

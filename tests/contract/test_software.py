@@ -39,6 +39,7 @@ from contract.software import (
     whole_digest,
 )
 from records.authenticate import Authenticator, judge
+from tests.conftest import CLI_BOUND_S
 from tests.helpers.software_spec import spec_files, spec_plain, spec_seeded
 from tests.integration.harness import LAMMER
 
@@ -182,19 +183,19 @@ def test_the_commands_name_the_tampered_files_and_refuse_a_bad_manifest(
     keyed = ["--manifest", str(where / "approved.json"), "--key", str(where / "release.pub")]
     good = subprocess.run(
         [LAMMER, "verify-install", "--root", str(tree), "--json", *keyed],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True, text=True, check=False, timeout=CLI_BOUND_S,
     )  # fmt: skip
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["approved"] == "approved.json"
     bad = subprocess.run(
         [LAMMER, "verify-install", "--root", str(root), *keyed],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True, text=True, check=False, timeout=CLI_BOUND_S,
     )  # fmt: skip
     assert bad.returncode == 1
     assert f"{RULES_MODULE} differs from the approved release" in bad.stdout
     seeded_out = subprocess.run(
         [LAMMER, "verify-install", "--root", str(root), "--json", "--seed", SEED.hex()],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True, text=True, check=False, timeout=CLI_BOUND_S,
     )  # fmt: skip
     got = json.loads(seeded_out.stdout)
     each, whole = spec_seeded(root, SEED)
@@ -203,7 +204,7 @@ def test_the_commands_name_the_tampered_files_and_refuse_a_bad_manifest(
     refused = subprocess.run(
         [LAMMER, "release", "verify", str(where / "approved.json"), "--key",
          str(where / "other.pub")],
-        capture_output=True, text=True, check=False, timeout=60,
+        capture_output=True, text=True, check=False, timeout=CLI_BOUND_S,
     )  # fmt: skip
     assert refused.returncode == 1
     assert "not one of the approved public keys" in refused.stderr

@@ -23,7 +23,7 @@ import pytest
 from deploy.broker import free_port, wait_serving
 from display.web.config import load_web_config
 from display.web.users import add_user
-from tests.conftest import Broker
+from tests.conftest import CLI_BOUND_S, Broker
 from tests.helpers.systemd_units import exposure, verify, with_this_lammer
 from tests.integration.harness import LAMMER, Daemon, Table, _spawn
 
@@ -232,7 +232,12 @@ def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
     steps = [in_root(c, root) for c in install_steps(INSTALL_DOC.read_text())]
     script = "set -euo pipefail\n" + "\n".join(c for c in steps if not c.startswith(system))
     result = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        ["bash", "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLI_BOUND_S,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     config = root / "etc" / "lammer" / "poker1.toml"
@@ -268,7 +273,9 @@ def test_the_unit_refuses_a_config_of_another_table(
     (configs / "poker2.toml").write_text(text)  # copied for table poker2, never edited
     check, run = unit_commands(unit, "poker2", tmp_path / "root")
     for argv in (check, run):
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        result = subprocess.run(
+            argv, capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
+        )
         assert result.returncode == 2, argv
         assert (
             "table.id: is 'poker1', but the systemd instance is 'poker2' (lammer@poker2): "
@@ -276,7 +283,7 @@ def test_the_unit_refuses_a_config_of_another_table(
         ) in result.stderr
     assert not journal.exists()  # refused before anything was opened
     check, _ = unit_commands(unit, "poker1", tmp_path / "root")
-    result = subprocess.run(check, capture_output=True, text=True, timeout=60, check=False)
+    result = subprocess.run(check, capture_output=True, text=True, timeout=CLI_BOUND_S, check=False)
     assert result.returncode == 0, result.stderr
 
 
@@ -404,7 +411,12 @@ def test_the_web_unit_header_gives_the_documented_steps_and_they_work(tmp_path: 
         if not c.startswith("systemctl ")
     )
     result = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        ["bash", "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLI_BOUND_S,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     users = root / "etc" / "lammer" / "web-users"

@@ -31,6 +31,7 @@ from daemon.publications import state_publications
 from deploy import broker_config as bc
 from deploy.files import new_password
 from rules.table import Alarm, DeviceState, TableState
+from tests.conftest import CLI_BOUND_S
 
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
 NOW = datetime(2026, 11, 29, 14, 3, 7, 123000, tzinfo=UTC)
@@ -119,7 +120,7 @@ def _mosquitto_passwd_line(tmp_path: Path, user: str, password: str) -> str:
     done = subprocess.run(
         [MOSQUITTO_PASSWD, "-c", "-b", str(path), user, password],
         capture_output=True,
-        timeout=30,
+        timeout=CLI_BOUND_S,
         check=False,
     )
     assert done.returncode == 0, done.stderr

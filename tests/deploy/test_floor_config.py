@@ -24,6 +24,7 @@ from contract.floor import bridge_status_topic
 from deploy import broker_config as bc
 from deploy import floor
 from deploy import floor_config as fc
+from tests.conftest import CLI_BOUND_S
 from tests.helpers.pki import operator_ca
 
 NATS = str(fc.installed_nats_server() or "/usr/sbin/nats-server")
@@ -680,7 +681,7 @@ def test_the_drop_in_on_debians_unit_verifies_without_a_warning(tmp_path: Path) 
         capture_output=True,
         text=True,
         env={**os.environ, "SYSTEMD_UNIT_PATH": f"{tmp_path}:"},
-        timeout=60,
+        timeout=CLI_BOUND_S,
         check=False,
     )
     assert done.returncode == 0, done.stderr

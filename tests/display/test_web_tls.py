@@ -20,6 +20,7 @@ import pytest
 from deploy.broker import free_port, wait_serving
 from display.web.config import WebConfig
 from display.web.server import HSTS, LOGIN_COOKIE, SESSION_COOKIE
+from tests.conftest import CLI_BOUND_S
 from tests.display.conftest import STICKPERSON, AuthBroker
 from tests.helpers.pki import make_certificate
 
@@ -162,7 +163,7 @@ def test_unusable_tls_files_exit_2_in_one_sentence(
     else:
         extra = ["--tls-cert", str(key), "--tls-key", str(key)]
     argv = web_argv(tmp_path, auth_broker, free_port(), *extra)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=CLI_BOUND_S, check=False)
     assert done.returncode == 2
     assert says in done.stderr
     assert "Traceback" not in done.stderr

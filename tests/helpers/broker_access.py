@@ -15,6 +15,7 @@ import aiomqtt
 import pytest
 
 from deploy.broker import Broker, free_port
+from tests.conftest import CLI_BOUND_S
 from tests.integration.harness import LAMMER, Table
 
 DEADLINE = 20.0
@@ -62,7 +63,7 @@ class Secured:
             ],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=CLI_BOUND_S,
             check=False,
         )
         assert done.returncode == 0, done.stderr

@@ -7,12 +7,16 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import CLI_BOUND_S
+
 _EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
 
 
 def openssl(*args: str, cwd: Path) -> bytes:
     """Run ``openssl`` in ``cwd``; its output (the test fails with openssl's words)."""
-    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, timeout=60, check=False)
+    done = subprocess.run(
+        ["openssl", *args], cwd=cwd, capture_output=True, timeout=CLI_BOUND_S, check=False
+    )
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     return done.stdout
 

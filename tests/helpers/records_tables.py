@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 
+from tests.conftest import CLI_BOUND_S
 from tests.integration.harness import Table
 from tests.records.conftest import StoreDb
 from tests.records.messages import body, craps_roll
@@ -57,7 +58,7 @@ async def reconciled(store_db: StoreDb, journal: Path) -> None:
         [LAMMER, "records", "reconcile", "--db", store_db.dsn, "--journal", str(journal)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND_S,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr

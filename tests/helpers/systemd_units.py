@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import CLI_BOUND_S
+
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMD = ROOT / "systemd"
 LAMMER = Path(sys.executable).with_name("lammer")
@@ -28,7 +30,7 @@ def with_this_lammer(unit: Path, path: Path) -> Path:
 def systemd_analyze(*args: str) -> subprocess.CompletedProcess[str]:
     """``systemd-analyze ARGS``, its output captured."""
     return subprocess.run(
-        ["systemd-analyze", *args], capture_output=True, text=True, timeout=60, check=False
+        ["systemd-analyze", *args], capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
     )
 
 

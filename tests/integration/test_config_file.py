@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from daemon.journal import Journal
+from tests.conftest import CLI_BOUND_S
 from tests.integration.harness import LAMMER
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,9 @@ def test_a_bad_config_exits_2_naming_the_key(
 ) -> None:
     config = _write(tmp_path, **change)
     for argv in ([LAMMER, "run", "--config", str(config)], [LAMMER, "check-config", str(config)]):
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
+        )
         assert done.returncode == 2, (problem, argv, done.stderr)
         assert message in done.stderr, (problem, done.stderr)
         assert "Traceback" not in done.stderr
@@ -75,7 +78,7 @@ def test_the_good_config_passes_the_check(tmp_path: Path) -> None:
         [LAMMER, "check-config", str(_write(tmp_path))],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=CLI_BOUND_S,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -97,7 +100,7 @@ def test_a_journal_that_cannot_be_opened_is_one_clear_line(tmp_path: Path, probl
             [LAMMER, "run", "--config", str(config)],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=CLI_BOUND_S,
             check=False,
         )
     assert done.returncode == 1, done.stderr

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import CLI_BOUND_S
 from tests.helpers.tmpfs import tmpfs
 from tests.integration.conftest import MakeTable
 from tests.integration.harness import LAMMER, Table, device_records
@@ -223,6 +224,9 @@ def _codes(body: object) -> set[str]:
 
 def _journal(table: object, folder: Path) -> list[dict[str, object]]:
     done = subprocess.run(
-        [LAMMER, "journal", str(folder / "c.db")], capture_output=True, check=True, timeout=60
+        [LAMMER, "journal", str(folder / "c.db")],
+        capture_output=True,
+        check=True,
+        timeout=CLI_BOUND_S,
     )
     return [json.loads(line) for line in done.stdout.decode().splitlines()]

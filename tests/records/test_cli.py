@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CLI_BOUND_S
 from tests.records.conftest import StoreDb
 
 LAMMER = str(Path(sys.executable).parent / "lammer")
@@ -45,7 +46,7 @@ LAMMER = str(Path(sys.executable).parent / "lammer")
 @pytest.mark.heavy
 def test_operator_mistakes(args: list[str], sentence: str) -> None:
     done = subprocess.run(
-        [LAMMER, "records", *args], capture_output=True, text=True, timeout=60, check=False
+        [LAMMER, "records", *args], capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
     )
     assert done.returncode == 2
     assert done.stderr.startswith(sentence), done.stderr

@@ -21,6 +21,7 @@ from PIL import Image
 from records.messages import parse
 from records.store import Store
 from rules.bust_odds import odds_table
+from tests.conftest import CLI_BOUND_S
 from tests.helpers.reports import bust_row, info_bj, iso, par_of, poker_row
 from tests.records.conftest import StoreDb
 from tests.records.messages import alarms, body
@@ -39,7 +40,7 @@ def _store(store_db: StoreDb, messages: list[tuple[str, str, dict[str, Any] | st
 def _report(store_db: StoreDb, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [LAMMER, "records", "report", "--db", store_db.dsn, "--timezone", "UTC", *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=CLI_BOUND_S, check=False,
     )  # fmt: skip
 
 
@@ -259,7 +260,7 @@ def test_operator_mistakes_are_one_sentence_and_status_2(store_db: StoreDb) -> N
     assert done.stderr.startswith("lammer records: --area needs --areas FILE")
     bad = subprocess.run(
         [LAMMER, "records", "report", "--db", "host=/nonexistent dbname=x"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=CLI_BOUND_S, check=False,
     )  # fmt: skip
     assert bad.returncode == 2
     assert bad.stderr.startswith("lammer records: the store cannot be reached")

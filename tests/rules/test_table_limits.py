@@ -38,6 +38,7 @@ from rules.events import (
     TimePassed,
 )
 from rules.table import TableEvent, TableState
+from tests.conftest import CLI_BOUND_S
 
 T0 = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -444,7 +445,11 @@ table.warm_up("UTH")
 print("ok")
 """
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=60
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=CLI_BOUND_S,
     )
     assert done.stdout.strip() == "ok", done.stderr
 

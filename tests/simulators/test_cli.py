@@ -17,6 +17,7 @@ import pytest
 from simulators.cli import build_parser
 from simulators.scripts import Send, parse_script
 from simulators.shuffler import ShufflerGame
+from tests.conftest import CLI_BOUND_S
 from tests.simulators.host import ScriptedHost
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +145,7 @@ async def test_bad_script_or_link_exit_2_with_the_reason(
 def test_version_is_the_installed_package_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     result = subprocess.run(
-        [*COMMAND, "--version"], capture_output=True, text=True, timeout=60, check=False
+        [*COMMAND, "--version"], capture_output=True, text=True, timeout=CLI_BOUND_S, check=False
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"lammer-sim {version}\n"
