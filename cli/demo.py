@@ -49,7 +49,7 @@ from contract.requests import request_topic
 from contract.session import UNBOUNDED, session
 from contract.tasks import cancel_and_wait, exit_after
 from contract.topics import Topic
-from deploy.broker import Broker, BrokerError, free_port
+from deploy.broker import START_BOUND_S, Broker, BrokerError, free_port, hand_out
 from deploy.children import supervised
 from deploy.postgres import Postgres, PostgresError
 
@@ -147,10 +147,14 @@ class Floor:
         self.interval = interval
         self.rounds = rounds
         self.seed = seed
+        # The web port first, and handed out (deploy.broker.hand_out): it is bound only
+        # once lammer web starts, so a bind test alone would find it free, and the broker's
+        # or PostgreSQL's free_port() could pick it in the meantime.
+        self.web_port = web_port if _port_free(web_port) else free_port()
+        hand_out([self.web_port])
         self.broker = Broker(workdir, supervised=True)
         self.port = self.broker.port
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.web_port = web_port if _port_free(web_port) else free_port()
         self.stick_user = "stick"
         self.stick_password = secrets.token_urlsafe(9)
         self.pit_user = "pit"
@@ -195,8 +199,7 @@ class Floor:
             if self.rounds is not None:
                 argv += ["--rolls" if t.device == "dice_reader" else "--rounds", str(self.rounds)]
                 argv += ["--linger"]  # keep the device connected for the final picture
-            self._spawn(f"sim-{t.table_id}", argv)
-            _wait_path(link)
+            _wait_path(link, self._spawn(f"sim-{t.table_id}", argv))
         for t in TABLES:
             cfg = self.workdir / f"{t.table_id}.toml"
             cfg.write_text(_config(t, self.workdir, self.port))
@@ -338,13 +341,19 @@ def _terminate(procs: list[subprocess.Popen[bytes]], *, timeout: float) -> None:
             proc.wait()
 
 
-def _wait_path(path: Path, timeout: float = 10) -> None:
+def _wait_path(path: Path, proc: subprocess.Popen[bytes], timeout: float = START_BOUND_S) -> None:
+    """Until the simulator ``proc`` has created its link ``path``; a generous bound, and
+    no wait at all once the simulator has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists():
             return
+        if proc.poll() is not None:
+            raise SystemExit(
+                f"lammer demo: the simulator exited ({proc.returncode}) before creating {path}"
+            )
         time.sleep(0.05)
-    raise SystemExit(f"lammer demo: the simulator did not create {path}")
+    raise SystemExit(f"lammer demo: the simulator did not create {path} within {timeout:.0f} s")
 
 
 async def stickperson(port: int, table_id: str, *, delay: float) -> None:
