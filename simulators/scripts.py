@@ -8,6 +8,9 @@ round into a script:
   ``HAND,812,P1,9c9d5h5s2c``; the device link numbers it (link-layer.md "Sequence
   numbers") and sends it stop-and-wait.
 * ``Sleep``: the table pauses (pacing).
+* ``Wait``: the device pauses until a file exists: a cue from outside (a test that must
+  do something, kill the host say, before the next frame goes out), an event rather than
+  a time. The link goes on meanwhile (``QUERY`` answered, the frame in flight resent).
 * ``Unplug``: the device's line goes away and comes back (a USB unplug and replug).
 * ``DropAck``: the first ACK of the next frame is lost on the wire, so the device sends
   the frame again after its ACK timeout (a deterministic ``drop_ack`` fault, for tests and
@@ -24,6 +27,7 @@ Script format (UTF-8 text, one step a line)::
     ROUND,812,1
     unplug                            (close the port and open a new one, see serve.py)
     drop_ack                          (the next frame's first ACK is lost: it is sent again)
+    wait /run/cue/next-hand           (until a file exists at that path, however long)
 
 Every frame line is checked when the script is loaded, with the drivers' own codec
 (``drivers.messages.parse_body``), and must be a message of the scripted device: a
@@ -108,6 +112,17 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class Wait:
+    """A pause until a file exists at ``path`` (an event, not a time: a test's cue).
+
+    ``path`` is taken as written (relative to the simulator's working directory); it is
+    the rest of the line after ``wait``, spaces included, up to a comment (`` #``).
+    """
+
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
 class Unplug:
     """The line goes away and comes back: a new pty behind the ``--link`` symlink, and any
     TCP client dropped. The device says ``HELLO`` again afterwards (shuffler-icd.md)."""
@@ -118,7 +133,7 @@ class DropAck:
     """The first ACK of the next frame is lost on the wire: the device retransmits it."""
 
 
-Step = Send | Sleep | Unplug | DropAck
+Step = Send | Sleep | Wait | Unplug | DropAck
 
 _SLEEP = re.compile(r"sleep\s+(\d+(?:\.\d+)?)")
 
@@ -141,6 +156,15 @@ def parse_step(text: str, *, device: DeviceKind, line: int = 1) -> Step | None:
                 text=text,
             )
         return Sleep(float(match.group(1)))
+    if lowered.split()[0] == "wait":
+        target = stripped[len("wait") :].strip()
+        if not target:
+            raise ScriptError(
+                f"line {line}: {stripped!r}: expected 'wait PATH' (a file to wait for)",
+                line=line,
+                text=text,
+            )
+        return Wait(Path(target))
     if lowered == "unplug":
         return Unplug()
     if lowered == "drop_ack":
@@ -151,8 +175,8 @@ def parse_step(text: str, *, device: DeviceKind, line: int = 1) -> Step | None:
         allowed = ", ".join(sorted(SENT_BY[device]))
         raise ScriptError(
             f"line {line}: {kind!r} is not a {device} message (expected one of {allowed}, "
-            "'sleep SECONDS', 'unplug' or 'drop_ack'; frame bodies are written without the "
-            "sequence number)",
+            "'sleep SECONDS', 'wait PATH', 'unplug' or 'drop_ack'; frame bodies are written "
+            "without the sequence number)",
             line=line,
             text=text,
         )
@@ -198,6 +222,8 @@ def format_script(steps: Iterable[Step]) -> str:
                 lines.append(str(step))
             case Sleep(seconds):
                 lines.append(f"sleep {seconds:.6f}".rstrip("0").rstrip("."))
+            case Wait(path):
+                lines.append(f"wait {path}")
             case Unplug():
                 lines.append("unplug")
             case DropAck():

@@ -17,9 +17,10 @@ serial device server: one client at a time, a new client replaces the old one. T
 writes to the pty and to the TCP client alike and listens to both; use one host at a time.
 
 ``SimulatedDevice`` joins the ports and the ``DeviceLink`` and plays steps: frames go out
-stop-and-wait, sleeps pause, ``Unplug`` (or the ``disconnect`` fault, drawn after each
-acknowledged frame) unplugs the line for ``Faults.unplug_pause`` seconds, drops any TCP
-client, then plugs it in again and says ``HELLO`` (and ``MODE``) again.
+stop-and-wait, sleeps pause, a ``Wait`` pauses until its file exists (the link goes on
+meanwhile), ``Unplug`` (or the ``disconnect`` fault, drawn after each acknowledged frame)
+unplugs the line for ``Faults.unplug_pause`` seconds, drops any TCP client, then plugs it
+in again and says ``HELLO`` (and ``MODE``) again.
 """
 
 from __future__ import annotations
@@ -42,7 +43,16 @@ from foundation.tasks import this_task
 from simulators.device_link import DeviceLink, LinkTimings
 from simulators.faults import Faults, hit
 from simulators.line import LineSettings, read_baudrate, set_baudrate, transfer
-from simulators.scripts import DeviceKind, DropAck, Send, SimulatorError, Sleep, Step, Unplug
+from simulators.scripts import (
+    DeviceKind,
+    DropAck,
+    Send,
+    SimulatorError,
+    Sleep,
+    Step,
+    Unplug,
+    Wait,
+)
 
 DataCallback = Callable[[bytes], None]
 UNREAD_LIMIT = 2048
@@ -50,6 +60,8 @@ UNREAD_LIMIT = 2048
 near it while a host reads: one frame is at most 258 bytes)."""
 STALL_LIMIT = 1.0
 """Seconds a write waits for a full pty before the rest of it is dropped."""
+WAIT_POLL = 0.01
+"""Seconds between two looks for a ``Wait`` step's file."""
 
 
 class PtyPort:
@@ -417,6 +429,11 @@ class SimulatedDevice:
                 return 1
             case Sleep(seconds):
                 await asyncio.sleep(seconds)
+            case Wait(path):
+                self.log.info("waiting for a file", path=str(path))
+                while not path.exists():  # noqa: ASYNC110 - a file from another process
+                    await asyncio.sleep(WAIT_POLL)
+                self.log.info("file found, going on", path=str(path))
             case Unplug():
                 await self.unplug()
             case DropAck():

@@ -13,7 +13,8 @@ Each server serves the device by its path and opens it when a client connects, s
 simulator restarted behind the same ``--link`` name is found again, as a replugged
 adapter is. ``kill`` (SIGKILL) and ``start`` again on the same TCP port is the server
 crashing and coming back. Nothing here sleeps to let something happen: the starts wait
-until the port accepts a connection, bounded by ``DEADLINE``.
+until the server's own process accepts connections on its port (another process's
+listener there is a failure, never taken for it), bounded by ``DEADLINE``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from deploy.broker import free_port
+from deploy.broker import START_BOUND_S, PortTaken, free_port, wait_serving
 
-DEADLINE = 60.0
+DEADLINE = START_BOUND_S
 """Seconds a server may take to start: a bound on a failure, never what is tested."""
 
 SER2NET = "/usr/sbin/ser2net"
@@ -42,19 +42,23 @@ Mode = Literal["raw", "rfc2217"]
 
 
 def _wait_accepting(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Return once ``proc`` itself accepts connections on ``127.0.0.1:port``. Otherwise
+    (it exited, another process listens there, ``DEADLINE`` passed) stop it and fail."""
     deadline = time.monotonic() + DEADLINE
     while True:
         if proc.poll() is not None:
             raise AssertionError(f"the server exited ({proc.returncode}): {log.read_text()}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
+            if wait_serving(proc.pid, "127.0.0.1", port, timeout=0.5):
                 return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"the server did not listen on {port}: {log.read_text()}"
-                ) from None
-            time.sleep(0.02)
+        except PortTaken as exc:
+            _stop(proc, signal.SIGKILL)
+            raise AssertionError(f"{exc}, not the server's: {log.read_text()}") from None
+        if time.monotonic() > deadline:
+            _stop(proc, signal.SIGKILL)
+            raise AssertionError(
+                f"the server did not listen on {port} within {DEADLINE:.0f} s: {log.read_text()}"
+            )
 
 
 def _stop(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> None:

@@ -220,14 +220,18 @@ async def _phases(table: Table, server: DeviceServer, relay: NetCut, plan: Plan)
         decision = {"operator": "stick-1", "roll_id": 3, "decision": "valid"}
         assert (await table.request("roll_decision", decision))["status"] == "ok"
 
-    # 2. The server killed mid-round, then started again.
+    # 2. The server killed mid-round, then started again. Each round's rest waits for a
+    # cue (``wait FILE``, simulators/scripts.py), given once the fault is in place: an event,
+    # never a time the fault must beat.
     first, rest, fact = plan.split(50)
-    await table.start_sim(f"{first}sleep 4\n{rest}", wait=False, baud=115200)
+    cue = table.workdir / "cue-50"
+    await table.start_sim(f"{first}wait {cue}\n{rest}", wait=False, baud=115200)
     await table.wait_for(lambda: _logged(table, fact, **_first_split_fact(plan, 50)), what="1st")
     server.kill()
     await table.wait_for(lambda: _connected(table) is False, what="the device gone")
     await table.wait_for(lambda: _alarm(table, "DISCONNECTED"), what="DISCONNECTED")
     await asyncio.to_thread(server.start)
+    cue.touch()  # the rest of the round, once the server is back
     await table.wait_sim_done()
     await table.wait_for(lambda: _connected(table) is True, what="the device back")
     await table.wait_for(lambda: _alarm(table, "DISCONNECTED") is None, what="its alarm cleared")
@@ -242,9 +246,11 @@ async def _phases(table: Table, server: DeviceServer, relay: NetCut, plan: Plan)
 
     # 3. The network cut with the server up, then back.
     first, rest, fact = plan.split(60)
-    await table.start_sim(f"{first}sleep 1\n{rest}", wait=False, baud=115200)
+    cue = table.workdir / "cue-60"
+    await table.start_sim(f"{first}wait {cue}\n{rest}", wait=False, baud=115200)
     await table.wait_for(lambda: _logged(table, fact, **_first_split_fact(plan, 60)), what="1st")
     await relay.cut()
+    cue.touch()  # the rest of the round, sent into the cut
     await table.wait_for(lambda: _connected(table) is False, what="the loss seen")
     lost = [e for e in table.log_events() if e.get("event") == "device disconnected"][-1]
     assert lost["reason"] == f"silent for {SILENCE:g} s (no answer to QUERY)"
@@ -256,9 +262,11 @@ async def _phases(table: Table, server: DeviceServer, relay: NetCut, plan: Plan)
 
     # 4. The server's port at 9600 under it: noise, LINK_ERRORS, nothing of it counts.
     first, rest, fact = plan.split(70)
-    await table.start_sim(f"{first}sleep 1\n{rest}", wait=False, baud=115200)
+    cue = table.workdir / "cue-70"
+    await table.start_sim(f"{first}wait {cue}\n{rest}", wait=False, baud=115200)
     await table.wait_for(lambda: _logged(table, fact, **_first_split_fact(plan, 70)), what="1st")
     _set_line(table, 9600)
+    cue.touch()  # the rest of the round, garbled on the way
     await table.wait_for(lambda: _alarm(table, "LINK_ERRORS") is not None, what="LINK_ERRORS")
     alarm = _alarm(table, "LINK_ERRORS")
     assert alarm is not None

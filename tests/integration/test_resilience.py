@@ -14,7 +14,7 @@ import pytest
 from daemon.journal import Journal
 from tests.conftest import Broker
 from tests.integration.conftest import MakeTable
-from tests.integration.harness import Table, device_records, retained_snapshot
+from tests.integration.harness import Sim, Table, device_records, retained_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +37,23 @@ def _assert_journal_intact(records: list[dict[str, Any]]) -> None:
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
 
 
+def _retransmits(sim: Sim) -> int:
+    """How many times the simulator has sent a frame again (seen with ``debug`` only)."""
+    return sum(e.get("event") == "retransmit" for e in sim.log_events())
+
+
 def _availability(table: Table) -> list[str]:
     return [m.body for m in table.recorder.on("availability")]
 
 
 async def test_sigkill_mid_round_then_restart_loses_nothing(make_table: MakeTable) -> None:
     table = make_table("CSP")
-    # The rest of the round comes after a pause, while the daemon is down: the shuffler
-    # gets no ACK and resends (link-layer.md) until the restarted daemon takes it.
+    # The rest of the round comes once the daemon is down (the script waits for a file the
+    # test creates after the kill: an event, not a time): the shuffler gets no ACK and
+    # resends (link-layer.md) until the restarted daemon takes it.
+    killed = table.workdir / "daemon-killed"
     script = (
-        f"DECK,OK\nHAND,20,P1,{CSP_812['P1']}\nHAND,20,P3,{CSP_812['P3']}\nsleep 0.2\n"
+        f"DECK,OK\nHAND,20,P1,{CSP_812['P1']}\nHAND,20,P3,{CSP_812['P3']}\nwait {killed}\n"
         f"HAND,20,DL,{CSP_812['DL']}\nROUND,20,3\nSETTLE,20\n"
     )
     await table.recorder.start()
@@ -54,7 +61,11 @@ async def test_sigkill_mid_round_then_restart_loses_nothing(make_table: MakeTabl
     table.start_daemon()
     await table.wait_for(lambda: _logged(table, "HandDealt", round=20, position="P3"), what="P3")
     await table.stop_daemon(signal.SIGKILL)
-    await table.wait_for(sim.retransmitted, what="the dealer's HAND resent, unacknowledged")
+    resent = _retransmits(sim)
+    killed.touch()
+    await table.wait_for(
+        lambda: _retransmits(sim) > resent, what="the dealer's HAND resent, unacknowledged"
+    )
     restart = table.recorder.mark()
     table.start_daemon()
     await table.wait_sim_done()
@@ -87,14 +98,19 @@ async def test_sigkill_mid_series_keeps_lammers_and_the_pending_roll(
     make_table: MakeTable,
 ) -> None:
     table = make_table("CRAPS")
-    script = "ROLL,1,1,1\nROLL,2,2,2\nCHECK,3,3,3,BOWL\nsleep 0.2\nROLL,4,5,5\n"
+    # Roll 4 is thrown once the daemon is down: the script waits for a file the test
+    # creates after the kill.
+    killed = table.workdir / "daemon-killed"
+    script = f"ROLL,1,1,1\nROLL,2,2,2\nCHECK,3,3,3,BOWL\nwait {killed}\nROLL,4,5,5\n"
     await table.recorder.start()
     sim = await table.start_sim(script, wait=False, debug=True)
     table.start_daemon()
     await table.wait_for(lambda: _logged(table, "RollCheck", roll=3), what="roll 3 journaled")
     before = await table.wait_topic("craps/board", lambda b: b["pending_roll"] is not None)
     await table.stop_daemon(signal.SIGKILL)
-    await table.wait_for(sim.retransmitted, what="roll 4 resent, unacknowledged")
+    resent = _retransmits(sim)
+    killed.touch()
+    await table.wait_for(lambda: _retransmits(sim) > resent, what="roll 4 resent, unacknowledged")
     table.start_daemon()
     await table.wait_sim_done()
 

@@ -19,6 +19,7 @@ from simulators.scripts import (
     Send,
     Sleep,
     Unplug,
+    Wait,
     format_script,
     load_script,
     parse_script,
@@ -59,6 +60,19 @@ def test_script_steps() -> None:
     assert steps[-1].body(9) == "STATUS,9,JAM,card jam, tray 2"  # type: ignore[union-attr]
 
 
+def test_a_wait_step_names_a_file_as_written() -> None:
+    steps = parse_script(
+        "ROLL,1,2,3\nWAIT /run/Cue Dir/next roll  # the test's cue\nwait cues/go\n",
+        device="dice_reader",
+    )
+    assert steps == [
+        Send(("ROLL", "1", "2", "3")),
+        Wait(Path("/run/Cue Dir/next roll")),
+        Wait(Path("cues/go")),
+    ]
+    assert format_script(steps).splitlines()[1:] == ["wait /run/Cue Dir/next roll", "wait cues/go"]
+
+
 def test_dice_script_matches_the_spec_example() -> None:
     steps = parse_script(
         "ROLL,5001,6,5\nROLL,5002,2,2\nCHECK,5003,1,6,ON_CHIPS\n", device="dice_reader"
@@ -82,6 +96,8 @@ def test_dice_script_matches_the_spec_example() -> None:
         ("dice_reader", "ROLL,5001,6", "fields after the sequence number"),
         ("shuffler", "sleep soon", "expected 'sleep SECONDS'"),
         ("shuffler", "sleep -1", "expected 'sleep SECONDS'"),
+        ("shuffler", "wait", "expected 'wait PATH'"),
+        ("shuffler", "wait   # no path", "expected 'wait PATH'"),
     ],
 )
 def test_script_errors_name_the_line(device: str, line: str, match: str) -> None:
@@ -110,6 +126,7 @@ steps_strategy = st.lists(
         ),
         st.builds(lambda r: Send.of("NOROLL", r, "OFF_TABLE"), st.integers(1, 999_999)),
         st.builds(Sleep, st.integers(0, 10_000_000).map(lambda us: us / 1_000_000)),
+        st.builds(Wait, st.sampled_from([Path("/run/cue"), Path("cue 2"), Path("a/b.go")])),
         st.just(Unplug()),
         st.just(DropAck()),
     ),
@@ -118,7 +135,7 @@ steps_strategy = st.lists(
 
 
 @given(steps_strategy)
-def test_format_then_parse_is_identity(steps: list[Send | Sleep | Unplug | DropAck]) -> None:
+def test_format_then_parse_is_identity(steps: list[Send | Sleep | Wait | Unplug | DropAck]) -> None:
     assert parse_script(format_script(steps), device="dice_reader") == steps
 
 

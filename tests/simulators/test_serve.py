@@ -68,6 +68,33 @@ async def test_script_over_a_pty_follows_the_symlink_across_an_unplug(
     assert not link.exists(), "the symlink goes with the device"
 
 
+async def test_a_wait_step_holds_the_next_frame_until_its_file_exists(
+    no_leaks: None, tmp_path: Path
+) -> None:
+    cue = tmp_path / "cue"
+    script = f"DECK,OK\nwait {cue}\nHAND,812,P1,9c9d5h5s2c\n"
+    async with (
+        shuffler(tmp_path) as sim,
+        ScriptedHost("shuffler", tmp_path / "shuffler") as host,
+    ):
+        player = asyncio.create_task(sim.play(parse_script(script, device="shuffler")))
+        try:
+            async with asyncio.timeout(30):
+                while [m.kind for m in host.delivered] != ["HELLO", "MODE", "DECK"]:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)
+            # Held while the file is missing (0.3 s here): the next frame does not go out.
+            await asyncio.sleep(0.3)
+            assert not player.done()
+            assert [m.kind for m in host.delivered] == ["HELLO", "MODE", "DECK"]
+            cue.touch()
+            async with asyncio.timeout(30):
+                assert await player == 2
+                await sim.finish()
+        finally:
+            player.cancel()
+        assert [m.kind for m in host.delivered] == ["HELLO", "MODE", "DECK", "HAND"]
+
+
 async def test_honest_play_with_every_wire_fault_reaches_the_host_exactly_once(
     no_leaks: None, tmp_path: Path
 ) -> None:
