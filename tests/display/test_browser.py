@@ -149,7 +149,7 @@ async def test_bust_bonus_eights_suited_pays_75(
 
 async def _requests_seen(broker: AuthBroker, base: str, seen: list[dict[str, Any]]) -> None:
     """Record every request published under ``base`` (a reader of the broker)."""
-    async with aiomqtt.Client(broker.host, broker.port, timeout=5) as client:
+    async with aiomqtt.Client(broker.host, broker.port, timeout=30) as client:
         await client.subscribe(f"{base}/request/#", qos=1)
         async for message in client.messages:
             payload = message.payload

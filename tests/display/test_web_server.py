@@ -40,7 +40,7 @@ PASSWORD = "a long enough password"
 
 async def _daemon_stand_in(broker: Broker, seen: list[dict[str, Any]]) -> None:
     """Records every request under ``lammer/`` and answers it ok."""
-    async with aiomqtt.Client(broker.host, broker.port, timeout=5) as client:
+    async with aiomqtt.Client(broker.host, broker.port, timeout=30) as client:
         await client.subscribe("lammer/+/request/#", qos=1)
         async for message in client.messages:
             payload = message.payload

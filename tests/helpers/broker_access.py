@@ -128,7 +128,7 @@ class Secured:
             identifier=identifier or f"test-{uuid.uuid4().hex[:10]}",
             tls_params=tls,
             clean_session=clean_session,
-            timeout=5,
+            timeout=30,
         )
 
     def log(self) -> str:

@@ -143,7 +143,7 @@ class Recorder(Subscriber):
                     username=None if self.login is None else self.login[0],
                     password=None if self.login is None else self.login[1],
                     protocol=aiomqtt.ProtocolVersion.V5,
-                    timeout=5,
+                    timeout=30,
                 ) as client:
                     observe_disconnect(client)  # a broker restarted under it: no stray error
                     options = SubscribeOptions(qos=1, noLocal=True, retainAsPublished=True)
@@ -238,7 +238,7 @@ async def retained_snapshot(broker: Broker, base: str) -> dict[str, Received]:
     """
     probe = f"test-probe/{uuid.uuid4().hex}"
     stored: dict[str, Received] = {}
-    async with aiomqtt.Client(broker.host, broker.port, timeout=5) as client:
+    async with aiomqtt.Client(broker.host, broker.port, timeout=30) as client:
         await client.subscribe(f"{base}/#", qos=1)
         await client.subscribe(probe, qos=1)
         await client.publish(probe, b"probe", qos=1)

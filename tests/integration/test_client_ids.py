@@ -48,7 +48,7 @@ async def test_no_user_takes_the_daemons_client_id(secured: Secured, tmp_path: P
                 username=name,
                 password=secured.password(name),
                 identifier=user,  # the daemon's own client id
-                timeout=5,
+                timeout=30,
             )
             async with client:
                 await client.subscribe(f"{table.base}/#", qos=1)

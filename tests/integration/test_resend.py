@@ -93,7 +93,7 @@ async def test_a_retained_decision_is_refused_cleared_and_said_as_it_is(
 @contextlib.asynccontextmanager
 async def v5_client(table: Table) -> AsyncIterator[aiomqtt.Client]:
     async with aiomqtt.Client(
-        table.broker.host, table.broker.port, protocol=aiomqtt.ProtocolVersion.V5, timeout=5
+        table.broker.host, table.broker.port, protocol=aiomqtt.ProtocolVersion.V5, timeout=30
     ) as client:
         yield client
 
