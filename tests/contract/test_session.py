@@ -96,7 +96,8 @@ async def test_a_broker_that_never_answers_is_a_timeout_and_leaves_nothing_open(
             with pytest.raises(TimeoutError):
                 async with session(client):
                     pass  # pragma: no cover - never connected
-            assert 1 <= loop.time() - started < 5
+            # The patched WAIT, not the default 10 s (the rest is a loaded machine's slack).
+            assert 1 <= loop.time() - started < 9
         assert len(accepted) == 3
     finally:
         for writer in accepted:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,6 +78,7 @@ async def test_a_flood_of_requests_leaves_results_flowing_and_the_link_up(
                 )
                 await table.start_sim(script, wait=False)
                 flooder.pending_calls_threshold = 10 * FLOOD
+                flood_started = time.monotonic()
                 body = {"operator": "flood", "roll_id": 999, "decision": "valid"}
                 await asyncio.gather(
                     *(
@@ -98,6 +101,9 @@ async def test_a_flood_of_requests_leaves_results_flowing_and_the_link_up(
                 )
                 # The table still answers a request sent after the flood (the gate refills).
                 answer = await _answer_after_the_flood(table)
+                # The flood lasted this long at most, as the table saw it: the rate bounds
+                # below scale with it (seconds quiet, longer on a loaded machine).
+                lasted = math.ceil(time.monotonic() - flood_started)
                 assert answer["status"] == "error"
                 assert "unknown roll 98765" in str(answer["error"])
                 await table.wait_for(lambda: busy_answers, what="a busy answer")
@@ -113,16 +119,16 @@ async def test_a_flood_of_requests_leaves_results_flowing_and_the_link_up(
         assert not [e for e in events if e.startswith("mqtt connection lost")]
         assert [m.body for m in table.recorder.on("availability")] == ["online"]
         refused = [e for e in events if e.startswith("mqtt requests refused")]
-        assert len(refused) == 1  # once a minute at most
+        assert 1 <= len(refused) <= 1 + lasted // 60, lasted  # once a minute at most
         # The journal: a handful of records, not 2,000 requests.
         records = table.journal("--kind", "decision")
         rejected = [r for r in records if "rejected" in r]
         counted = [r["busy_requests"] for r in records if "busy_requests" in r]
-        assert len(rejected) <= 20 + 5 * 30 + 1  # the burst, then 5 a second at most
+        assert len(rejected) <= 20 + 5 * max(30, lasted) + 1  # the burst, then 5 a second
         assert counted  # the first count at once
         served = len(rejected)
         assert served + sum(int(c["count"]) for c in counted) <= FLOOD + 1
-        assert len(busy_answers) <= 40  # one a second, and the flood is over in seconds
+        assert len(busy_answers) <= max(40, lasted + 1), lasted  # one a second at most
     finally:
         await table.close()
 
