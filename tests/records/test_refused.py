@@ -49,19 +49,30 @@ async def _pit(broker: Broker, store: Store, ready: asyncio.Event) -> None:
         await client.subscribe("lammer/+/#", qos=1)
         ready.set()
         messages = aiter(client.messages)
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.2):
-                    message = await anext(messages)
+        # The next message is awaited across ticks, never cancelled: a read cancelled by a
+        # timeout can lose the message it had just taken off the queue.
+        reading: asyncio.Task[aiomqtt.Message] | None = None
+        try:
+            while True:
+                if reading is None:
+                    reading = asyncio.ensure_future(anext(messages))
+                done, _ = await asyncio.wait({reading}, timeout=0.2)
+                if done:
+                    message, reading = reading.result(), None
                     payload = message.payload
                     data = payload if isinstance(payload, bytes) else str(payload).encode()
                     store.receive(
                         message.topic.value, data, now=time.monotonic(), retained=message.retain
                     )
-            store.tick(time.monotonic())
-            while store.resends:
-                ask: Resend = store.resends.popleft()
-                await client.publish(ask.topic, ask.payload("pit"), qos=1)
+                store.tick(time.monotonic())
+                while store.resends:
+                    ask: Resend = store.resends.popleft()
+                    await client.publish(ask.topic, ask.payload("pit"), qos=1)
+        finally:
+            if reading is not None:
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+                    await reading
 
 
 async def test_forged_messages_ahead_of_a_table_lose_none_of_its_genuine_ones(
