@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from PIL import Image
-from playwright.async_api import Browser, BrowserContext, Page, async_playwright
+from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from deploy.broker import Broker, free_port, wait_serving
 from tests.integration.harness import Table
@@ -56,6 +56,11 @@ PASSWORDS = {
 STICKPERSON = ("alice", "correct horse battery")
 KEEPALIVE = 6
 """``lammer web --keepalive``: seconds of silence before a page shows "table closed"."""
+
+# Playwright's expect waits 5 s by default: a page's answer after a server round trip (a
+# login, a page load) has taken longer on a loaded machine. A bound on a failure only: an
+# expectation met returns at once.
+expect.set_options(timeout=15_000)
 
 ACL = """\
 # anonymous clients (the tests' recorders): read only
