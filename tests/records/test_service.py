@@ -62,7 +62,7 @@ async def test_lost_messages_are_resent_and_what_is_gone_is_a_gap(
         mosquitto_private.port,
         day=GamingDay(),
         resend_wait=0.3,
-        resend_timeout=2.0,
+        resend_timeout=10.0,  # a bound on a failure: the gap is said on the answer
         tick=0.05,
         mqtt_user="records",  # (the test's broker lets anyone in: the name is the level)
     )
