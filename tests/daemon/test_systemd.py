@@ -221,6 +221,18 @@ def in_root(command: str, root: Path) -> str:
     return command.replace("/opt/lammer/bin/lammer", lammer).replace("/etc/", f"{root}/etc/")
 
 
+def run_steps(script: str) -> subprocess.CompletedProcess[str]:
+    """Documented install steps, run by bash from the checkout (the test reads its output)."""
+    return subprocess.run(
+        ["bash", "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=CLI_BOUND_S,
+        check=False,
+    )
+
+
 @pytest.mark.heavy
 def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
     # The steps that touch only files, in a root where /etc has what systemd and udev
@@ -231,14 +243,7 @@ def test_install_steps_work_on_a_fresh_controller(tmp_path: Path) -> None:
     system = ("python3 ", "useradd ", "udevadm ", "systemctl ")
     steps = [in_root(c, root) for c in install_steps(INSTALL_DOC.read_text())]
     script = "set -euo pipefail\n" + "\n".join(c for c in steps if not c.startswith(system))
-    result = subprocess.run(
-        ["bash", "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=CLI_BOUND_S,
-        check=False,
-    )
+    result = run_steps(script)
     assert result.returncode == 0, result.stdout + result.stderr
     config = root / "etc" / "lammer" / "poker1.toml"
     assert stat.S_IMODE(config.parent.stat().st_mode) == 0o755
@@ -410,14 +415,7 @@ def test_the_web_unit_header_gives_the_documented_steps_and_they_work(tmp_path: 
         for c in steps
         if not c.startswith("systemctl ")
     )
-    result = subprocess.run(
-        ["bash", "-c", script],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=CLI_BOUND_S,
-        check=False,
-    )
+    result = run_steps(script)
     assert result.returncode == 0, result.stdout + result.stderr
     users = root / "etc" / "lammer" / "web-users"
     assert stat.S_IMODE(users.stat().st_mode) == 0o600
