@@ -44,9 +44,10 @@ from playwright.async_api import Browser, Page, async_playwright
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_daemon import BenchError, start_broker, stop
-from bench.bench_web import CHROMIUM, CHROMIUM_ARGS, GOAL_PAGE_BYTES, start_web
+from bench.bench_web import GOAL_PAGE_BYTES, start_web
 from bench.common import machine, percentile
 from bench.pit_load import SimTable, floor, publish_floor
+from tests.helpers.browser import launch
 
 PREFIX: Final = "lammer-pit-bench"
 ECHO: Final = "lammer-pit-bench-floor/echo"
@@ -256,9 +257,7 @@ async def bench(args: argparse.Namespace, workdir: Path) -> Figures:
         ):
             await publish_floor(loader, PREFIX, sims)
             web, url = start_web(workdir, port, PREFIX)
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-            )
+            browser = await launch(playwright)
             try:
                 poker = next(s.table for s in sims if s.game == "UTH")
                 dice = next(s.table for s in sims if s.game == "CRAPS")

@@ -63,18 +63,8 @@ from bench.bench_daemon import (
 )
 from bench.common import machine, percentile
 from deploy.broker import free_port, wait_serving
+from tests.helpers.browser import launch
 
-CHROMIUM: Final = "/usr/bin/chromium"
-CHROMIUM_ARGS: Final = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 GOAL_OVER_FLOOR_MS: Final = 50.0  # p99 frame-to-DOM within 50 ms of the floor
 GOAL_PAGE_BYTES: Final = 1_000_000
 
@@ -160,9 +150,7 @@ async def bench(args: argparse.Namespace, workdir: Path) -> tuple[list[WebRun], 
             await client.subscribe(f"{BASE}/availability", qos=1)
             await client.subscribe(FLOOR_TOPIC, qos=1)
             listener = asyncio.create_task(sub.listen())
-            browser = await playwright.chromium.launch(
-                executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-            )
+            browser = await launch(playwright)
             try:
                 config = write_config(
                     workdir, workdir / "journal.db", device=tty_path, broker_port=port

@@ -34,19 +34,9 @@ from PIL import Image
 from playwright.async_api import Browser, BrowserContext, Page, async_playwright, expect
 
 from deploy.broker import Broker, free_port, wait_serving
+from tests.helpers.browser import launch
 from tests.integration.harness import Table
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORDS = {
     "daemon": "daemon-secret-1",
     "display": "display-secret-2",
@@ -237,20 +227,13 @@ def web(tmp_path_factory: pytest.TempPathFactory, auth_broker: AuthBroker) -> It
 async def browser() -> AsyncIterator[Browser]:
     """Debian's Chromium, headless, once per session (never a downloaded browser); a fresh
     profile (Playwright gives every launch a new temporary user data folder)."""
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: make setup installs Debian's chromium package")
     # The session's loop outlives every test: give it one executor thread, started now, so
     # the name lookups run in it are not taken for threads a test leaked.
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(max_workers=1, thread_name_prefix="session"))
     await loop.run_in_executor(None, time.monotonic)
     async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            timeout=120_000,  # a bound on a failure only (Playwright's default is 30 s)
-        )
+        launched = await launch(playwright)
         yield launched
         await launched.close()
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from playwright.async_api import Request, Route, async_playwright
 
+from tests.helpers.browser import launch
+
 ROOT = Path(__file__).resolve().parents[2]
 VENDOR = ROOT / "docs" / "assets" / "vendor"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 EXTERNAL_LOAD = re.compile(
     r"<(?:script|link|img|iframe|source|audio|video|embed|object)\b[^>]*?"
     r"\b(?:src|href|data)=[\"']?(?:https?:)?//",
@@ -93,8 +93,6 @@ def test_the_vendored_iframe_worker_is_the_one_its_readme_names() -> None:
 @pytest.mark.heavy
 @pytest.mark.service  # a browser, started here
 async def test_the_site_opens_from_the_file_system_with_the_network_unused(site: Path) -> None:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: make setup installs Debian's chromium package")
     refused: list[str] = []
     errors: list[str] = []
 
@@ -106,12 +104,7 @@ async def test_the_site_opens_from_the_file_system_with_the_network_unused(site:
             await route.abort()
 
     async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=CHROMIUM_ARGS,
-            headless=True,
-            timeout=120_000,  # a bound on a failure only (Playwright's default is 30 s)
-        )
+        browser = await launch(playwright)
         try:
             context = await browser.new_context(viewport={"width": 1280, "height": 800})
             await context.route("**/*", only_files)
